@@ -1181,9 +1181,12 @@ func (x *AffinityLookup) GetFallback() string {
 
 // ListenerReady is sent by a Portal when its listeners are bound.
 type ListenerReady struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Addresses     []string               `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	Incarnation   int64                  `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Addresses   []string               `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	Incarnation int64                  `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// Listeners that could not be opened (address not local, port taken,
+	// unsupported protocol); the Portal retries them with backoff.
+	Errors        []string `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1232,6 +1235,95 @@ func (x *ListenerReady) GetIncarnation() int64 {
 	return 0
 }
 
+func (x *ListenerReady) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+// RetryListen is a Portal's timer tick to retry listeners that failed to open.
+type RetryListen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation   int64                  `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryListen) Reset() {
+	*x = RetryListen{}
+	mi := &file_messages_kproxy_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryListen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryListen) ProtoMessage() {}
+
+func (x *RetryListen) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryListen.ProtoReflect.Descriptor instead.
+func (*RetryListen) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RetryListen) GetIncarnation() int64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+// SweepAffinity is the Affinity actor's timer tick to drop expired entries.
+type SweepAffinity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SweepAffinity) Reset() {
+	*x = SweepAffinity{}
+	mi := &file_messages_kproxy_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SweepAffinity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SweepAffinity) ProtoMessage() {}
+
+func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SweepAffinity.ProtoReflect.Descriptor instead.
+func (*SweepAffinity) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{17}
+}
+
 // ListenerFailed is sent by a Portal's accept or read goroutine.
 type ListenerFailed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1244,7 +1336,7 @@ type ListenerFailed struct {
 
 func (x *ListenerFailed) Reset() {
 	*x = ListenerFailed{}
-	mi := &file_messages_kproxy_proto_msgTypes[16]
+	mi := &file_messages_kproxy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1348,7 @@ func (x *ListenerFailed) String() string {
 func (*ListenerFailed) ProtoMessage() {}
 
 func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[16]
+	mi := &file_messages_kproxy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1361,7 @@ func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerFailed.ProtoReflect.Descriptor instead.
 func (*ListenerFailed) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{16}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListenerFailed) GetIncarnation() int64 {
@@ -1301,7 +1393,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_messages_kproxy_proto_msgTypes[17]
+	mi := &file_messages_kproxy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1405,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[17]
+	mi := &file_messages_kproxy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1418,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{17}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{19}
 }
 
 type ServicePortState struct {
@@ -1346,7 +1438,7 @@ type ServicePortState struct {
 
 func (x *ServicePortState) Reset() {
 	*x = ServicePortState{}
-	mi := &file_messages_kproxy_proto_msgTypes[18]
+	mi := &file_messages_kproxy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1450,7 @@ func (x *ServicePortState) String() string {
 func (*ServicePortState) ProtoMessage() {}
 
 func (x *ServicePortState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[18]
+	mi := &file_messages_kproxy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1463,7 @@ func (x *ServicePortState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePortState.ProtoReflect.Descriptor instead.
 func (*ServicePortState) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{18}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServicePortState) GetKey() *ServicePortKey {
@@ -1446,7 +1538,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_messages_kproxy_proto_msgTypes[19]
+	mi := &file_messages_kproxy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1550,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[19]
+	mi := &file_messages_kproxy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1563,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{19}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StateSnapshot) GetServicePorts() []*ServicePortState {
@@ -1566,10 +1658,14 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\x0eAffinityLookup\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x18\n" +
 	"\aexclude\x18\x02 \x03(\tR\aexclude\x12\x1a\n" +
-	"\bfallback\x18\x03 \x01(\tR\bfallback\"O\n" +
+	"\bfallback\x18\x03 \x01(\tR\bfallback\"g\n" +
 	"\rListenerReady\x12\x1c\n" +
 	"\taddresses\x18\x01 \x03(\tR\taddresses\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\"b\n" +
+	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x16\n" +
+	"\x06errors\x18\x03 \x03(\tR\x06errors\"/\n" +
+	"\vRetryListen\x12 \n" +
+	"\vincarnation\x18\x01 \x01(\x03R\vincarnation\"\x0f\n" +
+	"\rSweepAffinity\"b\n" +
 	"\x0eListenerFailed\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x03R\vincarnation\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
@@ -1616,7 +1712,7 @@ func file_messages_kproxy_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_kproxy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_messages_kproxy_proto_goTypes = []any{
 	(Protocol)(0),                // 0: kproxy.v1.Protocol
 	(SessionAffinity)(0),         // 1: kproxy.v1.SessionAffinity
@@ -1637,10 +1733,12 @@ var file_messages_kproxy_proto_goTypes = []any{
 	(*Picked)(nil),               // 16: kproxy.v1.Picked
 	(*AffinityLookup)(nil),       // 17: kproxy.v1.AffinityLookup
 	(*ListenerReady)(nil),        // 18: kproxy.v1.ListenerReady
-	(*ListenerFailed)(nil),       // 19: kproxy.v1.ListenerFailed
-	(*GetState)(nil),             // 20: kproxy.v1.GetState
-	(*ServicePortState)(nil),     // 21: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),        // 22: kproxy.v1.StateSnapshot
+	(*RetryListen)(nil),          // 19: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),        // 20: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),       // 21: kproxy.v1.ListenerFailed
+	(*GetState)(nil),             // 22: kproxy.v1.GetState
+	(*ServicePortState)(nil),     // 23: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),        // 24: kproxy.v1.StateSnapshot
 }
 var file_messages_kproxy_proto_depIdxs = []int32{
 	0,  // 0: kproxy.v1.ServicePortKey.protocol:type_name -> kproxy.v1.Protocol
@@ -1663,7 +1761,7 @@ var file_messages_kproxy_proto_depIdxs = []int32{
 	3,  // 17: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
 	5,  // 18: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
 	6,  // 19: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	21, // 20: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	23, // 20: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
 	21, // [21:21] is the sub-list for method output_type
 	21, // [21:21] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
@@ -1682,7 +1780,7 @@ func file_messages_kproxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_kproxy_proto_rawDesc), len(file_messages_kproxy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

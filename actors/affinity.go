@@ -1,0 +1,60 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/kproxy/kproxy/balancer"
+	"github.com/kproxy/kproxy/messages"
+)
+
+// AffinitySweepInterval is how often expired ClientIP entries are dropped.
+var AffinitySweepInterval = 10 * time.Second
+
+// Affinity owns a service port's ClientIP affinity table. It exists only
+// while the service has sessionAffinity ClientIP. Its table is not rebuilt
+// after a crash: a restarted Affinity starts empty, so clients are re-pinned
+// on their next connection (as after a kube-proxy userspace restart).
+type Affinity struct {
+	table       *balancer.AffinityTable
+	endpoints   map[string]bool
+	cancelSweep scheduler.CancelFunc
+}
+
+func newAffinity() actor.Actor { return &Affinity{} }
+
+// Receive implements actor.Actor.
+func (a *Affinity) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.table = balancer.NewAffinityTable(0, nil)
+		// A timer, not ReceiveTimeout: protoactor's ReceiveTimeout has a data race.
+		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
+			SendRepeatedly(AffinitySweepInterval, AffinitySweepInterval, ctx.Self(), &messages.SweepAffinity{})
+		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleAffinity})
+	case *actor.Stopping, *actor.Restarting:
+		if a.cancelSweep != nil {
+			a.cancelSweep()
+		}
+	case *messages.SetEndpoints:
+		a.table.SetTTL(time.Duration(m.GetAffinityTimeoutSeconds()) * time.Second)
+		a.endpoints = make(map[string]bool, len(m.GetEndpoints()))
+		for _, e := range m.GetEndpoints() {
+			a.endpoints[e.Address()] = true
+		}
+		a.table.Retain(func(ep string) bool { return a.endpoints[ep] })
+	case *messages.AffinityLookup:
+		addr, ok := a.table.Lookup(m.GetClientIp(), m.GetExclude())
+		if !ok {
+			addr = m.GetFallback()
+			if addr != "" {
+				a.table.Record(m.GetClientIp(), addr)
+			}
+		}
+		ctx.Respond(&messages.Picked{Address: addr})
+	case *messages.SweepAffinity:
+		a.table.Sweep()
+	}
+}

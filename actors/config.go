@@ -1,0 +1,54 @@
+// Package actors is kproxy's supervision tree: thin adapters that own state
+// and lifetimes and turn messages into calls on the plain-Go types of
+// balancer/, portal/ and watcher/.
+//
+//	Proxier (one-for-one)             owns the set of service ports
+//	 ├─ Watcher                       source snapshots -> per-service-port diffs
+//	 └─ ServicePort "ns/name:port/P"  one-for-one; restarts a child alone
+//	     ├─ Balancer                  endpoints, round-robin
+//	     ├─ Affinity                  clientIP -> endpoint, TTL sweep (ClientIP only)
+//	     └─ Portal                    listeners; accept/read goroutines report failure as messages
+package actors
+
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/portal"
+)
+
+// Config is what the tree needs from the command line.
+type Config struct {
+	// PortalMode is portal.ModeBind for now; kernel modes come later.
+	PortalMode string
+	// BindAddress is where proxy-port listeners (and bind-mode node ports) open.
+	BindAddress string
+	// Ports hands out proxy ports.
+	Ports *portal.PortAllocator
+	// UDPIdleTimeout ends idle UDP flows.
+	UDPIdleTimeout time.Duration
+	// PickTimeout bounds a connection's wait for the Balancer.
+	PickTimeout time.Duration
+	Log         zerolog.Logger
+
+	conns *portal.ConnTracker // set by Start
+}
+
+func (c *Config) defaults() {
+	if c.PortalMode == "" {
+		c.PortalMode = portal.ModeBind
+	}
+	if c.BindAddress == "" {
+		c.BindAddress = "0.0.0.0"
+	}
+	if c.Ports == nil {
+		c.Ports = portal.NewPortAllocator(c.BindAddress, portal.PortRange{})
+	}
+	if c.UDPIdleTimeout <= 0 {
+		c.UDPIdleTimeout = portal.DefaultUDPIdleTimeout
+	}
+	if c.PickTimeout <= 0 {
+		c.PickTimeout = 2 * time.Second
+	}
+}

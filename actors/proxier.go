@@ -1,0 +1,67 @@
+package actors
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// Proxier owns the set of service ports: it spawns, updates and stops one
+// ServicePort supervisor per key, and keeps the latest state each reports.
+type Proxier struct {
+	cfg   *Config
+	ports map[string]*actor.PID
+	state map[string]*messages.ServicePortState
+}
+
+func newProxier(cfg *Config) actor.Producer {
+	return func() actor.Actor { return &Proxier{cfg: cfg} }
+}
+
+// Receive implements actor.Actor.
+func (p *Proxier) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.ports = map[string]*actor.PID{}
+		p.state = map[string]*messages.ServicePortState{}
+	case *messages.UpsertServicePort:
+		id := m.GetServicePort().GetKey().ID()
+		pid := p.ports[id]
+		if pid == nil {
+			// A unique suffix: a deleted port of the same key may still be stopping.
+			props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy))
+			pid = ctx.SpawnPrefix(props, strings.ReplaceAll(id, "/", "_")+"-")
+			p.ports[id] = pid
+		}
+		ctx.Send(pid, m)
+	case *messages.DeleteServicePort:
+		id := m.GetKey().ID()
+		if pid := p.ports[id]; pid != nil {
+			ctx.Stop(pid)
+			delete(p.ports, id)
+			delete(p.state, id)
+			p.cfg.Log.Info().Str("servicePort", id).Msg("service port deleted")
+			ctx.ActorSystem().EventStream.Publish(&messages.ServicePortState{Key: m.GetKey(), Deleted: true, Generation: m.GetGeneration()})
+		}
+	case *messages.ServicePortState:
+		id := m.GetKey().ID()
+		if pid := p.ports[id]; pid == nil || pid.GetId() != ctx.Sender().GetId() {
+			return // from a service port already deleted
+		}
+		p.state[id] = m
+		ctx.ActorSystem().EventStream.Publish(m)
+	case *messages.GetState:
+		snap := &messages.StateSnapshot{}
+		for _, st := range p.state {
+			snap.ServicePorts = append(snap.ServicePorts, proto.CloneOf(st))
+		}
+		slices.SortFunc(snap.ServicePorts, func(a, b *messages.ServicePortState) int {
+			return strings.Compare(a.GetKey().ID(), b.GetKey().ID())
+		})
+		ctx.Respond(snap)
+	}
+}

@@ -1,0 +1,177 @@
+package actors
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal"
+)
+
+// Child names under a ServicePort; siblings find each other by them.
+const (
+	rolePortal   = "portal"
+	roleBalancer = "balancer"
+	roleAffinity = "affinity"
+)
+
+// ServicePort supervises one service port's Portal, Balancer and Affinity.
+// It holds the desired state (service port, endpoints, proxy port), so a
+// restarted child rebuilds from it: every child sends ChildStarted when it
+// (re)starts and gets its configuration back.
+type ServicePort struct {
+	cfg        *Config
+	sp         *messages.ServicePort
+	endpoints  []*messages.Endpoint
+	generation int64
+	proxyPort  int
+	portErr    error
+
+	started  map[string]bool // roles seen starting at least once
+	state    *messages.ServicePortState
+	children map[string]*actor.PID
+}
+
+func newServicePort(cfg *Config) actor.Producer {
+	return func() actor.Actor { return &ServicePort{cfg: cfg} }
+}
+
+// childStrategy restarts only the failed child (one-for-one). A child that
+// keeps failing is stopped after 10 restarts in 10 s rather than spinning.
+var childStrategy = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
+
+// Receive implements actor.Actor.
+func (s *ServicePort) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.started = map[string]bool{}
+		s.children = map[string]*actor.PID{}
+		s.state = &messages.ServicePortState{}
+	case *actor.Stopped:
+		if s.proxyPort != 0 {
+			s.cfg.Ports.Release(s.proxyPort)
+		}
+	case *messages.UpsertServicePort:
+		s.upsert(ctx, m)
+	case *messages.ChildStarted:
+		if s.started[m.GetRole()] {
+			s.state.Restarts++
+			s.cfg.Log.Warn().Str("servicePort", s.sp.GetKey().ID()).Str("actor", m.GetRole()).Msg("actor restarted")
+		}
+		s.started[m.GetRole()] = true
+		if msg := s.configFor(m.GetRole()); msg != nil {
+			ctx.Respond(msg)
+		}
+	case *messages.ListenerReady:
+		s.state.ListenAddresses = m.GetAddresses()
+		s.state.Error = ""
+		if len(m.GetErrors()) > 0 {
+			s.state.Error = fmt.Sprint(m.GetErrors())
+			s.cfg.Log.Error().Str("servicePort", s.sp.GetKey().ID()).Strs("errors", m.GetErrors()).Msg("cannot open portal, retrying")
+		}
+		s.report(ctx, "service port listening")
+	}
+}
+
+func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
+	first := s.sp == nil
+	spChanged := !proto.Equal(s.sp, m.GetServicePort())
+	epChanged := first || !equalEndpoints(s.endpoints, m.GetEndpoints())
+	s.sp, s.endpoints, s.generation = m.GetServicePort(), m.GetEndpoints(), m.GetGeneration()
+
+	if first {
+		network, err := portal.Network(s.sp.GetKey().GetProtocol())
+		if err == nil {
+			s.proxyPort, err = s.cfg.Ports.Allocate(network)
+		}
+		s.portErr = err
+		if err != nil {
+			s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Msg("cannot allocate proxy port")
+		}
+		s.spawn(ctx, roleBalancer, newBalancer)
+		s.syncAffinity(ctx)
+		s.spawn(ctx, rolePortal, newPortal(s.cfg))
+		s.report(ctx, "service port added")
+		return // children ask for their configuration when they start
+	}
+	if spChanged {
+		s.syncAffinity(ctx)
+		ctx.Send(s.children[rolePortal], s.configFor(rolePortal))
+	}
+	if epChanged || spChanged {
+		set := s.configFor(roleBalancer)
+		for _, role := range []string{roleBalancer, roleAffinity, rolePortal} {
+			if pid := s.children[role]; pid != nil {
+				ctx.Send(pid, set)
+			}
+		}
+	}
+	if spChanged || epChanged {
+		s.report(ctx, "service port updated")
+	}
+}
+
+// syncAffinity starts the Affinity actor the first time ClientIP affinity
+// is on. It is kept if affinity is turned off again (the Balancer just stops
+// forwarding to it), which avoids racing a stopping actor for its name.
+func (s *ServicePort) syncAffinity(ctx actor.Context) {
+	if s.sp.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP && s.children[roleAffinity] == nil {
+		s.spawn(ctx, roleAffinity, newAffinity)
+	}
+}
+
+func (s *ServicePort) spawn(ctx actor.Context, role string, producer actor.Producer) {
+	props := actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy))
+	pid, err := ctx.SpawnNamed(props, role)
+	if err != nil {
+		s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Str("actor", role).Msg("spawn failed")
+		return
+	}
+	s.children[role] = pid
+}
+
+// configFor is what a child of the role needs to (re)build its state.
+func (s *ServicePort) configFor(role string) proto.Message {
+	if s.sp == nil {
+		return nil
+	}
+	switch role {
+	case rolePortal:
+		if s.portErr != nil {
+			return nil
+		}
+		return &messages.ConfigurePortal{ServicePort: s.sp, ProxyPort: int32(s.proxyPort)}
+	default:
+		return &messages.SetEndpoints{
+			Endpoints:              s.endpoints,
+			SessionAffinity:        s.sp.GetSessionAffinity(),
+			AffinityTimeoutSeconds: s.sp.GetAffinityTimeoutSeconds(),
+		}
+	}
+}
+
+// report logs where the service port listens and its endpoints, and tells
+// the Proxier, which keeps the state view.
+func (s *ServicePort) report(ctx actor.Context, event string) {
+	st := s.state
+	st.Key, st.ServicePort, st.Endpoints, st.Generation = s.sp.GetKey(), s.sp, s.endpoints, s.generation
+	st.ProxyPort = int32(s.proxyPort)
+	if s.portErr != nil {
+		st.Error = s.portErr.Error()
+	}
+	eps := make([]string, 0, len(s.endpoints))
+	for _, e := range s.endpoints {
+		eps = append(eps, e.Address())
+	}
+	s.cfg.Log.Info().Str("servicePort", st.Key.ID()).Strs("listen", st.ListenAddresses).
+		Strs("endpoints", eps).Int32("proxyPort", st.ProxyPort).Msg(event)
+	ctx.Request(ctx.Parent(), proto.CloneOf(st)) // Request: the Proxier checks the sender
+}
+
+func equalEndpoints(a, b []*messages.Endpoint) bool {
+	return slices.EqualFunc(a, b, func(x, y *messages.Endpoint) bool { return proto.Equal(x, y) })
+}

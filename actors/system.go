@@ -1,0 +1,121 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal"
+)
+
+// Proxy is a running actor tree.
+type Proxy struct {
+	System  *actor.ActorSystem
+	Proxier *actor.PID
+	Watcher *actor.PID
+	Conns   *portal.ConnTracker
+
+	cfg *Config
+	sub *eventstream.Subscription
+}
+
+// Start builds the actor system and the tree.
+func Start(cfg Config) *Proxy {
+	cfg.defaults()
+	cfg.conns = portal.NewConnTracker()
+	c := &cfg
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})
+	}))
+	p := &Proxy{System: system, Conns: cfg.conns, cfg: c}
+	// protoactor logs panics at INFO without the reason's detail; log them ourselves.
+	p.sub = system.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok {
+			cfg.Log.Warn().Str("actor", e.Child.GetId()).Str("reason", fmt.Sprint(e.Reason)).
+				Str("directive", e.Directive.String()).Msg("actor failed")
+		}
+	})
+	proxierProps := actor.PropsFromProducer(newProxier(c), actor.WithSupervisor(childStrategy))
+	p.Proxier, _ = system.Root.SpawnNamed(proxierProps, "proxier")
+	p.Watcher, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newWatcher(c, p.Proxier)), "watcher")
+	return p
+}
+
+// Submit hands a source's snapshot to the Watcher.
+func (p *Proxy) Submit(snap *messages.SourceSnapshot) { p.System.Root.Send(p.Watcher, snap) }
+
+// ReportSourceError hands a source's rejected input to the Watcher for logging.
+func (p *Proxy) ReportSourceError(source string, err error) {
+	p.System.Root.Send(p.Watcher, &messages.SourceError{Source: source, Error: err.Error()})
+}
+
+// State returns the state of every service port.
+func (p *Proxy) State(timeout time.Duration) (*messages.StateSnapshot, error) {
+	res, err := p.System.Root.RequestFuture(p.Proxier, &messages.GetState{}, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("get state: %w", err)
+	}
+	return res.(*messages.StateSnapshot), nil
+}
+
+// Subscribe calls fn with every ServicePortState the Proxier records
+// (including deletions). fn runs on the publisher's goroutine: keep it short.
+func (p *Proxy) Subscribe(fn func(*messages.ServicePortState)) (unsubscribe func()) {
+	sub := p.System.EventStream.Subscribe(func(evt any) {
+		if st, ok := evt.(*messages.ServicePortState); ok {
+			fn(st)
+		}
+	})
+	return func() { p.System.EventStream.Unsubscribe(sub) }
+}
+
+// Stop stops the tree (closing every listener), then ends established
+// connections and flows. ActorSystem.Shutdown stops no actors, so the
+// Proxier is poisoned and awaited.
+func (p *Proxy) Stop(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() {
+		p.System.Root.StopFuture(p.Watcher).Wait()
+		done <- p.System.Root.StopFuture(p.Proxier).Wait()
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("stop actors: %w", ctx.Err())
+	}
+	p.Conns.CloseAll()
+	p.System.EventStream.Unsubscribe(p.sub)
+	p.System.Shutdown()
+	return err
+}
+
+// renameMessageAttr renames protoactor's "message" attribute, which would
+// clash with zerolog's message field.
+type renameMessageAttr struct{ slog.Handler }
+
+func (h renameMessageAttr) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "message" {
+			a.Key = "actorMessage"
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h renameMessageAttr) WithAttrs(as []slog.Attr) slog.Handler {
+	return renameMessageAttr{h.Handler.WithAttrs(as)}
+}
+
+func (h renameMessageAttr) WithGroup(name string) slog.Handler {
+	return renameMessageAttr{h.Handler.WithGroup(name)}
+}

@@ -1,0 +1,60 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// Watcher turns source snapshots into per-service-port changes: it diffs
+// each snapshot against the last one and sends the Proxier only what
+// really changed, so an unchanged service port is never touched.
+type Watcher struct {
+	cfg     *Config
+	proxier *actor.PID
+	last    map[string]*messages.ServicePortEndpoints
+}
+
+func newWatcher(cfg *Config, proxier *actor.PID) actor.Producer {
+	return func() actor.Actor { return &Watcher{cfg: cfg, proxier: proxier} }
+}
+
+// Receive implements actor.Actor.
+func (w *Watcher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.SourceSnapshot:
+		w.apply(ctx, m)
+	case *messages.SourceError:
+		w.cfg.Log.Error().Str("source", m.GetSource()).Msg(m.GetError())
+	}
+}
+
+func (w *Watcher) apply(ctx actor.Context, snap *messages.SourceSnapshot) {
+	next := make(map[string]*messages.ServicePortEndpoints, len(snap.GetServicePorts()))
+	var added, updated, deleted int
+	for _, spe := range snap.GetServicePorts() {
+		id := spe.GetServicePort().GetKey().ID()
+		next[id] = spe
+		prev, ok := w.last[id]
+		if ok && proto.Equal(prev, spe) {
+			continue
+		}
+		if ok {
+			updated++
+		} else {
+			added++
+		}
+		ctx.Send(w.proxier, &messages.UpsertServicePort{ServicePort: spe.GetServicePort(), Endpoints: spe.GetEndpoints(), Generation: snap.GetGeneration()})
+	}
+	for id, prev := range w.last {
+		if _, ok := next[id]; !ok {
+			deleted++
+			ctx.Send(w.proxier, &messages.DeleteServicePort{Key: prev.GetServicePort().GetKey(), Generation: snap.GetGeneration()})
+		}
+	}
+	w.last = next
+	w.cfg.Log.Info().Str("source", snap.GetSource()).Int64("generation", snap.GetGeneration()).
+		Int("servicePorts", len(next)).Int("added", added).Int("updated", updated).Int("deleted", deleted).
+		Msg("source synced")
+}

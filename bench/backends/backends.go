@@ -1,0 +1,141 @@
+// Package backends runs real TCP and UDP endpoints on loopback for tests,
+// benchmarks and the demo. Each backend says who it is, so a client can see
+// which endpoint the proxy chose.
+package backends
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+)
+
+// TCP is a backend that writes "name\n" on every connection, then echoes
+// what it reads until EOF, then closes its write side (so half-close through
+// a proxy is observable).
+type TCP struct {
+	Name string
+	ln   net.Listener
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	open map[net.Conn]struct{}
+}
+
+// StartTCP listens on addr ("127.0.0.1:0" for any port).
+func StartTCP(name, addr string) (*TCP, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	b := &TCP{Name: name, ln: ln, open: map[net.Conn]struct{}{}}
+	b.wg.Add(1)
+	go b.serve()
+	return b, nil
+}
+
+// Addr is the backend's "ip:port".
+func (b *TCP) Addr() string { return b.ln.Addr().String() }
+
+// Port is the backend's port.
+func (b *TCP) Port() int { return b.ln.Addr().(*net.TCPAddr).Port }
+
+func (b *TCP) serve() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			return
+		}
+		b.mu.Lock()
+		b.open[c] = struct{}{}
+		b.mu.Unlock()
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			defer func() {
+				b.mu.Lock()
+				delete(b.open, c)
+				b.mu.Unlock()
+				c.Close()
+			}()
+			if _, err := io.WriteString(c, b.Name+"\n"); err != nil {
+				return
+			}
+			io.Copy(c, c)
+			c.(*net.TCPConn).CloseWrite()
+		}()
+	}
+}
+
+// Close stops the backend and its connections.
+func (b *TCP) Close() {
+	b.ln.Close()
+	b.mu.Lock()
+	for c := range b.open {
+		c.Close()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// ReadName reads the first line a TCP backend sends.
+func ReadName(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return line[:len(line)-1], nil
+}
+
+// UDP is a backend that answers each datagram with "name:" + the datagram.
+type UDP struct {
+	Name string
+	conn *net.UDPConn
+	done chan struct{}
+}
+
+// StartUDP listens on addr.
+func StartUDP(name, addr string) (*UDP, error) {
+	a, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.ListenUDP("udp", a)
+	if err != nil {
+		return nil, err
+	}
+	b := &UDP{Name: name, conn: conn, done: make(chan struct{})}
+	go b.serve()
+	return b, nil
+}
+
+// Addr is the backend's "ip:port".
+func (b *UDP) Addr() string { return b.conn.LocalAddr().String() }
+
+// Port is the backend's port.
+func (b *UDP) Port() int { return b.conn.LocalAddr().(*net.UDPAddr).Port }
+
+func (b *UDP) serve() {
+	defer close(b.done)
+	buf := make([]byte, 64*1024)
+	prefix := []byte(b.Name + ":")
+	out := make([]byte, 0, len(prefix)+len(buf))
+	for {
+		n, from, err := b.conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		out = append(append(out[:0], prefix...), buf[:n]...)
+		b.conn.WriteToUDPAddrPort(out, from)
+	}
+}
+
+// Close stops the backend.
+func (b *UDP) Close() {
+	b.conn.Close()
+	<-b.done
+}

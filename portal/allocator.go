@@ -1,0 +1,135 @@
+package portal
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// PortRange is kube-proxy's --proxy-port-range: "begin-end" or "begin+offset".
+// The zero value means "any free port".
+type PortRange struct {
+	Base, Size int
+}
+
+// ParsePortRange parses "30000-30100", "30000+100" or "" (any port).
+func ParsePortRange(s string) (PortRange, error) {
+	if s == "" {
+		return PortRange{}, nil
+	}
+	var lo, hi int
+	var err error
+	if a, b, ok := strings.Cut(s, "-"); ok {
+		lo, err = strconv.Atoi(a)
+		if err == nil {
+			hi, err = strconv.Atoi(b)
+		}
+	} else if a, b, ok := strings.Cut(s, "+"); ok {
+		var off int
+		lo, err = strconv.Atoi(a)
+		if err == nil {
+			off, err = strconv.Atoi(b)
+			hi = lo + off
+		}
+	} else {
+		err = errors.New(`want "begin-end" or "begin+offset"`)
+	}
+	if err != nil {
+		return PortRange{}, fmt.Errorf("port range %q: %w", s, err)
+	}
+	if lo < 1 || hi > 65535 || hi < lo {
+		return PortRange{}, fmt.Errorf("port range %q: must lie within 1-65535 with begin <= end", s)
+	}
+	return PortRange{Base: lo, Size: hi - lo + 1}, nil
+}
+
+func (r PortRange) String() string {
+	if r.Size == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", r.Base, r.Base+r.Size-1)
+}
+
+// PortAllocator hands out proxy ports, one per service port, that stay with
+// the service port for its life (so kernel rules pointing at them stay valid
+// across listener restarts).
+type PortAllocator struct {
+	host string
+	r    PortRange
+
+	mu   sync.Mutex
+	used map[int]bool
+}
+
+// NewPortAllocator allocates ports on host within r (any free port when r is zero).
+func NewPortAllocator(host string, r PortRange) *PortAllocator {
+	return &PortAllocator{host: host, r: r, used: map[int]bool{}}
+}
+
+// ErrPortRangeExhausted means every port of the range is taken.
+var ErrPortRangeExhausted = errors.New("proxy port range exhausted")
+
+// Allocate returns a port that is free for the protocol ("tcp" or "udp")
+// right now, probing by binding it.
+func (a *PortAllocator) Allocate(network string) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.r.Size == 0 {
+		for range 16 {
+			port, err := probe(network, a.host, 0)
+			if err != nil {
+				return 0, fmt.Errorf("allocate proxy port: %w", err)
+			}
+			if !a.used[port] {
+				a.used[port] = true
+				return port, nil
+			}
+		}
+		return 0, errors.New("allocate proxy port: kernel keeps returning ports already held")
+	}
+	start := rand.IntN(a.r.Size)
+	for i := range a.r.Size {
+		port := a.r.Base + (start+i)%a.r.Size
+		if a.used[port] {
+			continue
+		}
+		if _, err := probe(network, a.host, port); err != nil {
+			continue
+		}
+		a.used[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("allocate proxy port in %s: %w", a.r, ErrPortRangeExhausted)
+}
+
+// Release returns a port to the pool.
+func (a *PortAllocator) Release(port int) {
+	a.mu.Lock()
+	delete(a.used, port)
+	a.mu.Unlock()
+}
+
+// probe binds and closes host:port, returning the bound port.
+func probe(network, host string, port int) (int, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	switch network {
+	case "udp":
+		c, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port, nil
+	default:
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return 0, err
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
+	}
+}

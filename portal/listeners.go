@@ -1,0 +1,72 @@
+package portal
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// Portal modes.
+const (
+	// ModeBind listens directly on every service IP:port (cluster, external
+	// and load-balancer IPs) and on bind-address:nodePort: winuserspace's model,
+	// which needs no kernel rules and works on loopback addresses without root.
+	ModeBind = "bind"
+)
+
+// ListenSpec is one socket a service port listens on.
+type ListenSpec struct {
+	Network  string // "tcp" or "udp"
+	Address  string // "ip:port"
+	External bool   // external scope (external/LB IP, NodePort) for traffic policy
+	Proxy    bool   // the proxy port that kernel portal rules redirect to
+}
+
+// ErrUnsupportedProtocol is returned for protocols a userspace proxy cannot carry.
+var ErrUnsupportedProtocol = errors.New("protocol not supported by the userspace proxy")
+
+// Network maps a service protocol to a Go network name.
+func Network(p messages.Protocol) (string, error) {
+	switch p {
+	case messages.Protocol_TCP:
+		return "tcp", nil
+	case messages.Protocol_UDP:
+		return "udp", nil
+	default:
+		return "", fmt.Errorf("%s: %w", p, ErrUnsupportedProtocol)
+	}
+}
+
+// ListenSpecs lists the sockets for a service port: the proxy port on
+// bindAddress, plus in bind mode every service IP:port and the node port.
+func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort int) ([]ListenSpec, error) {
+	network, err := Network(sp.GetKey().GetProtocol())
+	if err != nil {
+		return nil, err
+	}
+	var specs []ListenSpec
+	add := func(ip string, port int, external, proxy bool) {
+		if port == 0 {
+			return
+		}
+		specs = append(specs, ListenSpec{Network: network, Address: net.JoinHostPort(ip, strconv.Itoa(port)), External: external, Proxy: proxy})
+	}
+	add(bindAddress, proxyPort, false, true)
+	if mode != ModeBind {
+		return specs, nil
+	}
+	port := int(sp.GetPort())
+	for _, set := range []struct {
+		ips      *messages.IPSet
+		external bool
+	}{{sp.GetClusterIps(), false}, {sp.GetExternalIps(), true}, {sp.GetLoadBalancerIps(), true}} {
+		for _, ip := range append(append([]string{}, set.ips.GetV4()...), set.ips.GetV6()...) {
+			add(ip, port, set.external, false)
+		}
+	}
+	add(bindAddress, int(sp.GetNodePort()), true, false)
+	return specs, nil
+}

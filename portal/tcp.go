@@ -1,0 +1,132 @@
+package portal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// DialTimeouts are the per-attempt endpoint dial timeouts, as in kube-proxy's
+// userspace proxier: a dead endpoint costs one short attempt, then the next
+// endpoint is tried.
+var DialTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, 1 * time.Second, 2 * time.Second}
+
+// TCPProxy forwards connections accepted on one listener to endpoints.
+type TCPProxy struct {
+	Picker   Picker
+	External bool // the listener serves an external address (scope for traffic policy)
+	Conns    *ConnTracker
+	Log      zerolog.Logger
+}
+
+// Serve accepts until the listener fails or is closed. Each connection is
+// handled in its own goroutine, which also dials the endpoint, so a slow or
+// dead endpoint never stalls accept. The returned error is the accept error.
+func (p *TCPProxy) Serve(ln *net.TCPListener) error {
+	for {
+		conn, err := ln.AcceptTCP()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if isTemporaryAcceptError(err) {
+				// fd exhaustion (EMFILE/ENFILE): back off briefly, keep the listener.
+				p.Log.Warn().Err(err).Msg("accept failed, retrying")
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		go p.handle(conn)
+	}
+}
+
+func (p *TCPProxy) handle(client *net.TCPConn) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.Log.Error().Interface("panic", r).Msg("tcp connection handler panicked")
+			client.Close()
+		}
+	}()
+	release := p.Conns.Add(client)
+	defer release()
+
+	clientIP := ""
+	if a, ok := client.RemoteAddr().(*net.TCPAddr); ok {
+		clientIP = a.IP.String()
+	}
+	backend, err := p.dial(clientIP)
+	if err != nil {
+		p.Log.Debug().Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
+		reset(client)
+		return
+	}
+	releaseBackend := p.Conns.Add(backend)
+	defer releaseBackend()
+	Splice(client, backend)
+}
+
+// dial picks endpoints until one answers, excluding those that failed.
+func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
+	var exclude []string
+	var lastErr error
+	for _, timeout := range DialTimeouts {
+		addr, err := p.Picker.Pick(clientIP, exclude, p.External)
+		if err != nil {
+			if lastErr != nil {
+				return nil, fmt.Errorf("%w (last dial error: %v)", err, lastErr)
+			}
+			return nil, err
+		}
+		conn, err := net.DialTimeout("tcp", addr, timeout)
+		if err == nil {
+			return conn.(*net.TCPConn), nil
+		}
+		lastErr = err
+		p.Log.Debug().Err(err).Str("endpoint", addr).Msg("dial endpoint failed, trying next")
+		exclude = append(exclude, addr)
+	}
+	return nil, fmt.Errorf("dial endpoints: %w", lastErr)
+}
+
+// Splice copies both ways between two TCP connections until both directions
+// end, propagating half-close. *net.TCPConn to *net.TCPConn lets Go use
+// splice(2) on Linux, so bytes do not cross into user space.
+func Splice(a, b *net.TCPConn) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		copyHalf(b, a)
+	}()
+	copyHalf(a, b)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// copyHalf copies src to dst, then closes dst's write side so the peer sees EOF
+// while the other direction goes on.
+func copyHalf(dst, src *net.TCPConn) {
+	_, err := io.Copy(dst, src)
+	if err != nil {
+		// An error one way (reset) ends both ways.
+		dst.Close()
+		src.Close()
+		return
+	}
+	dst.CloseWrite()
+	src.CloseRead()
+}
+
+// reset closes with SO_LINGER 0 so the client gets an RST at once.
+func reset(c *net.TCPConn) {
+	c.SetLinger(0)
+	c.Close()
+}

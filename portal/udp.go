@@ -1,0 +1,180 @@
+package portal
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// MaxDatagram is the largest UDP payload carried (64 KiB).
+const MaxDatagram = 64 * 1024
+
+// DefaultUDPIdleTimeout ends a UDP flow after this long without a datagram
+// either way. kube-proxy's userspace mode used 250 ms, which dropped slow DNS
+// answers (kubernetes issue 14939); 30 s matches Linux conntrack's default
+// for unreplied UDP and outlives any resolver retry.
+const DefaultUDPIdleTimeout = 30 * time.Second
+
+// UDPProxy forwards datagrams from clients on one listening socket to
+// endpoints. Each client (source ip:port) gets a flow with its own backend
+// socket, so replies find their way back and clients do not share state.
+type UDPProxy struct {
+	Picker      Picker
+	External    bool
+	IdleTimeout time.Duration
+	Conns       *ConnTracker
+	Log         zerolog.Logger
+
+	mu    sync.Mutex
+	flows map[netip.AddrPort]*udpFlow
+}
+
+type udpFlow struct {
+	client   netip.AddrPort
+	endpoint string
+	backend  *net.UDPConn
+	lastUsed atomic.Int64 // unix nanos of the last datagram either way
+}
+
+// Serve reads client datagrams until the socket fails or is closed. Flows
+// keep running after Serve returns: they answer through the socket they were
+// started with, and end when idle or when their endpoint is removed.
+func (p *UDPProxy) Serve(conn *net.UDPConn) error {
+	buf := make([]byte, MaxDatagram)
+	for {
+		n, client, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		f := p.flow(conn, client)
+		if f == nil {
+			continue // no endpoint: drop, as a kernel proxy would
+		}
+		f.lastUsed.Store(time.Now().UnixNano())
+		if _, err := f.backend.Write(buf[:n]); err != nil {
+			p.Log.Debug().Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
+		}
+	}
+}
+
+// flow returns the client's flow, starting one if needed.
+func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort) *udpFlow {
+	p.mu.Lock()
+	f := p.flows[client]
+	p.mu.Unlock()
+	if f != nil {
+		return f
+	}
+	clientIP := client.Addr().Unmap().String()
+	var exclude []string
+	for range DialTimeouts {
+		addr, err := p.Picker.Pick(clientIP, exclude, p.External)
+		if err != nil {
+			p.Log.Debug().Err(err).Str("client", client.String()).Msg("udp: no endpoint")
+			return nil
+		}
+		raddr, err := net.ResolveUDPAddr("udp", addr)
+		var backend *net.UDPConn
+		if err == nil {
+			backend, err = net.DialUDP("udp", nil, raddr)
+		}
+		if err != nil {
+			exclude = append(exclude, addr)
+			continue
+		}
+		f = &udpFlow{client: client, endpoint: addr, backend: backend}
+		f.lastUsed.Store(time.Now().UnixNano())
+		p.mu.Lock()
+		if p.flows == nil {
+			p.flows = map[netip.AddrPort]*udpFlow{}
+		}
+		p.flows[client] = f
+		p.mu.Unlock()
+		release := p.Conns.Add(backend)
+		go p.reply(listener, f, release)
+		return f
+	}
+	return nil
+}
+
+// reply copies the endpoint's datagrams back to the client until the flow
+// is idle for IdleTimeout or its backend socket is closed.
+func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.Log.Error().Interface("panic", r).Msg("udp flow panicked")
+		}
+		p.mu.Lock()
+		if p.flows[f.client] == f {
+			delete(p.flows, f.client)
+		}
+		p.mu.Unlock()
+		f.backend.Close()
+		release()
+	}()
+	idle := p.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultUDPIdleTimeout
+	}
+	buf := make([]byte, MaxDatagram)
+	for {
+		last := time.Unix(0, f.lastUsed.Load())
+		if time.Since(last) >= idle {
+			return
+		}
+		f.backend.SetReadDeadline(last.Add(idle))
+		n, err := f.backend.Read(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue // re-check: the client may have sent since
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // ICMP refused and the like: the endpoint may come back
+		}
+		f.lastUsed.Store(time.Now().UnixNano())
+		if _, err := listener.WriteToUDPAddrPort(buf[:n], f.client); err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			p.Log.Debug().Err(err).Msg("udp write to client failed")
+		}
+	}
+}
+
+// RetainEndpoints ends flows whose endpoint is no longer in the set.
+func (p *UDPProxy) RetainEndpoints(keep func(endpoint string) bool) {
+	p.mu.Lock()
+	var ended []*udpFlow
+	for c, f := range p.flows {
+		if !keep(f.endpoint) {
+			delete(p.flows, c)
+			ended = append(ended, f)
+		}
+	}
+	p.mu.Unlock()
+	for _, f := range ended {
+		f.backend.Close()
+	}
+}
+
+// Flows is the number of live flows.
+func (p *UDPProxy) Flows() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.flows)
+}
+
+// CloseFlows ends every flow (the service port was deleted).
+func (p *UDPProxy) CloseFlows() { p.RetainEndpoints(func(string) bool { return false }) }

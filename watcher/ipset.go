@@ -1,0 +1,39 @@
+package watcher
+
+import (
+	"net/netip"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// parseIP accepts a plain IPv4 or IPv6 address. Zones ("fe80::1%eth0") are
+// rejected because Kubernetes never carries them and a proxy cannot listen
+// on them portably. IPv4-mapped IPv6 is treated as the IPv4 address it is.
+func parseIP(s string) (netip.Addr, bool) {
+	addr, err := netip.ParseAddr(s)
+	if err != nil || addr.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return addr.Unmap(), true
+}
+
+// ipSet splits addresses by family, in canonical form and without
+// duplicates, keeping the input order (the first cluster IP is the primary).
+// Invalid strings are dropped: validation has already reported them.
+func ipSet(ips ...string) *messages.IPSet {
+	set := &messages.IPSet{}
+	seen := make(map[netip.Addr]bool, len(ips))
+	for _, s := range ips {
+		addr, ok := parseIP(s)
+		if !ok || seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		if addr.Is4() {
+			set.V4 = append(set.V4, addr.String())
+		} else {
+			set.V6 = append(set.V6, addr.String())
+		}
+	}
+	return set
+}

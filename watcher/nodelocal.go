@@ -1,0 +1,199 @@
+package watcher
+
+import (
+	"errors"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// LabelServiceProxyName marks a service as owned by an alternative proxy.
+// kube-proxy ignores such services; a proxy started with the matching name
+// handles only them. kproxy follows the same contract.
+const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+
+// Options is what a source needs to know about the node it runs on.
+type Options struct {
+	// NodeName marks endpoints on this node as Local, which Local traffic
+	// policies depend on.
+	NodeName string
+	// ServiceProxyName, when set, restricts this proxy to services labelled
+	// service.kubernetes.io/service-proxy-name=<ServiceProxyName>.
+	ServiceProxyName string
+}
+
+// Skip reports whether this proxy must ignore svc, and why. The rules are
+// kube-proxy's: services without a virtual IP to proxy (ExternalName,
+// headless) and services another proxy owns are not ours.
+func Skip(svc *corev1.Service, opts Options) (reason string, skip bool) {
+	if svc == nil {
+		return "nil service", true
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return "type ExternalName is resolved by DNS, not proxied", true
+	}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return "headless (clusterIP None) is resolved by DNS, not proxied", true
+	}
+	if _, ok := svc.Labels[corev1.IsHeadlessService]; ok {
+		return "labelled " + corev1.IsHeadlessService, true
+	}
+	owner, labelled := svc.Labels[LabelServiceProxyName]
+	switch {
+	case opts.ServiceProxyName == "" && labelled:
+		return "owned by service proxy " + strconv.Quote(owner), true
+	case opts.ServiceProxyName != "" && owner != opts.ServiceProxyName:
+		return "not labelled " + LabelServiceProxyName + "=" + opts.ServiceProxyName, true
+	}
+	return "", false
+}
+
+// BuildServicePorts translates one service and its EndpointSlices into one
+// ServicePortEndpoints per service port, as this node should serve them.
+//
+// slices may hold any slices; only those of this service are used, so a
+// caller can pass everything it has for the namespace. A service that Skip
+// rejects yields no ports and no error (call Skip first to learn why). An
+// invalid service yields an error naming the offending fields (for example
+// "spec.ports[1].port: 70000 is not in 1-65535") and no ports; the caller
+// adds which object it was.
+func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, opts Options) ([]*messages.ServicePortEndpoints, error) {
+	if svc == nil {
+		return nil, errors.New("nil service")
+	}
+	if _, skip := Skip(svc, opts); skip {
+		return nil, nil
+	}
+	if err := validateService(svc); err != nil {
+		return nil, err
+	}
+	own := slicesOf(svc, slices)
+	out := make([]*messages.ServicePortEndpoints, 0, len(svc.Spec.Ports))
+	for i := range svc.Spec.Ports {
+		port := &svc.Spec.Ports[i]
+		sp := servicePort(svc, port)
+		candidates := collectEndpoints(port, own, opts.NodeName)
+		out = append(out, &messages.ServicePortEndpoints{
+			ServicePort: sp,
+			Endpoints: selectEndpoints(candidates,
+				sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+				sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL),
+		})
+	}
+	return out, nil
+}
+
+// servicePort maps one port of an already validated service to the model.
+func servicePort(svc *corev1.Service, port *corev1.ServicePort) *messages.ServicePort {
+	protocol, _ := parseProtocol(port.Protocol)
+	sp := &messages.ServicePort{
+		Key: &messages.ServicePortKey{
+			Namespace: namespaceOf(svc.Namespace),
+			Name:      svc.Name,
+			PortName:  port.Name,
+			Protocol:  protocol,
+		},
+		Type:                  string(svc.Spec.Type),
+		Port:                  port.Port,
+		NodePort:              port.NodePort,
+		ClusterIps:            ipSet(clusterIPs(svc)...),
+		ExternalIps:           ipSet(svc.Spec.ExternalIPs...),
+		LoadBalancerIps:       ipSet(loadBalancerIPs(svc)...),
+		HealthCheckNodePort:   svc.Spec.HealthCheckNodePort,
+		InternalTrafficPolicy: messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
+		ExternalTrafficPolicy: messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
+	}
+	if sp.Type == "" {
+		sp.Type = string(corev1.ServiceTypeClusterIP)
+	}
+
+	// A target port is a number or the name of a container port; unset
+	// means "the same as port", as the API server would default it.
+	switch {
+	case port.TargetPort.Type == intstr.String && port.TargetPort.StrVal != "":
+		sp.TargetPortName = port.TargetPort.StrVal
+	case port.TargetPort.Type == intstr.Int && port.TargetPort.IntVal != 0:
+		sp.TargetPort = port.TargetPort.IntVal
+	default:
+		sp.TargetPort = port.Port
+	}
+
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
+		sp.AffinityTimeoutSeconds = corev1.DefaultClientIPServiceAffinitySeconds
+		if t := affinityTimeout(svc); t != nil {
+			sp.AffinityTimeoutSeconds = *t
+		}
+	}
+	if p := svc.Spec.InternalTrafficPolicy; p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
+		sp.InternalTrafficPolicy = messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	}
+	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		sp.ExternalTrafficPolicy = messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	}
+	return sp
+}
+
+// clusterIPs prefers spec.clusterIPs (dual-stack) and falls back to the
+// older single spec.clusterIP, which objects written by hand often use.
+func clusterIPs(svc *corev1.Service) []string {
+	if len(svc.Spec.ClusterIPs) > 0 {
+		return svc.Spec.ClusterIPs
+	}
+	if svc.Spec.ClusterIP != "" {
+		return []string{svc.Spec.ClusterIP}
+	}
+	return nil
+}
+
+// loadBalancerIPs gathers the addresses a load balancer delivers traffic to:
+// the ingress IPs the cloud reported (hostname-only ingress has none) and the
+// deprecated, user-requested spec.loadBalancerIP.
+func loadBalancerIPs(svc *corev1.Service) []string {
+	var ips []string
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP != "" {
+			ips = append(ips, ing.IP)
+		}
+	}
+	if svc.Spec.LoadBalancerIP != "" {
+		ips = append(ips, svc.Spec.LoadBalancerIP)
+	}
+	return ips
+}
+
+// affinityTimeout is the configured ClientIP timeout, or nil when unset.
+func affinityTimeout(svc *corev1.Service) *int32 {
+	cfg := svc.Spec.SessionAffinityConfig
+	if cfg == nil || cfg.ClientIP == nil {
+		return nil
+	}
+	return cfg.ClientIP.TimeoutSeconds
+}
+
+// parseProtocol maps a Kubernetes protocol; empty means TCP, the API
+// server's default.
+func parseProtocol(p corev1.Protocol) (messages.Protocol, bool) {
+	switch p {
+	case "", corev1.ProtocolTCP:
+		return messages.Protocol_TCP, true
+	case corev1.ProtocolUDP:
+		return messages.Protocol_UDP, true
+	case corev1.ProtocolSCTP:
+		return messages.Protocol_SCTP, true
+	}
+	return messages.Protocol_PROTOCOL_UNSPECIFIED, false
+}
+
+// namespaceOf applies the API server's default: objects written without a
+// namespace land in "default".
+func namespaceOf(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
