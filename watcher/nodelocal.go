@@ -36,7 +36,7 @@ func Skip(svc *corev1.Service, opts Options) (reason string, skip bool) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return "type ExternalName is resolved by DNS, not proxied", true
 	}
-	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone || (len(svc.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone) {
 		return "headless (clusterIP None) is resolved by DNS, not proxied", true
 	}
 	if _, ok := svc.Labels[corev1.IsHeadlessService]; ok {

@@ -1,0 +1,140 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/messages"
+)
+
+func startProxy(t *testing.T) *Proxy {
+	t.Helper()
+	p := Start(Config{BindAddress: "127.0.0.1", Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return p
+}
+
+// stateWaiter records every ServicePortState the Proxier publishes and lets
+// a test wait for a condition on the latest ones.
+type stateWaiter struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	latest map[string]*messages.ServicePortState
+}
+
+func watchState(t *testing.T, p *Proxy) *stateWaiter {
+	w := &stateWaiter{latest: map[string]*messages.ServicePortState{}}
+	w.cond = sync.NewCond(&w.mu)
+	unsub := p.Subscribe(func(st *messages.ServicePortState) {
+		w.mu.Lock()
+		w.latest[st.GetKey().ID()] = st
+		w.mu.Unlock()
+		w.cond.Broadcast()
+	})
+	t.Cleanup(unsub)
+	return w
+}
+
+// wait blocks until ok holds for the latest states, or fails the test.
+func (w *stateWaiter) wait(t *testing.T, what string, ok func(map[string]*messages.ServicePortState) bool) {
+	t.Helper()
+	timer := time.AfterFunc(10*time.Second, w.cond.Broadcast)
+	defer timer.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for !ok(w.latest) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		w.cond.Wait()
+	}
+}
+
+// listening waits until the service port of key listens on n addresses at generation gen.
+func (w *stateWaiter) listening(t *testing.T, id string, n int, gen int64) *messages.ServicePortState {
+	t.Helper()
+	var st *messages.ServicePortState
+	w.wait(t, fmt.Sprintf("%s listening on %d addresses at generation %d", id, n, gen), func(m map[string]*messages.ServicePortState) bool {
+		st = m[id]
+		return st != nil && !st.GetDeleted() && len(st.GetListenAddresses()) == n && st.GetGeneration() >= gen
+	})
+	return st
+}
+
+func key(name string, proto messages.Protocol) *messages.ServicePortKey {
+	return &messages.ServicePortKey{Namespace: "default", Name: name, PortName: "p", Protocol: proto}
+}
+
+func svcPort(name string, proto messages.Protocol, clusterIP string, port int) *messages.ServicePort {
+	return &messages.ServicePort{
+		Key: key(name, proto), Type: "ClusterIP", Port: int32(port), TargetPort: int32(port),
+		ClusterIps: &messages.IPSet{V4: []string{clusterIP}},
+	}
+}
+
+func endpoints(addrs ...string) []*messages.Endpoint {
+	var eps []*messages.Endpoint
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		p, _ := strconv.Atoi(port)
+		eps = append(eps, &messages.Endpoint{Ips: []string{host}, Port: int32(p), Ready: true, Serving: true, Internal: true, External: true})
+	}
+	return eps
+}
+
+func tcpBackends(t *testing.T, n int) ([]*backends.TCP, []string) {
+	t.Helper()
+	var bs []*backends.TCP
+	var addrs []string
+	for i := range n {
+		b, err := backends.StartTCP(fmt.Sprintf("backend-%d", i), "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		bs = append(bs, b)
+		addrs = append(addrs, b.Addr())
+	}
+	return bs, addrs
+}
+
+func udpBackends(t *testing.T, n int) ([]*backends.UDP, []string) {
+	t.Helper()
+	var bs []*backends.UDP
+	var addrs []string
+	for i := range n {
+		b, err := backends.StartUDP(fmt.Sprintf("backend-%d", i), "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		bs = append(bs, b)
+		addrs = append(addrs, b.Addr())
+	}
+	return bs, addrs
+}
+
+func snapshot(gen int64, spes ...*messages.ServicePortEndpoints) *messages.SourceSnapshot {
+	return &messages.SourceSnapshot{Source: "test", Generation: gen, ServicePorts: spes}
+}
+
+func spe(sp *messages.ServicePort, eps []*messages.Endpoint) *messages.ServicePortEndpoints {
+	return &messages.ServicePortEndpoints{ServicePort: sp, Endpoints: eps}
+}
+
+func itoa[T ~int | ~int32](v T) string { return strconv.Itoa(int(v)) }

@@ -1,0 +1,140 @@
+package watcher
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// deserializer decodes exactly the kinds the file source reads, strictly:
+// an unknown or duplicated field is an error rather than silently dropped,
+// so a typo such as "targetport" cannot quietly change what is proxied.
+var deserializer = serializer.NewCodecFactory(newScheme(), serializer.EnableStrict).UniversalDeserializer()
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(s))
+	utilruntime.Must(discoveryv1.AddToScheme(s))
+	return s
+}
+
+// located is a decoded object and where it came from, for messages such as
+// "services.yaml document 3 (Service default/web)".
+type located[T any] struct {
+	at  string
+	obj T
+}
+
+// decoded collects what the documents of all input files contained.
+type decoded struct {
+	services []located[*corev1.Service]
+	slices   []located[*discoveryv1.EndpointSlice]
+	errors   []error
+	skipped  []string
+}
+
+// decodeFile splits a file into YAML documents ("---"; a JSON file is one
+// document) and decodes each. Documents are numbered from 1 as a user
+// counts them in an editor.
+func decodeFile(name string, data []byte, out *decoded) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for n := 1; ; n++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			// The reader cannot resynchronise after a bad separator.
+			out.errors = append(out.errors, fmt.Errorf("%s document %d: %w", name, n, err))
+			return
+		}
+		decodeDocument(fmt.Sprintf("%s document %d", name, n), doc, out)
+	}
+}
+
+// decodeDocument decodes one document, or each item of a kind: List.
+// Kinds kproxy does not use (Deployment, ConfigMap...) are noted in
+// skipped rather than reported as errors, so users can keep a whole
+// application in one file.
+func decodeDocument(at string, doc []byte, out *decoded) {
+	// A lenient first look gives kind and name for messages even when the
+	// strict decode below fails.
+	var head map[string]any
+	if err := yaml.Unmarshal(doc, &head); err != nil {
+		out.errors = append(out.errors, fmt.Errorf("%s: not a Kubernetes object: %w", at, err))
+		return
+	}
+	if head == nil {
+		return // empty, or only comments
+	}
+	h := headerOf(head)
+	where := at + h.describe()
+
+	switch {
+	case h.apiVersion == "" || h.kind == "":
+		out.errors = append(out.errors, fmt.Errorf("%s: apiVersion and kind are required", where))
+		return
+	case h.apiVersion == "v1" && (h.kind == "Service" || h.kind == "List"):
+	case h.apiVersion == discoveryv1.SchemeGroupVersion.String() && h.kind == "EndpointSlice":
+	default:
+		out.skipped = append(out.skipped, fmt.Sprintf("%s: %s %s is not used by kproxy", where, h.apiVersion, h.kind))
+		return
+	}
+
+	obj, _, err := deserializer.Decode(doc, nil, nil)
+	if err != nil {
+		out.errors = append(out.errors, fmt.Errorf("%s: %w", where, err))
+		return
+	}
+	switch o := obj.(type) {
+	case *corev1.Service:
+		o.Namespace = namespaceOf(o.Namespace)
+		out.services = append(out.services, located[*corev1.Service]{where, o})
+	case *discoveryv1.EndpointSlice:
+		o.Namespace = namespaceOf(o.Namespace)
+		out.slices = append(out.slices, located[*discoveryv1.EndpointSlice]{where, o})
+	case *corev1.List:
+		for i, item := range o.Items {
+			decodeDocument(fmt.Sprintf("%s item %d", at, i+1), item.Raw, out)
+		}
+	}
+}
+
+// header is the identifying part of a document, read without a schema.
+type header struct {
+	apiVersion, kind, namespace, name string
+}
+
+func headerOf(m map[string]any) header {
+	str := func(m map[string]any, key string) string {
+		s, _ := m[key].(string)
+		return s
+	}
+	h := header{apiVersion: str(m, "apiVersion"), kind: str(m, "kind")}
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		h.namespace, h.name = str(meta, "namespace"), str(meta, "name")
+	}
+	return h
+}
+
+// describe renders " (Service default/web)", or less when the document
+// lacks those fields.
+func (h header) describe() string {
+	switch {
+	case h.kind == "":
+		return ""
+	case h.name == "" || h.kind == "List":
+		return " (" + h.kind + ")"
+	}
+	return " (" + h.kind + " " + namespaceOf(h.namespace) + "/" + h.name + ")"
+}

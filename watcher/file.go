@@ -1,0 +1,207 @@
+package watcher
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// Result is the desired state a file source read, plus what it could not
+// use. One bad object does not hide the others: it lands in Errors and the
+// remaining services still produce their ports.
+type Result struct {
+	// ServicePorts is sorted by key ID ("namespace/name:port/PROTOCOL").
+	ServicePorts []*messages.ServicePortEndpoints
+	// Errors name the file, the document and the field at fault.
+	Errors []error
+	// Skipped explains objects deliberately not used: services Skip
+	// rejects, kinds kproxy does not read, slices no service uses.
+	Skipped []string
+}
+
+// LoadPath reads Services and EndpointSlices from a YAML or JSON file, or
+// from the *.yaml, *.yml and *.json files of a directory (not recursive,
+// in name order), written as a user would kubectl apply them. An error is
+// returned only when the path itself cannot be read; problems inside
+// documents are reported in Result.Errors.
+func LoadPath(path string, opts Options) (*Result, error) {
+	inputs, err := readInputs(path)
+	if err != nil {
+		return nil, err
+	}
+	return buildResult(inputs, opts), nil
+}
+
+// input is one file's content, read once so that the poller hashes exactly
+// the bytes it parses.
+type input struct {
+	name string
+	data []byte
+}
+
+func readInputs(path string) ([]input, error) {
+	files, err := inputFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	inputs := make([]input, 0, len(files))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read manifests: %w", err)
+		}
+		inputs = append(inputs, input{name: f, data: data})
+	}
+	return inputs, nil
+}
+
+// inputFiles lists the files path stands for: itself, or the manifest files
+// of a directory. Hidden files are left out because editors keep their
+// swap and lock files there (Emacs' ".#x.yaml" is even a dangling link).
+func inputFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifests: %w", err)
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path) // sorted by name
+	if err != nil {
+		return nil, fmt.Errorf("read manifests: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !isManifestName(name) {
+			continue
+		}
+		full := filepath.Join(path, name)
+		// Follow symlinks (ConfigMap volumes are made of them) but skip
+		// anything that resolves to a directory.
+		if info, err := os.Stat(full); err != nil {
+			return nil, fmt.Errorf("read manifests: %w", err)
+		} else if info.IsDir() {
+			continue
+		}
+		files = append(files, full)
+	}
+	return files, nil
+}
+
+func isManifestName(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// buildResult decodes all inputs, then builds each service from the slices
+// of all files, so a service and its slices may live in different files.
+func buildResult(inputs []input, opts Options) *Result {
+	var d decoded
+	for _, in := range inputs {
+		decodeFile(in.name, in.data, &d)
+	}
+	res := &Result{Errors: d.errors, Skipped: d.skipped}
+
+	services := uniqueServices(d.services, res)
+	slicesByService := groupSlices(d.slices, res)
+
+	for _, s := range services {
+		if reason, skip := Skip(s.obj, opts); skip {
+			res.Skipped = append(res.Skipped, s.at+": "+reason)
+			continue
+		}
+		var own []*discoveryv1.EndpointSlice
+		for _, slice := range slicesByService[serviceKey(s.obj.Namespace, s.obj.Name)] {
+			own = append(own, slice.obj)
+		}
+		ports, err := BuildServicePorts(s.obj, own, opts)
+		if err != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("%s: %w", s.at, err))
+			continue
+		}
+		res.ServicePorts = append(res.ServicePorts, ports...)
+	}
+
+	// Slices whose service is missing are most likely a typo in the
+	// kubernetes.io/service-name label; say so instead of ignoring them.
+	known := make(map[string]bool, len(services))
+	for _, s := range services {
+		known[serviceKey(s.obj.Namespace, s.obj.Name)] = true
+	}
+	for _, key := range slices.Sorted(maps.Keys(slicesByService)) {
+		if known[key] {
+			continue
+		}
+		for _, s := range slicesByService[key] {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: no Service %s was loaded for it", s.at, key))
+		}
+	}
+
+	slices.SortFunc(res.ServicePorts, func(a, b *messages.ServicePortEndpoints) int {
+		return cmp.Compare(a.GetServicePort().GetKey().ID(), b.GetServicePort().GetKey().ID())
+	})
+	return res
+}
+
+// uniqueServices keeps the first definition of each namespace/name; a
+// second one is an error, since silently picking one would surprise.
+func uniqueServices(all []located[*corev1.Service], res *Result) []located[*corev1.Service] {
+	first := make(map[string]string)
+	var out []located[*corev1.Service]
+	for _, s := range all {
+		key := serviceKey(s.obj.Namespace, s.obj.Name)
+		if at, dup := first[key]; dup && s.obj.Name != "" {
+			res.Errors = append(res.Errors, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
+			continue
+		}
+		first[key] = s.at
+		out = append(out, s)
+	}
+	return out
+}
+
+// groupSlices validates slices, drops duplicates and unlabelled ones, and
+// indexes the rest by the service they belong to.
+func groupSlices(all []located[*discoveryv1.EndpointSlice], res *Result) map[string][]located[*discoveryv1.EndpointSlice] {
+	first := make(map[string]string)
+	groups := make(map[string][]located[*discoveryv1.EndpointSlice])
+	for _, s := range all {
+		if err := validateEndpointSlice(s.obj); err != nil {
+			res.Errors = append(res.Errors, fmt.Errorf("%s: %w", s.at, err))
+			continue
+		}
+		key := serviceKey(s.obj.Namespace, s.obj.Name)
+		if at, dup := first[key]; dup {
+			res.Errors = append(res.Errors, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
+			continue
+		}
+		first[key] = s.at
+		name := s.obj.Labels[discoveryv1.LabelServiceName]
+		if name == "" {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: no %s label, so no service uses it", s.at, discoveryv1.LabelServiceName))
+			continue
+		}
+		if s.obj.AddressType == discoveryv1.AddressTypeFQDN {
+			res.Skipped = append(res.Skipped, s.at+": FQDN endpoints are not proxied")
+			continue
+		}
+		key = serviceKey(s.obj.Namespace, name)
+		groups[key] = append(groups[key], s)
+	}
+	return groups
+}
+
+func serviceKey(namespace, name string) string { return namespace + "/" + name }
