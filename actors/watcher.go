@@ -31,12 +31,27 @@ func (w *Watcher) Receive(ctx actor.Context) {
 }
 
 func (w *Watcher) apply(ctx actor.Context, snap *messages.SourceSnapshot) {
+	// Services whose input failed keep their previous state whole: bad input
+	// must not drop or change what is serving.
+	retained := func(k *messages.ServicePortKey) bool { return false }
+	if snap.GetRetainMissing() || len(snap.GetRetainServices()) > 0 {
+		retain := map[string]bool{}
+		for _, svc := range snap.GetRetainServices() {
+			retain[svc] = true
+		}
+		retained = func(k *messages.ServicePortKey) bool { return retain[k.GetNamespace()+"/"+k.GetName()] }
+	}
 	next := make(map[string]*messages.ServicePortEndpoints, len(snap.GetServicePorts()))
 	var added, updated, deleted int
 	for _, spe := range snap.GetServicePorts() {
-		id := spe.GetServicePort().GetKey().ID()
-		next[id] = spe
+		k := spe.GetServicePort().GetKey()
+		id := k.ID()
 		prev, ok := w.last[id]
+		if ok && retained(k) {
+			next[id] = prev
+			continue
+		}
+		next[id] = spe
 		if ok && proto.Equal(prev, spe) {
 			continue
 		}
@@ -48,10 +63,16 @@ func (w *Watcher) apply(ctx actor.Context, snap *messages.SourceSnapshot) {
 		ctx.Send(w.proxier, &messages.UpsertServicePort{ServicePort: spe.GetServicePort(), Endpoints: spe.GetEndpoints(), Generation: snap.GetGeneration()})
 	}
 	for id, prev := range w.last {
-		if _, ok := next[id]; !ok {
-			deleted++
-			ctx.Send(w.proxier, &messages.DeleteServicePort{Key: prev.GetServicePort().GetKey(), Generation: snap.GetGeneration()})
+		if _, ok := next[id]; ok {
+			continue
 		}
+		k := prev.GetServicePort().GetKey()
+		if snap.GetRetainMissing() || retained(k) {
+			next[id] = prev
+			continue
+		}
+		deleted++
+		ctx.Send(w.proxier, &messages.DeleteServicePort{Key: k, Generation: snap.GetGeneration()})
 	}
 	w.last = next
 	w.cfg.Log.Info().Str("source", snap.GetSource()).Int64("generation", snap.GetGeneration()).

@@ -621,10 +621,16 @@ func (x *ServicePortEndpoints) GetEndpoints() []*Endpoint {
 // SourceSnapshot is a source's whole desired state (file reload, informer
 // resync). The Watcher diffs it against the previous one.
 type SourceSnapshot struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Source        string                  `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
-	ServicePorts  []*ServicePortEndpoints `protobuf:"bytes,2,rep,name=service_ports,json=servicePorts,proto3" json:"service_ports,omitempty"`
-	Generation    int64                   `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	state        protoimpl.MessageState  `protogen:"open.v1"`
+	Source       string                  `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	ServicePorts []*ServicePortEndpoints `protobuf:"bytes,2,rep,name=service_ports,json=servicePorts,proto3" json:"service_ports,omitempty"`
+	Generation   int64                   `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Services ("namespace/name") whose input the source could not read this
+	// time: their previous state is kept rather than deleted.
+	RetainServices []string `protobuf:"bytes,4,rep,name=retain_services,json=retainServices,proto3" json:"retain_services,omitempty"`
+	// Some input failed before its service could be identified: keep every
+	// service port that is missing from this snapshot.
+	RetainMissing bool `protobuf:"varint,5,opt,name=retain_missing,json=retainMissing,proto3" json:"retain_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,6 +684,20 @@ func (x *SourceSnapshot) GetGeneration() int64 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *SourceSnapshot) GetRetainServices() []string {
+	if x != nil {
+		return x.RetainServices
+	}
+	return nil
+}
+
+func (x *SourceSnapshot) GetRetainMissing() bool {
+	if x != nil {
+		return x.RetainMissing
+	}
+	return false
 }
 
 // SourceError reports input a source rejected; what was serving keeps serving.
@@ -1618,13 +1638,15 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	" \x01(\bR\bexternal\"\x84\x01\n" +
 	"\x14ServicePortEndpoints\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
-	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\"\x8e\x01\n" +
+	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\"\xde\x01\n" +
 	"\x0eSourceSnapshot\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12D\n" +
 	"\rservice_ports\x18\x02 \x03(\v2\x1f.kproxy.v1.ServicePortEndpointsR\fservicePorts\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x03R\n" +
-	"generation\";\n" +
+	"generation\x12'\n" +
+	"\x0fretain_services\x18\x04 \x03(\tR\x0eretainServices\x12%\n" +
+	"\x0eretain_missing\x18\x05 \x01(\bR\rretainMissing\";\n" +
 	"\vSourceError\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\xa1\x01\n" +

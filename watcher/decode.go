@@ -28,10 +28,13 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-// located is a decoded object and where it came from, for messages such as
-// "services.yaml document 3 (Service default/web)".
+// located is a decoded object and where it came from: at names it for
+// messages ("services.yaml document 3 (Service default/web)") and seq
+// numbers documents across all files so findings can be listed in file
+// order.
 type located[T any] struct {
 	at  string
+	seq int
 	obj T
 }
 
@@ -39,8 +42,8 @@ type located[T any] struct {
 type decoded struct {
 	services []located[*corev1.Service]
 	slices   []located[*discoveryv1.EndpointSlice]
-	errors   []error
-	skipped  []string
+	findings
+	seq int // of the last document read
 }
 
 // decodeFile splits a file into YAML documents ("---"; a JSON file is one
@@ -55,7 +58,8 @@ func decodeFile(name string, data []byte, out *decoded) {
 		}
 		if err != nil {
 			// The reader cannot resynchronise after a bad separator.
-			out.errors = append(out.errors, fmt.Errorf("%s document %d: %w", name, n, err))
+			out.seq++
+			out.failUnknown(out.seq, fmt.Errorf("%s document %d: %w", name, n, err))
 			return
 		}
 		decodeDocument(fmt.Sprintf("%s document %d", name, n), doc, out)
@@ -67,11 +71,13 @@ func decodeFile(name string, data []byte, out *decoded) {
 // skipped rather than reported as errors, so users can keep a whole
 // application in one file.
 func decodeDocument(at string, doc []byte, out *decoded) {
+	out.seq++
+	seq := out.seq
 	// A lenient first look gives kind and name for messages even when the
 	// strict decode below fails.
 	var head map[string]any
 	if err := yaml.Unmarshal(doc, &head); err != nil {
-		out.errors = append(out.errors, fmt.Errorf("%s: not a Kubernetes object: %w", at, err))
+		out.failUnknown(seq, fmt.Errorf("%s: not a Kubernetes object: %w", at, err))
 		return
 	}
 	if head == nil {
@@ -82,27 +88,35 @@ func decodeDocument(at string, doc []byte, out *decoded) {
 
 	switch {
 	case h.apiVersion == "" || h.kind == "":
-		out.errors = append(out.errors, fmt.Errorf("%s: apiVersion and kind are required", where))
+		out.failUnknown(seq, fmt.Errorf("%s: apiVersion and kind are required", where))
 		return
 	case h.apiVersion == "v1" && (h.kind == "Service" || h.kind == "List"):
 	case h.apiVersion == discoveryv1.SchemeGroupVersion.String() && h.kind == "EndpointSlice":
 	default:
-		out.skipped = append(out.skipped, fmt.Sprintf("%s: %s %s is not used by kproxy", where, h.apiVersion, h.kind))
+		out.skip(seq, fmt.Sprintf("%s: %s %s is not used by kproxy", where, h.apiVersion, h.kind))
 		return
 	}
 
 	obj, _, err := deserializer.Decode(doc, nil, nil)
 	if err != nil {
-		out.errors = append(out.errors, fmt.Errorf("%s: %w", where, err))
+		err = fmt.Errorf("%s: %w", where, err)
+		switch h.kind {
+		case "Service":
+			out.failService(seq, h.namespace, h.name, err)
+		case "EndpointSlice":
+			out.failSlice(seq, h.namespace, h.serviceName, err)
+		default:
+			out.failUnknown(seq, err) // a List's items are unknown
+		}
 		return
 	}
 	switch o := obj.(type) {
 	case *corev1.Service:
 		o.Namespace = namespaceOf(o.Namespace)
-		out.services = append(out.services, located[*corev1.Service]{where, o})
+		out.services = append(out.services, located[*corev1.Service]{where, seq, o})
 	case *discoveryv1.EndpointSlice:
 		o.Namespace = namespaceOf(o.Namespace)
-		out.slices = append(out.slices, located[*discoveryv1.EndpointSlice]{where, o})
+		out.slices = append(out.slices, located[*discoveryv1.EndpointSlice]{where, seq, o})
 	case *corev1.List:
 		for i, item := range o.Items {
 			decodeDocument(fmt.Sprintf("%s item %d", at, i+1), item.Raw, out)
@@ -113,6 +127,7 @@ func decodeDocument(at string, doc []byte, out *decoded) {
 // header is the identifying part of a document, read without a schema.
 type header struct {
 	apiVersion, kind, namespace, name string
+	serviceName                       string // an EndpointSlice's kubernetes.io/service-name label
 }
 
 func headerOf(m map[string]any) header {
@@ -123,6 +138,9 @@ func headerOf(m map[string]any) header {
 	h := header{apiVersion: str(m, "apiVersion"), kind: str(m, "kind")}
 	if meta, ok := m["metadata"].(map[string]any); ok {
 		h.namespace, h.name = str(meta, "namespace"), str(meta, "name")
+		if labels, ok := meta["labels"].(map[string]any); ok {
+			h.serviceName = str(labels, discoveryv1.LabelServiceName)
+		}
 	}
 	return h
 }

@@ -5,5 +5,6 @@
 //
 // The translation (nodelocal.go, endpoints.go, validate.go, ipset.go) takes
 // typed API objects so every source shares it: the file source here
-// (file.go, decode.go, poll.go) and a later Kubernetes-informer source.
+// (file.go, decode.go, findings.go, poll.go) and a later Kubernetes-informer
+// source.
 package watcher

@@ -3,7 +3,6 @@ package watcher
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +25,17 @@ type Result struct {
 	// Skipped explains objects deliberately not used: services Skip
 	// rejects, kinds kproxy does not read, slices no service uses.
 	Skipped []string
+
+	// Retain lists the services ("namespace/name") whose input had errors
+	// (the Service itself or one of its EndpointSlices). Their ports are
+	// absent or incomplete in ServicePorts; the consumer should keep their
+	// previous state rather than delete or change what is serving.
+	Retain []string
+	// RetainMissing is set when some input failed before the service it
+	// concerns could be identified (a YAML syntax error, a document without
+	// kind or name): the consumer should keep every previously known
+	// service port that is missing from ServicePorts.
+	RetainMissing bool
 }
 
 // LoadPath reads Services and EndpointSlices from a YAML or JSON file, or
@@ -113,14 +123,13 @@ func buildResult(inputs []input, opts Options) *Result {
 	for _, in := range inputs {
 		decodeFile(in.name, in.data, &d)
 	}
-	res := &Result{Errors: d.errors, Skipped: d.skipped}
+	services := uniqueServices(d.services, &d.findings)
+	slicesByService := groupSlices(d.slices, &d.findings)
 
-	services := uniqueServices(d.services, res)
-	slicesByService := groupSlices(d.slices, res)
-
+	res := &Result{}
 	for _, s := range services {
 		if reason, skip := Skip(s.obj, opts); skip {
-			res.Skipped = append(res.Skipped, s.at+": "+reason)
+			d.skip(s.seq, s.at+": "+reason)
 			continue
 		}
 		var own []*discoveryv1.EndpointSlice
@@ -129,7 +138,7 @@ func buildResult(inputs []input, opts Options) *Result {
 		}
 		ports, err := BuildServicePorts(s.obj, own, opts)
 		if err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("%s: %w", s.at, err))
+			d.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: %w", s.at, err))
 			continue
 		}
 		res.ServicePorts = append(res.ServicePorts, ports...)
@@ -141,30 +150,31 @@ func buildResult(inputs []input, opts Options) *Result {
 	for _, s := range services {
 		known[serviceKey(s.obj.Namespace, s.obj.Name)] = true
 	}
-	for _, key := range slices.Sorted(maps.Keys(slicesByService)) {
+	for key, group := range slicesByService {
 		if known[key] {
 			continue
 		}
-		for _, s := range slicesByService[key] {
-			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: no Service %s was loaded for it", s.at, key))
+		for _, s := range group {
+			d.skip(s.seq, fmt.Sprintf("%s: no Service %s was loaded for it", s.at, key))
 		}
 	}
 
 	slices.SortFunc(res.ServicePorts, func(a, b *messages.ServicePortEndpoints) int {
 		return cmp.Compare(a.GetServicePort().GetKey().ID(), b.GetServicePort().GetKey().ID())
 	})
+	d.fill(res)
 	return res
 }
 
 // uniqueServices keeps the first definition of each namespace/name; a
 // second one is an error, since silently picking one would surprise.
-func uniqueServices(all []located[*corev1.Service], res *Result) []located[*corev1.Service] {
+func uniqueServices(all []located[*corev1.Service], f *findings) []located[*corev1.Service] {
 	first := make(map[string]string)
 	var out []located[*corev1.Service]
 	for _, s := range all {
 		key := serviceKey(s.obj.Namespace, s.obj.Name)
 		if at, dup := first[key]; dup && s.obj.Name != "" {
-			res.Errors = append(res.Errors, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
+			f.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
 			continue
 		}
 		first[key] = s.at
@@ -174,34 +184,36 @@ func uniqueServices(all []located[*corev1.Service], res *Result) []located[*core
 }
 
 // groupSlices validates slices, drops duplicates and unlabelled ones, and
-// indexes the rest by the service they belong to.
-func groupSlices(all []located[*discoveryv1.EndpointSlice], res *Result) map[string][]located[*discoveryv1.EndpointSlice] {
+// indexes the rest by the service ("namespace/name") they belong to.
+func groupSlices(all []located[*discoveryv1.EndpointSlice], f *findings) map[string][]located[*discoveryv1.EndpointSlice] {
 	first := make(map[string]string)
 	groups := make(map[string][]located[*discoveryv1.EndpointSlice])
 	for _, s := range all {
+		service := s.obj.Labels[discoveryv1.LabelServiceName]
 		if err := validateEndpointSlice(s.obj); err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("%s: %w", s.at, err))
+			f.failSlice(s.seq, s.obj.Namespace, service, fmt.Errorf("%s: %w", s.at, err))
 			continue
 		}
-		key := serviceKey(s.obj.Namespace, s.obj.Name)
-		if at, dup := first[key]; dup {
-			res.Errors = append(res.Errors, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
+		id := serviceKey(s.obj.Namespace, s.obj.Name)
+		if at, dup := first[id]; dup {
+			f.failSlice(s.seq, s.obj.Namespace, service, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
 			continue
 		}
-		first[key] = s.at
-		name := s.obj.Labels[discoveryv1.LabelServiceName]
-		if name == "" {
-			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: no %s label, so no service uses it", s.at, discoveryv1.LabelServiceName))
+		first[id] = s.at
+		if service == "" {
+			f.skip(s.seq, fmt.Sprintf("%s: no %s label, so no service uses it", s.at, discoveryv1.LabelServiceName))
 			continue
 		}
 		if s.obj.AddressType == discoveryv1.AddressTypeFQDN {
-			res.Skipped = append(res.Skipped, s.at+": FQDN endpoints are not proxied")
+			f.skip(s.seq, s.at+": FQDN endpoints are not proxied")
 			continue
 		}
-		key = serviceKey(s.obj.Namespace, name)
+		key := serviceKey(s.obj.Namespace, service)
 		groups[key] = append(groups[key], s)
 	}
 	return groups
 }
 
+// serviceKey names an object as "namespace/name", the form Result.Retain
+// uses for services.
 func serviceKey(namespace, name string) string { return namespace + "/" + name }

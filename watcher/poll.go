@@ -82,6 +82,7 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	// a new stamp on the next poll instead of being missed.
 	stamp, err := statStamp(s.path)
 	if err != nil {
+		st.stamped = false // whatever reappears is read, even with an old stamp
 		s.failed(st, err)
 		return
 	}

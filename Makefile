@@ -1,0 +1,46 @@
+# kproxy: `make run` for the demo, `make test` for every test (with -race).
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/bin
+PROTOC_GEN_GO_VERSION := v1.36.12
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: all build run test bench generate tools vet clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kproxy ./cmd/kproxy
+	$(GO) build -o $(BIN)/demo-backends ./examples/demo-backends
+
+# The demo: three HTTP and two UDP backends on loopback, and kproxy serving
+# examples/services.yaml. Then: curl 127.0.0.10:8080 (see README).
+run: build
+	@$(BIN)/demo-backends & trap "kill $$! 2>/dev/null" EXIT; \
+	$(BIN)/kproxy run --source file:examples/services.yaml --bind-address 127.0.0.1 $(ARGS)
+
+test: vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+vet:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+
+# Benchmarks report ratios against a direct connection measured in the same run.
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./bench/...
+
+# protoc from Debian's protobuf-compiler, protoc-gen-go from the Go module proxy.
+tools:
+	@command -v protoc >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq protobuf-compiler; \
+		else sudo apt-get update -qq && sudo apt-get install -y -qq protobuf-compiler; fi; }
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+
+generate: tools
+	PATH="$(BIN):$$PATH" protoc --go_out=. --go_opt=module=github.com/kproxy/kproxy messages/kproxy.proto
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,186 @@
+package watcher
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// waitTimeout bounds every wait; polls run every 20ms, so reaching it
+// means the behaviour under test is broken, not slow.
+const waitTimeout = 5 * time.Second
+
+// runningSource is a FileSource running in the background, observed
+// through channels so tests wait for events instead of sleeping.
+type runningSource struct {
+	results chan *Result
+	polls   atomic.Int64
+	polled  chan struct{} // signalled (without blocking) after every poll
+}
+
+func startSource(t *testing.T, path string) *runningSource {
+	t.Helper()
+	rs := &runningSource{results: make(chan *Result, 16), polled: make(chan struct{}, 1)}
+	src := NewFileSource(path, Options{}, 20*time.Millisecond, zerolog.Nop())
+	src.polled = func() {
+		rs.polls.Add(1)
+		select {
+		case rs.polled <- struct{}{}:
+		default:
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		src.Run(ctx, func(r *Result) { rs.results <- r })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	return rs
+}
+
+// next waits for the next emitted result.
+func (rs *runningSource) next(t *testing.T) *Result {
+	t.Helper()
+	select {
+	case r := <-rs.results:
+		return r
+	case <-time.After(waitTimeout):
+		t.Fatal("no result emitted")
+		return nil
+	}
+}
+
+// waitPolls waits until n more polls have completed. Two polls after a
+// change guarantee one that started after it.
+func (rs *runningSource) waitPolls(t *testing.T, n int64) {
+	t.Helper()
+	target := rs.polls.Load() + n
+	deadline := time.After(waitTimeout)
+	for rs.polls.Load() < target {
+		select {
+		case <-rs.polled:
+		case <-deadline:
+			t.Fatalf("fewer than %d polls happened", n)
+		}
+	}
+}
+
+// assertQuiet checks that nothing was emitted.
+func (rs *runningSource) assertQuiet(t *testing.T) {
+	t.Helper()
+	select {
+	case r := <-rs.results:
+		t.Fatalf("unexpected emission: %v", keyIDs(r.ServicePorts))
+	default:
+	}
+}
+
+func serviceYAML(name string) string {
+	return "apiVersion: v1\nkind: Service\nmetadata: {name: " + name + "}\nspec: {clusterIP: 10.0.0.1, ports: [{port: 80}]}\n"
+}
+
+func assertKeys(t *testing.T, r *Result, want ...string) {
+	t.Helper()
+	if got := keyIDs(r.ServicePorts); !slices.Equal(got, want) {
+		t.Fatalf("service ports = %v, want %v", got, want)
+	}
+}
+
+func TestFileSourceEmitsInitiallyAndOnChange(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "svc.yaml", serviceYAML("web"))
+	rs := startSource(t, path)
+	assertKeys(t, rs.next(t), "default/web:/TCP")
+
+	writeFile(t, filepath.Dir(path), "svc.yaml", serviceYAML("web")+"---\n"+serviceYAML("api"))
+	assertKeys(t, rs.next(t), "default/api:/TCP", "default/web:/TCP")
+}
+
+func TestFileSourceIgnoresUnchangedContent(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "svc.yaml", serviceYAML("web"))
+	rs := startSource(t, path)
+	assertKeys(t, rs.next(t), "default/web:/TCP")
+
+	// A touch changes the stat but not the content.
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	rs.waitPolls(t, 2)
+	rs.assertQuiet(t)
+
+	// Neither does rewriting the same bytes, as an editor's save does.
+	writeFile(t, dir, "svc.yaml", serviceYAML("web"))
+	rs.waitPolls(t, 2)
+	rs.assertQuiet(t)
+
+	// A real change is still seen afterwards.
+	writeFile(t, dir, "svc.yaml", serviceYAML("website"))
+	assertKeys(t, rs.next(t), "default/website:/TCP")
+}
+
+func TestFileSourceReplaceByRename(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "svc.yaml", serviceYAML("web"))
+	rs := startSource(t, path)
+	assertKeys(t, rs.next(t), "default/web:/TCP")
+
+	tmp := writeFile(t, t.TempDir(), "new.yaml", serviceYAML("api"))
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	assertKeys(t, rs.next(t), "default/api:/TCP")
+}
+
+func TestFileSourceDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", serviceYAML("web"))
+	rs := startSource(t, dir)
+	assertKeys(t, rs.next(t), "default/web:/TCP")
+
+	writeFile(t, dir, "b.yaml", serviceYAML("api"))
+	assertKeys(t, rs.next(t), "default/api:/TCP", "default/web:/TCP")
+
+	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	assertKeys(t, rs.next(t), "default/api:/TCP")
+}
+
+// TestFileSourceMissingPath: an unreadable path emits nothing (an empty
+// result would delete every service) until it can be read.
+func TestFileSourceMissingPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "svc.yaml")
+	rs := startSource(t, path)
+	rs.waitPolls(t, 2)
+	rs.assertQuiet(t)
+
+	writeFile(t, dir, "svc.yaml", serviceYAML("web"))
+	assertKeys(t, rs.next(t), "default/web:/TCP")
+}
+
+// TestFileSourceReportsErrors: a result with a rejected document is still
+// emitted, carrying the error.
+func TestFileSourceReportsErrors(t *testing.T) {
+	bad := "apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.0.0.2, ports: [{port: 0}]}\n"
+	path := writeFile(t, t.TempDir(), "svc.yaml", serviceYAML("web")+"---\n"+bad)
+	rs := startSource(t, path)
+	r := rs.next(t)
+	assertKeys(t, r, "default/web:/TCP")
+	assertErrors(t, r.Errors, []string{path + " document 2 (Service default/bad): spec.ports[0].port: 0 is not in 1-65535"})
+}
