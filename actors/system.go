@@ -50,11 +50,6 @@ func Start(cfg Config) *Proxy {
 // Submit hands a source's snapshot to the Watcher.
 func (p *Proxy) Submit(snap *messages.SourceSnapshot) { p.System.Root.Send(p.Watcher, snap) }
 
-// ReportSourceError hands a source's rejected input to the Watcher for logging.
-func (p *Proxy) ReportSourceError(source string, err error) {
-	p.System.Root.Send(p.Watcher, &messages.SourceError{Source: source, Error: err.Error()})
-}
-
 // State returns the state of every service port.
 func (p *Proxy) State(timeout time.Duration) (*messages.StateSnapshot, error) {
 	res, err := p.System.Root.RequestFuture(p.Proxier, &messages.GetState{}, timeout).Result()

@@ -25,8 +25,6 @@ func (w *Watcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.SourceSnapshot:
 		w.apply(ctx, m)
-	case *messages.SourceError:
-		w.cfg.Log.Error().Str("source", m.GetSource()).Msg(m.GetError())
 	}
 }
 

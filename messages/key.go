@@ -6,7 +6,6 @@ import (
 	"strconv"
 )
 
-
 // ID renders the key as kube-proxy logs a ServicePortName:
 // "namespace/name:portName/PROTOCOL".
 func (k *ServicePortKey) ID() string {

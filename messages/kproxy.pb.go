@@ -700,59 +700,6 @@ func (x *SourceSnapshot) GetRetainMissing() bool {
 	return false
 }
 
-// SourceError reports input a source rejected; what was serving keeps serving.
-type SourceError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *SourceError) Reset() {
-	*x = SourceError{}
-	mi := &file_messages_kproxy_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SourceError) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SourceError) ProtoMessage() {}
-
-func (x *SourceError) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SourceError.ProtoReflect.Descriptor instead.
-func (*SourceError) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *SourceError) GetSource() string {
-	if x != nil {
-		return x.Source
-	}
-	return ""
-}
-
-func (x *SourceError) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
 // UpsertServicePort creates a service port or replaces its whole desired state.
 type UpsertServicePort struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -765,7 +712,7 @@ type UpsertServicePort struct {
 
 func (x *UpsertServicePort) Reset() {
 	*x = UpsertServicePort{}
-	mi := &file_messages_kproxy_proto_msgTypes[7]
+	mi := &file_messages_kproxy_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +724,7 @@ func (x *UpsertServicePort) String() string {
 func (*UpsertServicePort) ProtoMessage() {}
 
 func (x *UpsertServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[7]
+	mi := &file_messages_kproxy_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +737,7 @@ func (x *UpsertServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertServicePort.ProtoReflect.Descriptor instead.
 func (*UpsertServicePort) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{7}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpsertServicePort) GetServicePort() *ServicePort {
@@ -824,7 +771,7 @@ type DeleteServicePort struct {
 
 func (x *DeleteServicePort) Reset() {
 	*x = DeleteServicePort{}
-	mi := &file_messages_kproxy_proto_msgTypes[8]
+	mi := &file_messages_kproxy_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +783,7 @@ func (x *DeleteServicePort) String() string {
 func (*DeleteServicePort) ProtoMessage() {}
 
 func (x *DeleteServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[8]
+	mi := &file_messages_kproxy_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +796,7 @@ func (x *DeleteServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServicePort.ProtoReflect.Descriptor instead.
 func (*DeleteServicePort) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{8}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteServicePort) GetKey() *ServicePortKey {
@@ -879,7 +826,7 @@ type SetEndpoints struct {
 
 func (x *SetEndpoints) Reset() {
 	*x = SetEndpoints{}
-	mi := &file_messages_kproxy_proto_msgTypes[9]
+	mi := &file_messages_kproxy_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +838,7 @@ func (x *SetEndpoints) String() string {
 func (*SetEndpoints) ProtoMessage() {}
 
 func (x *SetEndpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[9]
+	mi := &file_messages_kproxy_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +851,7 @@ func (x *SetEndpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEndpoints.ProtoReflect.Descriptor instead.
 func (*SetEndpoints) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{9}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetEndpoints) GetEndpoints() []*Endpoint {
@@ -940,7 +887,7 @@ type ConfigurePortal struct {
 
 func (x *ConfigurePortal) Reset() {
 	*x = ConfigurePortal{}
-	mi := &file_messages_kproxy_proto_msgTypes[10]
+	mi := &file_messages_kproxy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +899,7 @@ func (x *ConfigurePortal) String() string {
 func (*ConfigurePortal) ProtoMessage() {}
 
 func (x *ConfigurePortal) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[10]
+	mi := &file_messages_kproxy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +912,7 @@ func (x *ConfigurePortal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigurePortal.ProtoReflect.Descriptor instead.
 func (*ConfigurePortal) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{10}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfigurePortal) GetServicePort() *ServicePort {
@@ -993,7 +940,7 @@ type ChildStarted struct {
 
 func (x *ChildStarted) Reset() {
 	*x = ChildStarted{}
-	mi := &file_messages_kproxy_proto_msgTypes[11]
+	mi := &file_messages_kproxy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +952,7 @@ func (x *ChildStarted) String() string {
 func (*ChildStarted) ProtoMessage() {}
 
 func (x *ChildStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[11]
+	mi := &file_messages_kproxy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +965,7 @@ func (x *ChildStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildStarted.ProtoReflect.Descriptor instead.
 func (*ChildStarted) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{11}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ChildStarted) GetRole() string {
@@ -1042,7 +989,7 @@ type PickEndpoint struct {
 
 func (x *PickEndpoint) Reset() {
 	*x = PickEndpoint{}
-	mi := &file_messages_kproxy_proto_msgTypes[12]
+	mi := &file_messages_kproxy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1001,7 @@ func (x *PickEndpoint) String() string {
 func (*PickEndpoint) ProtoMessage() {}
 
 func (x *PickEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[12]
+	mi := &file_messages_kproxy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1014,7 @@ func (x *PickEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickEndpoint.ProtoReflect.Descriptor instead.
 func (*PickEndpoint) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{12}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PickEndpoint) GetClientIp() string {
@@ -1101,7 +1048,7 @@ type Picked struct {
 
 func (x *Picked) Reset() {
 	*x = Picked{}
-	mi := &file_messages_kproxy_proto_msgTypes[13]
+	mi := &file_messages_kproxy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1060,7 @@ func (x *Picked) String() string {
 func (*Picked) ProtoMessage() {}
 
 func (x *Picked) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[13]
+	mi := &file_messages_kproxy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1073,7 @@ func (x *Picked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Picked.ProtoReflect.Descriptor instead.
 func (*Picked) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{13}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Picked) GetAddress() string {
@@ -1150,7 +1097,7 @@ type AffinityLookup struct {
 
 func (x *AffinityLookup) Reset() {
 	*x = AffinityLookup{}
-	mi := &file_messages_kproxy_proto_msgTypes[14]
+	mi := &file_messages_kproxy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1109,7 @@ func (x *AffinityLookup) String() string {
 func (*AffinityLookup) ProtoMessage() {}
 
 func (x *AffinityLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[14]
+	mi := &file_messages_kproxy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1122,7 @@ func (x *AffinityLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AffinityLookup.ProtoReflect.Descriptor instead.
 func (*AffinityLookup) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{14}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AffinityLookup) GetClientIp() string {
@@ -1213,7 +1160,7 @@ type ListenerReady struct {
 
 func (x *ListenerReady) Reset() {
 	*x = ListenerReady{}
-	mi := &file_messages_kproxy_proto_msgTypes[15]
+	mi := &file_messages_kproxy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1172,7 @@ func (x *ListenerReady) String() string {
 func (*ListenerReady) ProtoMessage() {}
 
 func (x *ListenerReady) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[15]
+	mi := &file_messages_kproxy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1185,7 @@ func (x *ListenerReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerReady.ProtoReflect.Descriptor instead.
 func (*ListenerReady) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{15}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListenerReady) GetAddresses() []string {
@@ -1272,7 +1219,7 @@ type RetryListen struct {
 
 func (x *RetryListen) Reset() {
 	*x = RetryListen{}
-	mi := &file_messages_kproxy_proto_msgTypes[16]
+	mi := &file_messages_kproxy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1231,7 @@ func (x *RetryListen) String() string {
 func (*RetryListen) ProtoMessage() {}
 
 func (x *RetryListen) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[16]
+	mi := &file_messages_kproxy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1244,7 @@ func (x *RetryListen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryListen.ProtoReflect.Descriptor instead.
 func (*RetryListen) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{16}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RetryListen) GetIncarnation() int64 {
@@ -1316,7 +1263,7 @@ type SweepAffinity struct {
 
 func (x *SweepAffinity) Reset() {
 	*x = SweepAffinity{}
-	mi := &file_messages_kproxy_proto_msgTypes[17]
+	mi := &file_messages_kproxy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1275,7 @@ func (x *SweepAffinity) String() string {
 func (*SweepAffinity) ProtoMessage() {}
 
 func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[17]
+	mi := &file_messages_kproxy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1288,7 @@ func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepAffinity.ProtoReflect.Descriptor instead.
 func (*SweepAffinity) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{17}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{16}
 }
 
 // ListenerFailed is sent by a Portal's accept or read goroutine.
@@ -1356,7 +1303,7 @@ type ListenerFailed struct {
 
 func (x *ListenerFailed) Reset() {
 	*x = ListenerFailed{}
-	mi := &file_messages_kproxy_proto_msgTypes[18]
+	mi := &file_messages_kproxy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1315,7 @@ func (x *ListenerFailed) String() string {
 func (*ListenerFailed) ProtoMessage() {}
 
 func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[18]
+	mi := &file_messages_kproxy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1328,7 @@ func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerFailed.ProtoReflect.Descriptor instead.
 func (*ListenerFailed) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{18}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListenerFailed) GetIncarnation() int64 {
@@ -1413,7 +1360,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_messages_kproxy_proto_msgTypes[19]
+	mi := &file_messages_kproxy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1372,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[19]
+	mi := &file_messages_kproxy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1385,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{19}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{18}
 }
 
 type ServicePortState struct {
@@ -1458,7 +1405,7 @@ type ServicePortState struct {
 
 func (x *ServicePortState) Reset() {
 	*x = ServicePortState{}
-	mi := &file_messages_kproxy_proto_msgTypes[20]
+	mi := &file_messages_kproxy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1417,7 @@ func (x *ServicePortState) String() string {
 func (*ServicePortState) ProtoMessage() {}
 
 func (x *ServicePortState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[20]
+	mi := &file_messages_kproxy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1430,7 @@ func (x *ServicePortState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePortState.ProtoReflect.Descriptor instead.
 func (*ServicePortState) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{20}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServicePortState) GetKey() *ServicePortKey {
@@ -1558,7 +1505,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_messages_kproxy_proto_msgTypes[21]
+	mi := &file_messages_kproxy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1517,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_kproxy_proto_msgTypes[21]
+	mi := &file_messages_kproxy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1530,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_messages_kproxy_proto_rawDescGZIP(), []int{21}
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StateSnapshot) GetServicePorts() []*ServicePortState {
@@ -1646,10 +1593,7 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"generation\x18\x03 \x01(\x03R\n" +
 	"generation\x12'\n" +
 	"\x0fretain_services\x18\x04 \x03(\tR\x0eretainServices\x12%\n" +
-	"\x0eretain_missing\x18\x05 \x01(\bR\rretainMissing\";\n" +
-	"\vSourceError\x12\x16\n" +
-	"\x06source\x18\x01 \x01(\tR\x06source\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"\xa1\x01\n" +
+	"\x0eretain_missing\x18\x05 \x01(\bR\rretainMissing\"\xa1\x01\n" +
 	"\x11UpsertServicePort\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12\x1e\n" +
@@ -1734,7 +1678,7 @@ func file_messages_kproxy_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_kproxy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_messages_kproxy_proto_goTypes = []any{
 	(Protocol)(0),                // 0: kproxy.v1.Protocol
 	(SessionAffinity)(0),         // 1: kproxy.v1.SessionAffinity
@@ -1745,22 +1689,21 @@ var file_messages_kproxy_proto_goTypes = []any{
 	(*Endpoint)(nil),             // 6: kproxy.v1.Endpoint
 	(*ServicePortEndpoints)(nil), // 7: kproxy.v1.ServicePortEndpoints
 	(*SourceSnapshot)(nil),       // 8: kproxy.v1.SourceSnapshot
-	(*SourceError)(nil),          // 9: kproxy.v1.SourceError
-	(*UpsertServicePort)(nil),    // 10: kproxy.v1.UpsertServicePort
-	(*DeleteServicePort)(nil),    // 11: kproxy.v1.DeleteServicePort
-	(*SetEndpoints)(nil),         // 12: kproxy.v1.SetEndpoints
-	(*ConfigurePortal)(nil),      // 13: kproxy.v1.ConfigurePortal
-	(*ChildStarted)(nil),         // 14: kproxy.v1.ChildStarted
-	(*PickEndpoint)(nil),         // 15: kproxy.v1.PickEndpoint
-	(*Picked)(nil),               // 16: kproxy.v1.Picked
-	(*AffinityLookup)(nil),       // 17: kproxy.v1.AffinityLookup
-	(*ListenerReady)(nil),        // 18: kproxy.v1.ListenerReady
-	(*RetryListen)(nil),          // 19: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),        // 20: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),       // 21: kproxy.v1.ListenerFailed
-	(*GetState)(nil),             // 22: kproxy.v1.GetState
-	(*ServicePortState)(nil),     // 23: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),        // 24: kproxy.v1.StateSnapshot
+	(*UpsertServicePort)(nil),    // 9: kproxy.v1.UpsertServicePort
+	(*DeleteServicePort)(nil),    // 10: kproxy.v1.DeleteServicePort
+	(*SetEndpoints)(nil),         // 11: kproxy.v1.SetEndpoints
+	(*ConfigurePortal)(nil),      // 12: kproxy.v1.ConfigurePortal
+	(*ChildStarted)(nil),         // 13: kproxy.v1.ChildStarted
+	(*PickEndpoint)(nil),         // 14: kproxy.v1.PickEndpoint
+	(*Picked)(nil),               // 15: kproxy.v1.Picked
+	(*AffinityLookup)(nil),       // 16: kproxy.v1.AffinityLookup
+	(*ListenerReady)(nil),        // 17: kproxy.v1.ListenerReady
+	(*RetryListen)(nil),          // 18: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),        // 19: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),       // 20: kproxy.v1.ListenerFailed
+	(*GetState)(nil),             // 21: kproxy.v1.GetState
+	(*ServicePortState)(nil),     // 22: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),        // 23: kproxy.v1.StateSnapshot
 }
 var file_messages_kproxy_proto_depIdxs = []int32{
 	0,  // 0: kproxy.v1.ServicePortKey.protocol:type_name -> kproxy.v1.Protocol
@@ -1783,7 +1726,7 @@ var file_messages_kproxy_proto_depIdxs = []int32{
 	3,  // 17: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
 	5,  // 18: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
 	6,  // 19: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	23, // 20: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	22, // 20: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
 	21, // [21:21] is the sub-list for method output_type
 	21, // [21:21] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
@@ -1802,7 +1745,7 @@ func file_messages_kproxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_kproxy_proto_rawDesc), len(file_messages_kproxy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,6 +1,7 @@
 package portal
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -35,7 +36,7 @@ func Open(spec ListenSpec, o ListenerOptions) (*Listener, error) {
 	var serve func() error
 	switch spec.Network {
 	case "tcp":
-		ln, err := net.Listen("tcp", spec.Address)
+		ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", spec.Address)
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}

@@ -84,7 +84,7 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 			}
 			return nil, err
 		}
-		conn, err := net.DialTimeout("tcp", addr, timeout)
+		conn, err := (&net.Dialer{Timeout: timeout, KeepAlive: -1}).Dial("tcp", addr)
 		if err == nil {
 			return conn.(*net.TCPConn), nil
 		}
@@ -122,7 +122,6 @@ func copyHalf(dst, src *net.TCPConn) {
 		return
 	}
 	dst.CloseWrite()
-	src.CloseRead()
 }
 
 // reset closes with SO_LINGER 0 so the client gets an RST at once.

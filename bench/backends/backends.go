@@ -139,3 +139,50 @@ func (b *UDP) Close() {
 	b.conn.Close()
 	<-b.done
 }
+
+// Sink is a TCP backend that reads and discards everything (bulk throughput).
+type Sink struct {
+	ln net.Listener
+	wg sync.WaitGroup
+}
+
+// StartSink listens on addr.
+func StartSink(addr string) (*Sink, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				// A large buffer so the sink is never the bottleneck.
+				buf := make([]byte, 256*1024)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the sink's "ip:port".
+func (s *Sink) Addr() string { return s.ln.Addr().String() }
+
+// Close stops accepting; open connections end when their clients close.
+func (s *Sink) Close() {
+	s.ln.Close()
+	s.wg.Wait()
+}

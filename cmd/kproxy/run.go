@@ -95,11 +95,12 @@ func runCommand(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return run(ctx, o, ports, log)
+	return run(ctx, o, ports, log, nil)
 }
 
-// run serves until ctx is done, then stops cleanly.
-func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.Logger) error {
+// run serves until ctx is done, then stops cleanly. started, if set, sees
+// the proxy before the source's first snapshot (tests subscribe there).
+func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.Logger, started func(*actors.Proxy)) error {
 	path := strings.TrimPrefix(o.source, "file:")
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("--source: %w", err)
@@ -113,6 +114,9 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		UDPIdleTimeout: o.udpIdleTimeout,
 		Log:            log,
 	})
+	if started != nil {
+		started(proxy)
+	}
 	opts := watcher.Options{NodeName: o.nodeName, ServiceProxyName: o.serviceProxyName}
 	src := watcher.NewFileSource(path, opts, o.filePollInterval, log)
 	var generation int64
@@ -120,10 +124,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	go func() {
 		defer close(done)
 		src.Run(ctx, func(r *watcher.Result) {
-			generation++
-			for _, err := range r.Errors {
-				proxy.ReportSourceError(o.source, err)
-			}
+			generation++ // the file source has logged r.Errors
 			proxy.Submit(&messages.SourceSnapshot{
 				Source: o.source, Generation: generation, ServicePorts: r.ServicePorts,
 				RetainServices: r.Retain, RetainMissing: r.RetainMissing,
