@@ -72,6 +72,8 @@ func (p *Portal) Receive(ctx actor.Context) {
 		for _, l := range p.listeners {
 			l.RetainEndpoints(func(ep string) bool { return p.endpoints[ep] })
 		}
+	case *messages.GetState:
+		ctx.Respond(p.ready())
 	case *messages.ListenerFailed:
 		if m.GetIncarnation() != p.incarnation || p.listeners[m.GetAddress()] == nil {
 			return // stale: from an earlier incarnation or a listener we closed
@@ -110,6 +112,12 @@ func (p *Portal) reconcile(ctx actor.Context) {
 			delete(p.listeners, addr)
 		}
 	}
+	ctx.Send(ctx.Parent(), p.ready())
+	p.scheduleRetry(ctx, err)
+}
+
+// ready describes the open listeners and the failed ones.
+func (p *Portal) ready() *messages.ListenerReady {
 	ready := &messages.ListenerReady{Incarnation: p.incarnation}
 	for addr := range p.listeners {
 		ready.Addresses = append(ready.Addresses, addr)
@@ -119,8 +127,7 @@ func (p *Portal) reconcile(ctx actor.Context) {
 		ready.Errors = append(ready.Errors, err.Error())
 	}
 	slices.Sort(ready.Errors)
-	ctx.Send(ctx.Parent(), ready)
-	p.scheduleRetry(ctx, err)
+	return ready
 }
 
 // scheduleRetry retries failed listeners with capped exponential backoff

@@ -160,6 +160,7 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	st := s.state
 	st.Key, st.ServicePort, st.Endpoints, st.Generation = s.sp.GetKey(), s.sp, s.endpoints, s.generation
 	st.ProxyPort = int32(s.proxyPort)
+	st.ActorId = ctx.Self().GetId()
 	if s.portErr != nil {
 		st.Error = s.portErr.Error()
 	}

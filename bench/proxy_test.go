@@ -1,6 +1,7 @@
-// Package bench measures kproxy against a direct connection in the same
-// run: each benchmark alternates direct and proxied rounds and reports
-// proxy/direct ratios, so machine noise hits both sides alike.
+// Package bench measures kproxy against baselines measured in the same
+// run: a direct connection to the backend, and a bare splice proxy (the
+// portal package's TCP proxy with a fixed endpoint, no actors). Rounds of
+// the three alternate so machine noise hits all alike; results are ratios.
 package bench
 
 import (
@@ -18,11 +19,12 @@ import (
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal"
 )
 
-// proxyTo starts kproxy with one TCP service port forwarding to backend and
+// kproxyTo starts kproxy with one TCP service port forwarding to backend and
 // returns the service address.
-func proxyTo(b *testing.B, backend string) string {
+func kproxyTo(b *testing.B, backend string) string {
 	b.Helper()
 	p := actors.Start(actors.Config{BindAddress: "127.0.0.1", Log: zerolog.Nop()})
 	b.Cleanup(func() {
@@ -33,11 +35,11 @@ func proxyTo(b *testing.B, backend string) string {
 	host, port, _ := net.SplitHostPort(backend)
 	pn, _ := strconv.Atoi(port)
 	key := &messages.ServicePortKey{Namespace: "bench", Name: "svc", PortName: "tcp", Protocol: messages.Protocol_TCP}
-	ready := make(chan string, 1)
+	ready := make(chan struct{}, 1)
 	unsub := p.Subscribe(func(st *messages.ServicePortState) {
 		if len(st.GetListenAddresses()) == 2 {
 			select {
-			case ready <- "127.0.50.1:18080":
+			case ready <- struct{}{}:
 			default:
 			}
 		}
@@ -49,17 +51,53 @@ func proxyTo(b *testing.B, backend string) string {
 		Endpoints: []*messages.Endpoint{{Ips: []string{host}, Port: int32(pn), Ready: true, Serving: true, Internal: true, External: true}},
 	}}})
 	select {
-	case addr := <-ready:
-		return addr
+	case <-ready:
+		return "127.0.50.1:18080"
 	case <-time.After(10 * time.Second):
 		b.Fatal("service port never listened")
 		return ""
 	}
 }
 
-// BenchmarkTCPThroughput sends 256 MiB per round over one connection,
-// directly to a sink and through kproxy, and reports both rates and their
-// ratio (proxy/direct).
+// bareTo starts the bare baseline: portal.TCPProxy on a loopback listener,
+// always picking backend.
+func bareTo(b *testing.B, backend string) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	p := &portal.TCPProxy{Picker: portal.PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
+	go p.Serve(ln.(*net.TCPListener))
+	return ln.Addr().String()
+}
+
+// compare runs warm-up and b.N rounds of round against direct, bare and
+// kproxy addresses, and reports per-second rates and ratios.
+func compare(b *testing.B, unit string, perRound float64, direct, bare, kproxy string, round func(addr string) time.Duration) {
+	addrs := []string{direct, bare, kproxy}
+	for _, a := range addrs {
+		round(a)
+	}
+	var took [3]time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for i, a := range addrs {
+			took[i] += round(a)
+		}
+	}
+	b.StopTimer()
+	n := perRound * float64(b.N)
+	rate := func(i int) float64 { return n / took[i].Seconds() }
+	b.ReportMetric(rate(0), "direct-"+unit)
+	b.ReportMetric(rate(1), "bare-"+unit)
+	b.ReportMetric(rate(2), "kproxy-"+unit)
+	b.ReportMetric(rate(2)/rate(0), "kproxy/direct")
+	b.ReportMetric(rate(1)/rate(0), "bare/direct")
+}
+
+// BenchmarkTCPThroughput sends 256 MiB per round over one connection.
 func BenchmarkTCPThroughput(b *testing.B) {
 	const size = 256 << 20
 	sink, err := backends.StartSink("127.0.0.1:0")
@@ -67,9 +105,8 @@ func BenchmarkTCPThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sink.Close()
-	proxied := proxyTo(b, sink.Addr())
 	buf := make([]byte, 256*1024)
-	send := func(addr string) time.Duration {
+	compare(b, "MiB/s", size/(1<<20), sink.Addr(), bareTo(b, sink.Addr()), kproxyTo(b, sink.Addr()), func(addr string) time.Duration {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			b.Fatal(err)
@@ -81,29 +118,16 @@ func BenchmarkTCPThroughput(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		// Close the write side and wait for the far end to close, so the
-		// time covers delivery, not just buffering.
+		// Half-close and wait for the far end to close, so the time covers
+		// delivery, not just buffering.
 		c.(*net.TCPConn).CloseWrite()
 		c.Read(make([]byte, 1))
 		return time.Since(start)
-	}
-	send(sink.Addr()) // warm up both paths
-	send(proxied)
-	var direct, proxy time.Duration
-	b.ResetTimer()
-	for range b.N {
-		direct += send(sink.Addr())
-		proxy += send(proxied)
-	}
-	mb := float64(size) / (1 << 20) * float64(b.N)
-	b.ReportMetric(mb/direct.Seconds(), "direct-MiB/s")
-	b.ReportMetric(mb/proxy.Seconds(), "proxy-MiB/s")
-	b.ReportMetric(direct.Seconds()/proxy.Seconds(), "ratio")
+	})
 }
 
 // BenchmarkTCPConnectionRate opens, uses (one reply line) and closes 2,000
-// connections per round from 8 concurrent clients, directly and through
-// kproxy, and reports connections/s and their ratio (proxy/direct).
+// connections per round from 8 concurrent clients.
 func BenchmarkTCPConnectionRate(b *testing.B) {
 	const conns, clients = 2000, 8
 	backend, err := backends.StartTCP("b", "127.0.0.1:0")
@@ -111,12 +135,7 @@ func BenchmarkTCPConnectionRate(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer backend.Close()
-	runRate(b, backend.Addr(), proxyTo(b, backend.Addr()))
-}
-
-func runRate(b *testing.B, direct, proxied string) {
-	const conns, clients = 2000, 8
-	round := func(addr string) time.Duration {
+	compare(b, "conn/s", conns, backend.Addr(), bareTo(b, backend.Addr()), kproxyTo(b, backend.Addr()), func(addr string) time.Duration {
 		var wg sync.WaitGroup
 		errs := make(chan error, clients)
 		start := time.Now()
@@ -146,17 +165,5 @@ func runRate(b *testing.B, direct, proxied string) {
 			b.Fatal(fmt.Errorf("%s: %w", addr, err))
 		}
 		return d
-	}
-	round(direct)
-	round(proxied)
-	var directT, proxyT time.Duration
-	b.ResetTimer()
-	for range b.N {
-		directT += round(direct)
-		proxyT += round(proxied)
-	}
-	n := float64(conns * b.N)
-	b.ReportMetric(n/directT.Seconds(), "direct-conn/s")
-	b.ReportMetric(n/proxyT.Seconds(), "proxy-conn/s")
-	b.ReportMetric(directT.Seconds()/proxyT.Seconds(), "ratio")
+	})
 }

@@ -1399,8 +1399,11 @@ type ServicePortState struct {
 	Error           string                 `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	Generation      int64                  `protobuf:"varint,8,opt,name=generation,proto3" json:"generation,omitempty"`
 	Deleted         bool                   `protobuf:"varint,9,opt,name=deleted,proto3" json:"deleted,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// PID id of the ServicePort supervisor; its children are "<id>/portal",
+	// "<id>/balancer" and "<id>/affinity".
+	ActorId       string `protobuf:"bytes,10,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServicePortState) Reset() {
@@ -1494,6 +1497,13 @@ func (x *ServicePortState) GetDeleted() bool {
 		return x.Deleted
 	}
 	return false
+}
+
+func (x *ServicePortState) GetActorId() string {
+	if x != nil {
+		return x.ActorId
+	}
+	return ""
 }
 
 type StateSnapshot struct {
@@ -1637,7 +1647,7 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\"\n" +
 	"\n" +
-	"\bGetState\"\xe3\x02\n" +
+	"\bGetState\"\xfe\x02\n" +
 	"\x10ServicePortState\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x129\n" +
 	"\fservice_port\x18\x02 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
@@ -1650,7 +1660,9 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\b \x01(\x03R\n" +
 	"generation\x12\x18\n" +
-	"\adeleted\x18\t \x01(\bR\adeleted\"Q\n" +
+	"\adeleted\x18\t \x01(\bR\adeleted\x12\x19\n" +
+	"\bactor_id\x18\n" +
+	" \x01(\tR\aactorId\"Q\n" +
 	"\rStateSnapshot\x12@\n" +
 	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts*@\n" +
 	"\bProtocol\x12\x18\n" +

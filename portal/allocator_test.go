@@ -1,0 +1,85 @@
+package portal
+
+import (
+	"net"
+	"strconv"
+	"testing"
+)
+
+func TestParsePortRange(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want PortRange
+		err  bool
+	}{
+		{"", PortRange{}, false},
+		{"30000-30009", PortRange{30000, 10}, false},
+		{"30000+9", PortRange{30000, 10}, false},
+		{"30010-30000", PortRange{}, true},
+		{"0-10", PortRange{}, true},
+		{"65535-65536", PortRange{}, true},
+		{"abc", PortRange{}, true},
+		{"1-x", PortRange{}, true},
+	} {
+		got, err := ParsePortRange(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("ParsePortRange(%q) = %v, %v; want %v, err=%v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestAllocatorRangeSkipsTakenAndExhausts(t *testing.T) {
+	// Find three consecutive free ports, then occupy the middle one.
+	var base int
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if base < 65000 {
+			break
+		}
+	}
+	taken, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+1)))
+	if err != nil {
+		t.Skipf("port %d busy: %v", base+1, err)
+	}
+	defer taken.Close()
+
+	a := NewPortAllocator("127.0.0.1", PortRange{Base: base, Size: 3})
+	got := map[int]bool{}
+	for range 2 {
+		p, err := a.Allocate("tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == base+1 {
+			t.Fatalf("allocated port %d held by another socket", p)
+		}
+		if p < base || p > base+2 || got[p] {
+			t.Fatalf("bad port %d (have %v)", p, got)
+		}
+		got[p] = true
+	}
+	if _, err := a.Allocate("tcp"); err == nil {
+		t.Fatal("want range exhausted")
+	}
+	a.Release(base)
+	if p, err := a.Allocate("tcp"); err != nil || p != base {
+		t.Fatalf("after release: %d, %v", p, err)
+	}
+}
+
+func TestAllocatorAnyPort(t *testing.T) {
+	a := NewPortAllocator("127.0.0.1", PortRange{})
+	p1, err := a.Allocate("udp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := a.Allocate("udp")
+	if err != nil || p1 == p2 || p1 == 0 {
+		t.Fatalf("ports %d %d err %v", p1, p2, err)
+	}
+}

@@ -1,0 +1,42 @@
+package portal
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+func TestListenSpecsBindMode(t *testing.T) {
+	sp := &messages.ServicePort{
+		Key:             &messages.ServicePortKey{Namespace: "ns", Name: "svc", Protocol: messages.Protocol_UDP},
+		Port:            53,
+		NodePort:        30053,
+		ClusterIps:      &messages.IPSet{V4: []string{"198.18.0.10"}, V6: []string{"2001:db8::10"}},
+		ExternalIps:     &messages.IPSet{V4: []string{"192.0.2.10"}},
+		LoadBalancerIps: &messages.IPSet{V4: []string{"198.51.100.10"}},
+	}
+	specs, err := ListenSpecs(sp, ModeBind, "0.0.0.0", 40000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ListenSpec{
+		{"udp", "0.0.0.0:40000", false, true},
+		{"udp", "198.18.0.10:53", false, false},
+		{"udp", "[2001:db8::10]:53", false, false},
+		{"udp", "192.0.2.10:53", true, false},
+		{"udp", "198.51.100.10:53", true, false},
+		{"udp", "0.0.0.0:30053", true, false},
+	}
+	if !slices.Equal(specs, want) {
+		t.Fatalf("got %+v\nwant %+v", specs, want)
+	}
+}
+
+func TestListenSpecsRejectsSCTP(t *testing.T) {
+	sp := &messages.ServicePort{Key: &messages.ServicePortKey{Protocol: messages.Protocol_SCTP}, Port: 80}
+	if _, err := ListenSpecs(sp, ModeBind, "0.0.0.0", 1); !errors.Is(err, ErrUnsupportedProtocol) {
+		t.Fatalf("want ErrUnsupportedProtocol, got %v", err)
+	}
+}
