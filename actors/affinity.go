@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,10 +14,11 @@ import (
 // AffinitySweepInterval is how often expired ClientIP entries are dropped.
 var AffinitySweepInterval = 10 * time.Second
 
-// Affinity owns a service port's ClientIP affinity table. It exists only
-// while the service has sessionAffinity ClientIP. Its table is not rebuilt
-// after a crash: a restarted Affinity starts empty, so clients are re-pinned
-// on their next connection (as after a kube-proxy userspace restart).
+// Affinity owns a service port's ClientIP affinity table. It is started the
+// first time the service has sessionAffinity ClientIP. Pinned clients stay
+// pinned across a crash: the failing incarnation hands its entries to the
+// ServicePort while restarting, and the new one gets them back with its
+// endpoints (their idle clocks restart, so a crash can only lengthen a pin).
 type Affinity struct {
 	table       *balancer.AffinityTable
 	endpoints   map[string]bool
@@ -34,15 +36,21 @@ func (a *Affinity) Receive(ctx actor.Context) {
 		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
 			SendRepeatedly(AffinitySweepInterval, AffinitySweepInterval, ctx.Self(), &messages.SweepAffinity{})
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleAffinity})
-	case *actor.Stopping, *actor.Restarting:
-		if a.cancelSweep != nil {
-			a.cancelSweep()
-		}
+	case *actor.Restarting:
+		a.cancelSweep()
+		ctx.Send(ctx.Parent(), &messages.AffinityEntries{Entries: a.table.Entries()})
+	case *actor.Stopping:
+		a.cancelSweep()
+	case *messages.InjectCrash:
+		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetEndpoints:
 		a.table.SetTTL(time.Duration(m.GetAffinityTimeoutSeconds()) * time.Second)
 		a.endpoints = make(map[string]bool, len(m.GetEndpoints()))
 		for _, e := range m.GetEndpoints() {
 			a.endpoints[e.Address()] = true
+		}
+		for client, ep := range m.GetAffinityEntries().GetEntries() {
+			a.table.Record(client, ep)
 		}
 		a.table.Retain(func(ep string) bool { return a.endpoints[ep] })
 	case *messages.AffinityLookup:

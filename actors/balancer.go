@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"fmt"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/kproxy/kproxy/balancer"
@@ -56,6 +58,8 @@ func (b *Balancer) Receive(ctx actor.Context) {
 			b.pick(ctx, p.sender, p.pick)
 		}
 		b.pending = nil
+	case *messages.InjectCrash:
+		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.PickEndpoint:
 		if !b.configured {
 			b.pending = append(b.pending, pendingPick{ctx.Sender(), m})

@@ -31,8 +31,11 @@ type Config struct {
 	// PickTimeout bounds a connection's wait for the Balancer.
 	PickTimeout time.Duration
 	Log         zerolog.Logger
+	// Faults injects endpoint dial faults; nil (the default) injects none.
+	Faults *portal.Faults
 
-	conns *portal.ConnTracker // set by Start
+	conns     *portal.ConnTracker // set by Start
+	listeners *portal.Listeners   // set by Start; sockets outlive Portal incarnations
 }
 
 func (c *Config) defaults() {

@@ -23,16 +23,22 @@ var incarnations atomic.Int64
 // Portal owns a service port's listeners. It never blocks in Receive: each
 // listener is served by its own goroutine, which reports failure back as a
 // ListenerFailed message; the Portal then panics so its supervisor restarts
-// it, and the new incarnation reopens the same addresses (the proxy port is
-// kept by the supervisor).
+// it. Sockets live in Config.listeners, keyed by the Portal's PID (which
+// survives restarts): a restart pauses their serving goroutines and the new
+// incarnation resumes them, so queued connections wait in the kernel
+// backlog instead of being reset, and UDP flows live on. Only the socket
+// that failed is closed and reopened. The proxy port is kept by the
+// supervisor, so kernel rules pointing at it stay valid.
 type Portal struct {
 	cfg         *Config
+	owner       string
 	incarnation int64
 	sp          *messages.ServicePort
 	proxyPort   int
 	endpoints   map[string]bool
-	listeners   map[string]*portal.Listener // by address
-	failed      map[string]error            // specs that could not be opened, retried with backoff
+	serving     map[string]*portal.Listener // served by this incarnation, by address
+	failed      map[string]error            // could not be opened; retried with backoff
+	broken      string                      // address whose failure crashed this incarnation
 	retryDelay  time.Duration
 	cancelRetry scheduler.CancelFunc
 	picker      portal.Picker
@@ -47,13 +53,27 @@ func (p *Portal) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.incarnation = incarnations.Add(1)
-		p.listeners = map[string]*portal.Listener{}
+		p.owner = ctx.Self().GetId()
+		p.serving = map[string]*portal.Listener{}
 		p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout}
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: rolePortal})
 	case *actor.Restarting:
-		p.closeListeners(false)
+		p.stopRetry()
+		for addr, l := range p.serving {
+			if addr == p.broken {
+				l.Close()
+				p.cfg.listeners.Delete(p.owner, addr)
+				continue
+			}
+			l.Pause()
+		}
 	case *actor.Stopping:
-		p.closeListeners(true)
+		p.stopRetry()
+		for _, l := range p.cfg.listeners.Owned(p.owner) {
+			l.Close()
+			l.CloseFlows()
+			p.cfg.listeners.Delete(p.owner, l.Spec.Address)
+		}
 	case *messages.ConfigurePortal:
 		p.sp = m.GetServicePort()
 		p.proxyPort = int(m.GetProxyPort())
@@ -69,20 +89,23 @@ func (p *Portal) Receive(ctx actor.Context) {
 		for _, e := range m.GetEndpoints() {
 			p.endpoints[e.Address()] = true
 		}
-		for _, l := range p.listeners {
+		for _, l := range p.serving {
 			l.RetainEndpoints(func(ep string) bool { return p.endpoints[ep] })
 		}
 	case *messages.GetState:
 		ctx.Respond(p.ready())
 	case *messages.ListenerFailed:
-		if m.GetIncarnation() != p.incarnation || p.listeners[m.GetAddress()] == nil {
+		if m.GetIncarnation() != p.incarnation || p.serving[m.GetAddress()] == nil {
 			return // stale: from an earlier incarnation or a listener we closed
 		}
+		p.broken = m.GetAddress()
 		panic(fmt.Errorf("listener %s failed: %s", m.GetAddress(), m.GetError()))
+	case *messages.InjectCrash:
+		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	}
 }
 
-// reconcile opens the listeners the configuration wants and closes the rest.
+// reconcile serves the listeners the configuration wants and closes the rest.
 func (p *Portal) reconcile(ctx actor.Context) {
 	specs, err := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort)
 	p.failed = map[string]error{}
@@ -92,34 +115,41 @@ func (p *Portal) reconcile(ctx actor.Context) {
 	want := map[string]bool{}
 	for _, spec := range specs {
 		want[spec.Address] = true
-		if l := p.listeners[spec.Address]; l != nil && l.Spec == spec {
-			continue
-		} else if l != nil {
+		l := p.cfg.listeners.Get(p.owner, spec.Address)
+		if l != nil && l.Spec != spec {
 			l.Close()
+			p.cfg.listeners.Delete(p.owner, spec.Address)
+			delete(p.serving, spec.Address)
+			l = nil
 		}
-		l, err := portal.Open(spec, p.listenerOptions(ctx))
-		if err != nil {
-			p.failed[spec.Address] = err
-			delete(p.listeners, spec.Address)
-			continue
+		if l == nil {
+			if l, err = portal.Open(spec); err != nil {
+				p.failed[spec.Address] = err
+				continue
+			}
+			p.cfg.listeners.Put(p.owner, l)
 		}
-		p.listeners[spec.Address] = l
+		if p.serving[spec.Address] == nil {
+			l.Serve(p.listenerOptions(ctx))
+			p.serving[spec.Address] = l
+		}
 	}
-	for addr, l := range p.listeners {
-		if !want[addr] {
+	for _, l := range p.cfg.listeners.Owned(p.owner) {
+		if addr := l.Spec.Address; !want[addr] {
 			l.Close()
 			l.CloseFlows()
-			delete(p.listeners, addr)
+			p.cfg.listeners.Delete(p.owner, addr)
+			delete(p.serving, addr)
 		}
 	}
 	ctx.Send(ctx.Parent(), p.ready())
 	p.scheduleRetry(ctx, err)
 }
 
-// ready describes the open listeners and the failed ones.
+// ready describes the served listeners and the failed ones.
 func (p *Portal) ready() *messages.ListenerReady {
 	ready := &messages.ListenerReady{Incarnation: p.incarnation}
-	for addr := range p.listeners {
+	for addr := range p.serving {
 		ready.Addresses = append(ready.Addresses, addr)
 	}
 	slices.Sort(ready.Addresses)
@@ -134,10 +164,7 @@ func (p *Portal) ready() *messages.ListenerReady {
 // and jitter, so a port held by another process is picked up once it frees
 // without spinning. An unsupported protocol is never retried.
 func (p *Portal) scheduleRetry(ctx actor.Context, specErr error) {
-	if p.cancelRetry != nil {
-		p.cancelRetry()
-		p.cancelRetry = nil
-	}
+	p.stopRetry()
 	if len(p.failed) == 0 || errors.Is(specErr, portal.ErrUnsupportedProtocol) {
 		return
 	}
@@ -152,31 +179,24 @@ func (p *Portal) scheduleRetry(ctx actor.Context, specErr error) {
 		SendOnce(delay, ctx.Self(), &messages.RetryListen{Incarnation: p.incarnation})
 }
 
+func (p *Portal) stopRetry() {
+	if p.cancelRetry != nil {
+		p.cancelRetry()
+		p.cancelRetry = nil
+	}
+}
+
 func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 	self, root, inc := ctx.Self(), ctx.ActorSystem().Root, p.incarnation
 	return portal.ListenerOptions{
 		Picker:         p.picker,
 		UDPIdleTimeout: p.cfg.UDPIdleTimeout,
 		Conns:          p.cfg.conns,
+		Faults:         p.cfg.Faults,
 		Log:            p.cfg.Log.With().Str("servicePort", p.sp.GetKey().ID()).Logger(),
 		OnFailure: func(spec portal.ListenSpec, err error) {
 			root.Send(self, &messages.ListenerFailed{Incarnation: inc, Address: spec.Address, Error: fmt.Sprint(err)})
 		},
-	}
-}
-
-// closeListeners closes every socket. Established connections and UDP flows
-// live on unless the service port itself goes away (flows=true).
-func (p *Portal) closeListeners(flows bool) {
-	if p.cancelRetry != nil {
-		p.cancelRetry()
-	}
-	for addr, l := range p.listeners {
-		l.Close()
-		if flows {
-			l.CloseFlows()
-		}
-		delete(p.listeners, addr)
 	}
 }
 

@@ -16,6 +16,10 @@ type Proxier struct {
 	cfg   *Config
 	ports map[string]*actor.PID
 	state map[string]*messages.ServicePortState
+	// The last desired state of each service port, re-sent to a ServicePort
+	// that restarted (its children and state are rebuilt from it).
+	last map[string]*messages.UpsertServicePort
+	ids  map[string]string // ServicePort PID id -> service port id
 }
 
 func newProxier(cfg *Config) actor.Producer {
@@ -28,6 +32,8 @@ func (p *Proxier) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.ports = map[string]*actor.PID{}
 		p.state = map[string]*messages.ServicePortState{}
+		p.last = map[string]*messages.UpsertServicePort{}
+		p.ids = map[string]string{}
 	case *messages.UpsertServicePort:
 		id := m.GetServicePort().GetKey().ID()
 		pid := p.ports[id]
@@ -36,14 +42,26 @@ func (p *Proxier) Receive(ctx actor.Context) {
 			props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy))
 			pid = ctx.SpawnPrefix(props, strings.ReplaceAll(id, "/", "_")+"-")
 			p.ports[id] = pid
+			p.ids[pid.GetId()] = id
 		}
+		p.last[id] = m
 		ctx.Send(pid, m)
+	case *messages.ChildStarted:
+		id, ok := p.ids[ctx.Sender().GetId()]
+		if !ok || p.last[id] == nil {
+			return
+		}
+		up := proto.CloneOf(p.last[id])
+		up.ProxyPort = p.state[id].GetProxyPort()
+		ctx.Respond(up)
 	case *messages.DeleteServicePort:
 		id := m.GetKey().ID()
 		if pid := p.ports[id]; pid != nil {
 			ctx.Stop(pid)
 			delete(p.ports, id)
 			delete(p.state, id)
+			delete(p.last, id)
+			delete(p.ids, pid.GetId())
 			p.cfg.Log.Info().Str("servicePort", id).Msg("service port deleted")
 			ctx.ActorSystem().EventStream.Publish(&messages.ServicePortState{Key: m.GetKey(), Deleted: true, Generation: m.GetGeneration()})
 		}

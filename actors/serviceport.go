@@ -3,7 +3,6 @@ package actors
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
@@ -17,6 +16,8 @@ const (
 	rolePortal   = "portal"
 	roleBalancer = "balancer"
 	roleAffinity = "affinity"
+	// roleServicePort is what a ServicePort says to the Proxier when it starts.
+	roleServicePort = "serviceport"
 )
 
 // ServicePort supervises one service port's Portal, Balancer and Affinity.
@@ -34,15 +35,13 @@ type ServicePort struct {
 	started  map[string]bool // roles seen starting at least once
 	state    *messages.ServicePortState
 	children map[string]*actor.PID
+	// Entries a restarting Affinity handed over, for its next incarnation.
+	affinityEntries *messages.AffinityEntries
 }
 
 func newServicePort(cfg *Config) actor.Producer {
 	return func() actor.Actor { return &ServicePort{cfg: cfg} }
 }
-
-// childStrategy restarts only the failed child (one-for-one). A child that
-// keeps failing is stopped after 10 restarts in 10 s rather than spinning.
-var childStrategy = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
 
 // Receive implements actor.Actor.
 func (s *ServicePort) Receive(ctx actor.Context) {
@@ -51,6 +50,12 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		s.started = map[string]bool{}
 		s.children = map[string]*actor.PID{}
 		s.state = &messages.ServicePortState{}
+		// After a restart of this actor the Proxier re-sends the desired state.
+		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleServicePort})
+	case *messages.InjectCrash:
+		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
+	case *messages.AffinityEntries:
+		s.affinityEntries = m
 	case *actor.Stopped:
 		if s.proxyPort != 0 {
 			s.cfg.Ports.Release(s.proxyPort)
@@ -63,7 +68,11 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 			s.cfg.Log.Warn().Str("servicePort", s.sp.GetKey().ID()).Str("actor", m.GetRole()).Msg("actor restarted")
 		}
 		s.started[m.GetRole()] = true
-		if msg := s.configFor(m.GetRole()); msg != nil {
+		msg := s.configFor(m.GetRole())
+		if set, ok := msg.(*messages.SetEndpoints); ok && m.GetRole() == roleAffinity && s.affinityEntries != nil {
+			set.AffinityEntries, s.affinityEntries = s.affinityEntries, nil
+		}
+		if msg != nil {
 			ctx.Respond(msg)
 		}
 	case *messages.ListenerReady:
@@ -85,7 +94,11 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 
 	if first {
 		network, err := portal.Network(s.sp.GetKey().GetProtocol())
-		if err == nil {
+		switch {
+		case err != nil:
+		case m.GetProxyPort() != 0:
+			s.proxyPort = int(m.GetProxyPort()) // restarted: keep the port kernel rules point at
+		default:
 			s.proxyPort, err = s.cfg.Ports.Allocate(network)
 		}
 		s.portErr = err

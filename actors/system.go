@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,23 +21,30 @@ type Proxy struct {
 	Proxier *actor.PID
 	Watcher *actor.PID
 	Conns   *portal.ConnTracker
+	// Listeners holds every open socket (tests count them for leaks).
+	Listeners *portal.Listeners
 
-	cfg *Config
-	sub *eventstream.Subscription
+	cfg      *Config
+	sub      *eventstream.Subscription
+	faults   atomic.Int64
+	restarts atomic.Int64
 }
 
 // Start builds the actor system and the tree.
 func Start(cfg Config) *Proxy {
 	cfg.defaults()
 	cfg.conns = portal.NewConnTracker()
+	cfg.listeners = portal.NewListeners()
 	c := &cfg
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})
 	}))
-	p := &Proxy{System: system, Conns: cfg.conns, cfg: c}
-	// protoactor logs panics at INFO without the reason's detail; log them ourselves.
+	p := &Proxy{System: system, Conns: cfg.conns, Listeners: cfg.listeners, cfg: c}
+	// protoactor logs panics at INFO without the reason's detail; log and
+	// count them here.
 	p.sub = system.EventStream.Subscribe(func(evt any) {
 		if e, ok := evt.(*actor.SupervisorEvent); ok {
+			p.restarts.Add(1)
 			cfg.Log.Warn().Str("actor", e.Child.GetId()).Str("reason", fmt.Sprint(e.Reason)).
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}

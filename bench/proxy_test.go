@@ -69,7 +69,7 @@ func bareTo(b *testing.B, backend string) string {
 	}
 	b.Cleanup(func() { ln.Close() })
 	p := &portal.TCPProxy{Picker: portal.PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
-	go p.Serve(ln.(*net.TCPListener))
+	go p.Serve(ln.(*net.TCPListener), nil)
 	return ln.Addr().String()
 }
 

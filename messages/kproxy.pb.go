@@ -702,10 +702,13 @@ func (x *SourceSnapshot) GetRetainMissing() bool {
 
 // UpsertServicePort creates a service port or replaces its whole desired state.
 type UpsertServicePort struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServicePort   *ServicePort           `protobuf:"bytes,1,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
-	Endpoints     []*Endpoint            `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	Generation    int64                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ServicePort *ServicePort           `protobuf:"bytes,1,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
+	Endpoints   []*Endpoint            `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Generation  int64                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Set by the Proxier when it re-sends the state to a restarted
+	// ServicePort: the proxy port to keep, so kernel rules stay valid.
+	ProxyPort     int32 `protobuf:"varint,4,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,6 +760,13 @@ func (x *UpsertServicePort) GetEndpoints() []*Endpoint {
 func (x *UpsertServicePort) GetGeneration() int64 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *UpsertServicePort) GetProxyPort() int32 {
+	if x != nil {
+		return x.ProxyPort
 	}
 	return 0
 }
@@ -820,8 +830,10 @@ type SetEndpoints struct {
 	// Affinity settings travel with the set so a restarted child rebuilds from one message.
 	SessionAffinity        SessionAffinity `protobuf:"varint,2,opt,name=session_affinity,json=sessionAffinity,proto3,enum=kproxy.v1.SessionAffinity" json:"session_affinity,omitempty"`
 	AffinityTimeoutSeconds int32           `protobuf:"varint,3,opt,name=affinity_timeout_seconds,json=affinityTimeoutSeconds,proto3" json:"affinity_timeout_seconds,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Only to a restarted Affinity actor: the entries its previous incarnation saved.
+	AffinityEntries *AffinityEntries `protobuf:"bytes,4,opt,name=affinity_entries,json=affinityEntries,proto3" json:"affinity_entries,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SetEndpoints) Reset() {
@@ -873,6 +885,13 @@ func (x *SetEndpoints) GetAffinityTimeoutSeconds() int32 {
 		return x.AffinityTimeoutSeconds
 	}
 	return 0
+}
+
+func (x *SetEndpoints) GetAffinityEntries() *AffinityEntries {
+	if x != nil {
+		return x.AffinityEntries
+	}
+	return nil
 }
 
 // ConfigurePortal tells a Portal what to listen on.
@@ -1550,6 +1569,99 @@ func (x *StateSnapshot) GetServicePorts() []*ServicePortState {
 	return nil
 }
 
+// InjectCrash makes the receiving actor panic (fault injection). Portal,
+// Balancer, Affinity and ServicePort actors understand it.
+type InjectCrash struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InjectCrash) Reset() {
+	*x = InjectCrash{}
+	mi := &file_messages_kproxy_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InjectCrash) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InjectCrash) ProtoMessage() {}
+
+func (x *InjectCrash) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InjectCrash.ProtoReflect.Descriptor instead.
+func (*InjectCrash) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *InjectCrash) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// AffinityEntries carries an Affinity table (client IP -> endpoint) from an
+// Affinity actor that is restarting to its supervisor, and back to the new
+// incarnation, so pinned clients stay pinned across a crash.
+type AffinityEntries struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       map[string]string      `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AffinityEntries) Reset() {
+	*x = AffinityEntries{}
+	mi := &file_messages_kproxy_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AffinityEntries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AffinityEntries) ProtoMessage() {}
+
+func (x *AffinityEntries) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AffinityEntries.ProtoReflect.Descriptor instead.
+func (*AffinityEntries) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AffinityEntries) GetEntries() map[string]string {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 var File_messages_kproxy_proto protoreflect.FileDescriptor
 
 const file_messages_kproxy_proto_rawDesc = "" +
@@ -1603,22 +1715,25 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"generation\x18\x03 \x01(\x03R\n" +
 	"generation\x12'\n" +
 	"\x0fretain_services\x18\x04 \x03(\tR\x0eretainServices\x12%\n" +
-	"\x0eretain_missing\x18\x05 \x01(\bR\rretainMissing\"\xa1\x01\n" +
+	"\x0eretain_missing\x18\x05 \x01(\bR\rretainMissing\"\xc0\x01\n" +
 	"\x11UpsertServicePort\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x03R\n" +
-	"generation\"`\n" +
+	"generation\x12\x1d\n" +
+	"\n" +
+	"proxy_port\x18\x04 \x01(\x05R\tproxyPort\"`\n" +
 	"\x11DeleteServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
-	"generation\"\xc2\x01\n" +
+	"generation\"\x89\x02\n" +
 	"\fSetEndpoints\x121\n" +
 	"\tendpoints\x18\x01 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12E\n" +
 	"\x10session_affinity\x18\x02 \x01(\x0e2\x1a.kproxy.v1.SessionAffinityR\x0fsessionAffinity\x128\n" +
-	"\x18affinity_timeout_seconds\x18\x03 \x01(\x05R\x16affinityTimeoutSeconds\"k\n" +
+	"\x18affinity_timeout_seconds\x18\x03 \x01(\x05R\x16affinityTimeoutSeconds\x12E\n" +
+	"\x10affinity_entries\x18\x04 \x01(\v2\x1a.kproxy.v1.AffinityEntriesR\x0faffinityEntries\"k\n" +
 	"\x0fConfigurePortal\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
@@ -1664,7 +1779,14 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\bactor_id\x18\n" +
 	" \x01(\tR\aactorId\"Q\n" +
 	"\rStateSnapshot\x12@\n" +
-	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts*@\n" +
+	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts\"%\n" +
+	"\vInjectCrash\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x90\x01\n" +
+	"\x0fAffinityEntries\x12A\n" +
+	"\aentries\x18\x01 \x03(\v2'.kproxy.v1.AffinityEntries.EntriesEntryR\aentries\x1a:\n" +
+	"\fEntriesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*@\n" +
 	"\bProtocol\x12\x18\n" +
 	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\a\n" +
 	"\x03TCP\x10\x01\x12\a\n" +
@@ -1690,7 +1812,7 @@ func file_messages_kproxy_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_kproxy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_messages_kproxy_proto_goTypes = []any{
 	(Protocol)(0),                // 0: kproxy.v1.Protocol
 	(SessionAffinity)(0),         // 1: kproxy.v1.SessionAffinity
@@ -1716,6 +1838,9 @@ var file_messages_kproxy_proto_goTypes = []any{
 	(*GetState)(nil),             // 21: kproxy.v1.GetState
 	(*ServicePortState)(nil),     // 22: kproxy.v1.ServicePortState
 	(*StateSnapshot)(nil),        // 23: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),          // 24: kproxy.v1.InjectCrash
+	(*AffinityEntries)(nil),      // 25: kproxy.v1.AffinityEntries
+	nil,                          // 26: kproxy.v1.AffinityEntries.EntriesEntry
 }
 var file_messages_kproxy_proto_depIdxs = []int32{
 	0,  // 0: kproxy.v1.ServicePortKey.protocol:type_name -> kproxy.v1.Protocol
@@ -1734,16 +1859,18 @@ var file_messages_kproxy_proto_depIdxs = []int32{
 	3,  // 13: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
 	6,  // 14: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
 	1,  // 15: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	5,  // 16: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	3,  // 17: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	5,  // 18: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	6,  // 19: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	22, // 20: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	25, // 16: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
+	5,  // 17: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	3,  // 18: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	5,  // 19: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	6,  // 20: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	22, // 21: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	26, // 22: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_messages_kproxy_proto_init() }
@@ -1757,7 +1884,7 @@ func file_messages_kproxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_kproxy_proto_rawDesc), len(file_messages_kproxy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -4,45 +4,56 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 )
 
-// Listener is one open socket and the goroutine serving it.
+// Listener is one open socket. It is served by at most one goroutine at a
+// time; Pause stops that goroutine but keeps the socket, so a restarting
+// Portal loses no queued connection or datagram and its UDP flows live on.
 type Listener struct {
-	Spec   ListenSpec
-	sock   interface{ Close() error }
-	udp    *UDPProxy
-	closed atomic.Bool
+	Spec ListenSpec
+	tcp  *net.TCPListener
+	udp  *net.UDPConn
+	// flows of a UDP socket; they outlive any one serving goroutine.
+	flows *UDPProxy
+
+	mu      sync.Mutex
+	stop    chan struct{}
+	done    chan struct{}
+	serving bool
+	closed  atomic.Bool
 }
 
-// ListenerOptions are what every listener of a service port shares.
+// ListenerOptions are what one serving goroutine uses.
 type ListenerOptions struct {
 	Picker         Picker
 	Conns          *ConnTracker
 	UDPIdleTimeout time.Duration
 	Log            zerolog.Logger
+	// Faults, when set, injects endpoint dial faults (off by default).
+	Faults *Faults
 	// OnFailure is called from the serving goroutine when the socket fails
-	// (not when it is closed by Close), or when that goroutine panics.
+	// (not when it is closed or paused), or when that goroutine panics.
 	OnFailure func(spec ListenSpec, err error)
 }
 
-// Open binds the socket of spec and starts serving it.
-func Open(spec ListenSpec, o ListenerOptions) (*Listener, error) {
+// Open binds the socket of spec; Serve starts serving it.
+func Open(spec ListenSpec) (*Listener, error) {
 	l := &Listener{Spec: spec}
-	log := o.Log.With().Str("listen", spec.Address).Logger()
-	var serve func() error
 	switch spec.Network {
 	case "tcp":
+		// No keepalive probes on proxied connections: a userspace proxy
+		// sets 4 socket options per connection for them, the clients and
+		// endpoints run their own.
 		ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", spec.Address)
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}
-		tcp := &TCPProxy{Picker: o.Picker, External: spec.External, Conns: o.Conns, Log: log}
-		l.sock = ln
-		serve = func() error { return tcp.Serve(ln.(*net.TCPListener)) }
+		l.tcp = ln.(*net.TCPListener)
 	case "udp":
 		addr, err := net.ResolveUDPAddr("udp", spec.Address)
 		if err != nil {
@@ -52,24 +63,69 @@ func Open(spec ListenSpec, o ListenerOptions) (*Listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}
-		l.udp = &UDPProxy{Picker: o.Picker, External: spec.External, IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Log: log}
-		l.sock = conn
-		serve = func() error { return l.udp.Serve(conn) }
+		l.udp, l.flows = conn, &UDPProxy{}
 	default:
 		return nil, fmt.Errorf("open portal %s: %w", spec.Address, ErrUnsupportedProtocol)
 	}
+	return l, nil
+}
+
+// Serve starts a goroutine serving the socket with o, replacing (pausing)
+// the one serving it before.
+func (l *Listener) Serve(o ListenerOptions) {
+	l.Pause()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	l.stop, l.done, l.serving = stop, done, true
+	log := o.Log.With().Str("listen", l.Spec.Address).Logger()
 	go func() {
+		defer close(done)
 		defer func() {
 			if r := recover(); r != nil && o.OnFailure != nil {
-				o.OnFailure(spec, fmt.Errorf("serving goroutine panicked: %v", r))
+				o.OnFailure(l.Spec, fmt.Errorf("serving goroutine panicked: %v", r))
 			}
 		}()
-		err := serve()
-		if !l.closed.Load() && o.OnFailure != nil {
-			o.OnFailure(spec, err)
+		var err error
+		if l.tcp != nil {
+			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Faults: o.Faults, Log: log}
+			err = tcp.Serve(l.tcp, stop)
+		} else {
+			err = l.flows.Serve(l.udp, UDPOptions{Picker: o.Picker, External: l.Spec.External,
+				IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Faults: o.Faults, Log: log}, stop)
+		}
+		if err != nil && !l.closed.Load() && o.OnFailure != nil {
+			o.OnFailure(l.Spec, err)
 		}
 	}()
-	return l, nil
+}
+
+// Pause stops the serving goroutine and waits for it; the socket stays
+// open, and connections and datagrams queue in the kernel until the next
+// Serve.
+func (l *Listener) Pause() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.serving {
+		return
+	}
+	close(l.stop)
+	// A deadline in the past wakes the blocked Accept/Read.
+	l.setDeadline(time.Unix(1, 0))
+	<-l.done
+	l.setDeadline(time.Time{})
+	l.serving = false
+}
+
+func (l *Listener) setDeadline(t time.Time) {
+	if l.tcp != nil {
+		l.tcp.SetDeadline(t)
+	} else {
+		l.udp.SetReadDeadline(t)
+	}
 }
 
 // Close closes the socket. Established TCP connections and UDP flows are
@@ -78,19 +134,83 @@ func (l *Listener) Close() {
 	if l.closed.Swap(true) {
 		return
 	}
-	l.sock.Close()
+	if l.tcp != nil {
+		l.tcp.Close()
+	} else {
+		l.udp.Close()
+	}
 }
 
 // RetainEndpoints ends UDP flows to endpoints no longer in the set.
 func (l *Listener) RetainEndpoints(keep func(string) bool) {
-	if l.udp != nil {
-		l.udp.RetainEndpoints(keep)
+	if l.flows != nil {
+		l.flows.RetainEndpoints(keep)
 	}
 }
 
 // CloseFlows ends every UDP flow of this listener.
 func (l *Listener) CloseFlows() {
-	if l.udp != nil {
-		l.udp.CloseFlows()
+	if l.flows != nil {
+		l.flows.CloseFlows()
 	}
+}
+
+// Listeners keeps the sockets of every service port across Portal
+// incarnations, by owner (a Portal's PID, which survives restarts) and
+// address.
+type Listeners struct {
+	mu sync.Mutex
+	m  map[string]map[string]*Listener
+}
+
+// NewListeners returns an empty set.
+func NewListeners() *Listeners { return &Listeners{m: map[string]map[string]*Listener{}} }
+
+// Get returns owner's listener on addr, or nil.
+func (s *Listeners) Get(owner, addr string) *Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[owner][addr]
+}
+
+// Put records owner's listener.
+func (s *Listeners) Put(owner string, l *Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[owner] == nil {
+		s.m[owner] = map[string]*Listener{}
+	}
+	s.m[owner][l.Spec.Address] = l
+}
+
+// Delete forgets owner's listener on addr (the caller closes it).
+func (s *Listeners) Delete(owner, addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m[owner], addr)
+	if len(s.m[owner]) == 0 {
+		delete(s.m, owner)
+	}
+}
+
+// Owned returns owner's listeners.
+func (s *Listeners) Owned(owner string) []*Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Listener, 0, len(s.m[owner]))
+	for _, l := range s.m[owner] {
+		out = append(out, l)
+	}
+	return out
+}
+
+// Len is the number of open listeners.
+func (s *Listeners) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ls := range s.m {
+		n += len(ls)
+	}
+	return n
 }

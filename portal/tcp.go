@@ -21,18 +21,24 @@ type TCPProxy struct {
 	Picker   Picker
 	External bool // the listener serves an external address (scope for traffic policy)
 	Conns    *ConnTracker
+	Faults   *Faults // nil unless fault injection is on
 	Log      zerolog.Logger
 }
 
-// Serve accepts until the listener fails or is closed. Each connection is
-// handled in its own goroutine, which also dials the endpoint, so a slow or
-// dead endpoint never stalls accept. The returned error is the accept error.
-func (p *TCPProxy) Serve(ln *net.TCPListener) error {
+// Serve accepts until the listener fails or is closed, or until stop is
+// closed and the listener's deadline fires (a pause: the socket stays open
+// and its backlog waits for the next Serve). Each connection is handled in
+// its own goroutine, which also dials the endpoint, so a slow or dead
+// endpoint never stalls accept. The returned error is the accept error.
+func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 	for {
 		conn, err := ln.AcceptTCP()
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				if stopped(stop) {
+					return nil
+				}
 				continue
 			}
 			if isTemporaryAcceptError(err) {
@@ -84,7 +90,11 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 			}
 			return nil, err
 		}
-		conn, err := (&net.Dialer{Timeout: timeout, KeepAlive: -1}).Dial("tcp", addr)
+		err = p.Faults.Before(addr, timeout)
+		var conn net.Conn
+		if err == nil {
+			conn, err = (&net.Dialer{Timeout: timeout, KeepAlive: -1}).Dial("tcp", addr)
+		}
 		if err == nil {
 			return conn.(*net.TCPConn), nil
 		}
@@ -122,6 +132,15 @@ func copyHalf(dst, src *net.TCPConn) {
 		return
 	}
 	dst.CloseWrite()
+}
+
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // reset closes with SO_LINGER 0 so the client gets an RST at once.

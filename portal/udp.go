@@ -23,15 +23,22 @@ const DefaultUDPIdleTimeout = 30 * time.Second
 // UDPProxy forwards datagrams from clients on one listening socket to
 // endpoints. Each client (source ip:port) gets a flow with its own backend
 // socket, so replies find their way back and clients do not share state.
+// Flows belong to the socket, not to the goroutine serving it, so they live
+// on while a Portal restarts.
 type UDPProxy struct {
+	mu    sync.Mutex
+	flows map[netip.AddrPort]*udpFlow
+}
+
+// UDPOptions are what one Serve of a UDP socket uses; flows keep the
+// options they were started with.
+type UDPOptions struct {
 	Picker      Picker
 	External    bool
 	IdleTimeout time.Duration
 	Conns       *ConnTracker
+	Faults      *Faults
 	Log         zerolog.Logger
-
-	mu    sync.Mutex
-	flows map[netip.AddrPort]*udpFlow
 }
 
 type udpFlow struct {
@@ -41,33 +48,37 @@ type udpFlow struct {
 	lastUsed atomic.Int64 // unix nanos of the last datagram either way
 }
 
-// Serve reads client datagrams until the socket fails or is closed. Flows
-// keep running after Serve returns: they answer through the socket they were
-// started with, and end when idle or when their endpoint is removed.
-func (p *UDPProxy) Serve(conn *net.UDPConn) error {
+// Serve reads client datagrams until the socket fails or is closed, or
+// until stop is closed and the socket's read deadline fires (a pause).
+// Flows keep running after Serve returns: they answer through the socket,
+// and end when idle or when their endpoint is removed.
+func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) error {
 	buf := make([]byte, MaxDatagram)
 	for {
 		n, client, err := conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				if stopped(stop) {
+					return nil
+				}
 				continue
 			}
 			return err
 		}
-		f := p.flow(conn, client)
+		f := p.flow(conn, client, &o)
 		if f == nil {
 			continue // no endpoint: drop, as a kernel proxy would
 		}
 		f.lastUsed.Store(time.Now().UnixNano())
 		if _, err := f.backend.Write(buf[:n]); err != nil {
-			p.Log.Debug().Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
+			o.Log.Debug().Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
 		}
 	}
 }
 
 // flow returns the client's flow, starting one if needed.
-func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort) *udpFlow {
+func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, o *UDPOptions) *udpFlow {
 	p.mu.Lock()
 	f := p.flows[client]
 	p.mu.Unlock()
@@ -77,13 +88,17 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort) *udpFlow {
 	clientIP := client.Addr().Unmap().String()
 	var exclude []string
 	for range DialTimeouts {
-		addr, err := p.Picker.Pick(clientIP, exclude, p.External)
+		addr, err := o.Picker.Pick(clientIP, exclude, o.External)
 		if err != nil {
-			p.Log.Debug().Err(err).Str("client", client.String()).Msg("udp: no endpoint")
+			o.Log.Debug().Err(err).Str("client", client.String()).Msg("udp: no endpoint")
 			return nil
 		}
-		raddr, err := net.ResolveUDPAddr("udp", addr)
+		var raddr *net.UDPAddr
 		var backend *net.UDPConn
+		err = o.Faults.Before(addr, 0)
+		if err == nil {
+			raddr, err = net.ResolveUDPAddr("udp", addr)
+		}
 		if err == nil {
 			backend, err = net.DialUDP("udp", nil, raddr)
 		}
@@ -99,8 +114,8 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort) *udpFlow {
 		}
 		p.flows[client] = f
 		p.mu.Unlock()
-		release := p.Conns.Add(backend)
-		go p.reply(listener, f, release)
+		release := o.Conns.Add(backend)
+		go p.reply(listener, f, release, o.IdleTimeout, o.Log)
 		return f
 	}
 	return nil
@@ -108,10 +123,10 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort) *udpFlow {
 
 // reply copies the endpoint's datagrams back to the client until the flow
 // is idle for IdleTimeout or its backend socket is closed.
-func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func()) {
+func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle time.Duration, log zerolog.Logger) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.Log.Error().Interface("panic", r).Msg("udp flow panicked")
+			log.Error().Interface("panic", r).Msg("udp flow panicked")
 		}
 		p.mu.Lock()
 		if p.flows[f.client] == f {
@@ -121,7 +136,6 @@ func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func()) {
 		f.backend.Close()
 		release()
 	}()
-	idle := p.IdleTimeout
 	if idle <= 0 {
 		idle = DefaultUDPIdleTimeout
 	}
@@ -148,7 +162,7 @@ func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func()) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			p.Log.Debug().Err(err).Msg("udp write to client failed")
+			log.Debug().Err(err).Msg("udp write to client failed")
 		}
 	}
 }

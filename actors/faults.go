@@ -1,0 +1,122 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// Roles that fault injection can crash.
+var crashableRoles = map[string]bool{rolePortal: true, roleBalancer: true, roleAffinity: true, roleServicePort: true}
+
+// ErrUnknownServicePort is returned for a service port the Proxier does not have.
+var ErrUnknownServicePort = errors.New("unknown service port")
+
+// Crash makes one actor of a service port panic: role is portal, balancer,
+// affinity or serviceport. The fault is logged and counted.
+func (p *Proxy) Crash(servicePort, role, reason string) error {
+	if !crashableRoles[role] {
+		return fmt.Errorf("crash %s: unknown actor %q (want portal, balancer, affinity or serviceport)", servicePort, role)
+	}
+	snap, err := p.State(5 * time.Second)
+	if err != nil {
+		return err
+	}
+	for _, st := range snap.GetServicePorts() {
+		if st.GetKey().ID() != servicePort {
+			continue
+		}
+		if role == roleAffinity && st.GetServicePort().GetSessionAffinity() != messages.SessionAffinity_CLIENT_IP {
+			return fmt.Errorf("crash %s: no affinity actor (sessionAffinity is not ClientIP)", servicePort)
+		}
+		p.crash(st, role, reason)
+		return nil
+	}
+	return fmt.Errorf("crash %s: %w", servicePort, ErrUnknownServicePort)
+}
+
+func (p *Proxy) crash(st *messages.ServicePortState, role, reason string) {
+	id := st.GetActorId()
+	if role != roleServicePort {
+		id += "/" + role
+	}
+	p.faults.Add(1)
+	p.cfg.Log.Warn().Str("servicePort", st.GetKey().ID()).Str("actor", role).Str("reason", reason).Msg("fault injected: crash")
+	p.System.Root.Send(actor.NewPID(p.System.Address(), id), &messages.InjectCrash{Reason: reason})
+}
+
+// SetEndpointFault makes dials to endpoint ("ip:port") fail or stall for d.
+// It needs Config.Faults.
+func (p *Proxy) SetEndpointFault(endpoint, mode string, d time.Duration) error {
+	if p.cfg.Faults == nil {
+		return errors.New("endpoint faults: fault injection is not enabled")
+	}
+	if err := p.cfg.Faults.Set(endpoint, mode, d); err != nil {
+		return err
+	}
+	p.faults.Add(1)
+	p.cfg.Log.Warn().Str("endpoint", endpoint).Str("mode", mode).Dur("duration", d).Msg("fault injected: endpoint")
+	return nil
+}
+
+// ChaosCrash is one crash chaos mode made.
+type ChaosCrash struct {
+	At          time.Time `json:"at"`
+	ServicePort string    `json:"servicePort"`
+}
+
+// Chaos crashes the Portals of random service ports, perSecond of them each
+// second, for d (or until ctx ends), choosing with a rand seeded by seed so
+// a run can be repeated. It returns the crashes it made.
+func (p *Proxy) Chaos(ctx context.Context, perSecond float64, d time.Duration, seed uint64) ([]ChaosCrash, error) {
+	if perSecond <= 0 || perSecond > 10000 {
+		return nil, fmt.Errorf("chaos: rate %v: want 0 < rate <= 10000 per second", perSecond)
+	}
+	if d <= 0 || d > time.Hour {
+		return nil, fmt.Errorf("chaos: duration %v: want 0 < duration <= 1h", d)
+	}
+	snap, err := p.State(5 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	ports := snap.GetServicePorts()
+	if len(ports) == 0 {
+		return nil, errors.New("chaos: no service ports")
+	}
+	p.cfg.Log.Warn().Float64("perSecond", perSecond).Dur("duration", d).Uint64("seed", seed).Int("servicePorts", len(ports)).Msg("chaos started")
+	rng := rand.New(rand.NewPCG(seed, seed))
+	ticker := time.NewTicker(time.Duration(float64(time.Second) / perSecond))
+	defer ticker.Stop()
+	end := time.After(d)
+	var crashes []ChaosCrash
+	for {
+		select {
+		case <-ctx.Done():
+			return crashes, ctx.Err()
+		case <-end:
+			p.cfg.Log.Warn().Int("crashes", len(crashes)).Msg("chaos ended")
+			return crashes, nil
+		case <-ticker.C:
+			st := ports[rng.IntN(len(ports))]
+			crashes = append(crashes, ChaosCrash{At: time.Now(), ServicePort: st.GetKey().ID()})
+			p.crash(st, rolePortal, "chaos")
+		}
+	}
+}
+
+// FaultCounts are the totals the state view shows.
+type FaultCounts struct {
+	FaultsInjected int64 `json:"faultsInjected"`
+	Restarts       int64 `json:"restarts"`
+}
+
+// Counts returns how many faults were injected and actors restarted.
+func (p *Proxy) Counts() FaultCounts {
+	return FaultCounts{FaultsInjected: p.faults.Load(), Restarts: p.restarts.Load()}
+}

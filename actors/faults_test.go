@@ -1,0 +1,252 @@
+package actors
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/messages"
+)
+
+// roundTrip makes one full connection: dial, read the backend's name, echo
+// a line, close. It is what the hammering clients do.
+func roundTrip(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	if _, err := backends.ReadName(r); err != nil {
+		return fmt.Errorf("read name: %w", err)
+	}
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		return err
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+		return fmt.Errorf("echo: %q %v", line, err)
+	}
+	return nil
+}
+
+// hammer runs clients against addrs until stop closes, counting failures per address.
+type hammer struct {
+	wg       sync.WaitGroup
+	ok       atomic.Int64
+	mu       sync.Mutex
+	failures map[string][]error
+}
+
+func startHammer(addrs []string, clients int, stop <-chan struct{}) *hammer {
+	h := &hammer{failures: map[string][]error{}}
+	for i := range clients {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			for n := i; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				addr := addrs[n%len(addrs)]
+				if err := roundTrip(addr); err != nil {
+					h.mu.Lock()
+					h.failures[addr] = append(h.failures[addr], err)
+					h.mu.Unlock()
+				} else {
+					h.ok.Add(1)
+				}
+			}
+		}()
+	}
+	return h
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*p)]
+}
+
+// Crash one Portal 100 times while clients hammer it and 50 other service
+// ports: nothing fails anywhere, connections established before a crash
+// complete normally, and the port accepts again after each crash.
+func TestCrashOnePortalRepeatedly(t *testing.T) {
+	p := startProxy(t)
+	w := watchState(t, p)
+	_, addrs := tcpBackends(t, 2)
+	var spes []*messages.ServicePortEndpoints
+	var others []string
+	for i := range 51 {
+		spes = append(spes, spe(svcPort(fmt.Sprintf("s%02d", i), messages.Protocol_TCP, fmt.Sprintf("127.0.24.%d", i+1), 18080), endpoints(addrs...)))
+		if i > 0 {
+			others = append(others, fmt.Sprintf("127.0.24.%d:18080", i+1))
+		}
+	}
+	p.Submit(snapshot(1, spes...))
+	w.wait(t, "51 service ports listening", func(m map[string]*messages.ServicePortState) bool {
+		n := 0
+		for _, st := range m {
+			if len(st.GetListenAddresses()) == 2 {
+				n++
+			}
+		}
+		return n == 51
+	})
+	crashed := "127.0.24.1:18080"
+	id := key("s00", messages.Protocol_TCP).ID()
+
+	stop := make(chan struct{})
+	hCrashed := startHammer([]string{crashed}, 2, stop)
+	hOthers := startHammer(others, 4, stop)
+
+	var restartTimes []time.Duration
+	for i := 1; i <= 100; i++ {
+		// A connection established before the crash...
+		held, err := net.Dial("tcp", crashed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held.SetDeadline(time.Now().Add(10 * time.Second))
+		hr := bufio.NewReader(held)
+		if _, err := backends.ReadName(hr); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := p.Crash(id, rolePortal, "test"); err != nil {
+			t.Fatal(err)
+		}
+		w.wait(t, fmt.Sprintf("restart %d", i), func(m map[string]*messages.ServicePortState) bool {
+			st := m[id]
+			return st.GetRestarts() == int32(i) && len(st.GetListenAddresses()) == 2
+		})
+		restartTimes = append(restartTimes, time.Since(start))
+		// ...completes normally after it, and the port accepts again.
+		io.WriteString(held, "after crash\n")
+		if line, err := hr.ReadString('\n'); err != nil || line != "after crash\n" {
+			t.Fatalf("crash %d: connection established before the crash broke: %q %v", i, line, err)
+		}
+		held.Close()
+		if err := roundTrip(crashed); err != nil {
+			t.Fatalf("crash %d: port does not accept after restart: %v", i, err)
+		}
+		// Stay under the supervisor's burst (20 restarts/s) so every restart is immediate.
+		time.Sleep(60 * time.Millisecond)
+	}
+	close(stop)
+	hCrashed.wg.Wait()
+	hOthers.wg.Wait()
+	for addr, errs := range hOthers.failures {
+		t.Errorf("%s (not crashed): %d failed connections, first: %v", addr, len(errs), errs[0])
+	}
+	for _, errs := range hCrashed.failures {
+		t.Errorf("crashed port: %d failed connections, first: %v", len(errs), errs[0])
+	}
+	t.Logf("crash -> accepting again over 100 crashes: p50 %v, p99 %v; connections ok: crashed port %d, others %d",
+		percentile(restartTimes, 0.5), percentile(restartTimes, 0.99), hCrashed.ok.Load(), hOthers.ok.Load())
+	if hCrashed.ok.Load() == 0 || hOthers.ok.Load() == 0 {
+		t.Fatal("the clients made no connections")
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count fds: %v", err)
+	}
+	return len(ents)
+}
+
+// Chaos at 20 crashes/s across 200 ports for 10 s with concurrent clients:
+// no connection fails, and goroutines and fds return to their baseline.
+func TestChaosNoFailuresNoLeaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10 s chaos run")
+	}
+	p := startProxy(t)
+	w := watchState(t, p)
+	_, addrs := tcpBackends(t, 3)
+	const n = 200
+	var spes []*messages.ServicePortEndpoints
+	var svcAddrs []string
+	for i := range n {
+		ip := fmt.Sprintf("127.0.%d.%d", 25+i/200, 1+i%200)
+		spes = append(spes, spe(svcPort(fmt.Sprintf("c%03d", i), messages.Protocol_TCP, ip, 18080), endpoints(addrs...)))
+		svcAddrs = append(svcAddrs, ip+":18080")
+	}
+	p.Submit(snapshot(1, spes...))
+	w.wait(t, "200 service ports listening", func(m map[string]*messages.ServicePortState) bool {
+		ready := 0
+		for _, st := range m {
+			if len(st.GetListenAddresses()) == 2 {
+				ready++
+			}
+		}
+		return ready == n
+	})
+	for _, a := range svcAddrs[:10] {
+		if err := roundTrip(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	baseGoroutines, baseFDs := runtime.NumGoroutine(), openFDs(t)
+
+	stop := make(chan struct{})
+	h := startHammer(svcAddrs, 8, stop)
+	crashes, err := p.Chaos(context.Background(), 20, 10*time.Second, 42)
+	close(stop)
+	h.wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(crashes) < 150 {
+		t.Fatalf("chaos made only %d crashes in 10 s at 20/s", len(crashes))
+	}
+	for addr, errs := range h.failures {
+		t.Errorf("%s: %d failed connections, first: %v", addr, len(errs), errs[0])
+	}
+	if h.ok.Load() < 1000 {
+		t.Fatalf("only %d connections succeeded", h.ok.Load())
+	}
+	// Every port still works after the storm.
+	for _, a := range svcAddrs {
+		if err := roundTrip(a); err != nil {
+			t.Fatalf("%s after chaos: %v", a, err)
+		}
+	}
+	// Connection goroutines finish as their sockets close; poll until the
+	// counts settle (there is no event for "all goroutines ended"). GC
+	// each time: Go keeps splice pipes (2 fds each) in a sync.Pool until
+	// two collections have passed.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		g, fds := runtime.NumGoroutine(), openFDs(t)
+		if g <= baseGoroutines+2 && fds <= baseFDs {
+			t.Logf("%d crashes, %d connections ok; goroutines %d (baseline %d), fds %d (baseline %d)",
+				len(crashes), h.ok.Load(), g, baseGoroutines, fds, baseFDs)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leak after chaos: goroutines %d (baseline %d), fds %d (baseline %d)", g, baseGoroutines, fds, baseFDs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := p.Counts(); got.FaultsInjected != int64(len(crashes)) || got.Restarts < int64(len(crashes)) {
+		t.Fatalf("counts %+v, want %d faults and as many restarts", got, len(crashes))
+	}
+}

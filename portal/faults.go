@@ -1,0 +1,68 @@
+package portal
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Fault modes for an endpoint.
+const (
+	FaultFail  = "fail"  // dials fail at once, as to a dead pod (connection refused)
+	FaultStall = "stall" // dials hang until their timeout, as to a blackholed node
+)
+
+// ErrInjectedFault is the error of a dial failed by fault injection.
+var ErrInjectedFault = errors.New("injected endpoint fault")
+
+// Faults makes chosen endpoints' dials fail or stall for a while. A nil
+// *Faults injects nothing, so the data path pays one nil check when fault
+// injection is off.
+type Faults struct {
+	mu sync.Mutex
+	m  map[string]fault
+}
+
+type fault struct {
+	mode  string
+	until time.Time
+}
+
+// NewFaults returns an empty fault table.
+func NewFaults() *Faults { return &Faults{m: map[string]fault{}} }
+
+// Set makes dials to endpoint ("ip:port") fail or stall for d.
+func (f *Faults) Set(endpoint, mode string, d time.Duration) error {
+	if mode != FaultFail && mode != FaultStall {
+		return fmt.Errorf("fault mode %q: want %s or %s", mode, FaultFail, FaultStall)
+	}
+	f.mu.Lock()
+	f.m[endpoint] = fault{mode: mode, until: time.Now().Add(d)}
+	f.mu.Unlock()
+	return nil
+}
+
+// Before is called before dialling endpoint with the dial's timeout: it
+// returns nil when no fault is active, else waits as the fault says and
+// returns the error the dial would have.
+func (f *Faults) Before(endpoint string, timeout time.Duration) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	flt, ok := f.m[endpoint]
+	if ok && time.Now().After(flt.until) {
+		delete(f.m, endpoint)
+		ok = false
+	}
+	f.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if flt.mode == FaultStall && timeout > 0 {
+		time.Sleep(min(timeout, time.Until(flt.until)))
+		return fmt.Errorf("dial %s: %w (stalled %v)", endpoint, ErrInjectedFault, timeout)
+	}
+	return fmt.Errorf("dial %s: %w", endpoint, ErrInjectedFault)
+}
