@@ -30,7 +30,8 @@ vet:
 
 # Benchmarks report ratios against a direct connection measured in the same run.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 10x -count 1 ./bench/...
+	$(GO) test -run '^$$' -bench 'TCP' -benchtime 10x -count 1 ./bench/
+	$(GO) test -run '^$$' -bench PortalRestart -benchtime 100x -count 1 ./bench/
 
 # protoc from Debian's protobuf-compiler, protoc-gen-go from the Go module proxy.
 tools:

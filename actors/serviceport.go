@@ -63,10 +63,7 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 	case *messages.UpsertServicePort:
 		s.upsert(ctx, m)
 	case *messages.ChildStarted:
-		if s.started[m.GetRole()] {
-			s.state.Restarts++
-			s.cfg.Log.Warn().Str("servicePort", s.sp.GetKey().ID()).Str("actor", m.GetRole()).Msg("actor restarted")
-		}
+		restarted := s.started[m.GetRole()]
 		s.started[m.GetRole()] = true
 		msg := s.configFor(m.GetRole())
 		if set, ok := msg.(*messages.SetEndpoints); ok && m.GetRole() == roleAffinity && s.affinityEntries != nil {
@@ -74,6 +71,13 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		}
 		if msg != nil {
 			ctx.Respond(msg)
+		}
+		if restarted {
+			if m.GetRole() == rolePortal {
+				s.state.ListenAddresses = nil // until the new incarnation reports
+			}
+			s.state.Restarts++
+			s.report(ctx, m.GetRole()+" restarted")
 		}
 	case *messages.ListenerReady:
 		s.state.ListenAddresses = m.GetAddresses()

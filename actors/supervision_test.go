@@ -1,8 +1,14 @@
 package actors
 
 import (
+	"bufio"
+	"net"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/bench/backends"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -53,4 +59,96 @@ func TestPortalRestartKeepsAddresses(t *testing.T) {
 		t.Fatalf("stale failure disturbed the portal: incarnation %d (want %d), addresses %v", got.GetIncarnation(), current, got.GetAddresses())
 	}
 	dialName(t, "127.0.22.1:18080")
+}
+
+// A port held by another process: the Portal reports the error and retries
+// with backoff (a bounded number of attempts, not a spin), other service
+// ports are unaffected, and it recovers once the port is released.
+func TestPortClashBacksOffAndRecovers(t *testing.T) {
+	p := startProxy(t)
+	w := watchState(t, p)
+	_, addrs := tcpBackends(t, 1)
+	squatter, err := net.Listen("tcp", "127.0.23.1:18080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts atomic.Int32
+	unsub := p.Subscribe(func(st *messages.ServicePortState) {
+		if st.GetKey().GetName() == "clash" && st.GetError() != "" {
+			attempts.Add(1)
+		}
+	})
+	defer unsub()
+	clash := svcPort("clash", messages.Protocol_TCP, "127.0.23.1", 18080)
+	other := svcPort("other", messages.Protocol_TCP, "127.0.23.2", 18080)
+	p.Submit(snapshot(1, spe(clash, endpoints(addrs...)), spe(other, endpoints(addrs...))))
+	w.wait(t, "clash reported", func(m map[string]*messages.ServicePortState) bool {
+		return strings.Contains(m[clash.GetKey().ID()].GetError(), "address already in use")
+	})
+	w.listening(t, other.GetKey().ID(), 2, 1)
+	if got := dialName(t, "127.0.23.2:18080"); got != "backend-0" {
+		t.Fatalf("other service port: %q", got)
+	}
+	// Over two seconds, backoff (100 ms doubling) allows a handful of tries.
+	time.Sleep(2 * time.Second) // the backoff schedule is what is measured
+	if n := attempts.Load(); n > 8 {
+		t.Fatalf("%d bind attempts in 2 s: not backing off", n)
+	}
+	if st, _ := p.State(5 * time.Second); st.GetServicePorts()[0].GetRestarts() != 0 {
+		t.Fatalf("a port clash should not crash-loop the Portal: %d restarts", st.GetServicePorts()[0].GetRestarts())
+	}
+	squatter.Close()
+	w.wait(t, "clash recovered", func(m map[string]*messages.ServicePortState) bool {
+		st := m[clash.GetKey().ID()]
+		return st.GetError() == "" && len(st.GetListenAddresses()) == 2
+	})
+	if got := dialName(t, "127.0.23.1:18080"); got != "backend-0" {
+		t.Fatalf("recovered service port: %q", got)
+	}
+}
+
+// Balancer and Affinity crashes lose no endpoints, and pinned clients stay pinned.
+func TestBalancerAndAffinityCrashKeepState(t *testing.T) {
+	p := startProxy(t)
+	w := watchState(t, p)
+	_, addrs := tcpBackends(t, 3)
+	sp := svcPort("sticky", messages.Protocol_TCP, "127.0.23.3", 18080)
+	sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
+	sp.AffinityTimeoutSeconds = 3600
+	p.Submit(snapshot(1, spe(sp, endpoints(addrs...))))
+	w.listening(t, sp.GetKey().ID(), 2, 1)
+	pinned := dialName(t, "127.0.23.3:18080")
+
+	for i, role := range []string{roleBalancer, roleAffinity, roleBalancer, roleAffinity} {
+		if err := p.Crash(sp.GetKey().ID(), role, "test"); err != nil {
+			t.Fatal(err)
+		}
+		w.wait(t, role+" restarted", func(m map[string]*messages.ServicePortState) bool {
+			return m[sp.GetKey().ID()].GetRestarts() == int32(i+1)
+		})
+		for range 5 {
+			if got := dialName(t, "127.0.23.3:18080"); got != pinned {
+				t.Fatalf("after %s crash: client moved from %s to %s", role, pinned, got)
+			}
+		}
+	}
+	// All three endpoints are still there: a new client IP is spread over them.
+	seen := map[string]bool{}
+	for i := range 30 {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 99, byte(i+1))}}
+		c, err := d.Dial("tcp", "127.0.23.3:18080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		name, err := backends.ReadName(bufio.NewReader(c))
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[name] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("after crashes, clients reach only %v", seen)
+	}
 }

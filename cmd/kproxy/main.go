@@ -1,6 +1,7 @@
 // Command kproxy is a userspace Kubernetes service proxy built on actors.
 //
 //	kproxy run --source file:PATH [flags]
+//	kproxy chaos crash|storm|endpoint|state ...
 //	kproxy version
 package main
 
@@ -21,6 +22,8 @@ func main() {
 	switch os.Args[1] {
 	case "run":
 		err = runCommand(os.Args[2:])
+	case "chaos":
+		err = chaosCommand(os.Args[2:], os.Stdout)
 	case "version", "--version":
 		fmt.Println("kproxy", version)
 	case "help", "-h", "--help":
@@ -41,6 +44,7 @@ func usage() {
 
 Commands:
   run      watch a source and proxy its services (kproxy run --help)
+  chaos    drive a running kproxy's fault-injection API (kproxy chaos --help)
   version  print the version
 `)
 }

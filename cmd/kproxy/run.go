@@ -32,6 +32,10 @@ type runOptions struct {
 	logLevel         string
 	logFormat        string
 	filePollInterval time.Duration
+
+	enableFaultInjection  bool
+	adminAddress          string
+	adminAllowNonLoopback bool
 }
 
 func runFlags(o *runOptions) *flag.FlagSet {
@@ -51,6 +55,9 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	fs.DurationVar(&o.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
+	fs.BoolVar(&o.enableFaultInjection, "enable-fault-injection", false, "serve the fault-injection admin API (crash actors, chaos, endpoint faults, state) on --admin-address")
+	fs.StringVar(&o.adminAddress, "admin-address", DefaultAdminAddress, "address of the admin API; must be loopback unless --admin-allow-non-loopback")
+	fs.BoolVar(&o.adminAllowNonLoopback, "admin-allow-non-loopback", false, "allow a non-loopback --admin-address")
 	return fs
 }
 
@@ -69,6 +76,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.udpIdleTimeout <= 0 {
 		return fmt.Errorf("--udp-idle-timeout %v: must be positive", o.udpIdleTimeout)
+	}
+	if o.enableFaultInjection {
+		return checkAdminAddress(o.adminAddress, o.adminAllowNonLoopback)
 	}
 	return nil
 }
@@ -107,13 +117,23 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	log.Info().Str("version", version).Str("source", o.source).Str("portal", o.portalMode).
 		Str("bindAddress", o.bindAddress).Str("nodeName", o.nodeName).Msg("starting kproxy")
-	proxy := actors.Start(actors.Config{
+	cfg := actors.Config{
 		PortalMode:     o.portalMode,
 		BindAddress:    o.bindAddress,
 		Ports:          portal.NewPortAllocator(o.bindAddress, ports),
 		UDPIdleTimeout: o.udpIdleTimeout,
 		Log:            log,
-	})
+	}
+	if o.enableFaultInjection {
+		cfg.Faults = portal.NewFaults()
+	}
+	proxy := actors.Start(cfg)
+	if o.enableFaultInjection {
+		if _, err := startAdmin(ctx, o.adminAddress, proxy, log); err != nil {
+			proxy.Stop(context.Background())
+			return err
+		}
+	}
 	if started != nil {
 		started(proxy)
 	}

@@ -32,12 +32,22 @@ type instance struct {
 
 func startKproxy(t *testing.T, manifest string) *instance {
 	t.Helper()
+	return startKproxyWith(t, manifest, nil)
+}
+
+// startKproxyWith lets a test change the run options first.
+func startKproxyWith(t *testing.T, manifest string, opts func(*runOptions)) *instance {
+	t.Helper()
 	in := &instance{path: filepath.Join(t.TempDir(), "services.yaml"), logs: &syncBuffer{}, latest: map[string]*messages.ServicePortState{}}
 	in.cond = sync.NewCond(&in.mu)
 	in.write(t, manifest)
 	ctx, cancel := context.WithCancel(context.Background())
 	o := runOptions{source: "file:" + in.path, portalMode: portal.ModeBind, bindAddress: "127.0.0.1",
-		udpIdleTimeout: portal.DefaultUDPIdleTimeout, nodeName: "node-a", filePollInterval: 20 * time.Millisecond}
+		udpIdleTimeout: portal.DefaultUDPIdleTimeout, nodeName: "node-a", filePollInterval: 20 * time.Millisecond,
+		adminAddress: DefaultAdminAddress}
+	if opts != nil {
+		opts(&o)
+	}
 	log := zerolog.New(in.logs)
 	done := make(chan error, 1)
 	go func() {
