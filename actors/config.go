@@ -16,7 +16,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/watcher"
 )
+
+// DefaultMinSyncPeriod is the Watcher's default coalescing window.
+const DefaultMinSyncPeriod = 100 * time.Millisecond
 
 // Config is what the tree needs from the command line.
 type Config struct {
@@ -33,6 +37,11 @@ type Config struct {
 	Log         zerolog.Logger
 	// Faults injects endpoint dial faults; nil (the default) injects none.
 	Faults *portal.Faults
+	// View is an incremental source's view (Kubernetes); nil for snapshot sources.
+	View watcher.View
+	// MinSyncPeriod is how long the Watcher coalesces an incremental
+	// source's events before applying them.
+	MinSyncPeriod time.Duration
 
 	conns     *portal.ConnTracker // set by Start
 	listeners *portal.Listeners   // set by Start; sockets outlive Portal incarnations
@@ -50,6 +59,9 @@ func (c *Config) defaults() {
 	}
 	if c.UDPIdleTimeout <= 0 {
 		c.UDPIdleTimeout = portal.DefaultUDPIdleTimeout
+	}
+	if c.MinSyncPeriod <= 0 {
+		c.MinSyncPeriod = DefaultMinSyncPeriod
 	}
 	if c.PickTimeout <= 0 {
 		c.PickTimeout = 2 * time.Second

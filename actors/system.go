@@ -58,6 +58,25 @@ func Start(cfg Config) *Proxy {
 // Submit hands a source's snapshot to the Watcher.
 func (p *Proxy) Submit(snap *messages.SourceSnapshot) { p.System.Root.Send(p.Watcher, snap) }
 
+// SourceChanged tells the Watcher that a service of an incremental source
+// changed ("" for every service). Informer callbacks call only this.
+func (p *Proxy) SourceChanged(service, kind string) {
+	p.System.Root.Send(p.Watcher, &messages.ServiceChanged{Service: service, Kind: kind})
+}
+
+// SourceSynced tells the Watcher that the incremental source's caches are
+// complete; nothing is programmed before.
+func (p *Proxy) SourceSynced() { p.System.Root.Send(p.Watcher, &messages.SourceSynced{}) }
+
+// WatcherStats returns the Watcher's event and change counts.
+func (p *Proxy) WatcherStats() (*messages.WatcherStats, error) {
+	res, err := p.System.Root.RequestFuture(p.Watcher, &messages.GetWatcherStats{}, 5*time.Second).Result()
+	if err != nil {
+		return nil, fmt.Errorf("watcher stats: %w", err)
+	}
+	return res.(*messages.WatcherStats), nil
+}
+
 // State returns the state of every service port.
 func (p *Proxy) State(timeout time.Duration) (*messages.StateSnapshot, error) {
 	res, err := p.System.Root.RequestFuture(p.Proxier, &messages.GetState{}, timeout).Result()

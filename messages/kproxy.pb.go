@@ -459,8 +459,10 @@ type Endpoint struct {
 	Zone     string `protobuf:"bytes,8,opt,name=zone,proto3" json:"zone,omitempty"`
 	// Scopes: which traffic may use this endpoint. Internal is cluster-IP
 	// traffic, external is external/load-balancer IP and NodePort traffic.
-	Internal      bool `protobuf:"varint,9,opt,name=internal,proto3" json:"internal,omitempty"`
-	External      bool `protobuf:"varint,10,opt,name=external,proto3" json:"external,omitempty"`
+	Internal bool `protobuf:"varint,9,opt,name=internal,proto3" json:"internal,omitempty"`
+	External bool `protobuf:"varint,10,opt,name=external,proto3" json:"external,omitempty"`
+	// Topology hints: zones this endpoint should serve (hints.forZones).
+	ZoneHints     []string `protobuf:"bytes,11,rep,name=zone_hints,json=zoneHints,proto3" json:"zone_hints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +565,13 @@ func (x *Endpoint) GetExternal() bool {
 		return x.External
 	}
 	return false
+}
+
+func (x *Endpoint) GetZoneHints() []string {
+	if x != nil {
+		return x.ZoneHints
+	}
+	return nil
 }
 
 // ServicePortEndpoints is one entry of a source's desired state.
@@ -1662,6 +1671,233 @@ func (x *AffinityEntries) GetEntries() map[string]string {
 	return nil
 }
 
+// ServiceChanged tells the Watcher that a service ("namespace/name") may
+// have changed; empty means every service (this node's zone changed).
+type ServiceChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceChanged) Reset() {
+	*x = ServiceChanged{}
+	mi := &file_messages_kproxy_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceChanged) ProtoMessage() {}
+
+func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceChanged.ProtoReflect.Descriptor instead.
+func (*ServiceChanged) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ServiceChanged) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *ServiceChanged) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+// SourceSynced tells the Watcher that the source's caches are complete:
+// nothing is programmed before it.
+type SourceSynced struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourceSynced) Reset() {
+	*x = SourceSynced{}
+	mi := &file_messages_kproxy_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceSynced) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceSynced) ProtoMessage() {}
+
+func (x *SourceSynced) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceSynced.ProtoReflect.Descriptor instead.
+func (*SourceSynced) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{24}
+}
+
+// FlushChanges is the Watcher's timer tick that ends a coalescing window.
+type FlushChanges struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlushChanges) Reset() {
+	*x = FlushChanges{}
+	mi := &file_messages_kproxy_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushChanges) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushChanges) ProtoMessage() {}
+
+func (x *FlushChanges) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushChanges.ProtoReflect.Descriptor instead.
+func (*FlushChanges) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{25}
+}
+
+// GetWatcherStats asks the Watcher for WatcherStats.
+type GetWatcherStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWatcherStats) Reset() {
+	*x = GetWatcherStats{}
+	mi := &file_messages_kproxy_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWatcherStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWatcherStats) ProtoMessage() {}
+
+func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWatcherStats.ProtoReflect.Descriptor instead.
+func (*GetWatcherStats) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{26}
+}
+
+type WatcherStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Source events received and service port changes sent to the Proxier.
+	Events        int64 `protobuf:"varint,1,opt,name=events,proto3" json:"events,omitempty"`
+	Changes       int64 `protobuf:"varint,2,opt,name=changes,proto3" json:"changes,omitempty"`
+	Flushes       int64 `protobuf:"varint,3,opt,name=flushes,proto3" json:"flushes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatcherStats) Reset() {
+	*x = WatcherStats{}
+	mi := &file_messages_kproxy_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatcherStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatcherStats) ProtoMessage() {}
+
+func (x *WatcherStats) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatcherStats.ProtoReflect.Descriptor instead.
+func (*WatcherStats) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *WatcherStats) GetEvents() int64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
+func (x *WatcherStats) GetChanges() int64 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+func (x *WatcherStats) GetFlushes() int64 {
+	if x != nil {
+		return x.Flushes
+	}
+	return 0
+}
+
 var File_messages_kproxy_proto protoreflect.FileDescriptor
 
 const file_messages_kproxy_proto_rawDesc = "" +
@@ -1692,7 +1928,7 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\x18affinity_timeout_seconds\x18\v \x01(\x05R\x16affinityTimeoutSeconds\x12P\n" +
 	"\x17internal_traffic_policy\x18\f \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15internalTrafficPolicy\x12P\n" +
 	"\x17external_traffic_policy\x18\r \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15externalTrafficPolicy\x123\n" +
-	"\x16health_check_node_port\x18\x0e \x01(\x05R\x13healthCheckNodePort\"\x81\x02\n" +
+	"\x16health_check_node_port\x18\x0e \x01(\x05R\x13healthCheckNodePort\"\xa0\x02\n" +
 	"\bEndpoint\x12\x10\n" +
 	"\x03ips\x18\x01 \x03(\tR\x03ips\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x14\n" +
@@ -1704,7 +1940,9 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\x04zone\x18\b \x01(\tR\x04zone\x12\x1a\n" +
 	"\binternal\x18\t \x01(\bR\binternal\x12\x1a\n" +
 	"\bexternal\x18\n" +
-	" \x01(\bR\bexternal\"\x84\x01\n" +
+	" \x01(\bR\bexternal\x12\x1d\n" +
+	"\n" +
+	"zone_hints\x18\v \x03(\tR\tzoneHints\"\x84\x01\n" +
 	"\x14ServicePortEndpoints\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\"\xde\x01\n" +
@@ -1786,7 +2024,17 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2'.kproxy.v1.AffinityEntries.EntriesEntryR\aentries\x1a:\n" +
 	"\fEntriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*@\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +
+	"\x0eServiceChanged\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"\x0e\n" +
+	"\fSourceSynced\"\x0e\n" +
+	"\fFlushChanges\"\x11\n" +
+	"\x0fGetWatcherStats\"Z\n" +
+	"\fWatcherStats\x12\x16\n" +
+	"\x06events\x18\x01 \x01(\x03R\x06events\x12\x18\n" +
+	"\achanges\x18\x02 \x01(\x03R\achanges\x12\x18\n" +
+	"\aflushes\x18\x03 \x01(\x03R\aflushes*@\n" +
 	"\bProtocol\x12\x18\n" +
 	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\a\n" +
 	"\x03TCP\x10\x01\x12\a\n" +
@@ -1812,7 +2060,7 @@ func file_messages_kproxy_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_kproxy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_messages_kproxy_proto_goTypes = []any{
 	(Protocol)(0),                // 0: kproxy.v1.Protocol
 	(SessionAffinity)(0),         // 1: kproxy.v1.SessionAffinity
@@ -1840,7 +2088,12 @@ var file_messages_kproxy_proto_goTypes = []any{
 	(*StateSnapshot)(nil),        // 23: kproxy.v1.StateSnapshot
 	(*InjectCrash)(nil),          // 24: kproxy.v1.InjectCrash
 	(*AffinityEntries)(nil),      // 25: kproxy.v1.AffinityEntries
-	nil,                          // 26: kproxy.v1.AffinityEntries.EntriesEntry
+	(*ServiceChanged)(nil),       // 26: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),         // 27: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),         // 28: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),      // 29: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),         // 30: kproxy.v1.WatcherStats
+	nil,                          // 31: kproxy.v1.AffinityEntries.EntriesEntry
 }
 var file_messages_kproxy_proto_depIdxs = []int32{
 	0,  // 0: kproxy.v1.ServicePortKey.protocol:type_name -> kproxy.v1.Protocol
@@ -1865,7 +2118,7 @@ var file_messages_kproxy_proto_depIdxs = []int32{
 	5,  // 19: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
 	6,  // 20: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
 	22, // 21: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	26, // 22: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	31, // 22: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
 	23, // [23:23] is the sub-list for method output_type
 	23, // [23:23] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
@@ -1884,7 +2137,7 @@ func file_messages_kproxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_kproxy_proto_rawDesc), len(file_messages_kproxy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   24,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

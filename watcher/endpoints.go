@@ -112,6 +112,11 @@ func endpoint(e *discoveryv1.Endpoint, port int32, nodeName string) *messages.En
 		ep.Zone = *e.Zone
 	}
 	ep.Local = ep.NodeName != "" && ep.NodeName == nodeName
+	if e.Hints != nil {
+		for _, z := range e.Hints.ForZones {
+			ep.ZoneHints = append(ep.ZoneHints, z.Name)
+		}
+	}
 	return ep
 }
 
@@ -136,9 +141,14 @@ func canonicalIPs(addrs []string) []string {
 // Internal (cluster IP) traffic uses local endpoints only under
 // internalTrafficPolicy Local; external traffic (external IPs, load
 // balancer, node ports) likewise under externalTrafficPolicy Local.
-func selectEndpoints(candidates []*messages.Endpoint, internalLocal, externalLocal bool) []*messages.Endpoint {
-	internal := usable(candidates, internalLocal)
-	external := usable(candidates, externalLocal)
+//
+// Under a Cluster policy, topology hints narrow the choice to the endpoints
+// hinted for this node's zone, but only when every ready endpoint carries
+// hints and at least one is hinted for the zone (kube-proxy's rule);
+// otherwise hints are ignored.
+func selectEndpoints(candidates []*messages.Endpoint, internalLocal, externalLocal bool, zone string) []*messages.Endpoint {
+	internal := usable(candidates, internalLocal, zone)
+	external := usable(candidates, externalLocal, zone)
 	var out []*messages.Endpoint
 	for _, ep := range candidates {
 		ep.Internal = internal[ep]
@@ -157,7 +167,16 @@ func selectEndpoints(candidates []*messages.Endpoint, internalLocal, externalLoc
 // is decided per scope, after the locality filter, exactly as kube-proxy
 // does: a Local policy falls back to a local terminating endpoint even when
 // other nodes have ready ones.
-func usable(candidates []*messages.Endpoint, localOnly bool) map[*messages.Endpoint]bool {
+func usable(candidates []*messages.Endpoint, localOnly bool, zone string) map[*messages.Endpoint]bool {
+	if !localOnly && useTopology(candidates, zone) {
+		hinted := make(map[*messages.Endpoint]bool)
+		for _, ep := range candidates {
+			if ep.Ready && slices.Contains(ep.GetZoneHints(), zone) {
+				hinted[ep] = true
+			}
+		}
+		return hinted
+	}
 	ready := make(map[*messages.Endpoint]bool)
 	fallback := make(map[*messages.Endpoint]bool)
 	for _, ep := range candidates {
@@ -174,6 +193,27 @@ func usable(candidates []*messages.Endpoint, localOnly bool) map[*messages.Endpo
 		return ready
 	}
 	return fallback
+}
+
+// useTopology reports whether zone hints apply: this node has a zone, every
+// ready endpoint has hints, and one of them is hinted for the zone.
+func useTopology(candidates []*messages.Endpoint, zone string) bool {
+	if zone == "" {
+		return false
+	}
+	forZone := false
+	for _, ep := range candidates {
+		if !ep.Ready {
+			continue
+		}
+		if len(ep.GetZoneHints()) == 0 {
+			return false
+		}
+		if slices.Contains(ep.GetZoneHints(), zone) {
+			forZone = true
+		}
+	}
+	return forZone
 }
 
 // sortEndpoints orders endpoints by address, then port, so that the same

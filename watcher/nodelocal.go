@@ -24,6 +24,8 @@ type Options struct {
 	// ServiceProxyName, when set, restricts this proxy to services labelled
 	// service.kubernetes.io/service-proxy-name=<ServiceProxyName>.
 	ServiceProxyName string
+	// Zone is this node's topology.kubernetes.io/zone, for topology hints.
+	Zone string
 }
 
 // Skip reports whether this proxy must ignore svc, and why. The rules are
@@ -81,7 +83,7 @@ func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice,
 			ServicePort: sp,
 			Endpoints: selectEndpoints(candidates,
 				sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-				sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL),
+				sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL, opts.Zone),
 		})
 	}
 	return out, nil

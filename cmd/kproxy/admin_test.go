@@ -35,8 +35,8 @@ func TestAdminAddressMustBeLoopback(t *testing.T) {
 			t.Errorf("checkAdminAddress(%q, %v) = %v, want ok=%v", tc.addr, tc.allow, err, tc.ok)
 		}
 	}
-	o := runOptions{source: "file:x", portalMode: portal.ModeBind, bindAddress: "127.0.0.1", udpIdleTimeout: time.Second,
-		enableFaultInjection: true, adminAddress: "0.0.0.0:10260"}
+	o := runOptions{sourceFlags: sourceFlags{source: "kube", kubeAPIQPS: 5, kubeAPIBurst: 10}, portalMode: portal.ModeBind,
+		bindAddress: "127.0.0.1", udpIdleTimeout: time.Second, enableFaultInjection: true, adminAddress: "0.0.0.0:10260"}
 	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Fatalf("run must refuse a non-loopback admin address, got %v", err)
 	}

@@ -1,6 +1,7 @@
 // Command kproxy is a userspace Kubernetes service proxy built on actors.
 //
-//	kproxy run --source file:PATH [flags]
+//	kproxy run --source kube|file:PATH [flags]
+//	kproxy watch --source kube|file:PATH [--json] [--callout CMD]
 //	kproxy chaos crash|storm|endpoint|state ...
 //	kproxy version
 package main
@@ -22,6 +23,8 @@ func main() {
 	switch os.Args[1] {
 	case "run":
 		err = runCommand(os.Args[2:])
+	case "watch":
+		err = watchCommand(os.Args[2:], os.Stdout)
 	case "chaos":
 		err = chaosCommand(os.Args[2:], os.Stdout)
 	case "version", "--version":
@@ -44,6 +47,7 @@ func usage() {
 
 Commands:
   run      watch a source and proxy its services (kproxy run --help)
+  watch    print the node-local view as JSON on every change, or run a callout (kproxy watch --help)
   chaos    drive a running kproxy's fault-injection API (kproxy chaos --help)
   version  print the version
 `)

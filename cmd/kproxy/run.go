@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,16 +21,13 @@ import (
 
 // runOptions are kproxy run's flags; names follow kube-proxy where it has one.
 type runOptions struct {
-	source           string
-	portalMode       string
-	bindAddress      string
-	portRange        string
-	udpIdleTimeout   time.Duration
-	nodeName         string
-	serviceProxyName string
-	logLevel         string
-	logFormat        string
-	filePollInterval time.Duration
+	sourceFlags
+	portalMode     string
+	bindAddress    string
+	portRange      string
+	udpIdleTimeout time.Duration
+	logLevel       string
+	logFormat      string
 
 	enableFaultInjection  bool
 	adminAddress          string
@@ -40,21 +36,13 @@ type runOptions struct {
 
 func runFlags(o *runOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("kproxy run", flag.ContinueOnError)
-	hostname, _ := os.Hostname()
-	nodeName := os.Getenv("NODE_NAME")
-	if nodeName == "" {
-		nodeName = hostname
-	}
-	fs.StringVar(&o.source, "source", "", "where services come from: file:PATH (a YAML/JSON file or directory of Service and EndpointSlice manifests)")
+	o.sourceFlags.register(fs)
 	fs.StringVar(&o.portalMode, "portal", portal.ModeBind, "how traffic reaches the listeners: bind (listen on each service IP:port)")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
 	fs.StringVar(&o.portRange, "port-range", "", `proxy port range "begin-end" or "begin+offset" (empty: any free port)`)
 	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", portal.DefaultUDPIdleTimeout, "how long an idle UDP flow is kept")
-	fs.StringVar(&o.nodeName, "node-name", nodeName, "this node's name, for endpoint locality (default $NODE_NAME or the hostname)")
-	fs.StringVar(&o.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
-	fs.DurationVar(&o.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
 	fs.BoolVar(&o.enableFaultInjection, "enable-fault-injection", false, "serve the fault-injection admin API (crash actors, chaos, endpoint faults, state) on --admin-address")
 	fs.StringVar(&o.adminAddress, "admin-address", DefaultAdminAddress, "address of the admin API; must be loopback unless --admin-allow-non-loopback")
 	fs.BoolVar(&o.adminAllowNonLoopback, "admin-allow-non-loopback", false, "allow a non-loopback --admin-address")
@@ -62,11 +50,8 @@ func runFlags(o *runOptions) *flag.FlagSet {
 }
 
 func (o *runOptions) validate() error {
-	if o.source == "" {
-		return errors.New("--source is required (file:PATH)")
-	}
-	if !strings.HasPrefix(o.source, "file:") || len(o.source) == len("file:") {
-		return fmt.Errorf("--source %q: want file:PATH", o.source)
+	if err := o.sourceFlags.validate(); err != nil {
+		return err
 	}
 	if o.portalMode != portal.ModeBind {
 		return fmt.Errorf("--portal %q: want %s", o.portalMode, portal.ModeBind)
@@ -111,10 +96,6 @@ func runCommand(args []string) error {
 // run serves until ctx is done, then stops cleanly. started, if set, sees
 // the proxy before the source's first snapshot (tests subscribe there).
 func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.Logger, started func(*actors.Proxy)) error {
-	path := strings.TrimPrefix(o.source, "file:")
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("--source: %w", err)
-	}
 	log.Info().Str("version", version).Str("source", o.source).Str("portal", o.portalMode).
 		Str("bindAddress", o.bindAddress).Str("nodeName", o.nodeName).Msg("starting kproxy")
 	cfg := actors.Config{
@@ -122,10 +103,23 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		BindAddress:    o.bindAddress,
 		Ports:          portal.NewPortAllocator(o.bindAddress, ports),
 		UDPIdleTimeout: o.udpIdleTimeout,
+		MinSyncPeriod:  o.minSyncPeriod,
 		Log:            log,
 	}
 	if o.enableFaultInjection {
 		cfg.Faults = portal.NewFaults()
+	}
+	var kube *watcher.KubeSource
+	if o.isKube() {
+		client, err := o.kubeClient()
+		if err != nil {
+			return err
+		}
+		kube, err = watcher.NewKubeSource(client, watcher.KubeOptions{Options: o.options(), ResyncPeriod: o.configSyncPeriod, Log: log})
+		if err != nil {
+			return err
+		}
+		cfg.View = kube
 	}
 	proxy := actors.Start(cfg)
 	if o.enableFaultInjection {
@@ -137,19 +131,14 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	if started != nil {
 		started(proxy)
 	}
-	opts := watcher.Options{NodeName: o.nodeName, ServiceProxyName: o.serviceProxyName}
-	src := watcher.NewFileSource(path, opts, o.filePollInterval, log)
-	var generation int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		src.Run(ctx, func(r *watcher.Result) {
-			generation++ // the file source has logged r.Errors
-			proxy.Submit(&messages.SourceSnapshot{
-				Source: o.source, Generation: generation, ServicePorts: r.ServicePorts,
-				RetainServices: r.Retain, RetainMissing: r.RetainMissing,
-			})
-		})
+		if kube != nil {
+			runKube(ctx, kube, proxy, log)
+			return
+		}
+		runFile(ctx, o, proxy, log)
 	}()
 	<-ctx.Done()
 	<-done
@@ -161,4 +150,33 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// runFile feeds file snapshots to the proxy until ctx ends.
+func runFile(ctx context.Context, o runOptions, proxy *actors.Proxy, log zerolog.Logger) {
+	src := watcher.NewFileSource(o.filePath(), o.options(), o.filePollInterval, log)
+	var generation int64
+	src.Run(ctx, func(r *watcher.Result) {
+		generation++ // the file source has logged r.Errors
+		proxy.Submit(&messages.SourceSnapshot{
+			Source: o.source, Generation: generation, ServicePorts: r.ServicePorts,
+			RetainServices: r.Retain, RetainMissing: r.RetainMissing,
+		})
+	})
+}
+
+// runKube runs the informers until ctx ends; their callbacks only hand
+// events to the Watcher actor.
+func runKube(ctx context.Context, kube *watcher.KubeSource, proxy *actors.Proxy, log zerolog.Logger) {
+	defer kube.Stop()
+	log.Info().Msg("waiting for informer caches to sync")
+	if err := kube.Start(ctx, func(e watcher.Event) { proxy.SourceChanged(e.Service, e.Kind) }); err != nil {
+		if ctx.Err() == nil {
+			log.Error().Err(err).Msg("kubernetes source failed")
+		}
+		return
+	}
+	log.Info().Msg("informer caches synced")
+	proxy.SourceSynced()
+	<-ctx.Done()
 }

@@ -42,8 +42,10 @@ func startKproxyWith(t *testing.T, manifest string, opts func(*runOptions)) *ins
 	in.cond = sync.NewCond(&in.mu)
 	in.write(t, manifest)
 	ctx, cancel := context.WithCancel(context.Background())
-	o := runOptions{source: "file:" + in.path, portalMode: portal.ModeBind, bindAddress: "127.0.0.1",
-		udpIdleTimeout: portal.DefaultUDPIdleTimeout, nodeName: "node-a", filePollInterval: 20 * time.Millisecond,
+	o := runOptions{
+		sourceFlags: sourceFlags{source: "file:" + in.path, nodeName: "node-a", filePollInterval: 20 * time.Millisecond,
+			kubeAPIQPS: 5, kubeAPIBurst: 10, minSyncPeriod: 10 * time.Millisecond},
+		portalMode: portal.ModeBind, bindAddress: "127.0.0.1", udpIdleTimeout: portal.DefaultUDPIdleTimeout,
 		adminAddress: DefaultAdminAddress}
 	if opts != nil {
 		opts(&o)

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/watcher"
+)
+
+// sourceFlags are the flags that choose and configure where services come
+// from; run and watch share them. Names follow kube-proxy.
+type sourceFlags struct {
+	source           string
+	kubeconfig       string
+	master           string
+	kubeAPIQPS       float64
+	kubeAPIBurst     int
+	configSyncPeriod time.Duration
+	minSyncPeriod    time.Duration
+	filePollInterval time.Duration
+	nodeName         string
+	serviceProxyName string
+}
+
+func (f *sourceFlags) register(fs *flag.FlagSet) {
+	hostname, _ := os.Hostname()
+	nodeName := os.Getenv("NODE_NAME")
+	if nodeName == "" {
+		nodeName = hostname
+	}
+	fs.StringVar(&f.source, "source", "", "where services come from: kube (the Kubernetes API) or file:PATH (a YAML/JSON file or directory of Service and EndpointSlice manifests)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --source kube (default $KUBECONFIG, else in-cluster)")
+	fs.StringVar(&f.master, "master", "", "API server address, overriding the kubeconfig's")
+	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 5, "queries per second to the API server")
+	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 10, "burst of queries to the API server")
+	fs.DurationVar(&f.configSyncPeriod, "config-sync-period", watcher.DefaultResyncPeriod, "how often informers replay their cache")
+	fs.DurationVar(&f.minSyncPeriod, "min-sync-period", actors.DefaultMinSyncPeriod, "how long Kubernetes events are coalesced before they are applied")
+	fs.DurationVar(&f.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
+	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
+	fs.StringVar(&f.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
+}
+
+func (f *sourceFlags) validate() error {
+	switch {
+	case f.source == "":
+		return errors.New("--source is required: kube or file:PATH")
+	case f.source == "kube":
+	case strings.HasPrefix(f.source, "file:") && len(f.source) > len("file:"):
+		if _, err := os.Stat(f.filePath()); err != nil {
+			return fmt.Errorf("--source: %w", err)
+		}
+	default:
+		return fmt.Errorf("--source %q: want kube or file:PATH", f.source)
+	}
+	if f.kubeAPIQPS <= 0 || f.kubeAPIBurst <= 0 {
+		return errors.New("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	return nil
+}
+
+func (f *sourceFlags) isKube() bool     { return f.source == "kube" }
+func (f *sourceFlags) filePath() string { return strings.TrimPrefix(f.source, "file:") }
+func (f *sourceFlags) options() watcher.Options {
+	return watcher.Options{NodeName: f.nodeName, ServiceProxyName: f.serviceProxyName}
+}
+
+// kubeClient builds the client as kube-proxy does: --kubeconfig, else
+// $KUBECONFIG, else in-cluster; --master overrides the server. Protobuf on
+// the wire, as kube-proxy uses.
+func (f *sourceFlags) kubeClient() (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if f.kubeconfig == "" && os.Getenv("KUBECONFIG") == "" && f.master == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = f.kubeconfig
+		overrides := &clientcmd.ConfigOverrides{}
+		overrides.ClusterInfo.Server = f.master
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(f.kubeAPIQPS), f.kubeAPIBurst
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.UserAgent = "kproxy/" + version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}

@@ -1,0 +1,216 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// DefaultResyncPeriod is kube-proxy's --config-sync-period default.
+const DefaultResyncPeriod = 15 * time.Minute
+
+// KubeOptions configure the Kubernetes source.
+type KubeOptions struct {
+	Options
+	// ResyncPeriod is how often informers replay their cache (--config-sync-period).
+	ResyncPeriod time.Duration
+	Log          zerolog.Logger
+}
+
+// KubeSource watches Services, EndpointSlices and this node's Node object
+// with client-go shared informers, as kube-proxy does, and builds the
+// node-local view of one service at a time from the informer caches.
+type KubeSource struct {
+	opts KubeOptions
+	// One factory per kind of list options: services by label selector,
+	// slices unfiltered (matched to services by kubernetes.io/service-name),
+	// the node by name.
+	factories                 []informers.SharedInformerFactory
+	svcInf, sliceInf, nodeInf cache.SharedIndexInformer
+	services                  corelisters.ServiceLister
+	slices                    discoverylisters.EndpointSliceLister
+	node                      corelisters.NodeLister
+	synced                    []cache.InformerSynced
+}
+
+// ServiceSelector is kube-proxy's label selector for Services: without a
+// service proxy name, services that name another proxy and headless ones
+// are left out; with one, only services labelled with it are watched
+// (KPNG's --service-proxy-name).
+func ServiceSelector(serviceProxyName string) (labels.Selector, error) {
+	var reqs []labels.Requirement
+	if serviceProxyName == "" {
+		r, err := labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, *r)
+	} else {
+		r, err := labels.NewRequirement(LabelServiceProxyName, selection.Equals, []string{serviceProxyName})
+		if err != nil {
+			return nil, fmt.Errorf("--service-proxy-name %q: %w", serviceProxyName, err)
+		}
+		reqs = append(reqs, *r)
+	}
+	r, err := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
+	if err != nil {
+		return nil, err
+	}
+	return labels.NewSelector().Add(append(reqs, *r)...), nil
+}
+
+// NewKubeSource prepares informers on client; Start runs them.
+func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, error) {
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = DefaultResyncPeriod
+	}
+	sel, err := ServiceSelector(o.ServiceProxyName)
+	if err != nil {
+		return nil, err
+	}
+	svcs := informers.NewSharedInformerFactoryWithOptions(client, o.ResyncPeriod,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel.String() }))
+	slices := informers.NewSharedInformerFactoryWithOptions(client, o.ResyncPeriod)
+	nodes := informers.NewSharedInformerFactoryWithOptions(client, o.ResyncPeriod,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
+		}))
+	return &KubeSource{
+		opts:      o,
+		factories: []informers.SharedInformerFactory{svcs, slices, nodes},
+		svcInf:    svcs.Core().V1().Services().Informer(),
+		sliceInf:  slices.Discovery().V1().EndpointSlices().Informer(),
+		nodeInf:   nodes.Core().V1().Nodes().Informer(),
+		services:  svcs.Core().V1().Services().Lister(),
+		slices:    slices.Discovery().V1().EndpointSlices().Lister(),
+		node:      nodes.Core().V1().Nodes().Lister(),
+	}, nil
+}
+
+// Event names what changed: a service ("namespace/name"), or every service
+// when Service is empty (this node's zone changed).
+type Event struct {
+	Kind    string // Service, EndpointSlice or Node
+	Service string
+}
+
+// Start registers notify on every informer, starts them, and returns once
+// all caches have synced (nothing should be programmed before: a partial
+// cache would delete services). notify runs on informer goroutines and
+// must only hand the event on.
+func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
+	onService := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			notify(Event{Kind: "Service", Service: key})
+		}
+	}
+	onSlice := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			if name := sl.Labels[discoveryv1.LabelServiceName]; name != "" {
+				notify(Event{Kind: "EndpointSlice", Service: sl.Namespace + "/" + name})
+			}
+		}
+	}
+	onNode := func(any) { notify(Event{Kind: "Node"}) }
+	for _, reg := range []struct {
+		inf cache.SharedIndexInformer
+		fn  func(any)
+	}{{s.svcInf, onService}, {s.sliceInf, onSlice}, {s.nodeInf, onNode}} {
+		fn := reg.fn
+		if _, err := reg.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    fn,
+			UpdateFunc: func(_, obj any) { fn(obj) },
+			DeleteFunc: fn,
+		}); err != nil {
+			return fmt.Errorf("register informer handler: %w", err)
+		}
+		// Informers retry by themselves with backoff; log the outage so an
+		// operator sees it, and keep serving what we have.
+		inf := reg.inf
+		if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			s.opts.Log.Warn().Err(err).Msg("watch of the API server failed; serving the last known state, retrying")
+		}); err != nil {
+			return fmt.Errorf("set watch error handler: %w", err)
+		}
+		s.synced = append(s.synced, inf.HasSynced)
+	}
+	for _, f := range s.factories {
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
+		return errors.New("informer caches did not sync")
+	}
+	return nil
+}
+
+// Stop shuts the informers down.
+func (s *KubeSource) Stop() {
+	for _, f := range s.factories {
+		f.Shutdown()
+	}
+}
+
+// Zone is this node's topology zone from its Node object ("" if unknown).
+func (s *KubeSource) Zone() string {
+	n, err := s.node.Get(s.opts.NodeName)
+	if err != nil {
+		return ""
+	}
+	return n.Labels[corev1.LabelTopologyZone]
+}
+
+// ServiceNames lists every service in the cache as "namespace/name".
+func (s *KubeSource) ServiceNames() []string {
+	svcs, _ := s.services.List(labels.Everything())
+	out := make([]string, 0, len(svcs))
+	for _, svc := range svcs {
+		out = append(out, svc.Namespace+"/"+svc.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Build returns the node-local view of one service from the caches: none
+// when it is gone or skipped, an error when it is invalid.
+func (s *KubeSource) Build(service string) ([]*messages.ServicePortEndpoints, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(service)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := s.services.Services(ns).Get(name)
+	if err != nil {
+		return nil, nil // deleted (or filtered out by the selector)
+	}
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name})
+	sls, err := s.slices.EndpointSlices(ns).List(sel)
+	if err != nil {
+		return nil, err
+	}
+	opts := s.opts.Options
+	opts.Zone = s.Zone()
+	ports, err := BuildServicePorts(svc, sls, opts)
+	if err != nil {
+		return nil, fmt.Errorf("Service %s: %w", service, err)
+	}
+	return ports, nil
+}

@@ -1,0 +1,123 @@
+package watcher
+
+import (
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// View builds the node-local view of one service ("namespace/name"); the
+// Kubernetes source is one.
+type View interface {
+	ServiceNames() []string
+	Build(service string) ([]*messages.ServicePortEndpoints, error)
+}
+
+// Tracker turns change notifications into per-service-port changes: events
+// mark services dirty, and Flush rebuilds only those and returns only what
+// really changed against the last flush. A burst of events for one service
+// between two flushes costs one rebuild and at most one change per port.
+type Tracker struct {
+	view  View
+	dirty map[string]bool
+	all   bool
+	// last holds the service ports sent, by service then service port ID.
+	last map[string]map[string]*messages.ServicePortEndpoints
+
+	// Events counts notifications, Changes the upserts and deletes flushed.
+	Events, Changes int64
+}
+
+// NewTracker tracks view; the first Flush after MarkAll builds everything.
+func NewTracker(view View) *Tracker {
+	return &Tracker{view: view, dirty: map[string]bool{}, last: map[string]map[string]*messages.ServicePortEndpoints{}}
+}
+
+// Mark records that service changed ("" means every service).
+func (t *Tracker) Mark(service string) {
+	t.Events++
+	if service == "" {
+		t.all = true
+		return
+	}
+	t.dirty[service] = true
+}
+
+// Pending reports whether a Flush has work.
+func (t *Tracker) Pending() bool { return t.all || len(t.dirty) > 0 }
+
+// Changes of one Flush.
+type Changes struct {
+	Upserts []*messages.ServicePortEndpoints
+	Deletes []*messages.ServicePortKey
+	// Errors are services that failed validation; their previous state is kept.
+	Errors []error
+}
+
+// Flush rebuilds the dirty services and returns what changed.
+func (t *Tracker) Flush() Changes {
+	var services []string
+	if t.all {
+		services = t.view.ServiceNames()
+		for svc := range t.last {
+			if !slices.Contains(services, svc) {
+				services = append(services, svc) // gone: its ports are deleted below
+			}
+		}
+	} else {
+		for svc := range t.dirty {
+			services = append(services, svc)
+		}
+	}
+	slices.Sort(services)
+	t.all, t.dirty = false, map[string]bool{}
+
+	var ch Changes
+	for _, svc := range services {
+		ports, err := t.view.Build(svc)
+		if err != nil {
+			ch.Errors = append(ch.Errors, err) // bad input must not drop what serves
+			continue
+		}
+		prev := t.last[svc]
+		next := make(map[string]*messages.ServicePortEndpoints, len(ports))
+		for _, spe := range ports {
+			id := spe.GetServicePort().GetKey().ID()
+			next[id] = spe
+			if old, ok := prev[id]; ok && proto.Equal(old, spe) {
+				continue
+			}
+			ch.Upserts = append(ch.Upserts, spe)
+		}
+		for id, old := range prev {
+			if _, ok := next[id]; !ok {
+				ch.Deletes = append(ch.Deletes, old.GetServicePort().GetKey())
+			}
+		}
+		if len(next) == 0 {
+			delete(t.last, svc)
+		} else {
+			t.last[svc] = next
+		}
+	}
+	slices.SortFunc(ch.Deletes, func(a, b *messages.ServicePortKey) int { return strings.Compare(a.ID(), b.ID()) })
+	t.Changes += int64(len(ch.Upserts) + len(ch.Deletes))
+	return ch
+}
+
+// State is every service port as of the last Flush, sorted by ID.
+func (t *Tracker) State() []*messages.ServicePortEndpoints {
+	var out []*messages.ServicePortEndpoints
+	for _, ports := range t.last {
+		for _, spe := range ports {
+			out = append(out, spe)
+		}
+	}
+	slices.SortFunc(out, func(a, b *messages.ServicePortEndpoints) int {
+		return strings.Compare(a.GetServicePort().GetKey().ID(), b.GetServicePort().GetKey().ID())
+	})
+	return out
+}
