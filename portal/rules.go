@@ -1,10 +1,12 @@
 package portal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"sort"
 	"strings"
 )
@@ -129,6 +131,24 @@ type Rules interface {
 	// Cleanup removes every rule, chain and table kproxy owns (kproxy
 	// cleanup, normal shutdown). It succeeds when there is nothing to remove.
 	Cleanup(ctx context.Context) error
+}
+
+// NewRules returns the Rules of a kernel portal mode: ModeNftables and
+// ModeIPTables on Linux, ModeNetsh on Windows. It must run in the network
+// namespace the rules are for. ModeBind needs no rules: it returns nil, nil.
+func NewRules(ctx context.Context, mode string, o RulesOptions) (Rules, error) {
+	switch mode {
+	case ModeBind:
+		return nil, nil
+	case ModeNftables:
+		return newNftablesRules(ctx, o)
+	case ModeIPTables:
+		return NewIPTables(ctx, o)
+	case ModeNetsh:
+		return newNetshRules(ctx, o)
+	default:
+		return nil, fmt.Errorf("unknown portal mode %q (want %s, %s, %s or %s)", mode, ModeBind, ModeNftables, ModeIPTables, ModeNetsh)
+	}
 }
 
 // RulesOptions configure a Rules implementation.
@@ -284,4 +304,22 @@ func ruleComment(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// execFunc runs a command with stdin (nil for none) and returns its
+// standard output; the error carries its standard error.
+type execFunc func(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
+
+func runCommand(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
 }

@@ -1,0 +1,473 @@
+package portal
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Chains of the iptables portal, kube-proxy userspace mode's names.
+const (
+	iptPortalsContainer  = "KUBE-PORTALS-CONTAINER"  // nat, from PREROUTING: service IPs, traffic from other hosts and pods
+	iptPortalsHost       = "KUBE-PORTALS-HOST"       // nat, from OUTPUT: service IPs, traffic from the node
+	iptNodePortContainer = "KUBE-NODEPORT-CONTAINER" // nat, from PREROUTING for local destinations
+	iptNodePortHost      = "KUBE-NODEPORT-HOST"      // nat, from OUTPUT for local destinations
+	iptPortalsReject     = "KUBE-PORTALS-REJECT"     // filter, from INPUT, FORWARD, OUTPUT: service IPs without endpoints
+	iptNodePortReject    = "KUBE-NODEPORT-REJECT"    // filter, from INPUT, OUTPUT: node ports without endpoints
+)
+
+var iptChains = map[string][]string{
+	"nat":    {iptPortalsContainer, iptPortalsHost, iptNodePortContainer, iptNodePortHost},
+	"filter": {iptPortalsReject, iptNodePortReject},
+}
+
+var iptTables = []string{"nat", "filter"}
+
+// IPTables programs portal rules with iptables and ip6tables, as kube-proxy's
+// userspace mode did: in the nat table, KUBE-PORTALS-CONTAINER and
+// KUBE-NODEPORT-CONTAINER (from PREROUTING) REDIRECT to the proxy port,
+// KUBE-PORTALS-HOST and KUBE-NODEPORT-HOST (from OUTPUT) REDIRECT too,
+// which in OUTPUT means 127.0.0.1 or ::1. In the filter table,
+// KUBE-PORTALS-REJECT (from INPUT, FORWARD and OUTPUT) and
+// KUBE-NODEPORT-REJECT (from INPUT and OUTPUT) reject new connections to
+// service ports without endpoints (TCP reset, ICMP port unreachable).
+//
+// REJECT only works after routing: a non-local service IP without endpoints
+// is rejected when the node forwards (net.ipv4.ip_forward=1, as on any
+// Kubernetes node); otherwise the client gets "no route to host".
+//
+// Listeners must bind the unspecified address ("[::]:port" or
+// "0.0.0.0:port"), and a UDP listener must answer from the address each
+// datagram was sent to (IP_PKTINFO / IPV6_PKTINFO): after REDIRECT in
+// OUTPUT that is 127.0.0.1 while routing would pick the node's address.
+//
+// Every Sync, Apply and Cleanup is one iptables-restore --noflush per IP
+// family (a COMMIT per table). iptables-restore rewrites the whole table,
+// so its cost grows with the table's size, unlike nftables.
+type IPTables struct {
+	opts  RulesOptions
+	run   execFunc
+	fams  []*iptFamily
+	mu    sync.Mutex
+	state ruleSet
+	// dirty: a change failed and may have been applied in part; Present
+	// reports false and Apply refuses until the next Sync.
+	dirty bool
+}
+
+var _ Rules = (*IPTables)(nil)
+
+type iptFamily struct {
+	v6              bool
+	save, restore   string
+	hostBits        string // "/32" or "/128"
+	loopback        string
+	icmpUnreachable string
+}
+
+func (f *iptFamily) String() string {
+	if f.v6 {
+		return "ip6tables"
+	}
+	return "iptables"
+}
+
+// NewIPTables checks that iptables works (and ip6tables, which is optional:
+// without it IPv6 rules are refused with ErrFamilyUnavailable). It does not
+// touch the rules: call Sync. Like Nftables, it must be used in the network
+// namespace to program.
+func NewIPTables(ctx context.Context, o RulesOptions) (*IPTables, error) {
+	return newIPTables(ctx, o, runCommand)
+}
+
+func newIPTables(ctx context.Context, o RulesOptions, run execFunc) (*IPTables, error) {
+	t := &IPTables{opts: o, run: run, state: ruleSet{}}
+	for _, f := range []*iptFamily{
+		{v6: false, save: "iptables-save", restore: "iptables-restore", hostBits: "/32", loopback: "127.0.0.0/8", icmpUnreachable: "icmp-port-unreachable"},
+		{v6: true, save: "ip6tables-save", restore: "ip6tables-restore", hostBits: "/128", loopback: "::1/128", icmpUnreachable: "icmp6-port-unreachable"},
+	} {
+		if _, err := t.run(ctx, nil, f.save, "-t", "nat"); err != nil {
+			if !f.v6 {
+				return nil, fmt.Errorf("iptables: %w", err)
+			}
+			continue
+		}
+		t.fams = append(t.fams, f)
+	}
+	return t, nil
+}
+
+// IPv6 reports whether ip6tables is available.
+func (t *IPTables) IPv6() bool {
+	for _, f := range t.fams {
+		if f.v6 {
+			return true
+		}
+	}
+	return false
+}
+
+type iptJump struct {
+	table, chain, spec string
+}
+
+// jumps returns the rules in built-in chains that lead to kproxy's chains,
+// in order.
+func (t *IPTables) jumps(f *iptFamily) []iptJump {
+	var nodePortMatches []string
+	prefixes, all := t.opts.nodePortPrefixes(f.v6)
+	if all {
+		nodePortMatches = []string{"-m addrtype --dst-type LOCAL"}
+	}
+	for _, p := range prefixes {
+		nodePortMatches = append(nodePortMatches, "-m addrtype --dst-type LOCAL -d "+p.String())
+	}
+	const newConn = "-m conntrack --ctstate NEW "
+	js := []iptJump{
+		{"nat", "PREROUTING", `-m comment --comment "kproxy service portals" -j ` + iptPortalsContainer},
+		{"nat", "OUTPUT", `-m comment --comment "kproxy service portals" -j ` + iptPortalsHost},
+		{"filter", "INPUT", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
+		{"filter", "FORWARD", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
+		{"filter", "OUTPUT", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
+	}
+	for _, m := range nodePortMatches {
+		js = append(js,
+			iptJump{"nat", "PREROUTING", m + ` -m comment --comment "kproxy node ports" -j ` + iptNodePortContainer},
+			iptJump{"nat", "OUTPUT", m + ` -m comment --comment "kproxy node ports" -j ` + iptNodePortHost},
+			iptJump{"filter", "INPUT", newConn + m + ` -m comment --comment "kproxy node ports without endpoints" -j ` + iptNodePortReject},
+			iptJump{"filter", "OUTPUT", newConn + m + ` -m comment --comment "kproxy node ports without endpoints" -j ` + iptNodePortReject},
+		)
+	}
+	return js
+}
+
+// staticRules are the first rules of kproxy's own chains.
+func (t *IPTables) staticRules(f *iptFamily) []iptJump {
+	// Loopback is a node-port destination from the node only.
+	return []iptJump{{"nat", iptNodePortContainer, "-d " + f.loopback + " -j RETURN"}}
+}
+
+// ruleLines are the rules of one portal rule in family f.
+func (t *IPTables) ruleLines(f *iptFamily, r PortalRule) []iptJump {
+	match := fmt.Sprintf("-p %s -m %s --dport %d", r.Protocol, r.Protocol, r.Port)
+	if !r.NodePort {
+		match = "-d " + r.IP.String() + f.hostBits + " " + match
+	}
+	if c := ruleComment(r.ServicePort); c != "" {
+		match += ` -m comment --comment "` + c + `"`
+	}
+	if r.Reject {
+		target := " -j REJECT --reject-with " + f.icmpUnreachable
+		if r.Protocol == "tcp" {
+			target = " -j REJECT --reject-with tcp-reset"
+		}
+		chain := iptPortalsReject
+		if r.NodePort {
+			chain = iptNodePortReject
+		}
+		return []iptJump{{"filter", chain, match + target}}
+	}
+	target := " -j REDIRECT --to-ports " + strconv.Itoa(r.ProxyPort)
+	if r.NodePort {
+		return []iptJump{{"nat", iptNodePortContainer, match + target}, {"nat", iptNodePortHost, match + target}}
+	}
+	return []iptJump{{"nat", iptPortalsContainer, match + target}, {"nat", iptPortalsHost, match + target}}
+}
+
+// inFamily reports whether rule r is programmed in family f.
+func (t *IPTables) inFamily(f *iptFamily, r PortalRule) bool {
+	return r.NodePort || r.IP.Is6() == f.v6
+}
+
+func (t *IPTables) checkFamilies(rules []PortalRule) error {
+	for _, r := range rules {
+		if r.NodePort {
+			continue
+		}
+		ok := false
+		for _, f := range t.fams {
+			ok = ok || t.inFamily(f, r)
+		}
+		if !ok {
+			return fmt.Errorf("portal rule %s: %w (no ip6tables)", r, ErrFamilyUnavailable)
+		}
+	}
+	return nil
+}
+
+// restoreBatch collects iptables-restore lines by table.
+type restoreBatch map[string][]string
+
+func (b restoreBatch) add(table, line string) { b[table] = append(b[table], line) }
+
+func (b restoreBatch) bytes() []byte {
+	var buf bytes.Buffer
+	for _, table := range iptTables {
+		if len(b[table]) == 0 {
+			continue
+		}
+		fmt.Fprintf(&buf, "*%s\n", table)
+		for _, l := range b[table] {
+			buf.WriteString(l)
+			buf.WriteByte('\n')
+		}
+		buf.WriteString("COMMIT\n")
+	}
+	return buf.Bytes()
+}
+
+func (t *IPTables) restore(ctx context.Context, f *iptFamily, b restoreBatch) error {
+	in := b.bytes()
+	if len(in) == 0 {
+		return nil
+	}
+	if _, err := t.run(ctx, in, f.restore, "-w", "--noflush"); err != nil {
+		return fmt.Errorf("%s: %w%s", f, err, failedLine(err, in))
+	}
+	return nil
+}
+
+var restoreLineRE = regexp.MustCompile(`line (\d+) failed`)
+
+// failedLine quotes the input line iptables-restore complains about.
+func failedLine(err error, in []byte) string {
+	m := restoreLineRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	n, _ := strconv.Atoi(m[1])
+	lines := strings.Split(string(in), "\n")
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	return fmt.Sprintf(" (line %d: %s)", n, lines[n-1])
+}
+
+// iptSaved is what iptables-save shows of kproxy's chains.
+type iptSaved struct {
+	chains map[string]map[string]bool // table -> chain -> exists
+	jumps  map[string][]string        // table -> "-A CHAIN ..." lines in other chains jumping to kproxy's
+	counts map[string]map[string]int  // table -> kproxy chain -> rules
+}
+
+func isOurChain(table, chain string) bool {
+	for _, c := range iptChains[table] {
+		if c == chain {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *IPTables) save(ctx context.Context, f *iptFamily) (*iptSaved, error) {
+	s := &iptSaved{chains: map[string]map[string]bool{}, jumps: map[string][]string{}, counts: map[string]map[string]int{}}
+	for _, table := range iptTables {
+		out, err := t.run(ctx, nil, f.save, "-t", table)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		s.chains[table], s.counts[table] = map[string]bool{}, map[string]int{}
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, ":"):
+				name, _, _ := strings.Cut(line[1:], " ")
+				s.chains[table][name] = true
+			case strings.HasPrefix(line, "-A "):
+				fields := strings.Fields(line)
+				if len(fields) < 2 {
+					continue
+				}
+				chain := fields[1]
+				if isOurChain(table, chain) {
+					s.counts[table][chain]++
+					continue
+				}
+				for i := 2; i+1 < len(fields); i++ {
+					if (fields[i] == "-j" || fields[i] == "-g") && isOurChain(table, fields[i+1]) {
+						s.jumps[table] = append(s.jumps[table], line)
+						break
+					}
+				}
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%s: reading %s -t %s: %w", f, f.save, table, err)
+		}
+	}
+	return s, nil
+}
+
+// Sync flushes kproxy's chains and refills them, and replaces every jump to
+// them, in one iptables-restore per family.
+func (t *IPTables) Sync(ctx context.Context, rules []PortalRule) error {
+	want, err := desiredSet(rules)
+	if err != nil {
+		return err
+	}
+	sorted := want.sorted()
+	if err := t.checkFamilies(sorted); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dirty = true
+	for _, f := range t.fams {
+		saved, err := t.save(ctx, f)
+		if err != nil {
+			return err
+		}
+		b := restoreBatch{}
+		for _, table := range iptTables {
+			for _, c := range iptChains[table] {
+				b.add(table, ":"+c+" - [0:0]") // creates or flushes
+			}
+			for _, j := range saved.jumps[table] {
+				b.add(table, "-D"+strings.TrimPrefix(j, "-A"))
+			}
+		}
+		js := t.jumps(f)
+		for i := len(js) - 1; i >= 0; i-- { // inserted at the top: reverse order
+			b.add(js[i].table, "-I "+js[i].chain+" "+js[i].spec)
+		}
+		for _, l := range t.staticRules(f) {
+			b.add(l.table, "-A "+l.chain+" "+l.spec)
+		}
+		for _, r := range sorted {
+			if t.inFamily(f, r) {
+				for _, l := range t.ruleLines(f, r) {
+					b.add(l.table, "-A "+l.chain+" "+l.spec)
+				}
+			}
+		}
+		if err := t.restore(ctx, f, b); err != nil {
+			return fmt.Errorf("iptables sync of %d rules: %w", len(want), err)
+		}
+	}
+	t.state, t.dirty = want, false
+	return nil
+}
+
+// Apply deletes and appends the changed rules, in one iptables-restore per
+// family.
+func (t *IPTables) Apply(ctx context.Context, upserts, removals []PortalRule) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dirty {
+		return errors.New("iptables: an earlier change failed half-way: Sync needed")
+	}
+	del, add, err := plan(t.state, upserts, removals)
+	if err != nil {
+		return err
+	}
+	if err := t.checkFamilies(add); err != nil {
+		return err
+	}
+	for _, f := range t.fams {
+		b := restoreBatch{}
+		for _, r := range del {
+			if t.inFamily(f, r) {
+				for _, l := range t.ruleLines(f, r) {
+					b.add(l.table, "-D "+l.chain+" "+l.spec)
+				}
+			}
+		}
+		for _, r := range add {
+			if t.inFamily(f, r) {
+				for _, l := range t.ruleLines(f, r) {
+					b.add(l.table, "-A "+l.chain+" "+l.spec)
+				}
+			}
+		}
+		if err := t.restore(ctx, f, b); err != nil {
+			// A later family, or a later table of this one, may be done.
+			t.dirty = true
+			return fmt.Errorf("iptables apply of %d changes: %w", len(del)+len(add), err)
+		}
+	}
+	t.state.commit(del, add)
+	return nil
+}
+
+// Present reports whether every kproxy chain, every jump to it and the
+// expected number of rules in it exist, in every family.
+func (t *IPTables) Present(ctx context.Context) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dirty {
+		return false, nil
+	}
+	for _, f := range t.fams {
+		saved, err := t.save(ctx, f)
+		if err != nil {
+			return false, err
+		}
+		want := map[string]map[string]int{"nat": {}, "filter": {}}
+		for _, l := range t.staticRules(f) {
+			want[l.table][l.chain]++
+		}
+		for _, r := range t.state {
+			if t.inFamily(f, r) {
+				for _, l := range t.ruleLines(f, r) {
+					want[l.table][l.chain]++
+				}
+			}
+		}
+		for _, table := range iptTables {
+			for _, c := range iptChains[table] {
+				if !saved.chains[table][c] || saved.counts[table][c] != want[table][c] {
+					return false, nil
+				}
+			}
+		}
+		wantJumps := map[string]int{}
+		for _, j := range t.jumps(f) {
+			wantJumps[j.table]++
+		}
+		for _, table := range iptTables {
+			if len(saved.jumps[table]) != wantJumps[table] {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// Cleanup deletes the jumps to kproxy's chains and the chains, in every
+// family.
+func (t *IPTables) Cleanup(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, f := range t.fams {
+		saved, err := t.save(ctx, f)
+		if err != nil {
+			return err
+		}
+		b := restoreBatch{}
+		for _, table := range iptTables {
+			for _, j := range saved.jumps[table] {
+				b.add(table, "-D"+strings.TrimPrefix(j, "-A"))
+			}
+			for _, c := range iptChains[table] {
+				if saved.chains[table][c] {
+					b.add(table, ":"+c+" - [0:0]")
+					b.add(table, "-X "+c)
+				}
+			}
+		}
+		if err := t.restore(ctx, f, b); err != nil {
+			t.dirty = true
+			return fmt.Errorf("iptables cleanup: %w", err)
+		}
+	}
+	t.state, t.dirty = ruleSet{}, false
+	return nil
+}

@@ -1,0 +1,268 @@
+package portal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// DefaultNetshInterface is the interface winuserspace added service IPs to.
+const DefaultNetshInterface = "vEthernet (HNS Internal NIC)"
+
+// Netsh is winuserspace's portal: nothing is redirected; every service IP
+// (cluster, external, load-balancer) is added to one interface with netsh,
+// so that the listeners can bind ServiceIP:port directly (ListenSpecs with
+// ModeBind). Node ports need no rule (their listeners bind
+// bind-address:nodePort) and are ignored; a Reject rule still adds its IP,
+// and with no listener on the port Windows refuses connections by itself.
+// ProxyPort is not used. An IP shared by several rules is added once and
+// deleted with the last of them.
+//
+// netsh is not transactional: commands run one by one, and a failure leaves
+// the change half done (Present reports false until the next Sync).
+// Addresses are added with store=active, so ones left behind by a crash are
+// gone after a reboot; kproxy cannot tell them from an administrator's.
+type Netsh struct {
+	iface string
+	run   execFunc
+	mu    sync.Mutex
+	state ruleSet
+	refs  map[netip.Addr]int // rules per service IP
+	dirty bool
+}
+
+var _ Rules = (*Netsh)(nil)
+
+func newNetsh(o RulesOptions, run execFunc, getenv func(string) string) *Netsh {
+	iface := o.Interface
+	if iface == "" {
+		iface = getenv("INTERFACE_TO_ADD_SERVICE_IP")
+	}
+	if iface == "" {
+		iface = DefaultNetshInterface
+	}
+	return &Netsh{iface: iface, run: run, state: ruleSet{}, refs: map[netip.Addr]int{}}
+}
+
+// netshCommands returns the netsh invocations (argv, "netsh" first) that
+// delete del and then add add on iface, as /32 and /128 addresses.
+func netshCommands(iface string, add, del []netip.Addr) [][]string {
+	var cmds [][]string
+	for _, ip := range del {
+		if ip.Is4() {
+			cmds = append(cmds, []string{"netsh", "interface", "ipv4", "delete", "address", "name=" + iface, "address=" + ip.String()})
+		} else {
+			cmds = append(cmds, []string{"netsh", "interface", "ipv6", "delete", "address", "interface=" + iface, "address=" + ip.String()})
+		}
+	}
+	for _, ip := range add {
+		if ip.Is4() {
+			cmds = append(cmds, []string{"netsh", "interface", "ipv4", "add", "address", "name=" + iface, "address=" + ip.String(), "mask=255.255.255.255", "store=active"})
+		} else {
+			cmds = append(cmds, []string{"netsh", "interface", "ipv6", "add", "address", "interface=" + iface, "address=" + ip.String() + "/128", "store=active"})
+		}
+	}
+	return cmds
+}
+
+// netshShowCommands list iface's IPv4 and IPv6 addresses.
+func netshShowCommands(iface string) [][]string {
+	return [][]string{
+		{"netsh", "interface", "ipv4", "show", "addresses", "name=" + iface},
+		{"netsh", "interface", "ipv6", "show", "addresses", "interface=" + iface},
+	}
+}
+
+// parseNetshAddresses picks every word of netsh's output that is an IP
+// address, which does not depend on the output's language.
+func parseNetshAddresses(out string) map[netip.Addr]bool {
+	ips := map[netip.Addr]bool{}
+	for _, w := range strings.Fields(out) {
+		if ip, err := netip.ParseAddr(w); err == nil && ip.Zone() == "" {
+			ips[ip.Unmap()] = true
+		}
+	}
+	return ips
+}
+
+func (n *Netsh) present(ctx context.Context) (map[netip.Addr]bool, error) {
+	ips := map[netip.Addr]bool{}
+	for _, c := range netshShowCommands(n.iface) {
+		out, err := n.run(ctx, nil, c[0], c[1:]...)
+		if err != nil {
+			return nil, fmt.Errorf("netsh: %w", err)
+		}
+		for ip := range parseNetshAddresses(string(out)) {
+			ips[ip] = true
+		}
+	}
+	return ips, nil
+}
+
+func (n *Netsh) exec(ctx context.Context, add, del []netip.Addr) error {
+	for _, c := range netshCommands(n.iface, add, del) {
+		if _, err := n.run(ctx, nil, c[0], c[1:]...); err != nil {
+			n.dirty = true
+			return fmt.Errorf("netsh: %w", err)
+		}
+	}
+	return nil
+}
+
+func refsOf(s ruleSet) map[netip.Addr]int {
+	refs := map[netip.Addr]int{}
+	for k := range s {
+		if !k.NodePort {
+			refs[k.IP]++
+		}
+	}
+	return refs
+}
+
+func sortedAddrs(m map[netip.Addr]bool) []netip.Addr {
+	out := make([]netip.Addr, 0, len(m))
+	for ip := range m {
+		out = append(out, ip)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
+
+// Sync adds every service IP of rules that the interface lacks and deletes
+// the ones kproxy added before that rules no longer have.
+func (n *Netsh) Sync(ctx context.Context, rules []PortalRule) error {
+	want, err := desiredSet(rules)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	have, err := n.present(ctx)
+	if err != nil {
+		return err
+	}
+	refs := refsOf(want)
+	add, del := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	for ip := range refs {
+		if !have[ip] {
+			add[ip] = true
+		}
+	}
+	for ip := range n.refs {
+		if refs[ip] == 0 && have[ip] {
+			del[ip] = true
+		}
+	}
+	if err := n.exec(ctx, sortedAddrs(add), sortedAddrs(del)); err != nil {
+		return err
+	}
+	n.state, n.refs, n.dirty = want, refs, false
+	return nil
+}
+
+// Apply adds the IPs that the upserts bring and deletes those no rule
+// uses any more.
+func (n *Netsh) Apply(ctx context.Context, upserts, removals []PortalRule) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.dirty {
+		return errors.New("netsh: an earlier change failed half-way: Sync needed")
+	}
+	delRules, addRules, err := plan(n.state, upserts, removals)
+	if err != nil {
+		return err
+	}
+	after := map[netip.Addr]int{}
+	count := func(rs []PortalRule, d int) {
+		for _, r := range rs {
+			if !r.NodePort {
+				if _, ok := after[r.IP]; !ok {
+					after[r.IP] = n.refs[r.IP]
+				}
+				after[r.IP] += d
+			}
+		}
+	}
+	count(delRules, -1)
+	count(addRules, +1)
+	add, del := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	for ip, c := range after {
+		switch before := n.refs[ip]; {
+		case before == 0 && c > 0:
+			add[ip] = true
+		case before > 0 && c == 0:
+			del[ip] = true
+		}
+	}
+	if len(add) > 0 {
+		// Skip addresses the interface already has (netsh add would fail).
+		have, err := n.present(ctx)
+		if err != nil {
+			return err
+		}
+		for ip := range add {
+			if have[ip] {
+				delete(add, ip)
+			}
+		}
+	}
+	if err := n.exec(ctx, sortedAddrs(add), sortedAddrs(del)); err != nil {
+		return err
+	}
+	n.state.commit(delRules, addRules)
+	for ip, c := range after {
+		if c == 0 {
+			delete(n.refs, ip)
+		} else {
+			n.refs[ip] = c
+		}
+	}
+	return nil
+}
+
+// Present reports whether every service IP is on the interface.
+func (n *Netsh) Present(ctx context.Context) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.dirty {
+		return false, nil
+	}
+	have, err := n.present(ctx)
+	if err != nil {
+		return false, err
+	}
+	for ip := range n.refs {
+		if !have[ip] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Cleanup deletes the service IPs kproxy added.
+func (n *Netsh) Cleanup(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.refs) == 0 {
+		return nil
+	}
+	have, err := n.present(ctx)
+	if err != nil {
+		return err
+	}
+	del := map[netip.Addr]bool{}
+	for ip := range n.refs {
+		if have[ip] {
+			del[ip] = true
+		}
+	}
+	if err := n.exec(ctx, nil, sortedAddrs(del)); err != nil {
+		return err
+	}
+	n.state, n.refs, n.dirty = ruleSet{}, map[netip.Addr]int{}, false
+	return nil
+}

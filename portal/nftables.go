@@ -1,0 +1,489 @@
+//go:build linux
+
+package portal
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"sigs.k8s.io/knftables"
+)
+
+// NftablesTable is the table kproxy owns, in family inet.
+const NftablesTable = "kproxy"
+
+// Object names in the kproxy table.
+const (
+	nftServiceIPs4        = "service-ips-v4"          // ipv4_addr . inet_proto . inet_service : proxy port
+	nftServiceIPs6        = "service-ips-v6"          // ipv6_addr . inet_proto . inet_service : proxy port
+	nftServiceNodePorts   = "service-nodeports"       // inet_proto . inet_service : proxy port
+	nftNoEndpointIPs4     = "no-endpoint-services-v4" // ... : goto reject-chain
+	nftNoEndpointIPs6     = "no-endpoint-services-v6"
+	nftNoEndpointNodePort = "no-endpoint-nodeports"
+	nftNodePortAddrs4     = "nodeport-addresses-v4" // interval set of NodePortAddresses
+	nftNodePortAddrs6     = "nodeport-addresses-v6"
+
+	nftNatPrerouting    = "nat-prerouting"
+	nftNatOutput        = "nat-output"
+	nftServices         = "services"
+	nftServicesOutput   = "services-output"
+	nftNodePorts        = "nodeports"
+	nftNodePortsOutput  = "nodeports-output"
+	nftFilterPrerouting = "filter-prerouting"
+	nftFilterInput      = "filter-input"
+	nftFilterForward    = "filter-forward"
+	nftFilterOutput     = "filter-output"
+	nftServiceCheck     = "service-endpoints-check"
+	nftNodePortCheck    = "nodeport-endpoints-check"
+	nftRejectChain      = "reject-chain"
+)
+
+// Chain priorities: the nat chains run at dstnat (-100); the filter chains
+// that reject services without endpoints run just before them (-110), so
+// they see the original destination. Numbers rather than "dstnat", which
+// nft 1.0.6 (Debian 12) refuses for the output hook of an inet table.
+const (
+	nftNATPriority    = knftables.BaseChainPriority("-100")
+	nftFilterPriority = knftables.BaseChainPriority("-110")
+)
+
+// Nftables programs portal rules in the nftables table "inet kproxy":
+//
+//   - nat-prerouting (hook prerouting, traffic from other hosts and pods):
+//     "redirect to :proxyPort" via the maps service-ips-v4/-v6, keyed by
+//     daddr . l4proto . dport, and via service-nodeports (l4proto . dport)
+//     for "fib daddr type local" destinations (never loopback, and within
+//     NodePortAddresses when set).
+//   - nat-output (hook output, traffic from the node itself): the same maps,
+//     but "dnat to <source address>:proxyPort" instead of redirect, which
+//     would use 127.0.0.1/::1. A locally generated packet's source is always
+//     a local address, and keeping it as destination means a wildcard UDP
+//     socket's replies leave with the right source address and conntrack
+//     reverses the translation. It only sees packets that have a route: the
+//     service ranges need a route on the node (a default route will do).
+//   - filter-prerouting and filter-output (priority -110, ct state new):
+//     no-endpoint-services-v4/-v6 and no-endpoint-nodeports "goto
+//     reject-chain", which answers TCP with a reset and UDP with ICMP port
+//     unreachable, so clients fail at once. On older kernels that cannot
+//     reject in prerouting (NewNftables asks), filter-input and filter-forward are used
+//     instead (as kube-proxy does); then a non-local service IP is rejected
+//     only when the node forwards (net.ipv4.ip_forward=1), else the client
+//     gets "no route to host".
+//
+// Redirect rewrites the destination to the primary address of the
+// interface the packet came in on, so the proxy-port listeners must bind
+// the unspecified address: "[::]:port" (dual-stack) or, IPv4 only,
+// "0.0.0.0:port". A UDP listener's replies must leave from the address the
+// datagram was sent to (IP_PKTINFO / IPV6_PKTINFO), or conntrack does not
+// reverse the redirect when routing picks another source address.
+//
+// Nftables must be created, and its methods called, in the network
+// namespace to program: each call runs the nft binary, which inherits the
+// calling thread's namespace.
+type Nftables struct {
+	nft  knftables.Interface
+	opts RulesOptions
+	// rejectInPrerouting: the kernel accepts reject in a prerouting chain.
+	rejectInPrerouting bool
+
+	mu    sync.Mutex
+	state ruleSet
+}
+
+var _ Rules = (*Nftables)(nil)
+
+// NewNftables checks that nft works here and returns the table's manager.
+// It does not touch kproxy's table: call Sync. It asks the kernel whether
+// reject works in prerouting by committing and deleting a probe table
+// (nft --check does not run the kernel's hook validation).
+func NewNftables(ctx context.Context, o RulesOptions) (*Nftables, error) {
+	nft, err := knftables.New(knftables.InetFamily, NftablesTable)
+	if err != nil {
+		return nil, fmt.Errorf("nftables: %w", err)
+	}
+	n := &Nftables{nft: nft, opts: o, state: ruleSet{}}
+	n.rejectInPrerouting, err = canReject(ctx, knftables.PreroutingHook)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// nftProbeTable holds, for the length of a probe, a base chain with a
+// reject rule that can never match (a packet is not both TCP and UDP).
+const nftProbeTable = "kproxy-probe"
+
+// canReject reports whether the kernel accepts a reject statement in a
+// base chain on hook. It leaves no table behind.
+func canReject(ctx context.Context, hook knftables.BaseChainHook) (bool, error) {
+	nft, err := knftables.New(knftables.InetFamily, nftProbeTable)
+	if err != nil {
+		return false, fmt.Errorf("nftables: %w", err)
+	}
+	tx := nft.NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Delete(&knftables.Table{}) // a leftover of an interrupted probe
+	tx.Add(&knftables.Table{})
+	tx.Add(&knftables.Chain{Name: "probe", Type: knftables.PtrTo(knftables.FilterType), Hook: knftables.PtrTo(hook), Priority: knftables.PtrTo(nftFilterPriority)})
+	tx.Add(&knftables.Rule{Chain: "probe", Rule: "meta l4proto tcp meta l4proto udp reject"})
+	if nft.Run(ctx, tx) != nil {
+		return false, nil // nothing was committed
+	}
+	tx = nft.NewTransaction()
+	tx.Delete(&knftables.Table{})
+	if err := nft.Run(ctx, tx); err != nil {
+		return false, fmt.Errorf("nftables: removing probe table: %w", err)
+	}
+	return true, nil
+}
+
+// nodePortMatches returns the rule prefixes selecting node-port
+// destinations: external for traffic from other hosts (loopback excluded),
+// else for traffic from the node itself.
+func (n *Nftables) nodePortMatches(external bool) []string {
+	var out []string
+	for _, fam := range []struct {
+		v6               bool
+		ip, set, loopbck string
+	}{{false, "ip", nftNodePortAddrs4, "127.0.0.0/8"}, {true, "ip6", nftNodePortAddrs6, "::1"}} {
+		prefixes, all := n.opts.nodePortPrefixes(fam.v6)
+		if !all && len(prefixes) == 0 {
+			continue
+		}
+		m := "fib daddr type local"
+		if external {
+			m += " " + fam.ip + " daddr != " + fam.loopbck
+		}
+		if !all {
+			m += " " + fam.ip + " daddr @" + fam.set
+		}
+		out = append(out, m)
+	}
+	if len(n.opts.NodePortAddresses) == 0 && !external {
+		return []string{"fib daddr type local"} // both families in one rule
+	}
+	return out
+}
+
+type nftChain struct {
+	name  string
+	typ   knftables.BaseChainType
+	hook  knftables.BaseChainHook
+	prio  knftables.BaseChainPriority
+	rules []string
+}
+
+// chains is the whole static structure of the table.
+func (n *Nftables) chains() []nftChain {
+	var natPre, natOut, filterPre, filterOut []string
+	natPre = append(natPre, "jump "+nftServices)
+	natOut = append(natOut, "jump "+nftServicesOutput)
+	for _, m := range n.nodePortMatches(true) {
+		natPre = append(natPre, m+" jump "+nftNodePorts)
+		filterPre = append(filterPre, "ct state new "+m+" jump "+nftNodePortCheck)
+	}
+	for _, m := range n.nodePortMatches(false) {
+		natOut = append(natOut, m+" jump "+nftNodePortsOutput)
+		filterOut = append(filterOut, "ct state new "+m+" jump "+nftNodePortCheck)
+	}
+	serviceCheck := "ct state new jump " + nftServiceCheck
+	filterPre = append([]string{serviceCheck}, filterPre...)
+	filterOut = append([]string{serviceCheck}, filterOut...)
+
+	l4 := "meta l4proto { tcp, udp } "
+	cs := []nftChain{
+		{name: nftNatPrerouting, typ: knftables.NATType, hook: knftables.PreroutingHook, prio: nftNATPriority, rules: natPre},
+		{name: nftNatOutput, typ: knftables.NATType, hook: knftables.OutputHook, prio: nftNATPriority, rules: natOut},
+		{name: nftServices, rules: []string{
+			l4 + "redirect to : ip daddr . meta l4proto . th dport map @" + nftServiceIPs4,
+			l4 + "redirect to : ip6 daddr . meta l4proto . th dport map @" + nftServiceIPs6,
+		}},
+		{name: nftServicesOutput, rules: []string{
+			l4 + "dnat ip to ip saddr : ip daddr . meta l4proto . th dport map @" + nftServiceIPs4,
+			l4 + "dnat ip6 to ip6 saddr : ip6 daddr . meta l4proto . th dport map @" + nftServiceIPs6,
+		}},
+		{name: nftNodePorts, rules: []string{
+			l4 + "redirect to : meta l4proto . th dport map @" + nftServiceNodePorts,
+		}},
+		{name: nftNodePortsOutput, rules: []string{
+			l4 + "meta nfproto ipv4 dnat ip to ip saddr : meta l4proto . th dport map @" + nftServiceNodePorts,
+			l4 + "meta nfproto ipv6 dnat ip6 to ip6 saddr : meta l4proto . th dport map @" + nftServiceNodePorts,
+		}},
+		{name: nftServiceCheck, rules: []string{
+			"ip daddr . meta l4proto . th dport vmap @" + nftNoEndpointIPs4,
+			"ip6 daddr . meta l4proto . th dport vmap @" + nftNoEndpointIPs6,
+		}},
+		{name: nftNodePortCheck, rules: []string{
+			"meta l4proto . th dport vmap @" + nftNoEndpointNodePort,
+		}},
+		{name: nftRejectChain, rules: []string{
+			"meta l4proto tcp reject with tcp reset",
+			"reject",
+		}},
+		{name: nftFilterOutput, typ: knftables.FilterType, hook: knftables.OutputHook, prio: nftFilterPriority, rules: filterOut},
+	}
+	if n.rejectInPrerouting {
+		cs = append(cs, nftChain{name: nftFilterPrerouting, typ: knftables.FilterType, hook: knftables.PreroutingHook, prio: nftFilterPriority, rules: filterPre})
+	} else {
+		// Older kernels: reject after routing, as kube-proxy does.
+		cs = append(cs,
+			nftChain{name: nftFilterInput, typ: knftables.FilterType, hook: knftables.InputHook, prio: nftFilterPriority, rules: filterPre},
+			nftChain{name: nftFilterForward, typ: knftables.FilterType, hook: knftables.ForwardHook, prio: nftFilterPriority, rules: []string{serviceCheck}})
+	}
+	return cs
+}
+
+func (n *Nftables) maps() []*knftables.Map {
+	const v4, v6, np = "ipv4_addr . inet_proto . inet_service", "ipv6_addr . inet_proto . inet_service", "inet_proto . inet_service"
+	return []*knftables.Map{
+		{Name: nftServiceIPs4, Type: v4 + " : inet_service", Comment: knftables.PtrTo("IPv4 ClusterIP, ExternalIP and LoadBalancer IP -> proxy port")},
+		{Name: nftServiceIPs6, Type: v6 + " : inet_service", Comment: knftables.PtrTo("IPv6 ClusterIP, ExternalIP and LoadBalancer IP -> proxy port")},
+		{Name: nftServiceNodePorts, Type: np + " : inet_service", Comment: knftables.PtrTo("NodePort -> proxy port")},
+		{Name: nftNoEndpointIPs4, Type: v4 + " : verdict", Comment: knftables.PtrTo("IPv4 service IPs without endpoints")},
+		{Name: nftNoEndpointIPs6, Type: v6 + " : verdict", Comment: knftables.PtrTo("IPv6 service IPs without endpoints")},
+		{Name: nftNoEndpointNodePort, Type: np + " : verdict", Comment: knftables.PtrTo("NodePorts without endpoints")},
+	}
+}
+
+// sets returns the NodePortAddresses sets and their elements.
+func (n *Nftables) sets() ([]*knftables.Set, []*knftables.Element) {
+	var sets []*knftables.Set
+	var elems []*knftables.Element
+	if len(n.opts.NodePortAddresses) == 0 {
+		return nil, nil
+	}
+	for _, fam := range []struct {
+		v6       bool
+		name, ty string
+	}{{false, nftNodePortAddrs4, "ipv4_addr"}, {true, nftNodePortAddrs6, "ipv6_addr"}} {
+		prefixes, _ := n.opts.nodePortPrefixes(fam.v6)
+		if len(prefixes) == 0 {
+			continue
+		}
+		sets = append(sets, &knftables.Set{Name: fam.name, Type: fam.ty, Flags: []knftables.SetFlag{knftables.IntervalFlag}, Comment: knftables.PtrTo("NodePortAddresses")})
+		for _, p := range mergePrefixes(prefixes) {
+			elems = append(elems, &knftables.Element{Set: fam.name, Key: []string{p.String()}})
+		}
+	}
+	return sets, elems
+}
+
+// mergePrefixes drops prefixes contained in others (nft refuses
+// overlapping intervals).
+func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for i, p := range ps {
+		covered := false
+		for j, q := range ps {
+			if i != j && q.Bits() <= p.Bits() && q.Contains(p.Addr()) && (q.Bits() < p.Bits() || j < i) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// element is a rule's map element; value is omitted for deletes.
+func (n *Nftables) element(r PortalRule, withValue bool) (*knftables.Element, error) {
+	e := &knftables.Element{}
+	switch {
+	case r.NodePort:
+		e.Key = []string{r.Protocol, strconv.Itoa(r.Port)}
+		e.Map = nftServiceNodePorts
+		if r.Reject {
+			e.Map = nftNoEndpointNodePort
+		}
+	case r.IP.Is4():
+		e.Key = []string{r.IP.String(), r.Protocol, strconv.Itoa(r.Port)}
+		e.Map = nftServiceIPs4
+		if r.Reject {
+			e.Map = nftNoEndpointIPs4
+		}
+	case r.IP.Is6():
+		e.Key = []string{r.IP.String(), r.Protocol, strconv.Itoa(r.Port)}
+		e.Map = nftServiceIPs6
+		if r.Reject {
+			e.Map = nftNoEndpointIPs6
+		}
+	default:
+		return nil, fmt.Errorf("portal rule %s: %w", r, ErrFamilyUnavailable)
+	}
+	if withValue {
+		if r.Reject {
+			e.Value = []string{"goto " + nftRejectChain}
+		} else {
+			e.Value = []string{strconv.Itoa(r.ProxyPort)}
+		}
+		if c := ruleComment(r.ServicePort); c != "" {
+			e.Comment = &c
+		}
+	}
+	return e, nil
+}
+
+// Sync deletes and recreates the table with exactly rules, in one
+// transaction: packets see the old table or the new one, never none.
+func (n *Nftables) Sync(ctx context.Context, rules []PortalRule) error {
+	want, err := desiredSet(rules)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+
+	tx := n.nft.NewTransaction()
+	table := &knftables.Table{Comment: knftables.PtrTo("kproxy portal rules")}
+	tx.Add(table) // so that the delete below cannot fail
+	tx.Delete(&knftables.Table{})
+	tx.Add(table)
+	sets, setElems := n.sets()
+	for _, s := range sets {
+		tx.Add(s)
+	}
+	for _, m := range n.maps() {
+		tx.Add(m)
+	}
+	chains := n.chains()
+	for _, c := range chains {
+		ch := &knftables.Chain{Name: c.name}
+		if c.hook != "" {
+			ch.Type, ch.Hook, ch.Priority = knftables.PtrTo(c.typ), knftables.PtrTo(c.hook), knftables.PtrTo(c.prio)
+		}
+		tx.Add(ch)
+	}
+	// Rules after every chain exists (jumps need their target).
+	for _, c := range chains {
+		for _, r := range c.rules {
+			tx.Add(&knftables.Rule{Chain: c.name, Rule: r})
+		}
+	}
+	for _, e := range setElems {
+		tx.Add(e)
+	}
+	for _, r := range want.sorted() {
+		e, err := n.element(r, true)
+		if err != nil {
+			return err
+		}
+		tx.Add(e)
+	}
+	if err := n.nft.Run(ctx, tx); err != nil {
+		return fmt.Errorf("nftables sync of %d rules: %w", len(want), err)
+	}
+	n.state = want
+	return nil
+}
+
+// Apply deletes and adds map elements in one transaction.
+func (n *Nftables) Apply(ctx context.Context, upserts, removals []PortalRule) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	del, add, err := plan(n.state, upserts, removals)
+	if err != nil {
+		return err
+	}
+	if len(del) == 0 && len(add) == 0 {
+		return nil
+	}
+	tx := n.nft.NewTransaction()
+	for _, r := range del {
+		e, err := n.element(r, false)
+		if err != nil {
+			return err
+		}
+		tx.Delete(e)
+	}
+	for _, r := range add {
+		e, err := n.element(r, true)
+		if err != nil {
+			return err
+		}
+		tx.Add(e)
+	}
+	if err := n.nft.Run(ctx, tx); err != nil {
+		return fmt.Errorf("nftables apply of %d changes: %w", len(del)+len(add), err)
+	}
+	n.state.commit(del, add)
+	return nil
+}
+
+// Present reports whether the table exists with every chain, map and set
+// and the expected number of rules in each chain.
+func (n *Nftables) Present(ctx context.Context) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	objs, err := n.nft.ListAll(ctx)
+	if knftables.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("nftables: %w", err)
+	}
+	has := func(kind, name string) bool {
+		for _, o := range objs[kind] {
+			if o == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, m := range n.maps() {
+		if !has("map", m.Name) {
+			return false, nil
+		}
+	}
+	sets, _ := n.sets()
+	for _, s := range sets {
+		if !has("set", s.Name) {
+			return false, nil
+		}
+	}
+	chains := n.chains()
+	for _, c := range chains {
+		if !has("chain", c.name) {
+			return false, nil
+		}
+	}
+	rules, err := n.nft.ListRules(ctx, "")
+	if knftables.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("nftables: %w", err)
+	}
+	count := map[string]int{}
+	for _, r := range rules {
+		count[r.Chain]++
+	}
+	for _, c := range chains {
+		if count[c.name] != len(c.rules) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Cleanup deletes the kproxy table.
+func (n *Nftables) Cleanup(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	tx := n.nft.NewTransaction()
+	tx.Add(&knftables.Table{})
+	tx.Delete(&knftables.Table{})
+	if err := n.nft.Run(ctx, tx); err != nil {
+		return fmt.Errorf("nftables cleanup: %w", err)
+	}
+	n.state = ruleSet{}
+	return nil
+}
+
+func newNftablesRules(ctx context.Context, o RulesOptions) (Rules, error) {
+	return NewNftables(ctx, o)
+}
