@@ -18,10 +18,17 @@ build:
 # examples/services.yaml. Then: curl 127.0.0.10:8080 (see README).
 run: build
 	@$(BIN)/demo-backends & trap "kill $$! 2>/dev/null" EXIT; \
-	$(BIN)/kproxy run --source file:examples/services.yaml --bind-address 127.0.0.1 $(ARGS)
+	$(BIN)/kproxy run --source file:examples/services.yaml --portal bind --bind-address 127.0.0.1 $(ARGS)
 
-test: vet
+test: vet apiserver
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# kube-apiserver + embedded etcd for watcher/kubetest, built only if missing into
+# $KPROXY_CACHE (default ~/.cache/kproxy; ~12 min cold); prints its path.
+.PHONY: apiserver
+apiserver:
+	@GO="$(GO)" test/build-apiserver.sh
+test: export KPROXY_APISERVER = $(shell test/build-apiserver.sh --path)
 
 vet:
 	$(GO) vet ./...

@@ -13,6 +13,8 @@ package actors
 import (
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/portal"
@@ -37,12 +39,16 @@ type Config struct {
 	Log         zerolog.Logger
 	// Faults injects endpoint dial faults; nil (the default) injects none.
 	Faults *portal.Faults
+	// Rules programs kernel portal rules (nftables, iptables, netsh); nil
+	// in bind mode.
+	Rules portal.Rules
 	// View is an incremental source's view (Kubernetes); nil for snapshot sources.
 	View watcher.View
 	// MinSyncPeriod is how long the Watcher coalesces an incremental
 	// source's events before applying them.
 	MinSyncPeriod time.Duration
 
+	rulesPID  *actor.PID          // set by Start when Rules is set
 	conns     *portal.ConnTracker // set by Start
 	listeners *portal.Listeners   // set by Start; sockets outlive Portal incarnations
 }

@@ -37,6 +37,8 @@ type ServicePort struct {
 	children map[string]*actor.PID
 	// Entries a restarting Affinity handed over, for its next incarnation.
 	affinityEntries *messages.AffinityEntries
+	// The portal rules last asked of the Rules actor (kernel modes).
+	rulesSent *messages.SetPortalRules
 }
 
 func newServicePort(cfg *Config) actor.Producer {
@@ -59,6 +61,9 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		if s.proxyPort != 0 {
 			s.cfg.Ports.Release(s.proxyPort)
+		}
+		if s.rulesSent != nil {
+			ctx.Send(s.cfg.rulesPID, &messages.DeletePortalRules{Key: s.sp.GetKey()})
 		}
 	case *messages.UpsertServicePort:
 		s.upsert(ctx, m)
@@ -188,6 +193,21 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	s.cfg.Log.Info().Str("servicePort", st.Key.ID()).Strs("listen", st.ListenAddresses).
 		Strs("endpoints", eps).Int32("proxyPort", st.ProxyPort).Msg(event)
 	ctx.Request(ctx.Parent(), proto.CloneOf(st)) // Request: the Proxier checks the sender
+	s.syncRules(ctx)
+}
+
+// syncRules tells the Rules actor what this service port needs, when that
+// changed: its addresses to the proxy port, or rejects without endpoints.
+func (s *ServicePort) syncRules(ctx actor.Context) {
+	if s.cfg.rulesPID == nil || s.proxyPort == 0 {
+		return
+	}
+	want := &messages.SetPortalRules{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), Reject: len(s.endpoints) == 0}
+	if proto.Equal(want, s.rulesSent) {
+		return
+	}
+	s.rulesSent = want
+	ctx.Send(s.cfg.rulesPID, want)
 }
 
 func equalEndpoints(a, b []*messages.Endpoint) bool {

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -20,7 +21,9 @@ type Proxy struct {
 	System  *actor.ActorSystem
 	Proxier *actor.PID
 	Watcher *actor.PID
-	Conns   *portal.ConnTracker
+	// RulesPID is the Rules actor (kernel portal modes only).
+	RulesPID *actor.PID
+	Conns    *portal.ConnTracker
 	// Listeners holds every open socket (tests count them for leaks).
 	Listeners *portal.Listeners
 
@@ -49,6 +52,10 @@ func Start(cfg Config) *Proxy {
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}
 	})
+	if c.Rules != nil {
+		p.RulesPID, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newRules(c)), "rules")
+		c.rulesPID = p.RulesPID
+	}
 	proxierProps := actor.PropsFromProducer(newProxier(c), actor.WithSupervisor(childStrategy))
 	p.Proxier, _ = system.Root.SpawnNamed(proxierProps, "proxier")
 	p.Watcher, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newWatcher(c, p.Proxier)), "watcher")
@@ -104,7 +111,15 @@ func (p *Proxy) Stop(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		p.System.Root.StopFuture(p.Watcher).Wait()
-		done <- p.System.Root.StopFuture(p.Proxier).Wait()
+		err := p.System.Root.StopFuture(p.Proxier).Wait()
+		if p.RulesPID != nil {
+			p.System.Root.StopFuture(p.RulesPID).Wait()
+			// A normal shutdown leaves no kernel rules behind.
+			if cerr := p.cfg.Rules.Cleanup(ctx); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("clean up portal rules: %w", cerr))
+			}
+		}
+		done <- err
 	}()
 	var err error
 	select {

@@ -1898,6 +1898,302 @@ func (x *WatcherStats) GetFlushes() int64 {
 	return 0
 }
 
+// SetPortalRules tells the Rules actor what one service port needs: rules
+// for its service IPs and node port to its proxy port, or rejects when it
+// has no endpoints.
+type SetPortalRules struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServicePort   *ServicePort           `protobuf:"bytes,1,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
+	ProxyPort     int32                  `protobuf:"varint,2,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
+	Reject        bool                   `protobuf:"varint,3,opt,name=reject,proto3" json:"reject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPortalRules) Reset() {
+	*x = SetPortalRules{}
+	mi := &file_messages_kproxy_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPortalRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPortalRules) ProtoMessage() {}
+
+func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPortalRules.ProtoReflect.Descriptor instead.
+func (*SetPortalRules) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetPortalRules) GetServicePort() *ServicePort {
+	if x != nil {
+		return x.ServicePort
+	}
+	return nil
+}
+
+func (x *SetPortalRules) GetProxyPort() int32 {
+	if x != nil {
+		return x.ProxyPort
+	}
+	return 0
+}
+
+func (x *SetPortalRules) GetReject() bool {
+	if x != nil {
+		return x.Reject
+	}
+	return false
+}
+
+// DeletePortalRules removes a service port's rules.
+type DeletePortalRules struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *ServicePortKey        `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePortalRules) Reset() {
+	*x = DeletePortalRules{}
+	mi := &file_messages_kproxy_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePortalRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePortalRules) ProtoMessage() {}
+
+func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePortalRules.ProtoReflect.Descriptor instead.
+func (*DeletePortalRules) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DeletePortalRules) GetKey() *ServicePortKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// RulesApplied reports the end of one Rules transaction (run off Receive).
+type RulesApplied struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FullSync      bool                   `protobuf:"varint,1,opt,name=full_sync,json=fullSync,proto3" json:"full_sync,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Batch         int64                  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RulesApplied) Reset() {
+	*x = RulesApplied{}
+	mi := &file_messages_kproxy_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RulesApplied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RulesApplied) ProtoMessage() {}
+
+func (x *RulesApplied) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RulesApplied.ProtoReflect.Descriptor instead.
+func (*RulesApplied) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RulesApplied) GetFullSync() bool {
+	if x != nil {
+		return x.FullSync
+	}
+	return false
+}
+
+func (x *RulesApplied) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *RulesApplied) GetBatch() int64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+// CheckRules is the Rules actor's timer tick to verify its rules still
+// exist (someone may have flushed the table); RulesPresent is the answer.
+type CheckRules struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRules) Reset() {
+	*x = CheckRules{}
+	mi := &file_messages_kproxy_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRules) ProtoMessage() {}
+
+func (x *CheckRules) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRules.ProtoReflect.Descriptor instead.
+func (*CheckRules) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{31}
+}
+
+type RulesPresent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Present       bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RulesPresent) Reset() {
+	*x = RulesPresent{}
+	mi := &file_messages_kproxy_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RulesPresent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RulesPresent) ProtoMessage() {}
+
+func (x *RulesPresent) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RulesPresent.ProtoReflect.Descriptor instead.
+func (*RulesPresent) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RulesPresent) GetPresent() bool {
+	if x != nil {
+		return x.Present
+	}
+	return false
+}
+
+func (x *RulesPresent) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// RetryRules is the Rules actor's timer tick after a failed transaction.
+type RetryRules struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryRules) Reset() {
+	*x = RetryRules{}
+	mi := &file_messages_kproxy_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryRules) ProtoMessage() {}
+
+func (x *RetryRules) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_kproxy_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
+func (*RetryRules) Descriptor() ([]byte, []int) {
+	return file_messages_kproxy_proto_rawDescGZIP(), []int{33}
+}
+
 var File_messages_kproxy_proto protoreflect.FileDescriptor
 
 const file_messages_kproxy_proto_rawDesc = "" +
@@ -2034,7 +2330,25 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\fWatcherStats\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x03R\x06events\x12\x18\n" +
 	"\achanges\x18\x02 \x01(\x03R\achanges\x12\x18\n" +
-	"\aflushes\x18\x03 \x01(\x03R\aflushes*@\n" +
+	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\x82\x01\n" +
+	"\x0eSetPortalRules\x129\n" +
+	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
+	"\n" +
+	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12\x16\n" +
+	"\x06reject\x18\x03 \x01(\bR\x06reject\"@\n" +
+	"\x11DeletePortalRules\x12+\n" +
+	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\"W\n" +
+	"\fRulesApplied\x12\x1b\n" +
+	"\tfull_sync\x18\x01 \x01(\bR\bfullSync\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x14\n" +
+	"\x05batch\x18\x03 \x01(\x03R\x05batch\"\f\n" +
+	"\n" +
+	"CheckRules\">\n" +
+	"\fRulesPresent\x12\x18\n" +
+	"\apresent\x18\x01 \x01(\bR\apresent\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\f\n" +
+	"\n" +
+	"RetryRules*@\n" +
 	"\bProtocol\x12\x18\n" +
 	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\a\n" +
 	"\x03TCP\x10\x01\x12\a\n" +
@@ -2060,7 +2374,7 @@ func file_messages_kproxy_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_kproxy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_messages_kproxy_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_messages_kproxy_proto_goTypes = []any{
 	(Protocol)(0),                // 0: kproxy.v1.Protocol
 	(SessionAffinity)(0),         // 1: kproxy.v1.SessionAffinity
@@ -2093,7 +2407,13 @@ var file_messages_kproxy_proto_goTypes = []any{
 	(*FlushChanges)(nil),         // 28: kproxy.v1.FlushChanges
 	(*GetWatcherStats)(nil),      // 29: kproxy.v1.GetWatcherStats
 	(*WatcherStats)(nil),         // 30: kproxy.v1.WatcherStats
-	nil,                          // 31: kproxy.v1.AffinityEntries.EntriesEntry
+	(*SetPortalRules)(nil),       // 31: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil),    // 32: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),         // 33: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),           // 34: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),         // 35: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),           // 36: kproxy.v1.RetryRules
+	nil,                          // 37: kproxy.v1.AffinityEntries.EntriesEntry
 }
 var file_messages_kproxy_proto_depIdxs = []int32{
 	0,  // 0: kproxy.v1.ServicePortKey.protocol:type_name -> kproxy.v1.Protocol
@@ -2118,12 +2438,14 @@ var file_messages_kproxy_proto_depIdxs = []int32{
 	5,  // 19: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
 	6,  // 20: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
 	22, // 21: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	31, // 22: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	37, // 22: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	5,  // 23: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	3,  // 24: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_messages_kproxy_proto_init() }
@@ -2137,7 +2459,7 @@ func file_messages_kproxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_kproxy_proto_rawDesc), len(file_messages_kproxy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -63,7 +63,7 @@ func Open(spec ListenSpec) (*Listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}
-		l.udp, l.flows = conn, &UDPProxy{}
+		l.udp, l.flows = conn, &UDPProxy{pktinfo: enablePktinfo(conn)}
 	default:
 		return nil, fmt.Errorf("open portal %s: %w", spec.Address, ErrUnsupportedProtocol)
 	}

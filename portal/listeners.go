@@ -40,8 +40,13 @@ func Network(p messages.Protocol) (string, error) {
 	}
 }
 
+// kernelMode reports whether mode redirects to proxy ports with kernel rules.
+func kernelMode(mode string) bool { return mode == ModeNftables || mode == ModeIPTables }
+
 // ListenSpecs lists the sockets for a service port: the proxy port on
-// bindAddress, plus in bind mode every service IP:port and the node port.
+// bindAddress (a dual-stack wildcard in kernel modes when bindAddress is
+// unspecified), plus in bind and netsh modes every service IP:port and the
+// node port.
 func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort int) ([]ListenSpec, error) {
 	network, err := Network(sp.GetKey().GetProtocol())
 	if err != nil {
@@ -54,8 +59,16 @@ func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort i
 		}
 		specs = append(specs, ListenSpec{Network: network, Address: net.JoinHostPort(ip, strconv.Itoa(port)), External: external, Proxy: proxy})
 	}
-	add(bindAddress, proxyPort, false, true)
-	if mode != ModeBind {
+	proxyHost := bindAddress
+	if kernelMode(mode) {
+		if ip := net.ParseIP(bindAddress); ip == nil || ip.IsUnspecified() {
+			// Redirected traffic arrives on whatever address the kernel
+			// chose, of either family: one dual-stack wildcard socket.
+			proxyHost = ""
+		}
+	}
+	add(proxyHost, proxyPort, false, true)
+	if mode != ModeBind && mode != ModeNetsh {
 		return specs, nil
 	}
 	port := int(sp.GetPort())

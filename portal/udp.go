@@ -26,6 +26,10 @@ const DefaultUDPIdleTimeout = 30 * time.Second
 // Flows belong to the socket, not to the goroutine serving it, so they live
 // on while a Portal restarts.
 type UDPProxy struct {
+	// pktinfo is set when the socket reports destination addresses, so
+	// replies can leave from the address the client sent to.
+	pktinfo bool
+
 	mu    sync.Mutex
 	flows map[netip.AddrPort]*udpFlow
 }
@@ -45,6 +49,7 @@ type udpFlow struct {
 	client   netip.AddrPort
 	endpoint string
 	backend  *net.UDPConn
+	oob      []byte       // control message choosing the reply's source address
 	lastUsed atomic.Int64 // unix nanos of the last datagram either way
 }
 
@@ -54,8 +59,12 @@ type udpFlow struct {
 // and end when idle or when their endpoint is removed.
 func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) error {
 	buf := make([]byte, MaxDatagram)
+	var oob []byte
+	if p.pktinfo {
+		oob = make([]byte, pktinfoOOBSize)
+	}
 	for {
-		n, client, err := conn.ReadFromUDPAddrPort(buf)
+		n, oobn, _, client, err := conn.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -66,7 +75,7 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 			}
 			return err
 		}
-		f := p.flow(conn, client, &o)
+		f := p.flow(conn, client, oob[:oobn], &o)
 		if f == nil {
 			continue // no endpoint: drop, as a kernel proxy would
 		}
@@ -78,7 +87,7 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 }
 
 // flow returns the client's flow, starting one if needed.
-func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, o *UDPOptions) *udpFlow {
+func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte, o *UDPOptions) *udpFlow {
 	p.mu.Lock()
 	f := p.flows[client]
 	p.mu.Unlock()
@@ -107,6 +116,9 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, o *UDPOpti
 			continue
 		}
 		f = &udpFlow{client: client, endpoint: addr, backend: backend}
+		if len(oob) > 0 {
+			f.oob = replyOOB(oob)
+		}
 		f.lastUsed.Store(time.Now().UnixNano())
 		p.mu.Lock()
 		if p.flows == nil {
@@ -158,7 +170,7 @@ func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle
 			continue // ICMP refused and the like: the endpoint may come back
 		}
 		f.lastUsed.Store(time.Now().UnixNano())
-		if _, err := listener.WriteToUDPAddrPort(buf[:n], f.client); err != nil {
+		if _, _, err := listener.WriteMsgUDPAddrPort(buf[:n], f.oob, f.client); err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}

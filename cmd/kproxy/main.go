@@ -2,6 +2,7 @@
 //
 //	kproxy run --source kube|file:PATH [flags]
 //	kproxy watch --source kube|file:PATH [--json] [--callout CMD]
+//	kproxy cleanup [--portal nftables|iptables|netsh|all]
 //	kproxy chaos crash|storm|endpoint|state ...
 //	kproxy version
 package main
@@ -23,6 +24,8 @@ func main() {
 	switch os.Args[1] {
 	case "run":
 		err = runCommand(os.Args[2:])
+	case "cleanup":
+		err = cleanupCommand(os.Args[2:])
 	case "watch":
 		err = watchCommand(os.Args[2:], os.Stdout)
 	case "chaos":
@@ -48,6 +51,7 @@ func usage() {
 Commands:
   run      watch a source and proxy its services (kproxy run --help)
   watch    print the node-local view as JSON on every change, or run a callout (kproxy watch --help)
+  cleanup  remove every kernel portal rule kproxy owns (kproxy cleanup --help)
   chaos    drive a running kproxy's fault-injection API (kproxy chaos --help)
   version  print the version
 `)

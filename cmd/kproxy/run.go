@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +26,8 @@ import (
 type runOptions struct {
 	sourceFlags
 	portalMode     string
+	nodePortAddrs  string
+	netshInterface string
 	bindAddress    string
 	portRange      string
 	udpIdleTimeout time.Duration
@@ -37,7 +42,9 @@ type runOptions struct {
 func runFlags(o *runOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("kproxy run", flag.ContinueOnError)
 	o.sourceFlags.register(fs)
-	fs.StringVar(&o.portalMode, "portal", portal.ModeBind, "how traffic reaches the listeners: bind (listen on each service IP:port)")
+	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (nftables when it works, else bind)")
+	fs.StringVar(&o.nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs: node ports answer only on local addresses within them (default: all local addresses)")
+	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
 	fs.StringVar(&o.portRange, "port-range", "", `proxy port range "begin-end" or "begin+offset" (empty: any free port)`)
 	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", portal.DefaultUDPIdleTimeout, "how long an idle UDP flow is kept")
@@ -53,8 +60,13 @@ func (o *runOptions) validate() error {
 	if err := o.sourceFlags.validate(); err != nil {
 		return err
 	}
-	if o.portalMode != portal.ModeBind {
-		return fmt.Errorf("--portal %q: want %s", o.portalMode, portal.ModeBind)
+	switch o.portalMode {
+	case portalAuto, portal.ModeBind, portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh:
+	default:
+		return fmt.Errorf("--portal %q: want auto, nftables, iptables, netsh or bind", o.portalMode)
+	}
+	if _, err := parsePrefixes(o.nodePortAddrs); err != nil {
+		return err
 	}
 	if net.ParseIP(o.bindAddress) == nil {
 		return fmt.Errorf("--bind-address %q: not an IP address", o.bindAddress)
@@ -96,6 +108,11 @@ func runCommand(args []string) error {
 // run serves until ctx is done, then stops cleanly. started, if set, sees
 // the proxy before the source's first snapshot (tests subscribe there).
 func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.Logger, started func(*actors.Proxy)) error {
+	rules, mode, err := portalRules(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	o.portalMode = mode
 	log.Info().Str("version", version).Str("source", o.source).Str("portal", o.portalMode).
 		Str("bindAddress", o.bindAddress).Str("nodeName", o.nodeName).Msg("starting kproxy")
 	cfg := actors.Config{
@@ -104,6 +121,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		Ports:          portal.NewPortAllocator(o.bindAddress, ports),
 		UDPIdleTimeout: o.udpIdleTimeout,
 		MinSyncPeriod:  o.minSyncPeriod,
+		Rules:          rules,
 		Log:            log,
 	}
 	if o.enableFaultInjection {
@@ -150,6 +168,48 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+const portalAuto = "auto"
+
+// portalRules sets up the kernel portal of the chosen mode; auto means
+// nftables when it works here (root, nft installed), else bind.
+func portalRules(ctx context.Context, o runOptions, log zerolog.Logger) (portal.Rules, string, error) {
+	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
+	ro := portal.RulesOptions{NodePortAddresses: prefixes, Interface: o.netshInterface}
+	mode := o.portalMode
+	if mode == portalAuto {
+		mode = portal.ModeNftables
+		if runtime.GOOS == "windows" {
+			mode = portal.ModeNetsh
+		}
+		rules, err := portal.NewRules(ctx, mode, ro)
+		if err != nil {
+			log.Warn().Err(err).Msg("kernel portal unavailable; listening on service IPs directly (--portal bind)")
+			return nil, portal.ModeBind, nil
+		}
+		return rules, mode, nil
+	}
+	rules, err := portal.NewRules(ctx, mode, ro)
+	if err != nil {
+		return nil, "", fmt.Errorf("--portal %s: %w", mode, err)
+	}
+	return rules, mode, nil
+}
+
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("--nodeport-addresses: %w", err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // runFile feeds file snapshots to the proxy until ctx ends.

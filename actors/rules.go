@@ -1,0 +1,221 @@
+package actors
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal"
+)
+
+// RulesCheckInterval is how often the Rules actor verifies that its kernel
+// rules still exist (someone may have flushed them).
+var RulesCheckInterval = 10 * time.Second
+
+// Rules owns the kernel portal rules. ServicePorts tell it what they need;
+// it batches changes and programs them with one transaction per batch, so
+// the cost follows the number of changes, not of services. Transactions
+// run on a goroutine (they exec nft or iptables-restore), never inside
+// Receive; changes arriving meanwhile form the next batch. It syncs fully on
+// start (replacing stale rules of a crashed predecessor), after a failed
+// transaction, and when its rules disappear.
+type Rules struct {
+	cfg     *Config
+	rules   portal.Rules
+	desired map[string][]portal.PortalRule // by service port ID
+	applied map[string][]portal.PortalRule // as last programmed
+	dirty   map[string]bool
+
+	needSync bool
+	inFlight bool
+	batch    int64
+	pending  map[string][]portal.PortalRule // the in-flight batch's desired rules
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	timers   *scheduler.TimerScheduler
+	stopTick scheduler.CancelFunc
+}
+
+// newRules returns the same instance on every (re)start: the desired rules
+// are the one state nobody else holds, so a restart keeps them and only
+// forces a full sync.
+func newRules(cfg *Config) actor.Producer {
+	r := &Rules{cfg: cfg, rules: cfg.Rules}
+	return func() actor.Actor { return r }
+}
+
+// Receive implements actor.Actor.
+func (r *Rules) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		if r.desired == nil {
+			r.desired, r.applied, r.dirty = map[string][]portal.PortalRule{}, map[string][]portal.PortalRule{}, map[string]bool{}
+		}
+		r.inFlight = false
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+		r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+		r.stopTick = r.timers.SendRepeatedly(RulesCheckInterval, RulesCheckInterval, ctx.Self(), &messages.CheckRules{})
+		r.needSync = true
+		r.kick(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		r.stopTick()
+		r.wg.Wait() // let an in-flight transaction finish before anyone cleans up
+		r.cancel()
+	case *messages.SetPortalRules:
+		id := m.GetServicePort().GetKey().ID()
+		rules, err := portal.RulesFor(m.GetServicePort(), int(m.GetProxyPort()), m.GetReject())
+		if err != nil {
+			r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
+		}
+		r.desired[id] = rules
+		r.dirty[id] = true
+		r.kick(ctx)
+	case *messages.DeletePortalRules:
+		id := m.GetKey().ID()
+		delete(r.desired, id)
+		r.dirty[id] = true
+		r.kick(ctx)
+	case *messages.RulesApplied:
+		r.applied1(ctx, m)
+	case *messages.RetryRules:
+		r.kick(ctx)
+	case *messages.CheckRules:
+		if r.inFlight || r.needSync {
+			return
+		}
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			ok, err := r.rules.Present(r.ctx)
+			root.Send(self, &messages.RulesPresent{Present: ok, Error: errString(err)})
+		}()
+	case *messages.RulesPresent:
+		if !m.GetPresent() && !r.needSync {
+			r.cfg.Log.Warn().Str("error", m.GetError()).Msg("kernel portal rules are missing (table flushed?); re-syncing")
+			r.needSync = true
+			r.kick(ctx)
+		}
+	}
+}
+
+// kick starts the next transaction if one is due and none is running.
+func (r *Rules) kick(ctx actor.Context) {
+	if r.inFlight || (!r.needSync && len(r.dirty) == 0) {
+		return
+	}
+	r.batch++
+	full := r.needSync
+	r.pending = make(map[string][]portal.PortalRule, len(r.dirty))
+	var upserts, removals []portal.PortalRule
+	if full {
+		for id, rules := range r.desired {
+			r.pending[id] = rules
+		}
+		upserts = r.flatten(r.pending)
+	} else {
+		for id := range r.dirty {
+			r.pending[id] = r.desired[id]
+		}
+		upserts = r.flatten(r.pending)
+		keep := map[portal.RuleKey]bool{}
+		for _, u := range upserts {
+			keep[u.Key()] = true
+		}
+		for id := range r.dirty {
+			for _, old := range r.applied[id] {
+				if !keep[old.Key()] {
+					removals = append(removals, old)
+				}
+			}
+		}
+	}
+	r.dirty = map[string]bool{}
+	r.needSync = false
+	r.inFlight = true
+	self, root, batch := ctx.Self(), ctx.ActorSystem().Root, r.batch
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		var err error
+		if full {
+			err = r.rules.Sync(r.ctx, upserts)
+		} else {
+			err = r.rules.Apply(r.ctx, upserts, removals)
+		}
+		root.Send(self, &messages.RulesApplied{FullSync: full, Error: errString(err), Batch: batch})
+	}()
+}
+
+// flatten lists rules in service-port order, leaving out rules whose key
+// another service port already claimed (a clash between two services must
+// not fail everyone's transaction).
+func (r *Rules) flatten(set map[string][]portal.PortalRule) []portal.PortalRule {
+	claimed := map[portal.RuleKey]string{}
+	for id, rules := range r.applied {
+		if _, changing := set[id]; !changing {
+			for _, rule := range rules {
+				claimed[rule.Key()] = id
+			}
+		}
+	}
+	ids := make([]string, 0, len(set))
+	for id := range set {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var out []portal.PortalRule
+	for _, id := range ids {
+		for _, rule := range set[id] {
+			if owner, ok := claimed[rule.Key()]; ok && owner != id {
+				r.cfg.Log.Error().Str("servicePort", id).Str("rule", rule.Key().String()).Str("owner", owner).
+					Msg("portal rule clashes with another service port's; not programmed")
+				continue
+			}
+			claimed[rule.Key()] = id
+			out = append(out, rule)
+		}
+	}
+	return out
+}
+
+func (r *Rules) applied1(ctx actor.Context, m *messages.RulesApplied) {
+	r.inFlight = false
+	if m.GetError() != "" {
+		r.cfg.Log.Error().Str("error", m.GetError()).Bool("fullSync", m.GetFullSync()).Msg("programming kernel portal rules failed; re-syncing")
+		// A failed transaction left the kernel in an unknown state: the
+		// next one is a full sync, after a pause so a persistent error
+		// does not spin.
+		r.needSync = true
+		for id := range r.pending {
+			r.dirty[id] = true
+		}
+		r.timers.SendOnce(time.Second, ctx.Self(), &messages.RetryRules{})
+		return
+	}
+	if m.GetFullSync() {
+		r.applied = map[string][]portal.PortalRule{}
+	}
+	for id, rules := range r.pending {
+		if len(rules) == 0 {
+			delete(r.applied, id)
+		} else {
+			r.applied[id] = rules
+		}
+	}
+	r.cfg.Log.Debug().Int64("batch", m.GetBatch()).Bool("fullSync", m.GetFullSync()).Int("servicePorts", len(r.pending)).Msg("kernel portal rules programmed")
+	r.kick(ctx)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/kproxy/kproxy/portal"
+)
+
+// cleanupCommand removes every kernel rule kproxy owns, as
+// `kube-proxy --cleanup` does: after a crash, or before switching modes.
+func cleanupCommand(args []string) error {
+	fs := flag.NewFlagSet("kproxy cleanup", flag.ContinueOnError)
+	mode := fs.String("portal", "all", "which rules to remove: nftables, iptables, netsh or all")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	modes := []string{*mode}
+	if *mode == "all" {
+		modes = []string{portal.ModeNftables, portal.ModeIPTables}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	for _, m := range modes {
+		rules, err := portal.NewRules(ctx, m, portal.RulesOptions{})
+		if err != nil {
+			if *mode == "all" {
+				continue // that kind of rules cannot exist here
+			}
+			errs = append(errs, fmt.Errorf("cleanup %s: %w", m, err))
+			continue
+		}
+		if rules == nil {
+			continue
+		}
+		if err := rules.Cleanup(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup %s: %w", m, err))
+			continue
+		}
+		fmt.Printf("kproxy cleanup: %s rules removed\n", m)
+	}
+	return errors.Join(errs...)
+}
