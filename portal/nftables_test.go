@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
 func ap(ip string, port int) netip.AddrPort {
@@ -60,40 +62,40 @@ func portalTestRules(v6 bool) (a, b, c []PortalRule) {
 }
 
 // checkPortalMatrix checks traffic for portalTestRules after Sync.
-func checkPortalMatrix(t *testing.T, tp *topology, v6 bool) {
+func checkPortalMatrix(t *testing.T, tp *netnstest.Topology, v6 bool) {
 	t.Helper()
 	for _, proto := range []string{"tcp", "udp"} {
 		// From another host (prerouting): cluster, external, LB IPs, node port.
 		for _, ip := range []string{"198.18.0.10", "198.18.1.10", "198.18.2.10"} {
-			expectAnswer(t, tp.client, proto, ap(ip, 80), 18080)
+			netnstest.ExpectEcho(t, tp.Client, proto, ap(ip, 80), 18080)
 		}
-		expectAnswer(t, tp.client, proto, netip.AddrPortFrom(nodeIP4, 30080), 18080)
+		netnstest.ExpectEcho(t, tp.Client, proto, netip.AddrPortFrom(netnstest.NodeIP4, 30080), 18080)
 		// From the node itself (output): cluster IP and node ports.
-		expectAnswer(t, tp.node, proto, ap("198.18.0.10", 80), 18080)
-		expectAnswer(t, tp.node, proto, netip.AddrPortFrom(nodeIP4, 30080), 18080)
-		expectAnswer(t, tp.node, proto, ap("127.0.0.1", 30080), 18080)
+		netnstest.ExpectEcho(t, tp.Node, proto, ap("198.18.0.10", 80), 18080)
+		netnstest.ExpectEcho(t, tp.Node, proto, netip.AddrPortFrom(netnstest.NodeIP4, 30080), 18080)
+		netnstest.ExpectEcho(t, tp.Node, proto, ap("127.0.0.1", 30080), 18080)
 		// No endpoints: refused at once, from anywhere.
-		expectRefused(t, tp.client, proto, ap("198.18.0.20", 80))
-		expectRefused(t, tp.client, proto, netip.AddrPortFrom(nodeIP4, 30081))
-		expectRefused(t, tp.node, proto, ap("198.18.0.20", 80))
-		expectRefused(t, tp.node, proto, netip.AddrPortFrom(nodeIP4, 30081))
+		netnstest.ExpectRefused(t, tp.Client, proto, ap("198.18.0.20", 80))
+		netnstest.ExpectRefused(t, tp.Client, proto, netip.AddrPortFrom(netnstest.NodeIP4, 30081))
+		netnstest.ExpectRefused(t, tp.Node, proto, ap("198.18.0.20", 80))
+		netnstest.ExpectRefused(t, tp.Node, proto, netip.AddrPortFrom(netnstest.NodeIP4, 30081))
 		if v6 {
-			expectAnswer(t, tp.client, proto, ap("2001:db8:5::10", 80), 18080)
-			expectAnswer(t, tp.client, proto, netip.AddrPortFrom(nodeIP6, 30080), 18080)
-			expectAnswer(t, tp.node, proto, ap("2001:db8:5::10", 80), 18080)
-			expectAnswer(t, tp.node, proto, ap("::1", 30080), 18080)
-			expectRefused(t, tp.client, proto, ap("2001:db8:5::20", 80))
-			expectRefused(t, tp.client, proto, netip.AddrPortFrom(nodeIP6, 30081))
-			expectRefused(t, tp.node, proto, ap("2001:db8:5::20", 80))
+			netnstest.ExpectEcho(t, tp.Client, proto, ap("2001:db8:5::10", 80), 18080)
+			netnstest.ExpectEcho(t, tp.Client, proto, netip.AddrPortFrom(netnstest.NodeIP6, 30080), 18080)
+			netnstest.ExpectEcho(t, tp.Node, proto, ap("2001:db8:5::10", 80), 18080)
+			netnstest.ExpectEcho(t, tp.Node, proto, ap("::1", 30080), 18080)
+			netnstest.ExpectRefused(t, tp.Client, proto, ap("2001:db8:5::20", 80))
+			netnstest.ExpectRefused(t, tp.Client, proto, netip.AddrPortFrom(netnstest.NodeIP6, 30081))
+			netnstest.ExpectRefused(t, tp.Node, proto, ap("2001:db8:5::20", 80))
 		}
 	}
-	expectAnswer(t, tp.client, "tcp", ap("198.18.0.30", 8080), 18082)
-	expectAnswer(t, tp.node, "tcp", ap("198.18.0.30", 8080), 18082)
+	netnstest.ExpectEcho(t, tp.Client, "tcp", ap("198.18.0.30", 8080), 18082)
+	netnstest.ExpectEcho(t, tp.Node, "tcp", ap("198.18.0.30", 8080), 18082)
 }
 
 // checkApply moves b from reject to proxy port 18081, removes c, adds d
 // (198.18.0.40:80/TCP -> 18082), in one Apply.
-func checkApply(t *testing.T, tp *topology, r Rules, b, c []PortalRule) {
+func checkApply(t *testing.T, tp *netnstest.Topology, r Rules, b, c []PortalRule) {
 	t.Helper()
 	var upserts []PortalRule
 	for _, rule := range b {
@@ -102,44 +104,44 @@ func checkApply(t *testing.T, tp *topology, r Rules, b, c []PortalRule) {
 	}
 	upserts = append(upserts, serviceRules("default/d:http/TCP", "tcp", 80, 0, 18082, false, "198.18.0.40")...)
 	ctx := context.Background()
-	tp.node.mustDo(t, func() error { return r.Apply(ctx, upserts, c) })
-	expectNoAnswer(t, tp.client, "tcp", ap("198.18.0.30", 8080))
-	expectNoAnswer(t, tp.node, "tcp", ap("198.18.0.30", 8080))
-	expectAnswer(t, tp.client, "tcp", ap("198.18.0.40", 80), 18082)
+	tp.Node.MustDo(t, func() error { return r.Apply(ctx, upserts, c) })
+	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", ap("198.18.0.30", 8080))
+	netnstest.ExpectNoAnswer(t, tp.Node, "tcp", ap("198.18.0.30", 8080))
+	netnstest.ExpectEcho(t, tp.Client, "tcp", ap("198.18.0.40", 80), 18082)
 	for _, proto := range []string{"tcp", "udp"} {
-		expectAnswer(t, tp.client, proto, ap("198.18.0.20", 80), 18081)
-		expectAnswer(t, tp.client, proto, netip.AddrPortFrom(nodeIP4, 30081), 18081)
-		expectAnswer(t, tp.node, proto, ap("198.18.0.20", 80), 18081)
+		netnstest.ExpectEcho(t, tp.Client, proto, ap("198.18.0.20", 80), 18081)
+		netnstest.ExpectEcho(t, tp.Client, proto, netip.AddrPortFrom(netnstest.NodeIP4, 30081), 18081)
+		netnstest.ExpectEcho(t, tp.Node, proto, ap("198.18.0.20", 80), 18081)
 	}
 	// Applying the same changes again is a no-op, removing absent rules too.
-	tp.node.mustDo(t, func() error { return r.Apply(ctx, upserts, c) })
+	tp.Node.MustDo(t, func() error { return r.Apply(ctx, upserts, c) })
 	// And back: b rejects again.
-	tp.node.mustDo(t, func() error { return r.Apply(ctx, b, nil) })
-	expectRefused(t, tp.client, "tcp", ap("198.18.0.20", 80))
-	expectRefused(t, tp.client, "udp", netip.AddrPortFrom(nodeIP4, 30081))
+	tp.Node.MustDo(t, func() error { return r.Apply(ctx, b, nil) })
+	netnstest.ExpectRefused(t, tp.Client, "tcp", ap("198.18.0.20", 80))
+	netnstest.ExpectRefused(t, tp.Client, "udp", netip.AddrPortFrom(netnstest.NodeIP4, 30081))
 }
 
-func present(t *testing.T, ns *netns, r Rules) bool {
+func present(t *testing.T, ns *netnstest.Netns, r Rules) bool {
 	t.Helper()
 	var ok bool
-	ns.mustDo(t, func() (err error) {
+	ns.MustDo(t, func() (err error) {
 		ok, err = r.Present(context.Background())
 		return err
 	})
 	return ok
 }
 
-func startProxyPorts(t *testing.T, ns *netns) {
+func startProxyPorts(t *testing.T, ns *netnstest.Netns) {
 	for _, pp := range []int{18080, 18081, 18082} {
-		startEcho(t, ns, pp, true)
+		netnstest.StartEcho(t, ns, pp, true)
 	}
 }
 
-func newNftablesIn(t *testing.T, ns *netns, o RulesOptions) *Nftables {
+func newNftablesIn(t *testing.T, ns *netnstest.Netns, o RulesOptions) *Nftables {
 	t.Helper()
 	needBinary(t, "nft")
 	var n *Nftables
-	ns.mustDo(t, func() (err error) {
+	ns.MustDo(t, func() (err error) {
 		n, err = NewNftables(context.Background(), o)
 		return err
 	})
@@ -148,77 +150,77 @@ func newNftablesIn(t *testing.T, ns *netns, o RulesOptions) *Nftables {
 
 func TestNftablesPortals(t *testing.T) {
 	t.Parallel()
-	tp := newTopology(t)
-	startProxyPorts(t, tp.node)
-	n := newNftablesIn(t, tp.node, RulesOptions{})
+	tp := netnstest.NewTopology(t)
+	startProxyPorts(t, tp.Node)
+	n := newNftablesIn(t, tp.Node, RulesOptions{})
 	if !n.rejectInPrerouting {
 		t.Log("kernel cannot reject in prerouting: using input/forward hooks, enabling forwarding")
-		tp.setForwarding(t, true)
+		tp.SetForwarding(t, true)
 	}
 	ctx := context.Background()
-	if present(t, tp.node, n) {
+	if present(t, tp.Node, n) {
 		t.Fatal("Present before Sync")
 	}
 	a, b, c := portalTestRules(true)
 	all := append(append(append([]PortalRule{}, a...), b...), c...)
 	rootBefore, _ := exec.Command("nft", "list", "tables").Output()
-	tp.node.mustDo(t, func() error { return n.Sync(ctx, all) })
-	if !present(t, tp.node, n) {
+	tp.Node.MustDo(t, func() error { return n.Sync(ctx, all) })
+	if !present(t, tp.Node, n) {
 		t.Fatal("not Present after Sync")
 	}
 	if rootAfter, _ := exec.Command("nft", "list", "tables").Output(); string(rootAfter) != string(rootBefore) {
 		t.Errorf("the test process's own namespace changed: %q -> %q", rootBefore, rootAfter)
 	}
-	t.Log(tp.node.mustRun(t, "nft", "list", "table", "inet", NftablesTable))
+	t.Log(tp.Node.MustRun(t, "nft", "list", "table", "inet", NftablesTable))
 	checkPortalMatrix(t, tp, true)
 	checkApply(t, tp, n, b, c)
 
 	// Someone flushes the ruleset: Present says so, Sync restores.
-	tp.node.mustRun(t, "nft", "flush", "ruleset")
-	if present(t, tp.node, n) {
+	tp.Node.MustRun(t, "nft", "flush", "ruleset")
+	if present(t, tp.Node, n) {
 		t.Fatal("Present after nft flush ruleset")
 	}
-	expectNoAnswer(t, tp.client, "tcp", ap("198.18.0.10", 80))
-	tp.node.mustDo(t, func() error { return n.Sync(ctx, all) })
-	if !present(t, tp.node, n) {
+	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", ap("198.18.0.10", 80))
+	tp.Node.MustDo(t, func() error { return n.Sync(ctx, all) })
+	if !present(t, tp.Node, n) {
 		t.Fatal("not Present after re-Sync")
 	}
-	expectAnswer(t, tp.client, "tcp", ap("198.18.0.10", 80), 18080)
-	expectAnswer(t, tp.client, "udp", ap("2001:db8:5::10", 80), 18080)
-	expectAnswer(t, tp.client, "tcp", ap("198.18.0.30", 8080), 18082)
+	netnstest.ExpectEcho(t, tp.Client, "tcp", ap("198.18.0.10", 80), 18080)
+	netnstest.ExpectEcho(t, tp.Client, "udp", ap("2001:db8:5::10", 80), 18080)
+	netnstest.ExpectEcho(t, tp.Client, "tcp", ap("198.18.0.30", 8080), 18082)
 
 	// Someone flushes one of kproxy's chains: Present notices.
-	tp.node.mustRun(t, "nft", "flush", "chain", "inet", NftablesTable, nftNatPrerouting)
-	if present(t, tp.node, n) {
+	tp.Node.MustRun(t, "nft", "flush", "chain", "inet", NftablesTable, nftNatPrerouting)
+	if present(t, tp.Node, n) {
 		t.Fatal("Present after flushing nat-prerouting")
 	}
-	tp.node.mustDo(t, func() error { return n.Sync(ctx, all) })
+	tp.Node.MustDo(t, func() error { return n.Sync(ctx, all) })
 
 	// Someone deletes the table.
-	tp.node.mustRun(t, "nft", "delete", "table", "inet", NftablesTable)
-	if present(t, tp.node, n) {
+	tp.Node.MustRun(t, "nft", "delete", "table", "inet", NftablesTable)
+	if present(t, tp.Node, n) {
 		t.Fatal("Present after nft delete table")
 	}
-	tp.node.mustDo(t, func() error { return n.Sync(ctx, all) })
-	if !present(t, tp.node, n) {
+	tp.Node.MustDo(t, func() error { return n.Sync(ctx, all) })
+	if !present(t, tp.Node, n) {
 		t.Fatal("not Present after re-Sync")
 	}
 
 	// Sync with fewer rules drops the others.
-	tp.node.mustDo(t, func() error { return n.Sync(ctx, a) })
-	expectNoAnswer(t, tp.client, "tcp", ap("198.18.0.30", 8080))
-	expectAnswer(t, tp.client, "tcp", ap("198.18.0.10", 80), 18080)
+	tp.Node.MustDo(t, func() error { return n.Sync(ctx, a) })
+	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", ap("198.18.0.30", 8080))
+	netnstest.ExpectEcho(t, tp.Client, "tcp", ap("198.18.0.10", 80), 18080)
 
-	tp.node.mustDo(t, func() error { return n.Cleanup(ctx) })
-	if out := tp.node.mustRun(t, "nft", "list", "tables"); strings.Contains(out, NftablesTable) {
+	tp.Node.MustDo(t, func() error { return n.Cleanup(ctx) })
+	if out := tp.Node.MustRun(t, "nft", "list", "tables"); strings.Contains(out, NftablesTable) {
 		t.Errorf("table left after Cleanup: %s", out)
 	}
-	if present(t, tp.node, n) {
+	if present(t, tp.Node, n) {
 		t.Error("Present after Cleanup")
 	}
-	expectNoAnswer(t, tp.client, "tcp", ap("198.18.0.10", 80))
+	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", ap("198.18.0.10", 80))
 	// Cleanup of nothing is fine.
-	tp.node.mustDo(t, func() error { return n.Cleanup(ctx) })
+	tp.Node.MustDo(t, func() error { return n.Cleanup(ctx) })
 }
 
 // TestNftablesNodePortAddresses: node ports only on 192.0.2.0/24 (so not on
@@ -226,29 +228,29 @@ func TestNftablesPortals(t *testing.T) {
 // reject (input/forward), with forwarding on.
 func TestNftablesNodePortAddresses(t *testing.T) {
 	t.Parallel()
-	tp := newTopology(t)
-	startProxyPorts(t, tp.node)
-	tp.setForwarding(t, true)
-	n := newNftablesIn(t, tp.node, RulesOptions{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("192.0.2.2/32")}})
+	tp := netnstest.NewTopology(t)
+	startProxyPorts(t, tp.Node)
+	tp.SetForwarding(t, true)
+	n := newNftablesIn(t, tp.Node, RulesOptions{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("192.0.2.2/32")}})
 	n.rejectInPrerouting = false
 	a, b, _ := portalTestRules(true)
 	ctx := context.Background()
-	tp.node.mustDo(t, func() error { return n.Sync(ctx, append(a, b...)) })
-	if !present(t, tp.node, n) {
+	tp.Node.MustDo(t, func() error { return n.Sync(ctx, append(a, b...)) })
+	if !present(t, tp.Node, n) {
 		t.Fatal("not Present after Sync")
 	}
 	for _, proto := range []string{"tcp", "udp"} {
-		expectAnswer(t, tp.client, proto, netip.AddrPortFrom(nodeIP4, 30080), 18080)
-		expectAnswer(t, tp.node, proto, netip.AddrPortFrom(nodeIP4, 30080), 18080)
-		expectNoAnswer(t, tp.client, proto, netip.AddrPortFrom(nodeIP6, 30080))
-		expectNoAnswer(t, tp.node, proto, ap("127.0.0.1", 30080))
-		expectRefused(t, tp.client, proto, netip.AddrPortFrom(nodeIP4, 30081))
-		expectRefused(t, tp.client, proto, ap("198.18.0.20", 80))
-		expectRefused(t, tp.client, proto, ap("2001:db8:5::20", 80))
-		expectRefused(t, tp.node, proto, ap("198.18.0.20", 80))
-		expectAnswer(t, tp.client, proto, ap("198.18.0.10", 80), 18080)
+		netnstest.ExpectEcho(t, tp.Client, proto, netip.AddrPortFrom(netnstest.NodeIP4, 30080), 18080)
+		netnstest.ExpectEcho(t, tp.Node, proto, netip.AddrPortFrom(netnstest.NodeIP4, 30080), 18080)
+		netnstest.ExpectNoAnswer(t, tp.Client, proto, netip.AddrPortFrom(netnstest.NodeIP6, 30080))
+		netnstest.ExpectNoAnswer(t, tp.Node, proto, ap("127.0.0.1", 30080))
+		netnstest.ExpectRefused(t, tp.Client, proto, netip.AddrPortFrom(netnstest.NodeIP4, 30081))
+		netnstest.ExpectRefused(t, tp.Client, proto, ap("198.18.0.20", 80))
+		netnstest.ExpectRefused(t, tp.Client, proto, ap("2001:db8:5::20", 80))
+		netnstest.ExpectRefused(t, tp.Node, proto, ap("198.18.0.20", 80))
+		netnstest.ExpectEcho(t, tp.Client, proto, ap("198.18.0.10", 80), 18080)
 	}
-	tp.node.mustDo(t, func() error { return n.Cleanup(ctx) })
+	tp.Node.MustDo(t, func() error { return n.Cleanup(ctx) })
 }
 
 // TestNftablesOutputUDPWithoutPktinfo: a UDP server that answers with a
@@ -257,18 +259,18 @@ func TestNftablesNodePortAddresses(t *testing.T) {
 // source address rather than redirecting to loopback.
 func TestNftablesOutputUDPWithoutPktinfo(t *testing.T) {
 	t.Parallel()
-	tp := newTopology(t)
-	startEcho(t, tp.node, 18090, false)
-	n := newNftablesIn(t, tp.node, RulesOptions{})
+	tp := netnstest.NewTopology(t)
+	netnstest.StartEcho(t, tp.Node, 18090, false)
+	n := newNftablesIn(t, tp.Node, RulesOptions{})
 	rules := serviceRules("default/dns:dns/UDP", "udp", 53, 30053, 18090, false, "198.18.0.53", "2001:db8:5::53")
 	ctx := context.Background()
-	tp.node.mustDo(t, func() error { return n.Sync(ctx, rules) })
-	expectAnswer(t, tp.node, "udp", ap("198.18.0.53", 53), 18090)
-	expectAnswer(t, tp.node, "udp", ap("2001:db8:5::53", 53), 18090)
-	expectAnswer(t, tp.node, "udp", ap("127.0.0.1", 30053), 18090)
-	expectAnswer(t, tp.client, "udp", ap("198.18.0.53", 53), 18090)
-	expectAnswer(t, tp.client, "udp", ap("2001:db8:5::53", 53), 18090)
-	tp.node.mustDo(t, func() error { return n.Cleanup(ctx) })
+	tp.Node.MustDo(t, func() error { return n.Sync(ctx, rules) })
+	netnstest.ExpectEcho(t, tp.Node, "udp", ap("198.18.0.53", 53), 18090)
+	netnstest.ExpectEcho(t, tp.Node, "udp", ap("2001:db8:5::53", 53), 18090)
+	netnstest.ExpectEcho(t, tp.Node, "udp", ap("127.0.0.1", 30053), 18090)
+	netnstest.ExpectEcho(t, tp.Client, "udp", ap("198.18.0.53", 53), 18090)
+	netnstest.ExpectEcho(t, tp.Client, "udp", ap("2001:db8:5::53", 53), 18090)
+	tp.Node.MustDo(t, func() error { return n.Cleanup(ctx) })
 }
 
 // TestNftablesRejectProbe: the kernel check behind the choice of reject
@@ -276,9 +278,9 @@ func TestNftablesOutputUDPWithoutPktinfo(t *testing.T) {
 func TestNftablesRejectProbe(t *testing.T) {
 	t.Parallel()
 	needBinary(t, "nft")
-	ns := newNetns(t, "probe")
+	ns := netnstest.New(t, "probe")
 	var post, pre bool
-	ns.mustDo(t, func() (err error) {
+	ns.MustDo(t, func() (err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if post, err = canReject(ctx, "postrouting"); err != nil {
@@ -291,14 +293,14 @@ func TestNftablesRejectProbe(t *testing.T) {
 		t.Error("probe accepts reject in postrouting")
 	}
 	t.Logf("reject in prerouting: %v", pre)
-	if out := ns.mustRun(t, "nft", "list", "tables"); strings.TrimSpace(out) != "" {
+	if out := ns.MustRun(t, "nft", "list", "tables"); strings.TrimSpace(out) != "" {
 		t.Errorf("probe left tables: %s", out)
 	}
 }
 
 func TestNftablesRejectsBadRules(t *testing.T) {
 	t.Parallel()
-	ns := newNetns(t, "bad")
+	ns := netnstest.New(t, "bad")
 	n := newNftablesIn(t, ns, RulesOptions{})
 	ctx := context.Background()
 	bad := [][]PortalRule{
@@ -310,7 +312,7 @@ func TestNftablesRejectsBadRules(t *testing.T) {
 		{{Protocol: "tcp", IP: netip.MustParseAddr("198.18.0.1"), Port: 80, ProxyPort: 1}, {Protocol: "tcp", IP: netip.MustParseAddr("198.18.0.1"), Port: 80, ProxyPort: 2}},
 	}
 	for i, rs := range bad {
-		ns.mustDo(t, func() error {
+		ns.MustDo(t, func() error {
 			if err := n.Sync(ctx, rs); err == nil {
 				t.Errorf("Sync of bad rules %d (%v) succeeded", i, rs)
 			}
@@ -320,7 +322,7 @@ func TestNftablesRejectsBadRules(t *testing.T) {
 			return nil
 		})
 	}
-	if out := ns.mustRun(t, "nft", "list", "tables"); strings.TrimSpace(out) != "" {
+	if out := ns.MustRun(t, "nft", "list", "tables"); strings.TrimSpace(out) != "" {
 		t.Errorf("bad rules left tables: %s", out)
 	}
 }
@@ -372,11 +374,11 @@ func benchChanges(rules []PortalRule) (upserts, removals []PortalRule) {
 // BenchmarkNftablesSync10k programs 10,000 rules with Sync, then changes 1%
 // with one Apply, in a namespace of its own.
 func BenchmarkNftablesSync10k(b *testing.B) {
-	ns := newNetns(b, "bench")
+	ns := netnstest.New(b, "bench")
 	needBinary(b, "nft")
 	ctx := context.Background()
 	var n *Nftables
-	ns.mustDo(b, func() (err error) {
+	ns.MustDo(b, func() (err error) {
 		n, err = NewNftables(ctx, RulesOptions{})
 		return err
 	})
@@ -385,7 +387,7 @@ func BenchmarkNftablesSync10k(b *testing.B) {
 	var full, incr time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ns.mustDo(b, func() error {
+		ns.MustDo(b, func() error {
 			start := time.Now()
 			if err := n.Sync(ctx, rules); err != nil {
 				return err
@@ -406,14 +408,14 @@ func BenchmarkNftablesSync10k(b *testing.B) {
 	b.ReportMetric(incrMs, "incremental-ms")
 	b.ReportMetric(fullMs/incrMs, "ratio")
 	var ok bool
-	ns.mustDo(b, func() (err error) {
+	ns.MustDo(b, func() (err error) {
 		ok, err = n.Present(ctx)
 		return err
 	})
 	if !ok {
 		b.Error("not Present after the benchmark")
 	}
-	if out := ns.mustRun(b, "sh", "-c", "nft list map inet kproxy service-ips-v4 | grep -c ' : '"); strings.TrimSpace(out) == "0" {
+	if out := ns.MustRun(b, "sh", "-c", "nft list map inet kproxy service-ips-v4 | grep -c ' : '"); strings.TrimSpace(out) == "0" {
 		b.Error("no elements programmed")
 	}
 }
