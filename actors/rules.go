@@ -209,7 +209,11 @@ func (r *Rules) applied1(ctx actor.Context, m *messages.RulesApplied) {
 			r.applied[id] = rules
 		}
 	}
-	r.cfg.Log.Debug().Int64("batch", m.GetBatch()).Bool("fullSync", m.GetFullSync()).Int("servicePorts", len(r.pending)).Msg("kernel portal rules programmed")
+	ev := r.cfg.Log.Debug()
+	if m.GetFullSync() {
+		ev = r.cfg.Log.Info() // start, recovery: worth seeing; batches are not
+	}
+	ev.Int64("batch", m.GetBatch()).Bool("fullSync", m.GetFullSync()).Int("servicePorts", len(r.pending)).Msg("kernel portal rules programmed")
 	r.kick(ctx)
 }
 

@@ -117,6 +117,8 @@ func (p *Proxy) Stop(ctx context.Context) error {
 			// A normal shutdown leaves no kernel rules behind.
 			if cerr := p.cfg.Rules.Cleanup(ctx); cerr != nil {
 				err = errors.Join(err, fmt.Errorf("clean up portal rules: %w", cerr))
+			} else {
+				p.cfg.Log.Info().Msg("kernel portal rules removed")
 			}
 		}
 		done <- err

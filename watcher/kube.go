@@ -38,7 +38,8 @@ type KubeOptions struct {
 // with client-go shared informers, as kube-proxy does, and builds the
 // node-local view of one service at a time from the informer caches.
 type KubeSource struct {
-	opts KubeOptions
+	opts   KubeOptions
+	client kubernetes.Interface
 	// One factory per kind of list options: services by label selector,
 	// slices unfiltered (matched to services by kubernetes.io/service-name),
 	// the node by name.
@@ -94,6 +95,7 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 		}))
 	return &KubeSource{
 		opts:      o,
+		client:    client,
 		factories: []informers.SharedInformerFactory{svcs, slices, nodes},
 		svcInf:    svcs.Core().V1().Services().Informer(),
 		sliceInf:  slices.Discovery().V1().EndpointSlices().Informer(),
@@ -160,7 +162,38 @@ func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
 	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
 		return errors.New("informer caches did not sync")
 	}
+	go s.monitor(ctx)
 	return nil
+}
+
+// APIServerCheckInterval is how often the source checks that the API
+// server answers, to log an outage (informers retry silently).
+var APIServerCheckInterval = 2 * time.Second
+
+// monitor logs when the API server stops and starts answering. Informers
+// retry on their own; this only makes an outage visible.
+func (s *KubeSource) monitor(ctx context.Context) {
+	t := time.NewTicker(APIServerCheckInterval)
+	defer t.Stop()
+	var downSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, APIServerCheckInterval)
+		err := s.client.Discovery().RESTClient().Get().AbsPath("/livez").Do(cctx).Error()
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && downSince.IsZero():
+			downSince = time.Now()
+			s.opts.Log.Warn().Err(err).Msg("API server unreachable; serving the last known state until it returns")
+		case err == nil && !downSince.IsZero():
+			s.opts.Log.Info().Dur("outage", time.Since(downSince).Round(time.Millisecond)).Msg("API server reachable again; changes made meanwhile arrive as informers resume")
+			downSince = time.Time{}
+		}
+	}
 }
 
 // Stop shuts the informers down.

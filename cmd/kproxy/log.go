@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+	"k8s.io/klog/v2"
 )
 
 // newLogger builds the one log stream everything writes to (protoactor's
@@ -24,4 +26,32 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: want json or console", format)
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// klogWriter turns client-go's klog lines into zerolog events, so informer
+// trouble (an API server outage: "Failed to watch ... connection refused")
+// shows in the one log stream.
+type klogWriter struct{ log zerolog.Logger }
+
+func (w klogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	// Drop klog's own header ("E1122 04:50:00.123456   123 file.go:45] ").
+	if _, msg, ok := strings.Cut(line, "] "); ok {
+		line = msg
+	}
+	level := zerolog.InfoLevel
+	switch p[0] {
+	case 'E', 'F':
+		level = zerolog.ErrorLevel
+	case 'W':
+		level = zerolog.WarnLevel
+	}
+	w.log.WithLevel(level).Str("component", "client-go").Msg(line)
+	return len(p), nil
+}
+
+// routeKlog sends client-go's logs to log.
+func routeKlog(log zerolog.Logger) {
+	klog.LogToStderr(false)
+	klog.SetOutput(klogWriter{log})
 }

@@ -129,6 +129,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	var kube *watcher.KubeSource
 	if o.isKube() {
+		routeKlog(log)
 		client, err := o.kubeClient()
 		if err != nil {
 			return err

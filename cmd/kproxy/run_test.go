@@ -23,6 +23,7 @@ import (
 // instance is kproxy's run() started on a manifest file, with its state
 // events recorded so a test can wait for a condition instead of sleeping.
 type instance struct {
+	proxy  *actors.Proxy
 	path   string
 	logs   *syncBuffer
 	mu     sync.Mutex
@@ -54,6 +55,7 @@ func startKproxyWith(t *testing.T, manifest string, opts func(*runOptions)) *ins
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, o, portal.PortRange{}, log, func(p *actors.Proxy) {
+			in.proxy = p
 			p.Subscribe(func(st *messages.ServicePortState) {
 				in.mu.Lock()
 				in.latest[st.GetKey().ID()] = st
@@ -112,6 +114,9 @@ func (in *instance) waitListening(t *testing.T, id string, endpoints int) {
 		return st != nil && !st.GetDeleted() && len(st.GetListenAddresses()) > 1 && len(st.GetEndpoints()) == endpoints
 	})
 }
+
+// logged reports whether kproxy logged msg.
+func (in *instance) logged(msg string) bool { return strings.Contains(in.logs.String(), msg) }
 
 type syncBuffer struct {
 	mu sync.Mutex

@@ -86,6 +86,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 		})
 		return nil
 	}
+	routeKlog(log)
 	client, err := o.kubeClient()
 	if err != nil {
 		return err

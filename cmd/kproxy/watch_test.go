@@ -37,7 +37,15 @@ func runWatch(t *testing.T, o watchOptions) string {
 	out := &signalWriter{wrote: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- watch(ctx, o, out, zerolog.New(zerolog.NewTestWriter(t))) }()
+	// Not a TestWriter: client-go's logs are routed process-wide and may
+	// arrive after this test ended.
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kproxy watch logs:\n%s", logs.String())
+		}
+	})
+	go func() { done <- watch(ctx, o, out, zerolog.New(logs)) }()
 	select {
 	case <-out.wrote:
 	case <-time.After(60 * time.Second):

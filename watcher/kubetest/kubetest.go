@@ -64,7 +64,9 @@ const (
 	KproxyUser = "system:serviceaccount:kube-system:kproxy"
 
 	readyTimeout = 2 * time.Minute
-	stopTimeout  = 30 * time.Second
+	// Open watches (a running kproxy) hold a graceful shutdown up to its
+	// 60 s limit; tests do not need one, so a stop waits briefly, then kills.
+	stopTimeout = 3 * time.Second
 )
 
 // Server is a running (or stopped) kube-apiserver with its etcd.
@@ -201,7 +203,7 @@ func (s *Server) ServiceIP(n uint16) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// Stop stops the apiserver and etcd (SIGTERM, SIGKILL after 30 s). The data
+// Stop stops the apiserver and etcd (SIGTERM, SIGKILL after 3 s). The data
 // directory and ports are kept for Restart.
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()

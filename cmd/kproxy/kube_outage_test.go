@@ -1,0 +1,178 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher/kubetest"
+)
+
+// The API server goes away for several seconds while traffic flows:
+// traffic keeps flowing, and changes made after it returns are applied
+// without restarting kproxy.
+func TestKubeAPIServerOutage(t *testing.T) {
+	s := kubetest.Start(t)
+	bn := kubetest.NewBackendNet(t)
+	ip1, ip2 := bn.AddIP(t), bn.AddIP(t)
+	kubeBackends(t, bn, 8080, ip1, ip2)
+	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
+	web := k.service("web", 18080, intstr.FromInt32(8080), nil)
+	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String())))
+	in := startKubeKproxy(t, s, nil)
+	in.endpointsAre(t, "default/web:tcp/TCP", netip.AddrPortFrom(ip1, 8080).String())
+	webAddr := web.Spec.ClusterIP + ":18080"
+
+	// Clients run through the whole outage.
+	stop := make(chan struct{})
+	var ok, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := tryReadName(webAddr); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				} else {
+					ok.Add(1)
+				}
+				time.Sleep(5 * time.Millisecond) // pace the load; not synchronisation
+			}
+		}()
+	}
+
+	stopping := time.Now()
+	s.Stop(t)
+	down := time.Now()
+	t.Logf("API server stopped in %v", down.Sub(stopping).Round(time.Millisecond))
+	okBefore := ok.Load()
+	time.Sleep(5 * time.Second) // the outage itself is what is tested
+	if ok.Load() == okBefore {
+		t.Fatal("no connection succeeded while the API server was down")
+	}
+	s.Restart(t)
+	back := time.Now()
+	t.Logf("API server was down %v", back.Sub(down).Round(time.Millisecond))
+
+	// Changes made after it returns are applied: a new endpoint and a new service.
+	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String()), readyEP(ip2.String())))
+	api := k.service("api", 18081, intstr.FromInt32(8080), nil)
+	k.apply(k.slice("api", "api-a", 8080, readyEP(ip2.String())))
+	in.endpointsAre(t, "default/web:tcp/TCP", netip.AddrPortFrom(ip1, 8080).String(), netip.AddrPortFrom(ip2, 8080).String())
+	in.endpointsAre(t, "default/api:tcp/TCP", netip.AddrPortFrom(ip2, 8080).String())
+	t.Logf("changes made after the API server returned were applied %v later (client-go's watch backoff)", time.Since(back).Round(time.Millisecond))
+	if got := readName(t, api.Spec.ClusterIP+":18081"); got != netip.AddrPortFrom(ip2, 8080).String() {
+		t.Fatalf("new service reached %s", got)
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d connections failed across the outage; first: %v", failed.Load(), ok.Load()+failed.Load(), firstErr.Load())
+	}
+	t.Logf("%d connections across the outage, none failed", ok.Load())
+	if !in.logged("API server unreachable") || !in.logged("API server reachable again") {
+		t.Error("the outage was not logged")
+	}
+}
+
+// 2,000 services with 5 endpoints each created in a burst are all
+// forwarding. Reports the time from the last create to the last service
+// programmed, and the Watcher's updates against informer events.
+func TestKubeTwoThousandServices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2,000 services")
+	}
+	const n, perService = 2000, 5
+	s := kubetest.Start(t)
+	bn := kubetest.NewBackendNet(t)
+	var ips []netip.Addr
+	for range perService {
+		ips = append(ips, bn.AddIP(t))
+	}
+	kubeBackends(t, bn, 8080, ips...)
+	// The default coalescing window, as a user runs it.
+	in := startKubeKproxy(t, s, func(o *runOptions) { o.minSyncPeriod = actors.DefaultMinSyncPeriod })
+	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
+
+	var eps []ep
+	for _, ip := range ips {
+		eps = append(eps, readyEP(ip.String()))
+	}
+	// Create in a burst from 8 clients.
+	work := make(chan int)
+	var wg sync.WaitGroup
+	clusterIPs := make([]string, n)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				name := fmt.Sprintf("svc-%04d", i)
+				clusterIPs[i] = k.service(name, 18080, intstr.FromInt32(8080), nil).Spec.ClusterIP
+				k.apply(k.slice(name, name+"-a", 8080, eps...))
+			}
+		}()
+	}
+	start := time.Now()
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	lastCreate := time.Now()
+	in.waitFor(t, fmt.Sprintf("%d services programmed", n), func(m map[string]*messages.ServicePortState) bool {
+		ready := 0
+		for id, st := range m {
+			if id != "default/kubernetes:https/TCP" && len(st.GetListenAddresses()) == 2 && len(st.GetEndpoints()) == perService {
+				ready++
+			}
+		}
+		return ready == n
+	})
+	programmed := time.Now()
+
+	// Every service forwards.
+	var failures atomic.Int64
+	work = make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if _, err := tryReadName(clusterIPs[i] + ":18080"); err != nil {
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if failures.Load() != 0 {
+		t.Fatalf("%d of %d services did not forward", failures.Load(), n)
+	}
+	stats, err := in.proxy.WatcherStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d services x %d endpoints: created in %v; last create -> last programmed %v; informer events %d, Watcher changes sent %d (%.1f events per change), flushes %d",
+		n, perService, lastCreate.Sub(start).Round(time.Millisecond), programmed.Sub(lastCreate).Round(time.Millisecond),
+		stats.GetEvents(), stats.GetChanges(), float64(stats.GetEvents())/float64(max(stats.GetChanges(), 1)), stats.GetFlushes())
+}
