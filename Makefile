@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test bench generate tools vet clean
+.PHONY: all build run test test-deps bench generate tools vet clean
 
 all: build
 
@@ -20,7 +20,7 @@ run: build
 	@$(BIN)/demo-backends & trap "kill $$! 2>/dev/null" EXIT; \
 	$(BIN)/kproxy run --source file:examples/services.yaml --portal bind --bind-address 127.0.0.1 $(ARGS)
 
-test: vet apiserver
+test: vet test-deps apiserver
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # kube-apiserver + embedded etcd for watcher/kubetest, built only if missing into
@@ -29,6 +29,18 @@ test: vet apiserver
 apiserver:
 	@GO="$(GO)" test/build-apiserver.sh
 test: export KPROXY_APISERVER = $(shell test/build-apiserver.sh --path)
+
+# Kernel-portal tests need nft, iptables and ip; install them where missing
+# (as root, from Debian's packages) so they run rather than skip.
+test-deps:
+	@missing=""; \
+	command -v nft >/dev/null || missing="$$missing nftables"; \
+	command -v iptables-restore >/dev/null || missing="$$missing iptables"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		else echo "not root: kernel-portal tests will be skipped (missing:$$missing)"; fi; \
+	fi
 
 vet:
 	$(GO) vet ./...
