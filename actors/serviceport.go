@@ -120,21 +120,22 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		s.report(ctx, "service port added")
 		return // children ask for their configuration when they start
 	}
+	if !spChanged && !epChanged {
+		return
+	}
 	if spChanged {
 		s.syncAffinity(ctx)
-		ctx.Send(s.children[rolePortal], s.configFor(rolePortal))
-	}
-	if epChanged || spChanged {
-		set := s.configFor(roleBalancer)
-		for _, role := range []string{roleBalancer, roleAffinity, rolePortal} {
-			if pid := s.children[role]; pid != nil {
-				ctx.Send(pid, set)
-			}
+		if msg := s.configFor(rolePortal); msg != nil {
+			ctx.Send(s.children[rolePortal], msg)
 		}
 	}
-	if spChanged || epChanged {
-		s.report(ctx, "service port updated")
+	set := s.configFor(roleBalancer)
+	for _, role := range []string{roleBalancer, roleAffinity, rolePortal} {
+		if pid := s.children[role]; pid != nil {
+			ctx.Send(pid, set)
+		}
 	}
+	s.report(ctx, "service port updated")
 }
 
 // syncAffinity starts the Affinity actor the first time ClientIP affinity
