@@ -44,6 +44,7 @@ test-deps:
 
 vet:
 	$(GO) vet ./...
+	GOOS=windows $(GO) build ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
