@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here"
 GO=${GO:-go}
-cache=${KPROXY_CACHE:-${HOME:?}/.cache/kproxy}
+cache=${KPROXY_CACHE:-${HOME:-/root}/.cache/kproxy}
 
 version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' go.mod)
 [ -n "$version" ] || { echo "build-apiserver.sh: no k8s.io/kubernetes version in $here/go.mod" >&2; exit 1; }
