@@ -35,6 +35,7 @@ type Portal struct {
 	incarnation int64
 	sp          *messages.ServicePort
 	proxyPort   int
+	extPort     int // second proxy port for external traffic, or 0
 	endpoints   map[string]bool
 	serving     map[string]*portal.Listener // served by this incarnation, by address
 	failed      map[string]error            // could not be opened; retried with backoff
@@ -77,6 +78,7 @@ func (p *Portal) Receive(ctx actor.Context) {
 	case *messages.ConfigurePortal:
 		p.sp = m.GetServicePort()
 		p.proxyPort = int(m.GetProxyPort())
+		p.extPort = int(m.GetExternalProxyPort())
 		p.retryDelay = 0
 		p.reconcile(ctx)
 	case *messages.RetryListen:
@@ -107,7 +109,7 @@ func (p *Portal) Receive(ctx actor.Context) {
 
 // reconcile serves the listeners the configuration wants and closes the rest.
 func (p *Portal) reconcile(ctx actor.Context) {
-	specs, err := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort)
+	specs, err := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort, p.extPort)
 	p.failed = map[string]error{}
 	if err != nil {
 		p.failed[p.sp.GetKey().GetProtocol().String()] = err

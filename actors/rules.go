@@ -69,7 +69,7 @@ func (r *Rules) Receive(ctx actor.Context) {
 		r.cancel()
 	case *messages.SetPortalRules:
 		id := m.GetServicePort().GetKey().ID()
-		rules, err := portal.RulesFor(m.GetServicePort(), int(m.GetProxyPort()), m.GetReject())
+		rules, err := portal.RulesFor(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetReject(), m.GetRejectExternal())
 		if err != nil {
 			r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
 		}

@@ -30,6 +30,7 @@ type ServicePort struct {
 	endpoints  []*messages.Endpoint
 	generation int64
 	proxyPort  int
+	extPort    int // external proxy port (kernel modes, externalTrafficPolicy Local)
 	portErr    error
 
 	started  map[string]bool // roles seen starting at least once
@@ -59,8 +60,10 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 	case *messages.AffinityEntries:
 		s.affinityEntries = m
 	case *actor.Stopped:
-		if s.proxyPort != 0 {
-			s.cfg.Ports.Release(s.proxyPort)
+		for _, port := range []int{s.proxyPort, s.extPort} {
+			if port != 0 {
+				s.cfg.Ports.Release(port)
+			}
 		}
 		if s.rulesSent != nil {
 			ctx.Send(s.cfg.rulesPID, &messages.DeletePortalRules{Key: s.sp.GetKey()})
@@ -106,7 +109,8 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		switch {
 		case err != nil:
 		case m.GetProxyPort() != 0:
-			s.proxyPort = int(m.GetProxyPort()) // restarted: keep the port kernel rules point at
+			// Restarted: keep the ports kernel rules point at.
+			s.proxyPort, s.extPort = int(m.GetProxyPort()), int(m.GetExternalProxyPort())
 		default:
 			s.proxyPort, err = s.cfg.Ports.Allocate(network)
 		}
@@ -114,6 +118,7 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		if err != nil {
 			s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Msg("cannot allocate proxy port")
 		}
+		s.syncExternalPort()
 		s.spawn(ctx, roleBalancer, newBalancer)
 		s.syncAffinity(ctx)
 		s.spawn(ctx, rolePortal, newPortal(s.cfg))
@@ -125,6 +130,7 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 	}
 	if spChanged {
 		s.syncAffinity(ctx)
+		s.syncExternalPort()
 		if msg := s.configFor(rolePortal); msg != nil {
 			ctx.Send(s.children[rolePortal], msg)
 		}
@@ -136,6 +142,25 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		}
 	}
 	s.report(ctx, "service port updated")
+}
+
+// syncExternalPort gives the service port a second proxy port in kernel
+// modes when a traffic policy is Local, so the two scopes can differ: rules
+// send external traffic there, and the Portal serves it with the external
+// endpoint scope. Once allocated it is kept, like the first.
+func (s *ServicePort) syncExternalPort() {
+	local := s.sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL ||
+		s.sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	if s.extPort != 0 || s.proxyPort == 0 || s.cfg.Rules == nil || !local {
+		return
+	}
+	network, _ := portal.Network(s.sp.GetKey().GetProtocol()) // proxyPort != 0: supported
+	port, err := s.cfg.Ports.Allocate(network)
+	if err != nil {
+		s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Msg("cannot allocate external proxy port; external traffic uses the cluster scope")
+		return
+	}
+	s.extPort = port
 }
 
 // syncAffinity starts the Affinity actor the first time ClientIP affinity
@@ -167,7 +192,7 @@ func (s *ServicePort) configFor(role string) proto.Message {
 		if s.portErr != nil {
 			return nil
 		}
-		return &messages.ConfigurePortal{ServicePort: s.sp, ProxyPort: int32(s.proxyPort)}
+		return &messages.ConfigurePortal{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort)}
 	default:
 		return &messages.SetEndpoints{
 			Endpoints:              s.endpoints,
@@ -182,7 +207,7 @@ func (s *ServicePort) configFor(role string) proto.Message {
 func (s *ServicePort) report(ctx actor.Context, event string) {
 	st := s.state
 	st.Key, st.ServicePort, st.Endpoints, st.Generation = s.sp.GetKey(), s.sp, s.endpoints, s.generation
-	st.ProxyPort = int32(s.proxyPort)
+	st.ProxyPort, st.ExternalProxyPort = int32(s.proxyPort), int32(s.extPort)
 	st.ActorId = ctx.Self().GetId()
 	if s.portErr != nil {
 		st.Error = s.portErr.Error()
@@ -203,7 +228,12 @@ func (s *ServicePort) syncRules(ctx actor.Context) {
 	if s.cfg.rulesPID == nil || s.proxyPort == 0 {
 		return
 	}
-	want := &messages.SetPortalRules{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), Reject: len(s.endpoints) == 0}
+	var internal, external bool
+	for _, e := range s.endpoints {
+		internal, external = internal || e.GetInternal(), external || e.GetExternal()
+	}
+	want := &messages.SetPortalRules{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort),
+		Reject: !internal, RejectExternal: !external}
 	if proto.Equal(want, s.rulesSent) {
 		return
 	}

@@ -717,9 +717,10 @@ type UpsertServicePort struct {
 	Generation  int64                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Set by the Proxier when it re-sends the state to a restarted
 	// ServicePort: the proxy port to keep, so kernel rules stay valid.
-	ProxyPort     int32 `protobuf:"varint,4,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ProxyPort         int32 `protobuf:"varint,4,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
+	ExternalProxyPort int32 `protobuf:"varint,5,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *UpsertServicePort) Reset() {
@@ -776,6 +777,13 @@ func (x *UpsertServicePort) GetGeneration() int64 {
 func (x *UpsertServicePort) GetProxyPort() int32 {
 	if x != nil {
 		return x.ProxyPort
+	}
+	return 0
+}
+
+func (x *UpsertServicePort) GetExternalProxyPort() int32 {
+	if x != nil {
+		return x.ExternalProxyPort
 	}
 	return 0
 }
@@ -908,9 +916,13 @@ type ConfigurePortal struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ServicePort *ServicePort           `protobuf:"bytes,1,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
 	// Proxy port allocated by the supervisor; kept across Portal restarts.
-	ProxyPort     int32 `protobuf:"varint,2,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ProxyPort int32 `protobuf:"varint,2,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
+	// Kernel modes with externalTrafficPolicy Local: a second proxy port for
+	// external traffic (external/LB IPs, node port), served with the external
+	// endpoint scope.
+	ExternalProxyPort int32 `protobuf:"varint,3,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ConfigurePortal) Reset() {
@@ -953,6 +965,13 @@ func (x *ConfigurePortal) GetServicePort() *ServicePort {
 func (x *ConfigurePortal) GetProxyPort() int32 {
 	if x != nil {
 		return x.ProxyPort
+	}
+	return 0
+}
+
+func (x *ConfigurePortal) GetExternalProxyPort() int32 {
+	if x != nil {
+		return x.ExternalProxyPort
 	}
 	return 0
 }
@@ -1429,9 +1448,10 @@ type ServicePortState struct {
 	Deleted         bool                   `protobuf:"varint,9,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// PID id of the ServicePort supervisor; its children are "<id>/portal",
 	// "<id>/balancer" and "<id>/affinity".
-	ActorId       string `protobuf:"bytes,10,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ActorId           string `protobuf:"bytes,10,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	ExternalProxyPort int32  `protobuf:"varint,11,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ServicePortState) Reset() {
@@ -1532,6 +1552,13 @@ func (x *ServicePortState) GetActorId() string {
 		return x.ActorId
 	}
 	return ""
+}
+
+func (x *ServicePortState) GetExternalProxyPort() int32 {
+	if x != nil {
+		return x.ExternalProxyPort
+	}
+	return 0
 }
 
 type StateSnapshot struct {
@@ -1902,12 +1929,17 @@ func (x *WatcherStats) GetFlushes() int64 {
 // for its service IPs and node port to its proxy port, or rejects when it
 // has no endpoints.
 type SetPortalRules struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServicePort   *ServicePort           `protobuf:"bytes,1,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
-	ProxyPort     int32                  `protobuf:"varint,2,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
-	Reject        bool                   `protobuf:"varint,3,opt,name=reject,proto3" json:"reject,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ServicePort *ServicePort           `protobuf:"bytes,1,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
+	ProxyPort   int32                  `protobuf:"varint,2,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
+	// Reject cluster-IP traffic (no internal endpoints).
+	Reject bool `protobuf:"varint,3,opt,name=reject,proto3" json:"reject,omitempty"`
+	// When set, external traffic goes here instead of proxy_port.
+	ExternalProxyPort int32 `protobuf:"varint,4,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
+	// Reject external traffic (no external endpoints).
+	RejectExternal bool `protobuf:"varint,5,opt,name=reject_external,json=rejectExternal,proto3" json:"reject_external,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SetPortalRules) Reset() {
@@ -1957,6 +1989,20 @@ func (x *SetPortalRules) GetProxyPort() int32 {
 func (x *SetPortalRules) GetReject() bool {
 	if x != nil {
 		return x.Reject
+	}
+	return false
+}
+
+func (x *SetPortalRules) GetExternalProxyPort() int32 {
+	if x != nil {
+		return x.ExternalProxyPort
+	}
+	return 0
+}
+
+func (x *SetPortalRules) GetRejectExternal() bool {
+	if x != nil {
+		return x.RejectExternal
 	}
 	return false
 }
@@ -2249,7 +2295,7 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"generation\x18\x03 \x01(\x03R\n" +
 	"generation\x12'\n" +
 	"\x0fretain_services\x18\x04 \x03(\tR\x0eretainServices\x12%\n" +
-	"\x0eretain_missing\x18\x05 \x01(\bR\rretainMissing\"\xc0\x01\n" +
+	"\x0eretain_missing\x18\x05 \x01(\bR\rretainMissing\"\xf0\x01\n" +
 	"\x11UpsertServicePort\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12\x1e\n" +
@@ -2257,7 +2303,8 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"generation\x18\x03 \x01(\x03R\n" +
 	"generation\x12\x1d\n" +
 	"\n" +
-	"proxy_port\x18\x04 \x01(\x05R\tproxyPort\"`\n" +
+	"proxy_port\x18\x04 \x01(\x05R\tproxyPort\x12.\n" +
+	"\x13external_proxy_port\x18\x05 \x01(\x05R\x11externalProxyPort\"`\n" +
 	"\x11DeleteServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x1e\n" +
 	"\n" +
@@ -2267,11 +2314,12 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\tendpoints\x18\x01 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12E\n" +
 	"\x10session_affinity\x18\x02 \x01(\x0e2\x1a.kproxy.v1.SessionAffinityR\x0fsessionAffinity\x128\n" +
 	"\x18affinity_timeout_seconds\x18\x03 \x01(\x05R\x16affinityTimeoutSeconds\x12E\n" +
-	"\x10affinity_entries\x18\x04 \x01(\v2\x1a.kproxy.v1.AffinityEntriesR\x0faffinityEntries\"k\n" +
+	"\x10affinity_entries\x18\x04 \x01(\v2\x1a.kproxy.v1.AffinityEntriesR\x0faffinityEntries\"\x9b\x01\n" +
 	"\x0fConfigurePortal\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
-	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\"\"\n" +
+	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12.\n" +
+	"\x13external_proxy_port\x18\x03 \x01(\x05R\x11externalProxyPort\"\"\n" +
 	"\fChildStarted\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"a\n" +
 	"\fPickEndpoint\x12\x1b\n" +
@@ -2296,7 +2344,7 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\"\n" +
 	"\n" +
-	"\bGetState\"\xfe\x02\n" +
+	"\bGetState\"\xae\x03\n" +
 	"\x10ServicePortState\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x129\n" +
 	"\fservice_port\x18\x02 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
@@ -2311,7 +2359,8 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"generation\x12\x18\n" +
 	"\adeleted\x18\t \x01(\bR\adeleted\x12\x19\n" +
 	"\bactor_id\x18\n" +
-	" \x01(\tR\aactorId\"Q\n" +
+	" \x01(\tR\aactorId\x12.\n" +
+	"\x13external_proxy_port\x18\v \x01(\x05R\x11externalProxyPort\"Q\n" +
 	"\rStateSnapshot\x12@\n" +
 	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts\"%\n" +
 	"\vInjectCrash\x12\x16\n" +
@@ -2330,12 +2379,14 @@ const file_messages_kproxy_proto_rawDesc = "" +
 	"\fWatcherStats\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x03R\x06events\x12\x18\n" +
 	"\achanges\x18\x02 \x01(\x03R\achanges\x12\x18\n" +
-	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\x82\x01\n" +
+	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\xdb\x01\n" +
 	"\x0eSetPortalRules\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
 	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12\x16\n" +
-	"\x06reject\x18\x03 \x01(\bR\x06reject\"@\n" +
+	"\x06reject\x18\x03 \x01(\bR\x06reject\x12.\n" +
+	"\x13external_proxy_port\x18\x04 \x01(\x05R\x11externalProxyPort\x12'\n" +
+	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\"@\n" +
 	"\x11DeletePortalRules\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\"W\n" +
 	"\fRulesApplied\x12\x1b\n" +

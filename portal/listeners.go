@@ -47,7 +47,11 @@ func kernelMode(mode string) bool { return mode == ModeNftables || mode == ModeI
 // bindAddress (a dual-stack wildcard in kernel modes when bindAddress is
 // unspecified), plus in bind and netsh modes every service IP:port and the
 // node port.
-func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort int) ([]ListenSpec, error) {
+//
+// externalProxyPort, when not zero, is a second proxy port for external
+// traffic (kernel modes with externalTrafficPolicy Local), so that its
+// connections use the external endpoint scope.
+func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort, externalProxyPort int) ([]ListenSpec, error) {
 	network, err := Network(sp.GetKey().GetProtocol())
 	if err != nil {
 		return nil, err
@@ -68,6 +72,7 @@ func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort i
 		}
 	}
 	add(proxyHost, proxyPort, false, true)
+	add(proxyHost, externalProxyPort, true, true)
 	if mode != ModeBind && mode != ModeNetsh {
 		return specs, nil
 	}

@@ -17,7 +17,7 @@ func TestListenSpecsBindMode(t *testing.T) {
 		ExternalIps:     &messages.IPSet{V4: []string{"192.0.2.10"}},
 		LoadBalancerIps: &messages.IPSet{V4: []string{"198.51.100.10"}},
 	}
-	specs, err := ListenSpecs(sp, ModeBind, "0.0.0.0", 40000)
+	specs, err := ListenSpecs(sp, ModeBind, "0.0.0.0", 40000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestListenSpecsBindMode(t *testing.T) {
 
 func TestListenSpecsRejectsSCTP(t *testing.T) {
 	sp := &messages.ServicePort{Key: &messages.ServicePortKey{Protocol: messages.Protocol_SCTP}, Port: 80}
-	if _, err := ListenSpecs(sp, ModeBind, "0.0.0.0", 1); !errors.Is(err, ErrUnsupportedProtocol) {
+	if _, err := ListenSpecs(sp, ModeBind, "0.0.0.0", 1, 0); !errors.Is(err, ErrUnsupportedProtocol) {
 		t.Fatalf("want ErrUnsupportedProtocol, got %v", err)
 	}
 }
