@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // TCP is a backend that writes "name\n" on every connection, then echoes
@@ -45,7 +46,11 @@ func (b *TCP) serve() {
 	for {
 		c, err := b.ln.Accept()
 		if err != nil {
-			return
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // fd exhaustion and the like: the listener is still good
+			continue
 		}
 		b.mu.Lock()
 		b.open[c] = struct{}{}
