@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -17,7 +18,7 @@ import (
 
 func startProxy(t *testing.T) *Proxy {
 	t.Helper()
-	p := Start(Config{BindAddress: "127.0.0.1", Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	p := Start(Config{BindAddress: "127.0.0.1", Log: zerolog.New(zerolog.NewTestWriter(t)).Level(testLogLevel)})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -138,3 +139,10 @@ func spe(sp *messages.ServicePort, eps []*messages.Endpoint) *messages.ServicePo
 }
 
 func itoa[T ~int | ~int32](v T) string { return strconv.Itoa(int(v)) }
+
+var testLogLevel = func() zerolog.Level {
+	if os.Getenv("KPROXY_TEST_DEBUG") != "" {
+		return zerolog.DebugLevel
+	}
+	return zerolog.WarnLevel
+}()

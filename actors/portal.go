@@ -55,6 +55,7 @@ func (p *Portal) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.incarnation = incarnations.Add(1)
 		p.owner = ctx.Self().GetId()
+		p.cfg.listeners.Unhold(p.owner) // adopt what a restarting ServicePort kept
 		p.serving = map[string]*portal.Listener{}
 		p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout}
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: rolePortal})
@@ -70,11 +71,15 @@ func (p *Portal) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		p.stopRetry()
-		for _, l := range p.cfg.listeners.Owned(p.owner) {
-			l.Close()
-			l.CloseFlows()
-			p.cfg.listeners.Delete(p.owner, l.Spec.Address)
+		if p.cfg.listeners.Held(p.owner) {
+			// The ServicePort is restarting, not going away: keep the
+			// sockets and flows for the next Portal, as for a Portal restart.
+			for _, l := range p.serving {
+				l.Pause()
+			}
+			return
 		}
+		p.cfg.listeners.CloseOwned(p.owner)
 	case *messages.ConfigurePortal:
 		p.sp = m.GetServicePort()
 		p.proxyPort = int(m.GetProxyPort())
@@ -210,14 +215,31 @@ type balancerPicker struct {
 	timeout time.Duration
 }
 
+// While the Balancer is being replaced (its ServicePort restarting) its PID
+// has no actor for a moment: a request comes back as a dead letter, or is
+// dropped with the stopping actor's mailbox. The picker asks again, with
+// short attempts, until its timeout rather than reset the connection.
 func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) (string, error) {
-	res, err := b.root.RequestFuture(b.pid, &messages.PickEndpoint{ClientIp: clientIP, Exclude: exclude, External: external}, b.timeout).Result()
-	if err != nil {
-		return "", fmt.Errorf("ask balancer: %w", err)
+	deadline := time.Now().Add(b.timeout)
+	for {
+		attempt := min(pickAttemptTimeout, time.Until(deadline))
+		res, err := b.root.RequestFuture(b.pid, &messages.PickEndpoint{ClientIp: clientIP, Exclude: exclude, External: external}, attempt).Result()
+		switch {
+		case err == nil:
+			if picked, ok := res.(*messages.Picked); ok && picked.GetAddress() != "" {
+				return picked.GetAddress(), nil
+			}
+			return "", portal.ErrNoEndpoints
+		case !errors.Is(err, actor.ErrDeadLetter) && !errors.Is(err, actor.ErrTimeout):
+			return "", fmt.Errorf("ask balancer: %w", err)
+		case time.Until(deadline) < 5*time.Millisecond:
+			return "", fmt.Errorf("ask balancer: %w", err)
+		case errors.Is(err, actor.ErrDeadLetter):
+			time.Sleep(5 * time.Millisecond) // on the connection's goroutine, not an actor's
+		}
 	}
-	picked, ok := res.(*messages.Picked)
-	if !ok || picked.GetAddress() == "" {
-		return "", portal.ErrNoEndpoints
-	}
-	return picked.GetAddress(), nil
 }
+
+// pickAttemptTimeout bounds one request to the Balancer; a lost request is
+// retried instead of stalling the connection for the whole PickTimeout.
+const pickAttemptTimeout = 250 * time.Millisecond

@@ -57,9 +57,14 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleServicePort})
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
+	case *actor.Restarting:
+		// protoactor stops the children of a restarting actor; the Portal
+		// keeps its sockets for its successor, so no connection is reset.
+		s.cfg.listeners.Hold(portalOwner(ctx))
 	case *messages.AffinityEntries:
 		s.affinityEntries = m
 	case *actor.Stopped:
+		s.cfg.listeners.CloseOwned(portalOwner(ctx)) // anything a hold kept
 		for _, port := range []int{s.proxyPort, s.extPort} {
 			if port != 0 {
 				s.cfg.Ports.Release(port)
@@ -143,6 +148,10 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 	}
 	s.report(ctx, "service port updated")
 }
+
+// portalOwner is the Portal's key in the listener registry: its PID id,
+// the same for every incarnation.
+func portalOwner(ctx actor.Context) string { return ctx.Self().GetId() + "/" + rolePortal }
 
 // syncExternalPort gives the service port a second proxy port in kernel
 // modes when a traffic policy is Local, so the two scopes can differ: rules

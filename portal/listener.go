@@ -159,12 +159,52 @@ func (l *Listener) CloseFlows() {
 // incarnations, by owner (a Portal's PID, which survives restarts) and
 // address.
 type Listeners struct {
-	mu sync.Mutex
-	m  map[string]map[string]*Listener
+	mu   sync.Mutex
+	m    map[string]map[string]*Listener
+	held map[string]bool
 }
 
 // NewListeners returns an empty set.
-func NewListeners() *Listeners { return &Listeners{m: map[string]map[string]*Listener{}} }
+func NewListeners() *Listeners {
+	return &Listeners{m: map[string]map[string]*Listener{}, held: map[string]bool{}}
+}
+
+// Hold marks owner's sockets to be kept while its actor is stopped and
+// started again (its supervisor is restarting); Unhold ends that.
+func (s *Listeners) Hold(owner string) {
+	s.mu.Lock()
+	s.held[owner] = true
+	s.mu.Unlock()
+}
+
+// Unhold clears Hold and reports whether owner was held.
+func (s *Listeners) Unhold(owner string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.held[owner]
+	delete(s.held, owner)
+	return held
+}
+
+// Held reports whether owner's sockets are to be kept.
+func (s *Listeners) Held(owner string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[owner]
+}
+
+// CloseOwned closes and forgets all of owner's sockets and flows.
+func (s *Listeners) CloseOwned(owner string) {
+	s.mu.Lock()
+	ls := s.m[owner]
+	delete(s.m, owner)
+	delete(s.held, owner)
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+		l.CloseFlows()
+	}
+}
 
 // Get returns owner's listener on addr, or nil.
 func (s *Listeners) Get(owner, addr string) *Listener {
