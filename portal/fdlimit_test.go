@@ -4,6 +4,7 @@ package portal
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -86,6 +87,7 @@ func TestTCPProxySurvivesFDExhaustion(t *testing.T) {
 	}
 	var served []held
 	var pending []net.Conn
+	starvedByReset := 0
 	defer func() {
 		for _, h := range served {
 			h.c.Close()
@@ -98,6 +100,10 @@ func TestTCPProxySurvivesFDExhaustion(t *testing.T) {
 	// the proxy two: the client's and the backend dial).
 	for range 60 {
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if errors.Is(err, syscall.ECONNRESET) {
+			starvedByReset++ // accepted, no fd to dial the backend: reset before connect returned
+			continue
+		}
 		if err != nil {
 			t.Fatalf("dial: %v", err) // the kernel completes handshakes into the backlog
 		}
@@ -109,7 +115,7 @@ func TestTCPProxySurvivesFDExhaustion(t *testing.T) {
 			pending = append(pending, c)
 		}
 	}
-	if len(served) == 0 || len(pending) == 0 {
+	if len(served) == 0 || len(pending)+starvedByReset == 0 {
 		t.Fatalf("want some connections served and some starved by the fd limit; served %d, starved %d", len(served), len(pending))
 	}
 	// Connections proxied before exhaustion keep working.
@@ -120,7 +126,7 @@ func TestTCPProxySurvivesFDExhaustion(t *testing.T) {
 			t.Fatalf("served connection %d broke under fd exhaustion: %q %v", i, line, err)
 		}
 	}
-	nServed, nPending := len(served), len(pending)
+	nServed, nPending := len(served), len(pending)+starvedByReset
 	// Free the fds: the listener was kept, so the proxy serves again.
 	for _, h := range served {
 		h.c.Close()
