@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/kproxy/kproxy/messages"
 )
 
@@ -161,7 +163,13 @@ func TestUDPServiceUpdateKeepsLiveFlow(t *testing.T) {
 		}
 	}
 	p.Submit(snapshot(3, spe(sp2, endpoints(keep...))))
-	w.listening(t, sp.GetKey().ID(), 3, 3)
+	st := w.listening(t, sp.GetKey().ID(), 3, 3)
+	// The ServicePort reports before its Portal has handled the new
+	// endpoints; a request to the Portal is answered after it has.
+	portalPID := actor.NewPID(p.System.Address(), st.GetActorId()+"/portal")
+	if _, err := p.System.Root.RequestFuture(portalPID, &messages.GetState{}, 5*time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
 	if got, _, _ := strings.Cut(udpExchange(t, c, []byte("c")), ":"); got == first {
 		t.Fatalf("flow still goes to removed endpoint %s", first)
 	}
