@@ -34,10 +34,9 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 	for {
 		conn, err := ln.AcceptTCP()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if isTimeout(err) {
 				if stopped(stop) {
-					return nil
+					return nil // paused
 				}
 				continue
 			}
@@ -132,6 +131,13 @@ func copyHalf(dst, src *net.TCPConn) {
 		return
 	}
 	dst.CloseWrite()
+}
+
+// isTimeout reports a deadline error: Pause sets a past deadline to wake
+// the serving goroutine.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func stopped(stop <-chan struct{}) bool {

@@ -66,10 +66,9 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 	for {
 		n, oobn, _, client, err := conn.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if isTimeout(err) {
 				if stopped(stop) {
-					return nil
+					return nil // paused
 				}
 				continue
 			}
@@ -160,8 +159,7 @@ func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle
 		f.backend.SetReadDeadline(last.Add(idle))
 		n, err := f.backend.Read(buf)
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if isTimeout(err) {
 				continue // re-check: the client may have sent since
 			}
 			if errors.Is(err, net.ErrClosed) {
