@@ -86,7 +86,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func TestCrashOnePortalRepeatedly(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 2)
+	addrs := tcpBackends(t, 2)
 	var spes []*messages.ServicePortEndpoints
 	var others []string
 	for i := range 51 {
@@ -178,7 +178,7 @@ func TestChaosNoFailuresNoLeaks(t *testing.T) {
 	}
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 3)
+	addrs := tcpBackends(t, 3)
 	const n = 200
 	var spes []*messages.ServicePortEndpoints
 	var svcAddrs []string
@@ -257,7 +257,7 @@ func TestChaosNoFailuresNoLeaks(t *testing.T) {
 func TestServicePortCrashKeepsSocketsAndPort(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 2)
+	addrs := tcpBackends(t, 2)
 	sp := svcPort("spcrash", messages.Protocol_TCP, "127.0.26.1", 18080)
 	p.Submit(snapshot(1, spe(sp, endpoints(addrs...))))
 	before := w.listening(t, sp.GetKey().ID(), 2, 1)

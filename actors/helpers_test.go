@@ -98,37 +98,27 @@ func endpoints(addrs ...string) []*messages.Endpoint {
 	return eps
 }
 
-func tcpBackends(t *testing.T, n int) ([]*backends.TCP, []string) {
+// startBackends starts n loopback backends named backend-0.. and returns
+// their addresses.
+func startBackends[B interface {
+	Addr() string
+	Close()
+}](t *testing.T, n int, start func(name, addr string) (B, error)) []string {
 	t.Helper()
-	var bs []*backends.TCP
 	var addrs []string
 	for i := range n {
-		b, err := backends.StartTCP(fmt.Sprintf("backend-%d", i), "127.0.0.1:0")
+		b, err := start(fmt.Sprintf("backend-%d", i), "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(b.Close)
-		bs = append(bs, b)
 		addrs = append(addrs, b.Addr())
 	}
-	return bs, addrs
+	return addrs
 }
 
-func udpBackends(t *testing.T, n int) ([]*backends.UDP, []string) {
-	t.Helper()
-	var bs []*backends.UDP
-	var addrs []string
-	for i := range n {
-		b, err := backends.StartUDP(fmt.Sprintf("backend-%d", i), "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
-		bs = append(bs, b)
-		addrs = append(addrs, b.Addr())
-	}
-	return bs, addrs
-}
+func tcpBackends(t *testing.T, n int) []string { return startBackends(t, n, backends.StartTCP) }
+func udpBackends(t *testing.T, n int) []string { return startBackends(t, n, backends.StartUDP) }
 
 func snapshot(gen int64, spes ...*messages.ServicePortEndpoints) *messages.SourceSnapshot {
 	return &messages.SourceSnapshot{Source: "test", Generation: gen, ServicePorts: spes}

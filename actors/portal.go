@@ -114,10 +114,10 @@ func (p *Portal) Receive(ctx actor.Context) {
 
 // reconcile serves the listeners the configuration wants and closes the rest.
 func (p *Portal) reconcile(ctx actor.Context) {
-	specs, err := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort, p.extPort)
+	specs, specErr := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort, p.extPort)
 	p.failed = map[string]error{}
-	if err != nil {
-		p.failed[p.sp.GetKey().GetProtocol().String()] = err
+	if specErr != nil {
+		p.failed[p.sp.GetKey().GetProtocol().String()] = specErr
 	}
 	want := map[string]bool{}
 	for _, spec := range specs {
@@ -130,6 +130,7 @@ func (p *Portal) reconcile(ctx actor.Context) {
 			l = nil
 		}
 		if l == nil {
+			var err error
 			if l, err = portal.Open(spec); err != nil {
 				p.failed[spec.Address] = err
 				continue
@@ -150,7 +151,7 @@ func (p *Portal) reconcile(ctx actor.Context) {
 		}
 	}
 	ctx.Send(ctx.Parent(), p.ready())
-	p.scheduleRetry(ctx, err)
+	p.scheduleRetry(ctx, specErr)
 }
 
 // ready describes the served listeners and the failed ones.

@@ -82,7 +82,7 @@ func (r *Rules) Receive(ctx actor.Context) {
 		r.dirty[id] = true
 		r.kick(ctx)
 	case *messages.RulesApplied:
-		r.applied1(ctx, m)
+		r.finished(ctx, m)
 	case *messages.RetryRules:
 		r.kick(ctx)
 	case *messages.CheckRules:
@@ -185,7 +185,8 @@ func (r *Rules) flatten(set map[string][]portal.PortalRule) []portal.PortalRule 
 	return out
 }
 
-func (r *Rules) applied1(ctx actor.Context, m *messages.RulesApplied) {
+// finished records a transaction's outcome and starts the next one.
+func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	r.inFlight = false
 	if m.GetError() != "" {
 		r.cfg.Log.Error().Str("error", m.GetError()).Bool("fullSync", m.GetFullSync()).Msg("programming kernel portal rules failed; re-syncing")

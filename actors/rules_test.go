@@ -82,7 +82,7 @@ func TestKernelModeExternalTrafficPolicyLocal(t *testing.T) {
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 2)
+	addrs := tcpBackends(t, 2)
 	sp := svcPort("etp", messages.Protocol_TCP, "198.18.0.10", 80)
 	sp.ExternalIps = &messages.IPSet{V4: []string{"192.0.2.50"}}
 	sp.ExternalTrafficPolicy = messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL

@@ -22,7 +22,7 @@ import (
 func TestPortalRestartKeepsAddresses(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 2)
+	addrs := tcpBackends(t, 2)
 	sp := svcPort("restart", messages.Protocol_TCP, "127.0.22.1", 18080)
 	p.Submit(snapshot(1, spe(sp, endpoints(addrs...))))
 	before := w.listening(t, sp.GetKey().ID(), 2, 1)
@@ -67,7 +67,7 @@ func TestPortalRestartKeepsAddresses(t *testing.T) {
 func TestPortClashBacksOffAndRecovers(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 1)
+	addrs := tcpBackends(t, 1)
 	squatter, err := net.Listen("tcp", "127.0.23.1:18080")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestPortClashBacksOffAndRecovers(t *testing.T) {
 func TestBalancerAndAffinityCrashKeepState(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 3)
+	addrs := tcpBackends(t, 3)
 	sp := svcPort("sticky", messages.Protocol_TCP, "127.0.23.3", 18080)
 	sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
 	sp.AffinityTimeoutSeconds = 3600

@@ -32,7 +32,7 @@ func dialName(t *testing.T, addr string) string {
 func TestTCPRoundRobinSpread(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 3)
+	addrs := tcpBackends(t, 3)
 	p.Submit(snapshot(1, spe(svcPort("rr", messages.Protocol_TCP, "127.0.20.1", 18080), endpoints(addrs...))))
 	w.listening(t, key("rr", messages.Protocol_TCP).ID(), 2, 1)
 
@@ -53,7 +53,7 @@ func TestTCPRoundRobinSpread(t *testing.T) {
 func TestTCPProxyPortForwards(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 1)
+	addrs := tcpBackends(t, 1)
 	p.Submit(snapshot(1, spe(svcPort("pp", messages.Protocol_TCP, "127.0.20.2", 18080), endpoints(addrs...))))
 	st := w.listening(t, key("pp", messages.Protocol_TCP).ID(), 2, 1)
 	if st.GetProxyPort() == 0 {
@@ -67,7 +67,7 @@ func TestTCPProxyPortForwards(t *testing.T) {
 func TestTCPSessionAffinityPinsAndExpires(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 3)
+	addrs := tcpBackends(t, 3)
 	sp := svcPort("aff", messages.Protocol_TCP, "127.0.20.3", 18080)
 	sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
 	sp.AffinityTimeoutSeconds = 1
@@ -99,7 +99,7 @@ func TestTCPSessionAffinityPinsAndExpires(t *testing.T) {
 func TestTCPDeadEndpointFastRetry(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 2)
+	addrs := tcpBackends(t, 2)
 	// A dead endpoint: a port nobody listens on (connection refused at once).
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadAddr := dead.Addr().String()
@@ -122,7 +122,7 @@ func TestTCPDeadEndpointFastRetry(t *testing.T) {
 func TestTCPStalledEndpointDoesNotStallAccept(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 1)
+	addrs := tcpBackends(t, 1)
 	stalled := blackhole(t)
 	p.Submit(snapshot(1, spe(svcPort("stall", messages.Protocol_TCP, "127.0.20.5", 18080), endpoints(addrs[0], stalled))))
 	w.listening(t, key("stall", messages.Protocol_TCP).ID(), 2, 1)
@@ -194,7 +194,7 @@ func blackhole(t *testing.T) string {
 func TestTCPHalfClose(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := tcpBackends(t, 1)
+	addrs := tcpBackends(t, 1)
 	p.Submit(snapshot(1, spe(svcPort("half", messages.Protocol_TCP, "127.0.20.6", 18080), endpoints(addrs...))))
 	w.listening(t, key("half", messages.Protocol_TCP).ID(), 2, 1)
 

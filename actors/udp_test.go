@@ -43,7 +43,7 @@ func dialUDP(t *testing.T, addr string) *net.UDPConn {
 func TestUDPClientsGetTheirOwnReplies(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := udpBackends(t, 2)
+	addrs := udpBackends(t, 2)
 	p.Submit(snapshot(1, spe(svcPort("dns", messages.Protocol_UDP, "127.0.21.1", 18053), endpoints(addrs...))))
 	w.listening(t, key("dns", messages.Protocol_UDP).ID(), 2, 1)
 
@@ -96,7 +96,7 @@ func TestUDPClientsGetTheirOwnReplies(t *testing.T) {
 func TestUDPLargeDatagram(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := udpBackends(t, 1)
+	addrs := udpBackends(t, 1)
 	p.Submit(snapshot(1, spe(svcPort("big", messages.Protocol_UDP, "127.0.21.2", 18053), endpoints(addrs...))))
 	w.listening(t, key("big", messages.Protocol_UDP).ID(), 2, 1)
 
@@ -111,7 +111,7 @@ func TestUDPIdleFlowsReaped(t *testing.T) {
 	p := Start(Config{BindAddress: "127.0.0.1", UDPIdleTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { p.Stop(t.Context()) })
 	w := watchState(t, p)
-	_, addrs := udpBackends(t, 1)
+	addrs := udpBackends(t, 1)
 	p.Submit(snapshot(1, spe(svcPort("idle", messages.Protocol_UDP, "127.0.21.3", 18053), endpoints(addrs...))))
 	w.listening(t, key("idle", messages.Protocol_UDP).ID(), 2, 1)
 
@@ -135,7 +135,7 @@ func TestUDPIdleFlowsReaped(t *testing.T) {
 func TestUDPServiceUpdateKeepsLiveFlow(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
-	_, addrs := udpBackends(t, 3)
+	addrs := udpBackends(t, 3)
 	sp := svcPort("keep", messages.Protocol_UDP, "127.0.21.4", 18053)
 	p.Submit(snapshot(1, spe(sp, endpoints(addrs[:2]...))))
 	w.listening(t, sp.GetKey().ID(), 2, 1)

@@ -191,15 +191,12 @@ func backendsOn(t *testing.T, ips ...string) int {
 	t.Helper()
 	port := 0
 	for _, ip := range ips {
-		for {
-			b, err := backends.StartTCP(ip, net.JoinHostPort(ip, fmt.Sprint(port)))
-			if err != nil {
-				t.Fatalf("backend on %s: %v", ip, err)
-			}
-			t.Cleanup(b.Close)
-			port = b.Port()
-			break
+		b, err := backends.StartTCP(ip, net.JoinHostPort(ip, fmt.Sprint(port)))
+		if err != nil {
+			t.Fatalf("backend on %s: %v", ip, err)
 		}
+		t.Cleanup(b.Close)
+		port = b.Port() // the first picks a free port, the rest share it
 	}
 	return port
 }
