@@ -11,8 +11,8 @@ import (
 	"github.com/kproxy/kproxy/messages"
 )
 
-// AffinitySweepInterval is how often expired ClientIP entries are dropped.
-var AffinitySweepInterval = 10 * time.Second
+// affinitySweepInterval is how often expired ClientIP entries are dropped.
+const affinitySweepInterval = 10 * time.Second
 
 // Affinity owns a service port's ClientIP affinity table. It is started the
 // first time the service has sessionAffinity ClientIP. Pinned clients stay
@@ -34,7 +34,7 @@ func (a *Affinity) Receive(ctx actor.Context) {
 		a.table = balancer.NewAffinityTable(0, nil)
 		// A timer, not ReceiveTimeout: protoactor's ReceiveTimeout has a data race.
 		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
-			SendRepeatedly(AffinitySweepInterval, AffinitySweepInterval, ctx.Self(), &messages.SweepAffinity{})
+			SendRepeatedly(affinitySweepInterval, affinitySweepInterval, ctx.Self(), &messages.SweepAffinity{})
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleAffinity})
 	case *actor.Restarting:
 		a.cancelSweep()

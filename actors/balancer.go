@@ -14,9 +14,9 @@ import (
 // ClientIP affinity on it forwards its choice to the Affinity actor, which
 // answers the caller directly.
 type Balancer struct {
-	internal, external *balancer.RoundRobin
-	affinity           bool
-	configured         bool
+	scopes     *balancer.Scopes
+	affinity   bool
+	configured bool
 	// Picks that arrive before the first SetEndpoints of this incarnation
 	// (just after a restart) wait here instead of failing.
 	pending []pendingPick
@@ -28,7 +28,7 @@ type pendingPick struct {
 }
 
 func newBalancer() actor.Actor {
-	return &Balancer{internal: balancer.NewRoundRobin(nil), external: balancer.NewRoundRobin(nil)}
+	return &Balancer{scopes: balancer.NewScopes(nil)}
 }
 
 // Receive implements actor.Actor.
@@ -37,21 +37,7 @@ func (b *Balancer) Receive(ctx actor.Context) {
 	case *actor.Started:
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleBalancer})
 	case *messages.SetEndpoints:
-		var in, ex []string
-		for _, e := range m.GetEndpoints() {
-			addr := e.Address()
-			if addr == "" {
-				continue
-			}
-			if e.GetInternal() {
-				in = append(in, addr)
-			}
-			if e.GetExternal() {
-				ex = append(ex, addr)
-			}
-		}
-		b.internal.Update(in)
-		b.external.Update(ex)
+		b.scopes.Update(m.GetEndpoints())
 		b.affinity = m.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP
 		b.configured = true
 		for _, p := range b.pending {
@@ -70,11 +56,7 @@ func (b *Balancer) Receive(ctx actor.Context) {
 }
 
 func (b *Balancer) pick(ctx actor.Context, sender *actor.PID, m *messages.PickEndpoint) {
-	rr := b.internal
-	if m.GetExternal() {
-		rr = b.external
-	}
-	addr, _ := rr.Next(m.GetExclude())
+	addr, _ := b.scopes.Next(m.GetExternal(), m.GetExclude())
 	if b.affinity {
 		ctx.RequestWithCustomSender(siblingPID(ctx, roleAffinity), &messages.AffinityLookup{
 			ClientIp: m.GetClientIp(), Exclude: m.GetExclude(), Fallback: addr,
@@ -82,11 +64,4 @@ func (b *Balancer) pick(ctx actor.Context, sender *actor.PID, m *messages.PickEn
 		return
 	}
 	ctx.Send(sender, &messages.Picked{Address: addr})
-}
-
-// siblingPID names another child of the same ServicePort. Children are
-// spawned under fixed names, so no PID needs to travel in messages.
-func siblingPID(ctx actor.Context, role string) *actor.PID {
-	parent := ctx.Parent()
-	return actor.NewPID(parent.Address, parent.Id+"/"+role)
 }

@@ -44,7 +44,7 @@ func (p *Proxy) Crash(servicePort, role, reason string) error {
 func (p *Proxy) crash(st *messages.ServicePortState, role, reason string) {
 	id := st.GetActorId()
 	if role != roleServicePort {
-		id += "/" + role
+		id = childID(id, role)
 	}
 	p.faults.Add(1)
 	p.cfg.Log.Warn().Str("servicePort", st.GetKey().ID()).Str("actor", role).Str("reason", reason).Msg("fault injected: crash")

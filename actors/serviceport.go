@@ -151,7 +151,7 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 
 // portalOwner is the Portal's key in the listener registry: its PID id,
 // the same for every incarnation.
-func portalOwner(ctx actor.Context) string { return ctx.Self().GetId() + "/" + rolePortal }
+func portalOwner(ctx actor.Context) string { return childID(ctx.Self().GetId(), rolePortal) }
 
 // syncExternalPort gives the service port a second proxy port in kernel
 // modes when a traffic policy is Local, so the two scopes can differ: rules

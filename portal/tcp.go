@@ -11,10 +11,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// DialTimeouts are the per-attempt endpoint dial timeouts, as in kube-proxy's
+// dialTimeouts are the per-attempt endpoint dial timeouts, as in kube-proxy's
 // userspace proxier: a dead endpoint costs one short attempt, then the next
 // endpoint is tried.
-var DialTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, 1 * time.Second, 2 * time.Second}
+var dialTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, 1 * time.Second, 2 * time.Second}
 
 // TCPProxy forwards connections accepted on one listener to endpoints.
 type TCPProxy struct {
@@ -81,7 +81,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 	var exclude []string
 	var lastErr error
-	for _, timeout := range DialTimeouts {
+	for _, timeout := range dialTimeouts {
 		addr, err := p.Picker.Pick(clientIP, exclude, p.External)
 		if err != nil {
 			if lastErr != nil {

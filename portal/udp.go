@@ -95,7 +95,7 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte
 	}
 	clientIP := client.Addr().Unmap().String()
 	var exclude []string
-	for range DialTimeouts {
+	for range dialTimeouts {
 		addr, err := o.Picker.Pick(clientIP, exclude, o.External)
 		if err != nil {
 			o.Log.Debug().Err(err).Str("client", client.String()).Msg("udp: no endpoint")
@@ -191,13 +191,6 @@ func (p *UDPProxy) RetainEndpoints(keep func(endpoint string) bool) {
 	for _, f := range ended {
 		f.backend.Close()
 	}
-}
-
-// Flows is the number of live flows.
-func (p *UDPProxy) Flows() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.flows)
 }
 
 // CloseFlows ends every flow (the service port was deleted).
