@@ -1,13 +1,3 @@
-// Package actors is kproxy's supervision tree: thin adapters that own state
-// and lifetimes and turn messages into calls on the plain-Go types of
-// balancer/, portal/ and watcher/.
-//
-//	Proxier (one-for-one)             owns the set of service ports
-//	 ├─ Watcher                       source snapshots -> per-service-port diffs
-//	 └─ ServicePort "ns/name:port/P"  one-for-one; restarts a child alone
-//	     ├─ Balancer                  endpoints, round-robin
-//	     ├─ Affinity                  clientIP -> endpoint, TTL sweep (ClientIP only)
-//	     └─ Portal                    listeners; accept/read goroutines report failure as messages
 package actors
 
 import (

@@ -1,0 +1,16 @@
+// Package actors is kproxy's supervision tree: thin adapters that own state
+// and lifetimes and turn protobuf messages (package messages) into calls on
+// the plain-Go types of balancer/, portal/ and watcher/.
+//
+//	root
+//	 ├─ watcher                       source events -> watcher.Tracker -> per-service-port changes
+//	 ├─ rules                         kernel portal rules, one transaction per batch (kernel modes only)
+//	 └─ proxier (one-for-one)         owns the set of service ports
+//	     └─ ServicePort "ns/name:port/P"  one-for-one; restarts a child alone
+//	         ├─ balancer              endpoints, round-robin per traffic scope
+//	         ├─ affinity              clientIP -> endpoint, TTL sweep (ClientIP only)
+//	         └─ portal                listeners; accept/read goroutines report failures as messages
+//
+// Each actor's file holds its Receive; system.go starts and stops the tree,
+// strategy.go holds the restart strategy, faults.go the fault injection.
+package actors
