@@ -5,7 +5,8 @@
 //     Service as this node sees it, with its Endpoints already filtered for
 //     the node (KPNG's api/localv1). Its helpers are in model.go.
 //   - protocol.proto, the messages actors exchange: commands, events,
-//     requests and answers.
+//     requests and answers, and the Failure (a code and its text) a failure
+//     carries across an actor boundary.
 //
 // Actors exchange only these messages, never Go structs.
 package messages

@@ -25,6 +25,87 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// FailureCode is the kind of a failure, as far as kproxy can tell kinds apart.
+type FailureCode int32
+
+const (
+	// None of the kinds below; the message says what happened.
+	FailureCode_FAILURE_CODE_UNKNOWN FailureCode = 0
+	// The address and port are taken by another socket (EADDRINUSE): retried,
+	// as the holder may let go.
+	FailureCode_ADDRESS_IN_USE FailureCode = 1
+	// The IP is not an address of this node (EADDRNOTAVAIL): retried, as it may
+	// be added.
+	FailureCode_ADDRESS_NOT_AVAILABLE FailureCode = 2
+	// The userspace proxy cannot carry the protocol (SCTP): never retried.
+	FailureCode_UNSUPPORTED_PROTOCOL FailureCode = 3
+	// No proxy port could be allocated (range exhausted): the service port has
+	// no portal until it is re-created.
+	FailureCode_PROXY_PORT_UNAVAILABLE FailureCode = 4
+	// Out of file descriptors (EMFILE, ENFILE): raise the limit.
+	FailureCode_FD_EXHAUSTED FailureCode = 5
+	// The kernel refused for lack of privilege (EACCES, EPERM).
+	FailureCode_PERMISSION_DENIED FailureCode = 6
+	// The node cannot use the IP family: a socket of the family cannot be made
+	// (EAFNOSUPPORT), or there are no kernel rules for it.
+	FailureCode_FAMILY_UNAVAILABLE FailureCode = 7
+	// A kernel rules transaction failed.
+	FailureCode_KERNEL_RULES FailureCode = 8
+)
+
+// Enum value maps for FailureCode.
+var (
+	FailureCode_name = map[int32]string{
+		0: "FAILURE_CODE_UNKNOWN",
+		1: "ADDRESS_IN_USE",
+		2: "ADDRESS_NOT_AVAILABLE",
+		3: "UNSUPPORTED_PROTOCOL",
+		4: "PROXY_PORT_UNAVAILABLE",
+		5: "FD_EXHAUSTED",
+		6: "PERMISSION_DENIED",
+		7: "FAMILY_UNAVAILABLE",
+		8: "KERNEL_RULES",
+	}
+	FailureCode_value = map[string]int32{
+		"FAILURE_CODE_UNKNOWN":   0,
+		"ADDRESS_IN_USE":         1,
+		"ADDRESS_NOT_AVAILABLE":  2,
+		"UNSUPPORTED_PROTOCOL":   3,
+		"PROXY_PORT_UNAVAILABLE": 4,
+		"FD_EXHAUSTED":           5,
+		"PERMISSION_DENIED":      6,
+		"FAMILY_UNAVAILABLE":     7,
+		"KERNEL_RULES":           8,
+	}
+)
+
+func (x FailureCode) Enum() *FailureCode {
+	p := new(FailureCode)
+	*p = x
+	return p
+}
+
+func (x FailureCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailureCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_messages_protocol_proto_enumTypes[0].Descriptor()
+}
+
+func (FailureCode) Type() protoreflect.EnumType {
+	return &file_messages_protocol_proto_enumTypes[0]
+}
+
+func (x FailureCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailureCode.Descriptor instead.
+func (FailureCode) EnumDescriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{0}
+}
+
 // SourceSnapshot is a source's whole desired state (file reload, informer
 // resync). The Watcher diffs it against the previous one.
 type SourceSnapshot struct {
@@ -597,8 +678,9 @@ type ListenerReady struct {
 	Addresses   []string               `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	Incarnation int64                  `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// Listeners that could not be opened (address not local, port taken,
-	// unsupported protocol); the Portal retries them with backoff.
-	Errors        []string `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
+	// unsupported protocol); the Portal retries them with backoff, except an
+	// unsupported protocol.
+	Failures      []*Failure `protobuf:"bytes,4,rep,name=failures,proto3" json:"failures,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -647,9 +729,9 @@ func (x *ListenerReady) GetIncarnation() int64 {
 	return 0
 }
 
-func (x *ListenerReady) GetErrors() []string {
+func (x *ListenerReady) GetFailures() []*Failure {
 	if x != nil {
-		return x.Errors
+		return x.Failures
 	}
 	return nil
 }
@@ -741,7 +823,7 @@ type ListenerFailed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Incarnation   int64                  `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Failure       *Failure               `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -790,11 +872,11 @@ func (x *ListenerFailed) GetAddress() string {
 	return ""
 }
 
-func (x *ListenerFailed) GetError() string {
+func (x *ListenerFailed) GetFailure() *Failure {
 	if x != nil {
-		return x.Error
+		return x.Failure
 	}
-	return ""
+	return nil
 }
 
 type GetState struct {
@@ -841,15 +923,20 @@ type ServicePortState struct {
 	ListenAddresses []string               `protobuf:"bytes,4,rep,name=listen_addresses,json=listenAddresses,proto3" json:"listen_addresses,omitempty"`
 	ProxyPort       int32                  `protobuf:"varint,5,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
 	Restarts        int32                  `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	Error           string                 `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
-	Generation      int64                  `protobuf:"varint,8,opt,name=generation,proto3" json:"generation,omitempty"`
-	Deleted         bool                   `protobuf:"varint,9,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The text of failures, for people (the admin API's state, logs); empty
+	// when the service port is healthy.
+	Error      string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	Generation int64  `protobuf:"varint,8,opt,name=generation,proto3" json:"generation,omitempty"`
+	Deleted    bool   `protobuf:"varint,9,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// PID id of the ServicePort supervisor; its children are "<id>/portal",
 	// "<id>/balancer" and "<id>/affinity".
 	ActorId           string `protobuf:"bytes,10,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
 	ExternalProxyPort int32  `protobuf:"varint,11,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What is wrong with the service port now, each with its code: no proxy
+	// port, or listeners that cannot be opened.
+	Failures      []*Failure `protobuf:"bytes,12,rep,name=failures,proto3" json:"failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServicePortState) Reset() {
@@ -957,6 +1044,13 @@ func (x *ServicePortState) GetExternalProxyPort() int32 {
 		return x.ExternalProxyPort
 	}
 	return 0
+}
+
+func (x *ServicePortState) GetFailures() []*Failure {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
 }
 
 type StateSnapshot struct {
@@ -1452,10 +1546,15 @@ func (x *DeletePortalRules) GetKey() *ServicePortKey {
 
 // RulesApplied reports the end of one Rules transaction (run off Receive).
 type RulesApplied struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FullSync      bool                   `protobuf:"varint,1,opt,name=full_sync,json=fullSync,proto3" json:"full_sync,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	Batch         int64                  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	FullSync bool                   `protobuf:"varint,1,opt,name=full_sync,json=fullSync,proto3" json:"full_sync,omitempty"`
+	// Superseded by failure; goes once the Rules actor sets failure.
+	//
+	// Deprecated: Marked as deprecated in messages/protocol.proto.
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Batch int64  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	// Set when the transaction failed.
+	Failure       *Failure `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1497,6 +1596,7 @@ func (x *RulesApplied) GetFullSync() bool {
 	return false
 }
 
+// Deprecated: Marked as deprecated in messages/protocol.proto.
 func (x *RulesApplied) GetError() string {
 	if x != nil {
 		return x.Error
@@ -1509,6 +1609,13 @@ func (x *RulesApplied) GetBatch() int64 {
 		return x.Batch
 	}
 	return 0
+}
+
+func (x *RulesApplied) GetFailure() *Failure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
 }
 
 // CheckRules is the Rules actor's timer tick to verify its rules still
@@ -1550,9 +1657,14 @@ func (*CheckRules) Descriptor() ([]byte, []int) {
 }
 
 type RulesPresent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Present       bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Present bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
+	// Superseded by failure; goes once the Rules actor sets failure.
+	//
+	// Deprecated: Marked as deprecated in messages/protocol.proto.
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// Set when the check itself failed.
+	Failure       *Failure `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1594,11 +1706,19 @@ func (x *RulesPresent) GetPresent() bool {
 	return false
 }
 
+// Deprecated: Marked as deprecated in messages/protocol.proto.
 func (x *RulesPresent) GetError() string {
 	if x != nil {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *RulesPresent) GetFailure() *Failure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
 }
 
 // RetryRules is the Rules actor's timer tick after a failed transaction.
@@ -1636,6 +1756,61 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
 	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
+}
+
+// Failure is a failure that crosses an actor boundary: a code for callers,
+// which act on the kind (retry or not, what to tell the operator) without
+// parsing text, and the text for people.
+type Failure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          FailureCode            `protobuf:"varint,1,opt,name=code,proto3,enum=kproxy.v1.FailureCode" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Failure) Reset() {
+	*x = Failure{}
+	mi := &file_messages_protocol_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Failure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Failure) ProtoMessage() {}
+
+func (x *Failure) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Failure.ProtoReflect.Descriptor instead.
+func (*Failure) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Failure) GetCode() FailureCode {
+	if x != nil {
+		return x.Code
+	}
+	return FailureCode_FAILURE_CODE_UNKNOWN
+}
+
+func (x *Failure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
 }
 
 var File_messages_protocol_proto protoreflect.FileDescriptor
@@ -1686,20 +1861,20 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\x0eAffinityLookup\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x18\n" +
 	"\aexclude\x18\x02 \x03(\tR\aexclude\x12\x1a\n" +
-	"\bfallback\x18\x03 \x01(\tR\bfallback\"g\n" +
+	"\bfallback\x18\x03 \x01(\tR\bfallback\"\x8d\x01\n" +
 	"\rListenerReady\x12\x1c\n" +
 	"\taddresses\x18\x01 \x03(\tR\taddresses\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12\x16\n" +
-	"\x06errors\x18\x03 \x03(\tR\x06errors\"/\n" +
+	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12.\n" +
+	"\bfailures\x18\x04 \x03(\v2\x12.kproxy.v1.FailureR\bfailuresJ\x04\b\x03\x10\x04R\x06errors\"/\n" +
 	"\vRetryListen\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x03R\vincarnation\"\x0f\n" +
-	"\rSweepAffinity\"b\n" +
+	"\rSweepAffinity\"\x87\x01\n" +
 	"\x0eListenerFailed\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x03R\vincarnation\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12,\n" +
+	"\afailure\x18\x04 \x01(\v2\x12.kproxy.v1.FailureR\afailureJ\x04\b\x03\x10\x04R\x05error\"\n" +
 	"\n" +
-	"\bGetState\"\xae\x03\n" +
+	"\bGetState\"\xde\x03\n" +
 	"\x10ServicePortState\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x129\n" +
 	"\fservice_port\x18\x02 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
@@ -1715,7 +1890,8 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\adeleted\x18\t \x01(\bR\adeleted\x12\x19\n" +
 	"\bactor_id\x18\n" +
 	" \x01(\tR\aactorId\x12.\n" +
-	"\x13external_proxy_port\x18\v \x01(\x05R\x11externalProxyPort\"Q\n" +
+	"\x13external_proxy_port\x18\v \x01(\x05R\x11externalProxyPort\x12.\n" +
+	"\bfailures\x18\f \x03(\v2\x12.kproxy.v1.FailureR\bfailures\"Q\n" +
 	"\rStateSnapshot\x12@\n" +
 	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts\"%\n" +
 	"\vInjectCrash\x12\x16\n" +
@@ -1743,18 +1919,33 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\x13external_proxy_port\x18\x04 \x01(\x05R\x11externalProxyPort\x12'\n" +
 	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\"@\n" +
 	"\x11DeletePortalRules\x12+\n" +
-	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\"W\n" +
+	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\"\x89\x01\n" +
 	"\fRulesApplied\x12\x1b\n" +
-	"\tfull_sync\x18\x01 \x01(\bR\bfullSync\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\x12\x14\n" +
-	"\x05batch\x18\x03 \x01(\x03R\x05batch\"\f\n" +
+	"\tfull_sync\x18\x01 \x01(\bR\bfullSync\x12\x18\n" +
+	"\x05error\x18\x02 \x01(\tB\x02\x18\x01R\x05error\x12\x14\n" +
+	"\x05batch\x18\x03 \x01(\x03R\x05batch\x12,\n" +
+	"\afailure\x18\x04 \x01(\v2\x12.kproxy.v1.FailureR\afailure\"\f\n" +
 	"\n" +
-	"CheckRules\">\n" +
+	"CheckRules\"p\n" +
 	"\fRulesPresent\x12\x18\n" +
-	"\apresent\x18\x01 \x01(\bR\apresent\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"\f\n" +
+	"\apresent\x18\x01 \x01(\bR\apresent\x12\x18\n" +
+	"\x05error\x18\x02 \x01(\tB\x02\x18\x01R\x05error\x12,\n" +
+	"\afailure\x18\x03 \x01(\v2\x12.kproxy.v1.FailureR\afailure\"\f\n" +
 	"\n" +
-	"RetryRulesB#Z!github.com/kproxy/kproxy/messagesb\x06proto3"
+	"RetryRules\"O\n" +
+	"\aFailure\x12*\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x16.kproxy.v1.FailureCodeR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*\xdf\x01\n" +
+	"\vFailureCode\x12\x18\n" +
+	"\x14FAILURE_CODE_UNKNOWN\x10\x00\x12\x12\n" +
+	"\x0eADDRESS_IN_USE\x10\x01\x12\x19\n" +
+	"\x15ADDRESS_NOT_AVAILABLE\x10\x02\x12\x18\n" +
+	"\x14UNSUPPORTED_PROTOCOL\x10\x03\x12\x1a\n" +
+	"\x16PROXY_PORT_UNAVAILABLE\x10\x04\x12\x10\n" +
+	"\fFD_EXHAUSTED\x10\x05\x12\x15\n" +
+	"\x11PERMISSION_DENIED\x10\x06\x12\x16\n" +
+	"\x12FAMILY_UNAVAILABLE\x10\a\x12\x10\n" +
+	"\fKERNEL_RULES\x10\bB#Z!github.com/kproxy/kproxy/messagesb\x06proto3"
 
 var (
 	file_messages_protocol_proto_rawDescOnce sync.Once
@@ -1768,65 +1959,74 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 	return file_messages_protocol_proto_rawDescData
 }
 
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_messages_protocol_proto_goTypes = []any{
-	(*SourceSnapshot)(nil),       // 0: kproxy.v1.SourceSnapshot
-	(*UpsertServicePort)(nil),    // 1: kproxy.v1.UpsertServicePort
-	(*DeleteServicePort)(nil),    // 2: kproxy.v1.DeleteServicePort
-	(*SetEndpoints)(nil),         // 3: kproxy.v1.SetEndpoints
-	(*ConfigurePortal)(nil),      // 4: kproxy.v1.ConfigurePortal
-	(*ChildStarted)(nil),         // 5: kproxy.v1.ChildStarted
-	(*PickEndpoint)(nil),         // 6: kproxy.v1.PickEndpoint
-	(*Picked)(nil),               // 7: kproxy.v1.Picked
-	(*AffinityLookup)(nil),       // 8: kproxy.v1.AffinityLookup
-	(*ListenerReady)(nil),        // 9: kproxy.v1.ListenerReady
-	(*RetryListen)(nil),          // 10: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),        // 11: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),       // 12: kproxy.v1.ListenerFailed
-	(*GetState)(nil),             // 13: kproxy.v1.GetState
-	(*ServicePortState)(nil),     // 14: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),        // 15: kproxy.v1.StateSnapshot
-	(*InjectCrash)(nil),          // 16: kproxy.v1.InjectCrash
-	(*AffinityEntries)(nil),      // 17: kproxy.v1.AffinityEntries
-	(*ServiceChanged)(nil),       // 18: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),         // 19: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),         // 20: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),      // 21: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),         // 22: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),       // 23: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil),    // 24: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),         // 25: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),           // 26: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),         // 27: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),           // 28: kproxy.v1.RetryRules
-	nil,                          // 29: kproxy.v1.AffinityEntries.EntriesEntry
-	(*ServicePortEndpoints)(nil), // 30: kproxy.v1.ServicePortEndpoints
-	(*ServicePort)(nil),          // 31: kproxy.v1.ServicePort
-	(*Endpoint)(nil),             // 32: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),       // 33: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),         // 34: kproxy.v1.SessionAffinity
+	(FailureCode)(0),             // 0: kproxy.v1.FailureCode
+	(*SourceSnapshot)(nil),       // 1: kproxy.v1.SourceSnapshot
+	(*UpsertServicePort)(nil),    // 2: kproxy.v1.UpsertServicePort
+	(*DeleteServicePort)(nil),    // 3: kproxy.v1.DeleteServicePort
+	(*SetEndpoints)(nil),         // 4: kproxy.v1.SetEndpoints
+	(*ConfigurePortal)(nil),      // 5: kproxy.v1.ConfigurePortal
+	(*ChildStarted)(nil),         // 6: kproxy.v1.ChildStarted
+	(*PickEndpoint)(nil),         // 7: kproxy.v1.PickEndpoint
+	(*Picked)(nil),               // 8: kproxy.v1.Picked
+	(*AffinityLookup)(nil),       // 9: kproxy.v1.AffinityLookup
+	(*ListenerReady)(nil),        // 10: kproxy.v1.ListenerReady
+	(*RetryListen)(nil),          // 11: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),        // 12: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),       // 13: kproxy.v1.ListenerFailed
+	(*GetState)(nil),             // 14: kproxy.v1.GetState
+	(*ServicePortState)(nil),     // 15: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),        // 16: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),          // 17: kproxy.v1.InjectCrash
+	(*AffinityEntries)(nil),      // 18: kproxy.v1.AffinityEntries
+	(*ServiceChanged)(nil),       // 19: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),         // 20: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),         // 21: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),      // 22: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),         // 23: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),       // 24: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil),    // 25: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),         // 26: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),           // 27: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),         // 28: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),           // 29: kproxy.v1.RetryRules
+	(*Failure)(nil),              // 30: kproxy.v1.Failure
+	nil,                          // 31: kproxy.v1.AffinityEntries.EntriesEntry
+	(*ServicePortEndpoints)(nil), // 32: kproxy.v1.ServicePortEndpoints
+	(*ServicePort)(nil),          // 33: kproxy.v1.ServicePort
+	(*Endpoint)(nil),             // 34: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),       // 35: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),         // 36: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	30, // 0: kproxy.v1.SourceSnapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
-	31, // 1: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	32, // 2: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	33, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	32, // 4: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	34, // 5: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	17, // 6: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
-	31, // 7: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	33, // 8: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	31, // 9: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	32, // 10: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	14, // 11: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	29, // 12: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	31, // 13: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	33, // 14: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	32, // 0: kproxy.v1.SourceSnapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
+	33, // 1: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	34, // 2: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	35, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	34, // 4: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	36, // 5: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	18, // 6: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
+	33, // 7: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	30, // 8: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	30, // 9: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	35, // 10: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	33, // 11: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	34, // 12: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	30, // 13: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	15, // 14: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	31, // 15: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	33, // 16: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	35, // 17: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	30, // 18: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	30, // 19: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	0,  // 20: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_messages_protocol_proto_init() }
@@ -1840,13 +2040,14 @@ func file_messages_protocol_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   30,
+			NumEnums:      1,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_messages_protocol_proto_goTypes,
 		DependencyIndexes: file_messages_protocol_proto_depIdxs,
+		EnumInfos:         file_messages_protocol_proto_enumTypes,
 		MessageInfos:      file_messages_protocol_proto_msgTypes,
 	}.Build()
 	File_messages_protocol_proto = out.File
