@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -106,7 +107,7 @@ func (p *Portal) Receive(ctx actor.Context) {
 			return // stale: from an earlier incarnation or a listener we closed
 		}
 		p.broken = m.GetAddress()
-		panic(fmt.Errorf("listener %s failed: %s", m.GetAddress(), m.GetError()))
+		panic(fmt.Errorf("listener %s failed: %s", m.GetAddress(), m.GetFailure().GetMessage()))
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	}
@@ -162,9 +163,9 @@ func (p *Portal) ready() *messages.ListenerReady {
 	}
 	slices.Sort(ready.Addresses)
 	for _, err := range p.failed {
-		ready.Errors = append(ready.Errors, err.Error())
+		ready.Failures = append(ready.Failures, failure(err, messages.FailureCode_FAILURE_CODE_UNKNOWN))
 	}
-	slices.Sort(ready.Errors)
+	slices.SortFunc(ready.Failures, func(a, b *messages.Failure) int { return strings.Compare(a.GetMessage(), b.GetMessage()) })
 	return ready
 }
 
@@ -203,7 +204,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		Faults:         p.cfg.Faults,
 		Log:            p.cfg.Log.With().Str("servicePort", p.sp.GetKey().ID()).Logger(),
 		OnFailure: func(spec portal.ListenSpec, err error) {
-			root.Send(self, &messages.ListenerFailed{Incarnation: inc, Address: spec.Address, Error: fmt.Sprint(err)})
+			root.Send(self, &messages.ListenerFailed{Incarnation: inc, Address: spec.Address, Failure: failure(err, messages.FailureCode_FAILURE_CODE_UNKNOWN)})
 		},
 	}
 }

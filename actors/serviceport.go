@@ -94,10 +94,10 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		}
 	case *messages.ListenerReady:
 		s.state.ListenAddresses = m.GetAddresses()
-		s.state.Error = ""
-		if len(m.GetErrors()) > 0 {
-			s.state.Error = fmt.Sprint(m.GetErrors())
-			s.cfg.Log.Error().Str("servicePort", s.sp.GetKey().ID()).Strs("errors", m.GetErrors()).Msg("cannot open portal, retrying")
+		s.state.Error, s.state.Failures = "", m.GetFailures()
+		if len(m.GetFailures()) > 0 {
+			s.state.Error = fmt.Sprint(failureTexts(m.GetFailures()))
+			s.cfg.Log.Error().Str("servicePort", s.sp.GetKey().ID()).Strs("errors", failureTexts(m.GetFailures())).Msg("cannot open portal, retrying")
 		}
 		s.report(ctx, "service port listening")
 	}
@@ -220,6 +220,7 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	st.ActorId = ctx.Self().GetId()
 	if s.portErr != nil {
 		st.Error = s.portErr.Error()
+		st.Failures = []*messages.Failure{failure(s.portErr, messages.FailureCode_PROXY_PORT_UNAVAILABLE)}
 	}
 	eps := make([]string, 0, len(s.endpoints))
 	for _, e := range s.endpoints {

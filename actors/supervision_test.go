@@ -30,7 +30,7 @@ func TestPortalRestartKeepsAddresses(t *testing.T) {
 
 	portalPID := actor.NewPID(p.System.Address(), before.GetActorId()+"/portal")
 	oldIncarnation := incarnations.Load()
-	p.System.Root.Send(portalPID, &messages.ListenerFailed{Incarnation: oldIncarnation, Address: "127.0.22.1:18080", Error: "injected"})
+	p.System.Root.Send(portalPID, &messages.ListenerFailed{Incarnation: oldIncarnation, Address: "127.0.22.1:18080", Failure: &messages.Failure{Message: "injected"}})
 
 	var after *messages.ServicePortState
 	w.wait(t, "portal restarted and listening", func(m map[string]*messages.ServicePortState) bool {
@@ -49,7 +49,7 @@ func TestPortalRestartKeepsAddresses(t *testing.T) {
 
 	// A late report from the dead incarnation must not crash the new one.
 	current := incarnations.Load()
-	p.System.Root.Send(portalPID, &messages.ListenerFailed{Incarnation: oldIncarnation, Address: "127.0.22.1:18080", Error: "stale"})
+	p.System.Root.Send(portalPID, &messages.ListenerFailed{Incarnation: oldIncarnation, Address: "127.0.22.1:18080", Failure: &messages.Failure{Message: "stale"}})
 	// Mailbox order: this request is answered after the stale report is handled.
 	res, err := p.System.Root.RequestFuture(portalPID, &messages.GetState{}, 5*time.Second).Result()
 	if err != nil {
@@ -82,9 +82,14 @@ func TestPortClashBacksOffAndRecovers(t *testing.T) {
 	clash := svcPort("clash", messages.Protocol_TCP, "127.0.23.1", 18080)
 	other := svcPort("other", messages.Protocol_TCP, "127.0.23.2", 18080)
 	p.Submit(snapshot(1, spe(clash, endpoints(addrs...)), spe(other, endpoints(addrs...))))
+	var reported *messages.ServicePortState
 	w.wait(t, "clash reported", func(m map[string]*messages.ServicePortState) bool {
-		return strings.Contains(m[clash.GetKey().ID()].GetError(), "address already in use")
+		reported = m[clash.GetKey().ID()]
+		return strings.Contains(reported.GetError(), "address already in use")
 	})
+	if f := reported.GetFailures(); len(f) != 1 || f[0].GetCode() != messages.FailureCode_ADDRESS_IN_USE || "["+f[0].GetMessage()+"]" != reported.GetError() {
+		t.Fatalf("clash: want one ADDRESS_IN_USE failure with the error's text, got %v (error %q)", f, reported.GetError())
+	}
 	w.listening(t, other.GetKey().ID(), 2, 1)
 	if got := dialName(t, "127.0.23.2:18080"); got != "backend-0" {
 		t.Fatalf("other service port: %q", got)
@@ -100,7 +105,7 @@ func TestPortClashBacksOffAndRecovers(t *testing.T) {
 	squatter.Close()
 	w.wait(t, "clash recovered", func(m map[string]*messages.ServicePortState) bool {
 		st := m[clash.GetKey().ID()]
-		return st.GetError() == "" && len(st.GetListenAddresses()) == 2
+		return st.GetError() == "" && len(st.GetFailures()) == 0 && len(st.GetListenAddresses()) == 2
 	})
 	if got := dialName(t, "127.0.23.1:18080"); got != "backend-0" {
 		t.Fatalf("recovered service port: %q", got)

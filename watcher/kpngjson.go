@@ -68,7 +68,7 @@ func KPNGJSON(state []*messages.ServicePortEndpoints) [][]byte {
 	for _, spe := range state {
 		sp := spe.GetServicePort()
 		k := sp.GetKey()
-		id := k.GetNamespace() + "/" + k.GetName()
+		id := k.Service()
 		g := groups[id]
 		if g == nil {
 			g = &group{out: &jsonServiceEndpoints{Service: jsonService{

@@ -130,3 +130,35 @@ func TestChaosCommandDrivesAdminAPI(t *testing.T) {
 		t.Fatalf("crash of unknown service port: %v %s", err, out2.String())
 	}
 }
+
+// The state view carries each failure's code beside its text: a cluster IP
+// that is not an address of this host cannot be listened on.
+func TestAdminStateCarriesFailureCodes(t *testing.T) {
+	addr := freeAddr(t)
+	in := startKproxyWith(t, service("remote", "192.0.2.1", 18080, 9, "127.0.34.11"), func(o *runOptions) {
+		o.enableFaultInjection, o.adminAddress = true, addr
+	})
+	in.waitFor(t, "the failure reported", func(m map[string]*messages.ServicePortState) bool {
+		return m["default/remote:tcp/TCP"].GetError() != ""
+	})
+	var out bytes.Buffer
+	if err := chaosCommand([]string{"--admin-address", addr, "state"}, &out); err != nil {
+		t.Fatalf("kproxy chaos state: %v: %s", err, out.String())
+	}
+	var state struct {
+		State struct {
+			ServicePorts []struct {
+				Error    string
+				Failures []struct{ Code, Message string }
+			}
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &state); err != nil {
+		t.Fatal(err)
+	}
+	sp := state.State.ServicePorts
+	if len(sp) != 1 || len(sp[0].Failures) != 1 || sp[0].Failures[0].Code != "ADDRESS_NOT_AVAILABLE" ||
+		!strings.Contains(sp[0].Error, sp[0].Failures[0].Message) || !strings.Contains(sp[0].Error, "192.0.2.1:18080") {
+		t.Fatalf("state view: %s", out.String())
+	}
+}
