@@ -34,11 +34,6 @@ type HostNet struct {
 	next netip.Addr
 }
 
-// hostSlots serialises the slot search within this process (a second flock
-// of a slot's file on another descriptor fails, so it would also work
-// without, at the cost of spurious misses).
-var hostSlots sync.Mutex
-
 // NewHostNet creates the namespace (see New) and the veth pair, with a
 // default route in the namespace back to the test side; everything is
 // removed at cleanup.
@@ -74,11 +69,10 @@ func NewHostNet(t testing.TB, role string) *HostNet {
 }
 
 // lockHostSlot takes a free slot (0 to 15) until cleanup, trying the
-// process's own slot first.
+// process's own slot first. A flock conflicts with every other open of the
+// file, so HostNets of one process take different slots too.
 func lockHostSlot(t testing.TB) int {
 	t.Helper()
-	hostSlots.Lock()
-	defer hostSlots.Unlock()
 	for k := range 16 {
 		slot := (os.Getpid() + k) % 16
 		f, err := os.OpenFile(hostSlotLock(slot), os.O_CREATE|os.O_RDWR, 0o600)
