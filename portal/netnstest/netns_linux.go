@@ -148,6 +148,22 @@ func (n *Netns) DialContext(ctx context.Context, network, addr string) (net.Conn
 	return c, err
 }
 
+// Listen opens a listener inside the namespace, closed at cleanup; it can
+// then be used from any goroutine.
+func (n *Netns) Listen(t testing.TB, network, addr string) net.Listener {
+	t.Helper()
+	var l net.Listener
+	n.MustDo(t, func() (err error) {
+		l, err = net.Listen(network, addr)
+		if err != nil {
+			return fmt.Errorf("listen %s %s in netns %s: %w", network, addr, n.Name, err)
+		}
+		return nil
+	})
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 // HTTPClient is an HTTP client whose connections are dialled inside the
 // namespace (for a server on the namespace's loopback). No keep-alive: each
 // request gets a fresh connection.

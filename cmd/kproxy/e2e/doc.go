@@ -1,0 +1,29 @@
+// Package e2e holds the end-to-end tests of the kproxy binary with kernel
+// portals, in network namespaces (portal/netnstest); it has no code of its
+// own outside the tests:
+//
+//	client (192.0.2.1, 2001:db8::1) --kc0/kn0-- node (192.0.2.2, 2001:db8::2) --kn1/kb0-- backend
+//	                                            runs kproxy                            198.51.100.2-3
+//	                                                                                   2001:db8:1::2-3
+//
+// The client routes the service ranges (198.18.0.0/15, 2001:db8:5::/64) via
+// the node. The backend runs real TCP and UDP servers (bench/backends) that
+// say who they are. The tests build the kproxy binary into a temporary
+// directory and run it in the node as a separate process (ip netns exec),
+// with its admin API on the node's loopback; readiness is polled there,
+// never slept for.
+//
+// TestE2ENetns runs kproxy with the nftables and with the iptables portal,
+// in parallel, each in a topology of its own; nftables_test.go and
+// iptables_test.go give each mode's subtests in order. The topics: what
+// reaches a backend and what is refused, over both families
+// (matrix_test.go), node ports with and without --nodeport-addresses
+// (nodeports_test.go), portal crashes (crash_test.go), a deleted service
+// (delete_test.go), and whether the rules outlive kproxy on SIGTERM,
+// SIGKILL, restart and kproxy cleanup (lifecycle_test.go).
+//
+// The shared setup: the topology, its backends and the requests that expect
+// a backend's answer (env_test.go), the services kproxy reads
+// (manifest_test.go), kproxy's processes (process_test.go), its admin API
+// (admin_test.go) and its kernel rules (rules_test.go).
+package e2e
