@@ -129,7 +129,7 @@ func TestServicePortDefaults(t *testing.T) {
 			}},
 		{"no cluster IP at all", func(s *corev1.Service) { s.Spec.ClusterIP = "" },
 			func(p *messages.ServicePort) bool {
-				return len(p.GetClusterIps().GetV4()) == 0 && len(p.GetClusterIps().GetV6()) == 0
+				return p.GetClusterIps().Len() == 0
 			}},
 		{"traffic policies default to Cluster", func(s *corev1.Service) {},
 			func(p *messages.ServicePort) bool {
