@@ -32,10 +32,11 @@ type Config struct {
 	// Rules programs kernel portal rules (nftables, iptables, netsh); nil
 	// in bind mode.
 	Rules portal.Rules
-	// View is an incremental source's view (Kubernetes); nil for snapshot sources.
+	// View is the source's view (the Kubernetes or the file source); nil
+	// means an empty watcher.Store.
 	View watcher.View
-	// MinSyncPeriod is how long the Watcher coalesces an incremental
-	// source's events before applying them.
+	// MinSyncPeriod is how long the Watcher coalesces source events
+	// before applying them.
 	MinSyncPeriod time.Duration
 
 	rulesPID  *actor.PID          // set by Start when Rules is set
@@ -55,6 +56,9 @@ func (c *Config) defaults() {
 	}
 	if c.UDPIdleTimeout <= 0 {
 		c.UDPIdleTimeout = portal.DefaultUDPIdleTimeout
+	}
+	if c.View == nil {
+		c.View = watcher.NewStore()
 	}
 	if c.MinSyncPeriod <= 0 {
 		c.MinSyncPeriod = DefaultMinSyncPeriod

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher"
 )
 
 func startProxy(t *testing.T) *Proxy {
@@ -120,8 +121,23 @@ func startBackends[B interface {
 func tcpBackends(t *testing.T, n int) []string { return startBackends(t, n, backends.StartTCP) }
 func udpBackends(t *testing.T, n int) []string { return startBackends(t, n, backends.StartUDP) }
 
-func snapshot(gen int64, spes ...*messages.ServicePortEndpoints) *messages.SourceSnapshot {
-	return &messages.SourceSnapshot{Source: "test", Generation: gen, ServicePorts: spes}
+// snapshot is a whole desired state, as one reload of a file source; gen
+// is the generation the Watcher gives it when each snapshot changes something.
+type testSnapshot struct {
+	gen  int64
+	spes []*messages.ServicePortEndpoints
+}
+
+func snapshot(gen int64, spes ...*messages.ServicePortEndpoints) testSnapshot {
+	return testSnapshot{gen, spes}
+}
+
+// Submit replaces the desired state in the proxy's Store (Config.View left
+// nil) and has the Watcher resync at once, as the file source's reload
+// does without its coalescing window.
+func (p *Proxy) Submit(snap testSnapshot) {
+	p.cfg.View.(*watcher.Store).Replace(snap.spes, nil, false)
+	p.SourceSynced()
 }
 
 func spe(sp *messages.ServicePort, eps []*messages.Endpoint) *messages.ServicePortEndpoints {

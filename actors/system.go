@@ -62,9 +62,6 @@ func Start(cfg Config) *Proxy {
 	return p
 }
 
-// Submit hands a source's snapshot to the Watcher.
-func (p *Proxy) Submit(snap *messages.SourceSnapshot) { p.System.Root.Send(p.Watcher, snap) }
-
 // SourceChanged tells the Watcher that a service of an incremental source
 // changed ("" for every service). Informer callbacks call only this.
 func (p *Proxy) SourceChanged(service, kind string) {

@@ -26,7 +26,7 @@ import (
 // returns the service address.
 func kproxyTo(b *testing.B, backend string) string {
 	b.Helper()
-	p := actors.Start(actors.Config{BindAddress: "127.0.0.1", Log: zerolog.Nop()})
+	p, serve := startProxy(actors.Config{BindAddress: "127.0.0.1", Log: zerolog.Nop()})
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -45,11 +45,11 @@ func kproxyTo(b *testing.B, backend string) string {
 		}
 	})
 	defer unsub()
-	p.Submit(&messages.SourceSnapshot{Source: "bench", Generation: 1, ServicePorts: []*messages.ServicePortEndpoints{{
+	serve(&messages.ServicePortEndpoints{
 		ServicePort: &messages.ServicePort{Key: key, Type: "ClusterIP", Port: 18080, TargetPort: int32(pn),
 			ClusterIps: &messages.IPSet{V4: []string{"127.0.50.1"}}},
 		Endpoints: []*messages.Endpoint{{Ips: []string{host}, Port: int32(pn), Ready: true, Serving: true, Internal: true, External: true}},
-	}}})
+	})
 	select {
 	case <-ready:
 		return "127.0.50.1:18080"

@@ -24,17 +24,17 @@ func BenchmarkPortalRestart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer backend.Close()
-	p := actors.Start(actors.Config{BindAddress: "127.0.0.1", Log: zerolog.Nop()})
+	p, serve := startProxy(actors.Config{BindAddress: "127.0.0.1", Log: zerolog.Nop()})
 	defer p.Stop(context.Background())
 	states := make(chan *messages.ServicePortState, 1024)
 	defer p.Subscribe(func(st *messages.ServicePortState) { states <- st })()
 	host, port, _ := net.SplitHostPort(backend.Addr())
 	pn, _ := strconv.Atoi(port)
 	key := &messages.ServicePortKey{Namespace: "bench", Name: "restart", PortName: "tcp", Protocol: messages.Protocol_TCP}
-	p.Submit(&messages.SourceSnapshot{Source: "bench", Generation: 1, ServicePorts: []*messages.ServicePortEndpoints{{
+	serve(&messages.ServicePortEndpoints{
 		ServicePort: &messages.ServicePort{Key: key, Port: 18080, ClusterIps: &messages.IPSet{V4: []string{"127.0.51.1"}}},
 		Endpoints:   []*messages.Endpoint{{Ips: []string{host}, Port: int32(pn), Internal: true, External: true}},
-	}}})
+	})
 	await := func(ok func(*messages.ServicePortState) bool) {
 		timeout := time.After(10 * time.Second)
 		for {

@@ -106,88 +106,6 @@ func (FailureCode) EnumDescriptor() ([]byte, []int) {
 	return file_messages_protocol_proto_rawDescGZIP(), []int{0}
 }
 
-// SourceSnapshot is a source's whole desired state (file reload, informer
-// resync). The Watcher diffs it against the previous one.
-type SourceSnapshot struct {
-	state        protoimpl.MessageState  `protogen:"open.v1"`
-	Source       string                  `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
-	ServicePorts []*ServicePortEndpoints `protobuf:"bytes,2,rep,name=service_ports,json=servicePorts,proto3" json:"service_ports,omitempty"`
-	Generation   int64                   `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	// Services ("namespace/name") whose input the source could not read this
-	// time: their previous state is kept rather than deleted.
-	RetainServices []string `protobuf:"bytes,4,rep,name=retain_services,json=retainServices,proto3" json:"retain_services,omitempty"`
-	// Some input failed before its service could be identified: keep every
-	// service port that is missing from this snapshot.
-	RetainMissing bool `protobuf:"varint,5,opt,name=retain_missing,json=retainMissing,proto3" json:"retain_missing,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *SourceSnapshot) Reset() {
-	*x = SourceSnapshot{}
-	mi := &file_messages_protocol_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SourceSnapshot) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SourceSnapshot) ProtoMessage() {}
-
-func (x *SourceSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SourceSnapshot.ProtoReflect.Descriptor instead.
-func (*SourceSnapshot) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *SourceSnapshot) GetSource() string {
-	if x != nil {
-		return x.Source
-	}
-	return ""
-}
-
-func (x *SourceSnapshot) GetServicePorts() []*ServicePortEndpoints {
-	if x != nil {
-		return x.ServicePorts
-	}
-	return nil
-}
-
-func (x *SourceSnapshot) GetGeneration() int64 {
-	if x != nil {
-		return x.Generation
-	}
-	return 0
-}
-
-func (x *SourceSnapshot) GetRetainServices() []string {
-	if x != nil {
-		return x.RetainServices
-	}
-	return nil
-}
-
-func (x *SourceSnapshot) GetRetainMissing() bool {
-	if x != nil {
-		return x.RetainMissing
-	}
-	return false
-}
-
 // UpsertServicePort creates a service port or replaces its whole desired state.
 type UpsertServicePort struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -204,7 +122,7 @@ type UpsertServicePort struct {
 
 func (x *UpsertServicePort) Reset() {
 	*x = UpsertServicePort{}
-	mi := &file_messages_protocol_proto_msgTypes[1]
+	mi := &file_messages_protocol_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +134,7 @@ func (x *UpsertServicePort) String() string {
 func (*UpsertServicePort) ProtoMessage() {}
 
 func (x *UpsertServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[1]
+	mi := &file_messages_protocol_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +147,7 @@ func (x *UpsertServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertServicePort.ProtoReflect.Descriptor instead.
 func (*UpsertServicePort) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{1}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *UpsertServicePort) GetServicePort() *ServicePort {
@@ -277,7 +195,7 @@ type DeleteServicePort struct {
 
 func (x *DeleteServicePort) Reset() {
 	*x = DeleteServicePort{}
-	mi := &file_messages_protocol_proto_msgTypes[2]
+	mi := &file_messages_protocol_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +207,7 @@ func (x *DeleteServicePort) String() string {
 func (*DeleteServicePort) ProtoMessage() {}
 
 func (x *DeleteServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[2]
+	mi := &file_messages_protocol_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +220,7 @@ func (x *DeleteServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServicePort.ProtoReflect.Descriptor instead.
 func (*DeleteServicePort) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{2}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *DeleteServicePort) GetKey() *ServicePortKey {
@@ -334,7 +252,7 @@ type SetEndpoints struct {
 
 func (x *SetEndpoints) Reset() {
 	*x = SetEndpoints{}
-	mi := &file_messages_protocol_proto_msgTypes[3]
+	mi := &file_messages_protocol_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +264,7 @@ func (x *SetEndpoints) String() string {
 func (*SetEndpoints) ProtoMessage() {}
 
 func (x *SetEndpoints) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[3]
+	mi := &file_messages_protocol_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +277,7 @@ func (x *SetEndpoints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEndpoints.ProtoReflect.Descriptor instead.
 func (*SetEndpoints) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{3}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SetEndpoints) GetEndpoints() []*Endpoint {
@@ -406,7 +324,7 @@ type ConfigurePortal struct {
 
 func (x *ConfigurePortal) Reset() {
 	*x = ConfigurePortal{}
-	mi := &file_messages_protocol_proto_msgTypes[4]
+	mi := &file_messages_protocol_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +336,7 @@ func (x *ConfigurePortal) String() string {
 func (*ConfigurePortal) ProtoMessage() {}
 
 func (x *ConfigurePortal) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[4]
+	mi := &file_messages_protocol_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +349,7 @@ func (x *ConfigurePortal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigurePortal.ProtoReflect.Descriptor instead.
 func (*ConfigurePortal) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{4}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ConfigurePortal) GetServicePort() *ServicePort {
@@ -466,7 +384,7 @@ type ChildStarted struct {
 
 func (x *ChildStarted) Reset() {
 	*x = ChildStarted{}
-	mi := &file_messages_protocol_proto_msgTypes[5]
+	mi := &file_messages_protocol_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +396,7 @@ func (x *ChildStarted) String() string {
 func (*ChildStarted) ProtoMessage() {}
 
 func (x *ChildStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[5]
+	mi := &file_messages_protocol_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +409,7 @@ func (x *ChildStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildStarted.ProtoReflect.Descriptor instead.
 func (*ChildStarted) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{5}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ChildStarted) GetRole() string {
@@ -515,7 +433,7 @@ type PickEndpoint struct {
 
 func (x *PickEndpoint) Reset() {
 	*x = PickEndpoint{}
-	mi := &file_messages_protocol_proto_msgTypes[6]
+	mi := &file_messages_protocol_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +445,7 @@ func (x *PickEndpoint) String() string {
 func (*PickEndpoint) ProtoMessage() {}
 
 func (x *PickEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[6]
+	mi := &file_messages_protocol_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +458,7 @@ func (x *PickEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickEndpoint.ProtoReflect.Descriptor instead.
 func (*PickEndpoint) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{6}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PickEndpoint) GetClientIp() string {
@@ -574,7 +492,7 @@ type Picked struct {
 
 func (x *Picked) Reset() {
 	*x = Picked{}
-	mi := &file_messages_protocol_proto_msgTypes[7]
+	mi := &file_messages_protocol_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +504,7 @@ func (x *Picked) String() string {
 func (*Picked) ProtoMessage() {}
 
 func (x *Picked) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[7]
+	mi := &file_messages_protocol_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +517,7 @@ func (x *Picked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Picked.ProtoReflect.Descriptor instead.
 func (*Picked) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{7}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Picked) GetAddress() string {
@@ -623,7 +541,7 @@ type AffinityLookup struct {
 
 func (x *AffinityLookup) Reset() {
 	*x = AffinityLookup{}
-	mi := &file_messages_protocol_proto_msgTypes[8]
+	mi := &file_messages_protocol_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +553,7 @@ func (x *AffinityLookup) String() string {
 func (*AffinityLookup) ProtoMessage() {}
 
 func (x *AffinityLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[8]
+	mi := &file_messages_protocol_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +566,7 @@ func (x *AffinityLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AffinityLookup.ProtoReflect.Descriptor instead.
 func (*AffinityLookup) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{8}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AffinityLookup) GetClientIp() string {
@@ -687,7 +605,7 @@ type ListenerReady struct {
 
 func (x *ListenerReady) Reset() {
 	*x = ListenerReady{}
-	mi := &file_messages_protocol_proto_msgTypes[9]
+	mi := &file_messages_protocol_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +617,7 @@ func (x *ListenerReady) String() string {
 func (*ListenerReady) ProtoMessage() {}
 
 func (x *ListenerReady) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[9]
+	mi := &file_messages_protocol_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +630,7 @@ func (x *ListenerReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerReady.ProtoReflect.Descriptor instead.
 func (*ListenerReady) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{9}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListenerReady) GetAddresses() []string {
@@ -746,7 +664,7 @@ type RetryListen struct {
 
 func (x *RetryListen) Reset() {
 	*x = RetryListen{}
-	mi := &file_messages_protocol_proto_msgTypes[10]
+	mi := &file_messages_protocol_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +676,7 @@ func (x *RetryListen) String() string {
 func (*RetryListen) ProtoMessage() {}
 
 func (x *RetryListen) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[10]
+	mi := &file_messages_protocol_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +689,7 @@ func (x *RetryListen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryListen.ProtoReflect.Descriptor instead.
 func (*RetryListen) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{10}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RetryListen) GetIncarnation() int64 {
@@ -790,7 +708,7 @@ type SweepAffinity struct {
 
 func (x *SweepAffinity) Reset() {
 	*x = SweepAffinity{}
-	mi := &file_messages_protocol_proto_msgTypes[11]
+	mi := &file_messages_protocol_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +720,7 @@ func (x *SweepAffinity) String() string {
 func (*SweepAffinity) ProtoMessage() {}
 
 func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[11]
+	mi := &file_messages_protocol_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +733,7 @@ func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepAffinity.ProtoReflect.Descriptor instead.
 func (*SweepAffinity) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{11}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{10}
 }
 
 // ListenerFailed is sent by a Portal's accept or read goroutine.
@@ -830,7 +748,7 @@ type ListenerFailed struct {
 
 func (x *ListenerFailed) Reset() {
 	*x = ListenerFailed{}
-	mi := &file_messages_protocol_proto_msgTypes[12]
+	mi := &file_messages_protocol_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +760,7 @@ func (x *ListenerFailed) String() string {
 func (*ListenerFailed) ProtoMessage() {}
 
 func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[12]
+	mi := &file_messages_protocol_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +773,7 @@ func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerFailed.ProtoReflect.Descriptor instead.
 func (*ListenerFailed) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{12}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListenerFailed) GetIncarnation() int64 {
@@ -887,7 +805,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_messages_protocol_proto_msgTypes[13]
+	mi := &file_messages_protocol_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +817,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[13]
+	mi := &file_messages_protocol_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +830,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{13}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{12}
 }
 
 type ServicePortState struct {
@@ -941,7 +859,7 @@ type ServicePortState struct {
 
 func (x *ServicePortState) Reset() {
 	*x = ServicePortState{}
-	mi := &file_messages_protocol_proto_msgTypes[14]
+	mi := &file_messages_protocol_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +871,7 @@ func (x *ServicePortState) String() string {
 func (*ServicePortState) ProtoMessage() {}
 
 func (x *ServicePortState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[14]
+	mi := &file_messages_protocol_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +884,7 @@ func (x *ServicePortState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePortState.ProtoReflect.Descriptor instead.
 func (*ServicePortState) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{14}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServicePortState) GetKey() *ServicePortKey {
@@ -1062,7 +980,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_messages_protocol_proto_msgTypes[15]
+	mi := &file_messages_protocol_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +992,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[15]
+	mi := &file_messages_protocol_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1005,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{15}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StateSnapshot) GetServicePorts() []*ServicePortState {
@@ -1108,7 +1026,7 @@ type InjectCrash struct {
 
 func (x *InjectCrash) Reset() {
 	*x = InjectCrash{}
-	mi := &file_messages_protocol_proto_msgTypes[16]
+	mi := &file_messages_protocol_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1038,7 @@ func (x *InjectCrash) String() string {
 func (*InjectCrash) ProtoMessage() {}
 
 func (x *InjectCrash) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[16]
+	mi := &file_messages_protocol_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1051,7 @@ func (x *InjectCrash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectCrash.ProtoReflect.Descriptor instead.
 func (*InjectCrash) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{16}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InjectCrash) GetReason() string {
@@ -1155,7 +1073,7 @@ type AffinityEntries struct {
 
 func (x *AffinityEntries) Reset() {
 	*x = AffinityEntries{}
-	mi := &file_messages_protocol_proto_msgTypes[17]
+	mi := &file_messages_protocol_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1085,7 @@ func (x *AffinityEntries) String() string {
 func (*AffinityEntries) ProtoMessage() {}
 
 func (x *AffinityEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[17]
+	mi := &file_messages_protocol_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1098,7 @@ func (x *AffinityEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AffinityEntries.ProtoReflect.Descriptor instead.
 func (*AffinityEntries) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{17}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AffinityEntries) GetEntries() map[string]string {
@@ -1202,7 +1120,7 @@ type ServiceChanged struct {
 
 func (x *ServiceChanged) Reset() {
 	*x = ServiceChanged{}
-	mi := &file_messages_protocol_proto_msgTypes[18]
+	mi := &file_messages_protocol_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1132,7 @@ func (x *ServiceChanged) String() string {
 func (*ServiceChanged) ProtoMessage() {}
 
 func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[18]
+	mi := &file_messages_protocol_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1145,7 @@ func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceChanged.ProtoReflect.Descriptor instead.
 func (*ServiceChanged) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{18}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServiceChanged) GetService() string {
@@ -1254,7 +1172,7 @@ type SourceSynced struct {
 
 func (x *SourceSynced) Reset() {
 	*x = SourceSynced{}
-	mi := &file_messages_protocol_proto_msgTypes[19]
+	mi := &file_messages_protocol_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1184,7 @@ func (x *SourceSynced) String() string {
 func (*SourceSynced) ProtoMessage() {}
 
 func (x *SourceSynced) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[19]
+	mi := &file_messages_protocol_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1197,7 @@ func (x *SourceSynced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceSynced.ProtoReflect.Descriptor instead.
 func (*SourceSynced) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{19}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{18}
 }
 
 // FlushChanges is the Watcher's timer tick that ends a coalescing window.
@@ -1291,7 +1209,7 @@ type FlushChanges struct {
 
 func (x *FlushChanges) Reset() {
 	*x = FlushChanges{}
-	mi := &file_messages_protocol_proto_msgTypes[20]
+	mi := &file_messages_protocol_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1221,7 @@ func (x *FlushChanges) String() string {
 func (*FlushChanges) ProtoMessage() {}
 
 func (x *FlushChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[20]
+	mi := &file_messages_protocol_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1234,7 @@ func (x *FlushChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushChanges.ProtoReflect.Descriptor instead.
 func (*FlushChanges) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{20}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{19}
 }
 
 // GetWatcherStats asks the Watcher for WatcherStats.
@@ -1328,7 +1246,7 @@ type GetWatcherStats struct {
 
 func (x *GetWatcherStats) Reset() {
 	*x = GetWatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[21]
+	mi := &file_messages_protocol_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1258,7 @@ func (x *GetWatcherStats) String() string {
 func (*GetWatcherStats) ProtoMessage() {}
 
 func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[21]
+	mi := &file_messages_protocol_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1271,7 @@ func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatcherStats.ProtoReflect.Descriptor instead.
 func (*GetWatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{20}
 }
 
 type WatcherStats struct {
@@ -1368,7 +1286,7 @@ type WatcherStats struct {
 
 func (x *WatcherStats) Reset() {
 	*x = WatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1298,7 @@ func (x *WatcherStats) String() string {
 func (*WatcherStats) ProtoMessage() {}
 
 func (x *WatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1311,7 @@ func (x *WatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatcherStats.ProtoReflect.Descriptor instead.
 func (*WatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatcherStats) GetEvents() int64 {
@@ -1436,7 +1354,7 @@ type SetPortalRules struct {
 
 func (x *SetPortalRules) Reset() {
 	*x = SetPortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1366,7 @@ func (x *SetPortalRules) String() string {
 func (*SetPortalRules) ProtoMessage() {}
 
 func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1379,7 @@ func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPortalRules.ProtoReflect.Descriptor instead.
 func (*SetPortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetPortalRules) GetServicePort() *ServicePort {
@@ -1509,7 +1427,7 @@ type DeletePortalRules struct {
 
 func (x *DeletePortalRules) Reset() {
 	*x = DeletePortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1439,7 @@ func (x *DeletePortalRules) String() string {
 func (*DeletePortalRules) ProtoMessage() {}
 
 func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1452,7 @@ func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePortalRules.ProtoReflect.Descriptor instead.
 func (*DeletePortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeletePortalRules) GetKey() *ServicePortKey {
@@ -1561,7 +1479,7 @@ type RulesApplied struct {
 
 func (x *RulesApplied) Reset() {
 	*x = RulesApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1491,7 @@ func (x *RulesApplied) String() string {
 func (*RulesApplied) ProtoMessage() {}
 
 func (x *RulesApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1586,7 +1504,7 @@ func (x *RulesApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesApplied.ProtoReflect.Descriptor instead.
 func (*RulesApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RulesApplied) GetFullSync() bool {
@@ -1628,7 +1546,7 @@ type CheckRules struct {
 
 func (x *CheckRules) Reset() {
 	*x = CheckRules{}
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1558,7 @@ func (x *CheckRules) String() string {
 func (*CheckRules) ProtoMessage() {}
 
 func (x *CheckRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1571,7 @@ func (x *CheckRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRules.ProtoReflect.Descriptor instead.
 func (*CheckRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
 }
 
 type RulesPresent struct {
@@ -1671,7 +1589,7 @@ type RulesPresent struct {
 
 func (x *RulesPresent) Reset() {
 	*x = RulesPresent{}
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1601,7 @@ func (x *RulesPresent) String() string {
 func (*RulesPresent) ProtoMessage() {}
 
 func (x *RulesPresent) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1614,7 @@ func (x *RulesPresent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesPresent.ProtoReflect.Descriptor instead.
 func (*RulesPresent) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RulesPresent) GetPresent() bool {
@@ -1730,7 +1648,7 @@ type RetryRules struct {
 
 func (x *RetryRules) Reset() {
 	*x = RetryRules{}
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1660,7 @@ func (x *RetryRules) String() string {
 func (*RetryRules) ProtoMessage() {}
 
 func (x *RetryRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1673,7 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
 }
 
 // Failure is a failure that crosses an actor boundary: a code for callers,
@@ -1771,7 +1689,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1701,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1714,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Failure) GetCode() FailureCode {
@@ -1817,15 +1735,7 @@ var File_messages_protocol_proto protoreflect.FileDescriptor
 
 const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
-	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xde\x01\n" +
-	"\x0eSourceSnapshot\x12\x16\n" +
-	"\x06source\x18\x01 \x01(\tR\x06source\x12D\n" +
-	"\rservice_ports\x18\x02 \x03(\v2\x1f.kproxy.v1.ServicePortEndpointsR\fservicePorts\x12\x1e\n" +
-	"\n" +
-	"generation\x18\x03 \x01(\x03R\n" +
-	"generation\x12'\n" +
-	"\x0fretain_services\x18\x04 \x03(\tR\x0eretainServices\x12%\n" +
-	"\x0eretain_missing\x18\x05 \x01(\bR\rretainMissing\"\xf0\x01\n" +
+	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xf0\x01\n" +
 	"\x11UpsertServicePort\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12\x1e\n" +
@@ -1960,73 +1870,70 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_messages_protocol_proto_goTypes = []any{
-	(FailureCode)(0),             // 0: kproxy.v1.FailureCode
-	(*SourceSnapshot)(nil),       // 1: kproxy.v1.SourceSnapshot
-	(*UpsertServicePort)(nil),    // 2: kproxy.v1.UpsertServicePort
-	(*DeleteServicePort)(nil),    // 3: kproxy.v1.DeleteServicePort
-	(*SetEndpoints)(nil),         // 4: kproxy.v1.SetEndpoints
-	(*ConfigurePortal)(nil),      // 5: kproxy.v1.ConfigurePortal
-	(*ChildStarted)(nil),         // 6: kproxy.v1.ChildStarted
-	(*PickEndpoint)(nil),         // 7: kproxy.v1.PickEndpoint
-	(*Picked)(nil),               // 8: kproxy.v1.Picked
-	(*AffinityLookup)(nil),       // 9: kproxy.v1.AffinityLookup
-	(*ListenerReady)(nil),        // 10: kproxy.v1.ListenerReady
-	(*RetryListen)(nil),          // 11: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),        // 12: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),       // 13: kproxy.v1.ListenerFailed
-	(*GetState)(nil),             // 14: kproxy.v1.GetState
-	(*ServicePortState)(nil),     // 15: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),        // 16: kproxy.v1.StateSnapshot
-	(*InjectCrash)(nil),          // 17: kproxy.v1.InjectCrash
-	(*AffinityEntries)(nil),      // 18: kproxy.v1.AffinityEntries
-	(*ServiceChanged)(nil),       // 19: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),         // 20: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),         // 21: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),      // 22: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),         // 23: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),       // 24: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil),    // 25: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),         // 26: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),           // 27: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),         // 28: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),           // 29: kproxy.v1.RetryRules
-	(*Failure)(nil),              // 30: kproxy.v1.Failure
-	nil,                          // 31: kproxy.v1.AffinityEntries.EntriesEntry
-	(*ServicePortEndpoints)(nil), // 32: kproxy.v1.ServicePortEndpoints
-	(*ServicePort)(nil),          // 33: kproxy.v1.ServicePort
-	(*Endpoint)(nil),             // 34: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),       // 35: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),         // 36: kproxy.v1.SessionAffinity
+	(FailureCode)(0),          // 0: kproxy.v1.FailureCode
+	(*UpsertServicePort)(nil), // 1: kproxy.v1.UpsertServicePort
+	(*DeleteServicePort)(nil), // 2: kproxy.v1.DeleteServicePort
+	(*SetEndpoints)(nil),      // 3: kproxy.v1.SetEndpoints
+	(*ConfigurePortal)(nil),   // 4: kproxy.v1.ConfigurePortal
+	(*ChildStarted)(nil),      // 5: kproxy.v1.ChildStarted
+	(*PickEndpoint)(nil),      // 6: kproxy.v1.PickEndpoint
+	(*Picked)(nil),            // 7: kproxy.v1.Picked
+	(*AffinityLookup)(nil),    // 8: kproxy.v1.AffinityLookup
+	(*ListenerReady)(nil),     // 9: kproxy.v1.ListenerReady
+	(*RetryListen)(nil),       // 10: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),     // 11: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),    // 12: kproxy.v1.ListenerFailed
+	(*GetState)(nil),          // 13: kproxy.v1.GetState
+	(*ServicePortState)(nil),  // 14: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),     // 15: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),       // 16: kproxy.v1.InjectCrash
+	(*AffinityEntries)(nil),   // 17: kproxy.v1.AffinityEntries
+	(*ServiceChanged)(nil),    // 18: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),      // 19: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),      // 20: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),   // 21: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),      // 22: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),    // 23: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil), // 24: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),      // 25: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),        // 26: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),      // 27: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),        // 28: kproxy.v1.RetryRules
+	(*Failure)(nil),           // 29: kproxy.v1.Failure
+	nil,                       // 30: kproxy.v1.AffinityEntries.EntriesEntry
+	(*ServicePort)(nil),       // 31: kproxy.v1.ServicePort
+	(*Endpoint)(nil),          // 32: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),    // 33: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),      // 34: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	32, // 0: kproxy.v1.SourceSnapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
-	33, // 1: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	34, // 2: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	35, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	34, // 4: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	36, // 5: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	18, // 6: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
-	33, // 7: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	30, // 8: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
-	30, // 9: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	35, // 10: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	33, // 11: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	34, // 12: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	30, // 13: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
-	15, // 14: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	31, // 15: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	33, // 16: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	35, // 17: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	30, // 18: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	30, // 19: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
-	0,  // 20: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	31, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	32, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	33, // 2: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	32, // 3: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	34, // 4: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	17, // 5: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
+	31, // 6: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	29, // 7: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	29, // 8: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	33, // 9: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	31, // 10: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	32, // 11: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	29, // 12: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	14, // 13: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	30, // 14: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	31, // 15: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	33, // 16: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	29, // 17: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	29, // 18: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	0,  // 19: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_messages_protocol_proto_init() }
@@ -2041,7 +1948,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,20 +16,26 @@ import (
 // DefaultPollInterval is used when NewFileSource gets a non-positive interval.
 const DefaultPollInterval = time.Second
 
-// FileSource reloads a manifest file or directory whenever its content
-// changes.
+// FileSource is the incremental source of a manifest file or directory,
+// the file counterpart of KubeSource: it is a View (its Store), and after
+// every reload it notifies only the services whose ports changed, so the
+// Watcher's Tracker handles both sources the same way.
 //
 // It polls instead of using inotify: editors and ConfigMap volumes replace
 // files by rename, which file watches follow poorly, while a periodic stat
 // of a handful of files costs nothing. A changed stat (name, size, mtime)
-// only triggers a re-read; a result is emitted only when the content hash
-// differs from what was last emitted, so a touch or an identical rewrite
-// does not cause a reload downstream.
+// only triggers a re-read; a result is used only when the content hash
+// differs from the last one, and then only services that really changed
+// are notified, so a touch or an identical rewrite changes nothing downstream.
 type FileSource struct {
+	*Store
 	path     string
 	opts     Options
 	interval time.Duration
 	log      zerolog.Logger
+
+	stop context.CancelFunc // ends the poller Start began
+	done chan struct{}      // closed when it has ended
 
 	// polled, when set, is called after each poll. Tests use it to wait for
 	// a poll without sleeping.
@@ -41,10 +48,46 @@ func NewFileSource(path string, opts Options, interval time.Duration, log zerolo
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	return &FileSource{path: path, opts: opts, interval: interval, log: log}
+	return &FileSource{Store: NewStore(), path: path, opts: opts, interval: interval, log: log}
 }
 
-// pollState is what one Run remembers between polls.
+// Start reads the path until one read succeeds, then returns with the
+// Store holding it and polls for changes in the background until ctx ends.
+// Like KubeSource.Start it returns once the source is complete: nothing
+// should be programmed before. notify gets every service whose ports
+// changed (from Start's goroutine for the first read, from the poller's
+// afterwards) and must only hand the event on.
+func (s *FileSource) Start(ctx context.Context, notify func(Event)) error {
+	ctx, s.stop = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	loaded := make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(s.done)
+		s.run(ctx, func(r *Result) {
+			for _, svc := range s.Replace(r.ServicePorts, r.Retain, r.RetainMissing) {
+				notify(Event{Kind: "File", Service: svc})
+			}
+			once.Do(func() { close(loaded) })
+		})
+	}()
+	select {
+	case <-loaded:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop ends the poller Start began and waits for it.
+func (s *FileSource) Stop() {
+	if s.stop != nil {
+		s.stop()
+		<-s.done
+	}
+}
+
+// pollState is what one run remembers between polls.
 type pollState struct {
 	stamp   string // stat fingerprint of the inputs last read
 	stamped bool
@@ -53,12 +96,12 @@ type pollState struct {
 	lastErr string // last path error logged, to log each failure once
 }
 
-// Run loads the path immediately and emits the result, then polls until
+// run loads the path immediately and emits the result, then polls until
 // ctx is done, emitting each time the content changes. emit is called from
-// Run's goroutine. When the path cannot be read at all (missing, or a file
+// run's goroutine. When the path cannot be read at all (missing, or a file
 // mid-replacement) nothing is emitted and the previous result stays
 // current: an empty result would tell the consumer to delete every service.
-func (s *FileSource) Run(ctx context.Context, emit func(*Result)) {
+func (s *FileSource) run(ctx context.Context, emit func(*Result)) {
 	var st pollState
 	s.poll(ctx, &st, emit)
 	ticker := time.NewTicker(s.interval)

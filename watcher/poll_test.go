@@ -39,14 +39,14 @@ func startSource(t *testing.T, path string) *runningSource {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		src.Run(ctx, func(r *Result) { rs.results <- r })
+		src.run(ctx, func(r *Result) { rs.results <- r })
 	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(waitTimeout):
-			t.Error("Run did not return after cancel")
+			t.Error("run did not return after cancel")
 		}
 	})
 	return rs

@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
-	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -127,19 +126,11 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	if o.enableFaultInjection {
 		cfg.Faults = portal.NewFaults()
 	}
-	var kube *watcher.KubeSource
-	if o.isKube() {
-		routeKlog(log)
-		client, err := o.kubeClient()
-		if err != nil {
-			return err
-		}
-		kube, err = watcher.NewKubeSource(client, watcher.KubeOptions{Options: o.options(), ResyncPeriod: o.configSyncPeriod, Log: log})
-		if err != nil {
-			return err
-		}
-		cfg.View = kube
+	src, err := o.newSource(log)
+	if err != nil {
+		return err
 	}
+	cfg.View = src
 	proxy := actors.Start(cfg)
 	if o.enableFaultInjection {
 		if _, err := startAdmin(ctx, o.adminAddress, proxy, log); err != nil {
@@ -153,11 +144,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if kube != nil {
-			runKube(ctx, kube, proxy, log)
-			return
-		}
-		runFile(ctx, o, proxy, log)
+		runSource(ctx, src, proxy, log)
 	}()
 	<-ctx.Done()
 	<-done
@@ -213,31 +200,19 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// runFile feeds file snapshots to the proxy until ctx ends.
-func runFile(ctx context.Context, o runOptions, proxy *actors.Proxy, log zerolog.Logger) {
-	src := watcher.NewFileSource(o.filePath(), o.options(), o.filePollInterval, log)
-	var generation int64
-	src.Run(ctx, func(r *watcher.Result) {
-		generation++ // the file source has logged r.Errors
-		proxy.Submit(&messages.SourceSnapshot{
-			Source: o.source, Generation: generation, ServicePorts: r.ServicePorts,
-			RetainServices: r.Retain, RetainMissing: r.RetainMissing,
-		})
-	})
-}
-
-// runKube runs the informers until ctx ends; their callbacks only hand
-// events to the Watcher actor.
-func runKube(ctx context.Context, kube *watcher.KubeSource, proxy *actors.Proxy, log zerolog.Logger) {
-	defer kube.Stop()
-	log.Info().Msg("waiting for informer caches to sync")
-	if err := kube.Start(ctx, func(e watcher.Event) { proxy.SourceChanged(e.Service, e.Kind) }); err != nil {
+// runSource runs the source until ctx ends; its notifications only hand
+// events to the Watcher actor, which programs nothing before the source
+// is complete.
+func runSource(ctx context.Context, src source, proxy *actors.Proxy, log zerolog.Logger) {
+	defer src.Stop()
+	log.Info().Msg("waiting for the source to sync")
+	if err := src.Start(ctx, func(e watcher.Event) { proxy.SourceChanged(e.Service, e.Kind) }); err != nil {
 		if ctx.Err() == nil {
-			log.Error().Err(err).Msg("kubernetes source failed")
+			log.Error().Err(err).Msg("source failed")
 		}
 		return
 	}
-	log.Info().Msg("informer caches synced")
+	log.Info().Msg("source synced")
 	proxy.SourceSynced()
 	<-ctx.Done()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -100,4 +102,32 @@ func (f *sourceFlags) kubeClient() (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return client, nil
+}
+
+// source is what run and watch need of the source --source names: a View
+// of the node-local state, Start, which returns once the source is complete
+// (informer caches synced, the file read) and then notifies every service
+// that changes, and Stop.
+type source interface {
+	watcher.View
+	Start(ctx context.Context, notify func(watcher.Event)) error
+	Stop()
+}
+
+var (
+	_ source = (*watcher.KubeSource)(nil)
+	_ source = (*watcher.FileSource)(nil)
+)
+
+// newSource builds the source of --source.
+func (f *sourceFlags) newSource(log zerolog.Logger) (source, error) {
+	if !f.isKube() {
+		return watcher.NewFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
+	}
+	routeKlog(log)
+	client, err := f.kubeClient()
+	if err != nil {
+		return nil, err
+	}
+	return watcher.NewKubeSource(client, watcher.KubeOptions{Options: f.options(), ResyncPeriod: f.configSyncPeriod, Log: log})
 }

@@ -80,18 +80,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 			}
 		}
 	}
-	if !o.isKube() {
-		watcher.NewFileSource(o.filePath(), o.options(), o.filePollInterval, log).Run(ctx, func(r *watcher.Result) {
-			emit(r.ServicePorts)
-		})
-		return nil
-	}
-	routeKlog(log)
-	client, err := o.kubeClient()
-	if err != nil {
-		return err
-	}
-	src, err := watcher.NewKubeSource(client, watcher.KubeOptions{Options: o.options(), ResyncPeriod: o.configSyncPeriod, Log: log})
+	src, err := o.newSource(log)
 	if err != nil {
 		return err
 	}
@@ -110,10 +99,13 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 		default:
 		}
 	}); err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted before the source was complete
+		}
 		return err
 	}
 	mu.Lock()
-	tracker.Mark("") // caches synced: build everything once
+	tracker.Mark("") // the source is complete: build everything once
 	mu.Unlock()
 	for {
 		mu.Lock()
