@@ -35,11 +35,23 @@ func failureCode(err error, otherwise messages.FailureCode) messages.FailureCode
 	return otherwise
 }
 
-// errnoCode maps an errno to its failure code; errnoCodes lists them per OS
-// (Windows sockets answer with their own WSA codes).
+// errnoCode maps an errno to its failure code. The errnos' names differ
+// per OS (failure_other.go, failure_windows.go); their meanings do not.
 type errnoCode struct {
 	errno syscall.Errno
 	code  messages.FailureCode
+}
+
+var errnoCodes = []errnoCode{
+	{errAddrInUse, messages.FailureCode_ADDRESS_IN_USE},
+	{errAddrNotAvail, messages.FailureCode_ADDRESS_NOT_AVAILABLE},
+	{errTooManyFiles, messages.FailureCode_FD_EXHAUSTED},
+	{errFileTableFull, messages.FailureCode_FD_EXHAUSTED},
+	{errAccess, messages.FailureCode_PERMISSION_DENIED},
+	{errPerm, messages.FailureCode_PERMISSION_DENIED},
+	{errAFNoSupport, messages.FailureCode_FAMILY_UNAVAILABLE},
+	// Go's own errno where IPv6 is unavailable, on every OS.
+	{syscall.EAFNOSUPPORT, messages.FailureCode_FAMILY_UNAVAILABLE},
 }
 
 // failureTexts is the text of failures, as ServicePortState.error carries it.

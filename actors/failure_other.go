@@ -2,18 +2,15 @@
 
 package actors
 
-import (
-	"syscall"
+import "syscall"
 
-	"github.com/kproxy/kproxy/messages"
+// The errnos behind each failure code (see errnoCodes).
+const (
+	errAddrInUse     = syscall.EADDRINUSE
+	errAddrNotAvail  = syscall.EADDRNOTAVAIL
+	errTooManyFiles  = syscall.EMFILE
+	errFileTableFull = syscall.ENFILE
+	errAccess        = syscall.EACCES
+	errPerm          = syscall.EPERM
+	errAFNoSupport   = syscall.EAFNOSUPPORT
 )
-
-var errnoCodes = []errnoCode{
-	{syscall.EADDRINUSE, messages.FailureCode_ADDRESS_IN_USE},
-	{syscall.EADDRNOTAVAIL, messages.FailureCode_ADDRESS_NOT_AVAILABLE},
-	{syscall.EMFILE, messages.FailureCode_FD_EXHAUSTED},
-	{syscall.ENFILE, messages.FailureCode_FD_EXHAUSTED},
-	{syscall.EACCES, messages.FailureCode_PERMISSION_DENIED},
-	{syscall.EPERM, messages.FailureCode_PERMISSION_DENIED},
-	{syscall.EAFNOSUPPORT, messages.FailureCode_FAMILY_UNAVAILABLE},
-}
