@@ -166,14 +166,14 @@ func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
 	return nil
 }
 
-// APIServerCheckInterval is how often the source checks that the API
+// apiServerCheckInterval is how often the source checks that the API
 // server answers, to log an outage (informers retry silently).
-var APIServerCheckInterval = 2 * time.Second
+const apiServerCheckInterval = 2 * time.Second
 
 // monitor logs when the API server stops and starts answering. Informers
 // retry on their own; this only makes an outage visible.
 func (s *KubeSource) monitor(ctx context.Context) {
-	t := time.NewTicker(APIServerCheckInterval)
+	t := time.NewTicker(apiServerCheckInterval)
 	defer t.Stop()
 	var downSince time.Time
 	for {
@@ -182,7 +182,7 @@ func (s *KubeSource) monitor(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		cctx, cancel := context.WithTimeout(ctx, APIServerCheckInterval)
+		cctx, cancel := context.WithTimeout(ctx, apiServerCheckInterval)
 		err := s.client.Discovery().RESTClient().Get().AbsPath("/livez").Do(cctx).Error()
 		cancel()
 		switch {
