@@ -168,8 +168,9 @@ func (s *FileSource) failed(st *pollState, err error) {
 	}
 }
 
-// statStamp fingerprints the inputs by name, size and modification time,
-// which changes whenever a file is written, replaced, added or removed.
+// statStamp fingerprints the inputs by name, size, modification time and
+// inode, which changes whenever a file is written, replaced, added or
+// removed (the inode catches a rename within the mtime's granularity).
 func statStamp(path string) (string, error) {
 	files, err := inputFiles(path)
 	if err != nil {
@@ -181,7 +182,7 @@ func statStamp(path string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("stat manifests: %w", err)
 		}
-		fmt.Fprintf(&b, "%s\x00%d\x00%d\n", f, info.Size(), info.ModTime().UnixNano())
+		fmt.Fprintf(&b, "%s\x00%d\x00%d\x00%d\n", f, info.Size(), info.ModTime().UnixNano(), inode(info))
 	}
 	return b.String(), nil
 }
