@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -16,7 +17,7 @@ const DefaultMinSyncPeriod = 100 * time.Millisecond
 
 // Config is what the tree needs from the command line.
 type Config struct {
-	// PortalMode is portal.ModeBind for now; kernel modes come later.
+	// PortalMode is one of portal's modes (portal.ModeBind by default).
 	PortalMode string
 	// BindAddress is where proxy-port listeners (and bind-mode node ports) open.
 	BindAddress string
@@ -31,7 +32,7 @@ type Config struct {
 	Faults *portal.Faults
 	// Rules programs kernel portal rules (nftables, iptables, netsh); nil
 	// in bind mode.
-	Rules portal.Rules
+	Rules rules.Interface
 	// View is the source's view (the Kubernetes or the file source); nil
 	// means an empty watcher.Store.
 	View watcher.View

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
 // failure is err as it crosses an actor boundary: its text, and the code of
@@ -26,6 +27,8 @@ func failureCode(err error, otherwise messages.FailureCode) messages.FailureCode
 		return messages.FailureCode_UNSUPPORTED_PROTOCOL
 	case errors.Is(err, portal.ErrPortRangeExhausted):
 		return messages.FailureCode_PROXY_PORT_UNAVAILABLE
+	case errors.Is(err, rules.ErrFamilyUnavailable):
+		return messages.FailureCode_FAMILY_UNAVAILABLE
 	}
 	for _, e := range errnoCodes {
 		if errors.Is(err, e.errno) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
 func TestFailureClassifiesErrors(t *testing.T) {
@@ -29,6 +30,7 @@ func TestFailureClassifiesErrors(t *testing.T) {
 		{"address not local", notLocal, messages.FailureCode_FAILURE_CODE_UNKNOWN, messages.FailureCode_ADDRESS_NOT_AVAILABLE},
 		{"unsupported protocol", fmt.Errorf("open portal: %w", portal.ErrUnsupportedProtocol), messages.FailureCode_PROXY_PORT_UNAVAILABLE, messages.FailureCode_UNSUPPORTED_PROTOCOL},
 		{"range exhausted", fmt.Errorf("allocate: %w", portal.ErrPortRangeExhausted), messages.FailureCode_FAILURE_CODE_UNKNOWN, messages.FailureCode_PROXY_PORT_UNAVAILABLE},
+		{"family unavailable", fmt.Errorf("iptables apply: %w", rules.ErrFamilyUnavailable), messages.FailureCode_KERNEL_RULES, messages.FailureCode_FAMILY_UNAVAILABLE},
 		{"unknown kind", errors.New("something else"), messages.FailureCode_FAILURE_CODE_UNKNOWN, messages.FailureCode_FAILURE_CODE_UNKNOWN},
 		{"unknown kind, known operation", errors.New("something else"), messages.FailureCode_KERNEL_RULES, messages.FailureCode_KERNEL_RULES},
 	} {

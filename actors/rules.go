@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -10,12 +9,12 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
-// RulesCheckInterval is how often the Rules actor verifies that its kernel
+// rulesCheckInterval is how often the Rules actor verifies that its kernel
 // rules still exist (someone may have flushed them).
-var RulesCheckInterval = 10 * time.Second
+const rulesCheckInterval = 10 * time.Second
 
 // Rules owns the kernel portal rules. ServicePorts tell it what they need;
 // it batches changes and programs them with one transaction per batch, so
@@ -26,15 +25,15 @@ var RulesCheckInterval = 10 * time.Second
 // transaction, and when its rules disappear.
 type Rules struct {
 	cfg     *Config
-	rules   portal.Rules
-	desired map[string][]portal.PortalRule // by service port ID
-	applied map[string][]portal.PortalRule // as last programmed
+	rules   rules.Interface
+	desired map[string][]rules.Rule // by service port ID
+	applied map[string][]rules.Rule // as last programmed
 	dirty   map[string]bool
 
 	needSync bool
 	inFlight bool
 	batch    int64
-	pending  map[string][]portal.PortalRule // the in-flight batch's desired rules
+	pending  map[string][]rules.Rule // the in-flight batch's desired rules
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -55,12 +54,12 @@ func (r *Rules) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if r.desired == nil {
-			r.desired, r.applied, r.dirty = map[string][]portal.PortalRule{}, map[string][]portal.PortalRule{}, map[string]bool{}
+			r.desired, r.applied, r.dirty = map[string][]rules.Rule{}, map[string][]rules.Rule{}, map[string]bool{}
 		}
 		r.inFlight = false
 		r.ctx, r.cancel = context.WithCancel(context.Background())
 		r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
-		r.stopTick = r.timers.SendRepeatedly(RulesCheckInterval, RulesCheckInterval, ctx.Self(), &messages.CheckRules{})
+		r.stopTick = r.timers.SendRepeatedly(rulesCheckInterval, rulesCheckInterval, ctx.Self(), &messages.CheckRules{})
 		r.needSync = true
 		r.kick(ctx)
 	case *actor.Stopping, *actor.Restarting:
@@ -69,11 +68,11 @@ func (r *Rules) Receive(ctx actor.Context) {
 		r.cancel()
 	case *messages.SetPortalRules:
 		id := m.GetServicePort().GetKey().ID()
-		rules, err := portal.RulesFor(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetReject(), m.GetRejectExternal())
+		rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetReject(), m.GetRejectExternal())
 		if err != nil {
 			r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
 		}
-		r.desired[id] = rules
+		r.desired[id] = rs
 		r.dirty[id] = true
 		r.kick(ctx)
 	case *messages.DeletePortalRules:
@@ -94,11 +93,11 @@ func (r *Rules) Receive(ctx actor.Context) {
 		go func() {
 			defer r.wg.Done()
 			ok, err := r.rules.Present(r.ctx)
-			root.Send(self, &messages.RulesPresent{Present: ok, Error: errString(err)})
+			root.Send(self, &messages.RulesPresent{Present: ok, Failure: failure(err, messages.FailureCode_KERNEL_RULES)})
 		}()
 	case *messages.RulesPresent:
 		if !m.GetPresent() && !r.needSync {
-			r.cfg.Log.Warn().Str("error", m.GetError()).Msg("kernel portal rules are missing (table flushed?); re-syncing")
+			r.cfg.Log.Warn().Str("error", m.GetFailure().GetMessage()).Msg("kernel portal rules are missing (table flushed?); re-syncing")
 			r.needSync = true
 			r.kick(ctx)
 		}
@@ -112,8 +111,8 @@ func (r *Rules) kick(ctx actor.Context) {
 	}
 	r.batch++
 	full := r.needSync
-	r.pending = make(map[string][]portal.PortalRule, len(r.dirty))
-	var upserts, removals []portal.PortalRule
+	r.pending = make(map[string][]rules.Rule, len(r.dirty))
+	var upserts, removals []rules.Rule
 	if full {
 		for id, rules := range r.desired {
 			r.pending[id] = rules
@@ -124,7 +123,7 @@ func (r *Rules) kick(ctx actor.Context) {
 			r.pending[id] = r.desired[id]
 		}
 		upserts = r.flatten(r.pending)
-		keep := map[portal.RuleKey]bool{}
+		keep := map[rules.Key]bool{}
 		for _, u := range upserts {
 			keep[u.Key()] = true
 		}
@@ -149,38 +148,17 @@ func (r *Rules) kick(ctx actor.Context) {
 		} else {
 			err = r.rules.Apply(r.ctx, upserts, removals)
 		}
-		root.Send(self, &messages.RulesApplied{FullSync: full, Error: errString(err), Batch: batch})
+		root.Send(self, &messages.RulesApplied{FullSync: full, Failure: failure(err, messages.FailureCode_KERNEL_RULES), Batch: batch})
 	}()
 }
 
-// flatten lists rules in service-port order, leaving out rules whose key
-// another service port already claimed (a clash between two services must
-// not fail everyone's transaction).
-func (r *Rules) flatten(set map[string][]portal.PortalRule) []portal.PortalRule {
-	claimed := map[portal.RuleKey]string{}
-	for id, rules := range r.applied {
-		if _, changing := set[id]; !changing {
-			for _, rule := range rules {
-				claimed[rule.Key()] = id
-			}
-		}
-	}
-	ids := make([]string, 0, len(set))
-	for id := range set {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	var out []portal.PortalRule
-	for _, id := range ids {
-		for _, rule := range set[id] {
-			if owner, ok := claimed[rule.Key()]; ok && owner != id {
-				r.cfg.Log.Error().Str("servicePort", id).Str("rule", rule.Key().String()).Str("owner", owner).
-					Msg("portal rule clashes with another service port's; not programmed")
-				continue
-			}
-			claimed[rule.Key()] = id
-			out = append(out, rule)
-		}
+// flatten lists the rules of the service ports in set, leaving out (and
+// logging) rules whose key another service port holds.
+func (r *Rules) flatten(set map[string][]rules.Rule) []rules.Rule {
+	out, clashes := rules.Flatten(set, r.applied)
+	for _, c := range clashes {
+		r.cfg.Log.Error().Str("servicePort", c.ServicePort).Str("rule", c.Key.String()).Str("owner", c.Owner).
+			Msg("portal rule clashes with another service port's; not programmed")
 	}
 	return out
 }
@@ -188,8 +166,8 @@ func (r *Rules) flatten(set map[string][]portal.PortalRule) []portal.PortalRule 
 // finished records a transaction's outcome and starts the next one.
 func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	r.inFlight = false
-	if m.GetError() != "" {
-		r.cfg.Log.Error().Str("error", m.GetError()).Bool("fullSync", m.GetFullSync()).Msg("programming kernel portal rules failed; re-syncing")
+	if f := m.GetFailure(); f != nil {
+		r.cfg.Log.Error().Str("error", f.GetMessage()).Stringer("code", f.GetCode()).Bool("fullSync", m.GetFullSync()).Msg("programming kernel portal rules failed; re-syncing")
 		// A failed transaction left the kernel in an unknown state: the
 		// next one is a full sync, after a pause so a persistent error
 		// does not spin.
@@ -201,7 +179,7 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 		return
 	}
 	if m.GetFullSync() {
-		r.applied = map[string][]portal.PortalRule{}
+		r.applied = map[string][]rules.Rule{}
 	}
 	for id, rules := range r.pending {
 		if len(rules) == 0 {
@@ -216,11 +194,4 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	}
 	ev.Int64("batch", m.GetBatch()).Bool("fullSync", m.GetFullSync()).Int("servicePorts", len(r.pending)).Msg("kernel portal rules programmed")
 	r.kick(ctx)
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

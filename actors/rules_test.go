@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,65 +10,17 @@ import (
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
-// recordingRules keeps what the Rules actor programs. A fake is fine here:
-// the kernel side is proven with real nftables and iptables in network
-// namespaces (portal and cmd/kproxy end-to-end tests); this checks the
-// actors' plumbing.
-type recordingRules struct {
-	mu    sync.Mutex
-	rules map[portal.RuleKey]portal.PortalRule
-	syncs int
-	cond  *sync.Cond
-}
-
-func newRecordingRules() *recordingRules {
-	r := &recordingRules{rules: map[portal.RuleKey]portal.PortalRule{}}
-	r.cond = sync.NewCond(&r.mu)
-	return r
-}
-
-func (r *recordingRules) Sync(_ context.Context, rules []portal.PortalRule) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.syncs++
-	r.rules = map[portal.RuleKey]portal.PortalRule{}
-	for _, x := range rules {
-		r.rules[x.Key()] = x
-	}
-	r.cond.Broadcast()
-	return nil
-}
-
-func (r *recordingRules) Apply(_ context.Context, upserts, removals []portal.PortalRule) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range removals {
-		delete(r.rules, x.Key())
-	}
-	for _, x := range upserts {
-		r.rules[x.Key()] = x
-	}
-	r.cond.Broadcast()
-	return nil
-}
-
-func (r *recordingRules) Present(context.Context) (bool, error) { return true, nil }
-func (r *recordingRules) Cleanup(context.Context) error         { return r.Sync(context.Background(), nil) }
-
-func (r *recordingRules) waitFor(t *testing.T, ok func(map[portal.RuleKey]portal.PortalRule) bool) {
+// waitRules waits until ok holds for what fake has programmed. A fake is
+// fine here: the kernel side is proven with real nftables and iptables in
+// network namespaces (portal/rules/... and cmd/kproxy/e2e); this checks
+// the actors' plumbing.
+func waitRules(t *testing.T, fake *rules.Fake, ok func(rules.Set) bool) {
 	t.Helper()
-	timer := time.AfterFunc(10*time.Second, func() { r.mu.Lock(); r.cond.Broadcast(); r.mu.Unlock() })
-	defer timer.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for !ok(r.rules) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for portal rules; have %v", r.rules)
-		}
-		r.cond.Wait()
+	if err := fake.Wait(10*time.Second, ok); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -77,8 +28,8 @@ func (r *recordingRules) waitFor(t *testing.T, ok func(map[portal.RuleKey]portal
 // own proxy port, served with the external scope (local endpoints only),
 // while cluster-IP traffic uses every endpoint.
 func TestKernelModeExternalTrafficPolicyLocal(t *testing.T) {
-	rules := newRecordingRules()
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules, BindAddress: "127.0.0.1",
+	fake := rules.NewFake()
+	p := Start(Config{PortalMode: portal.ModeNftables, Rules: fake, BindAddress: "127.0.0.1",
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)
@@ -94,7 +45,7 @@ func TestKernelModeExternalTrafficPolicyLocal(t *testing.T) {
 	if st.GetExternalProxyPort() == 0 || st.GetExternalProxyPort() == st.GetProxyPort() {
 		t.Fatalf("want a second proxy port, got %d and %d", st.GetProxyPort(), st.GetExternalProxyPort())
 	}
-	rules.waitFor(t, func(m map[portal.RuleKey]portal.PortalRule) bool {
+	waitRules(t, fake, func(m rules.Set) bool {
 		var cluster, external bool
 		for _, r := range m {
 			switch r.IP.String() {
@@ -119,7 +70,7 @@ func TestKernelModeExternalTrafficPolicyLocal(t *testing.T) {
 	// The local endpoint goes away: external traffic is rejected by the
 	// rules, cluster traffic still has an endpoint.
 	p.Submit(snapshot(2, spe(sp, eps[1:])))
-	rules.waitFor(t, func(m map[portal.RuleKey]portal.PortalRule) bool {
+	waitRules(t, fake, func(m rules.Set) bool {
 		var clusterOK, externalRejected bool
 		for _, r := range m {
 			switch r.IP.String() {
@@ -133,5 +84,5 @@ func TestKernelModeExternalTrafficPolicyLocal(t *testing.T) {
 	})
 	// Deleting the service port removes its rules; a clean stop leaves none.
 	p.Submit(snapshot(3))
-	rules.waitFor(t, func(m map[portal.RuleKey]portal.PortalRule) bool { return len(m) == 0 })
+	waitRules(t, fake, func(m rules.Set) bool { return len(m) == 0 })
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
 // Child names under a ServicePort; siblings find each other by them.
@@ -238,12 +239,9 @@ func (s *ServicePort) syncRules(ctx actor.Context) {
 	if s.cfg.rulesPID == nil || s.proxyPort == 0 {
 		return
 	}
-	var internal, external bool
-	for _, e := range s.endpoints {
-		internal, external = internal || e.GetInternal(), external || e.GetExternal()
-	}
+	rejectInternal, rejectExternal := rules.Rejects(s.endpoints)
 	want := &messages.SetPortalRules{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort),
-		Reject: !internal, RejectExternal: !external}
+		Reject: rejectInternal, RejectExternal: rejectExternal}
 	if proto.Equal(want, s.rulesSent) {
 		return
 	}

@@ -1466,11 +1466,7 @@ func (x *DeletePortalRules) GetKey() *ServicePortKey {
 type RulesApplied struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	FullSync bool                   `protobuf:"varint,1,opt,name=full_sync,json=fullSync,proto3" json:"full_sync,omitempty"`
-	// Superseded by failure; goes once the Rules actor sets failure.
-	//
-	// Deprecated: Marked as deprecated in messages/protocol.proto.
-	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	Batch int64  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	Batch    int64                  `protobuf:"varint,3,opt,name=batch,proto3" json:"batch,omitempty"`
 	// Set when the transaction failed.
 	Failure       *Failure `protobuf:"bytes,4,opt,name=failure,proto3" json:"failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1512,14 +1508,6 @@ func (x *RulesApplied) GetFullSync() bool {
 		return x.FullSync
 	}
 	return false
-}
-
-// Deprecated: Marked as deprecated in messages/protocol.proto.
-func (x *RulesApplied) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
 }
 
 func (x *RulesApplied) GetBatch() int64 {
@@ -1577,10 +1565,6 @@ func (*CheckRules) Descriptor() ([]byte, []int) {
 type RulesPresent struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Present bool                   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
-	// Superseded by failure; goes once the Rules actor sets failure.
-	//
-	// Deprecated: Marked as deprecated in messages/protocol.proto.
-	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	// Set when the check itself failed.
 	Failure       *Failure `protobuf:"bytes,3,opt,name=failure,proto3" json:"failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1622,14 +1606,6 @@ func (x *RulesPresent) GetPresent() bool {
 		return x.Present
 	}
 	return false
-}
-
-// Deprecated: Marked as deprecated in messages/protocol.proto.
-func (x *RulesPresent) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
 }
 
 func (x *RulesPresent) GetFailure() *Failure {
@@ -1829,18 +1805,16 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\x13external_proxy_port\x18\x04 \x01(\x05R\x11externalProxyPort\x12'\n" +
 	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\"@\n" +
 	"\x11DeletePortalRules\x12+\n" +
-	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\"\x89\x01\n" +
+	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\"|\n" +
 	"\fRulesApplied\x12\x1b\n" +
-	"\tfull_sync\x18\x01 \x01(\bR\bfullSync\x12\x18\n" +
-	"\x05error\x18\x02 \x01(\tB\x02\x18\x01R\x05error\x12\x14\n" +
+	"\tfull_sync\x18\x01 \x01(\bR\bfullSync\x12\x14\n" +
 	"\x05batch\x18\x03 \x01(\x03R\x05batch\x12,\n" +
-	"\afailure\x18\x04 \x01(\v2\x12.kproxy.v1.FailureR\afailure\"\f\n" +
+	"\afailure\x18\x04 \x01(\v2\x12.kproxy.v1.FailureR\afailureJ\x04\b\x02\x10\x03R\x05error\"\f\n" +
 	"\n" +
-	"CheckRules\"p\n" +
+	"CheckRules\"c\n" +
 	"\fRulesPresent\x12\x18\n" +
-	"\apresent\x18\x01 \x01(\bR\apresent\x12\x18\n" +
-	"\x05error\x18\x02 \x01(\tB\x02\x18\x01R\x05error\x12,\n" +
-	"\afailure\x18\x03 \x01(\v2\x12.kproxy.v1.FailureR\afailure\"\f\n" +
+	"\apresent\x18\x01 \x01(\bR\apresent\x12,\n" +
+	"\afailure\x18\x03 \x01(\v2\x12.kproxy.v1.FailureR\afailureJ\x04\b\x02\x10\x03R\x05error\"\f\n" +
 	"\n" +
 	"RetryRules\"O\n" +
 	"\aFailure\x12*\n" +

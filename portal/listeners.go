@@ -9,14 +9,6 @@ import (
 	"github.com/kproxy/kproxy/messages"
 )
 
-// Portal modes.
-const (
-	// ModeBind listens directly on every service IP:port (cluster, external
-	// and load-balancer IPs) and on bind-address:nodePort: winuserspace's model,
-	// which needs no kernel rules and works on loopback addresses without root.
-	ModeBind = "bind"
-)
-
 // ListenSpec is one socket a service port listens on.
 type ListenSpec struct {
 	Network  string // "tcp" or "udp"

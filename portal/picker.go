@@ -1,6 +1,3 @@
-// Package portal holds kproxy's data path in plain Go: listeners, the TCP
-// splice proxy, UDP flows and the proxy-port allocator. Actors own the
-// lifetimes; nothing here knows about actors.
 package portal
 
 import "errors"

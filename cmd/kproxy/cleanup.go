@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
 // cleanupCommand removes every kernel rule kproxy owns, as
@@ -29,7 +30,7 @@ func cleanupCommand(args []string) error {
 	defer cancel()
 	var errs []error
 	for _, m := range modes {
-		rules, err := portal.NewRules(ctx, m, portal.RulesOptions{})
+		r, err := newRules(ctx, m, rules.Options{})
 		if err != nil {
 			if *mode == "all" {
 				continue // that kind of rules cannot exist here
@@ -37,10 +38,10 @@ func cleanupCommand(args []string) error {
 			errs = append(errs, fmt.Errorf("cleanup %s: %w", m, err))
 			continue
 		}
-		if rules == nil {
+		if r == nil {
 			continue
 		}
-		if err := rules.Cleanup(ctx); err != nil {
+		if err := r.Cleanup(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup %s: %w", m, err))
 			continue
 		}

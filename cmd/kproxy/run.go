@@ -18,6 +18,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -162,27 +163,27 @@ const portalAuto = "auto"
 
 // portalRules sets up the kernel portal of the chosen mode; auto means
 // nftables when it works here (root, nft installed), else bind.
-func portalRules(ctx context.Context, o runOptions, log zerolog.Logger) (portal.Rules, string, error) {
+func portalRules(ctx context.Context, o runOptions, log zerolog.Logger) (rules.Interface, string, error) {
 	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
-	ro := portal.RulesOptions{NodePortAddresses: prefixes, Interface: o.netshInterface}
+	ro := rules.Options{NodePortAddresses: prefixes, Interface: o.netshInterface}
 	mode := o.portalMode
 	if mode == portalAuto {
 		mode = portal.ModeNftables
 		if runtime.GOOS == "windows" {
 			mode = portal.ModeNetsh
 		}
-		rules, err := portal.NewRules(ctx, mode, ro)
+		r, err := newRules(ctx, mode, ro)
 		if err != nil {
 			log.Warn().Err(err).Msg("kernel portal unavailable; listening on service IPs directly (--portal bind)")
 			return nil, portal.ModeBind, nil
 		}
-		return rules, mode, nil
+		return r, mode, nil
 	}
-	rules, err := portal.NewRules(ctx, mode, ro)
+	r, err := newRules(ctx, mode, ro)
 	if err != nil {
 		return nil, "", fmt.Errorf("--portal %s: %w", mode, err)
 	}
-	return rules, mode, nil
+	return r, mode, nil
 }
 
 func parsePrefixes(s string) ([]netip.Prefix, error) {

@@ -1,4 +1,4 @@
-package portal
+package iptables
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
 // Chains of the iptables portal, kube-proxy userspace mode's names.
@@ -29,7 +31,7 @@ var iptChains = map[string][]string{
 
 var iptTables = []string{"nat", "filter"}
 
-// IPTables programs portal rules with iptables and ip6tables, as kube-proxy's
+// Rules programs portal rules with iptables and ip6tables, as kube-proxy's
 // userspace mode did: in the nat table, KUBE-PORTALS-CONTAINER and
 // KUBE-NODEPORT-CONTAINER (from PREROUTING) REDIRECT to the proxy port,
 // KUBE-PORTALS-HOST and KUBE-NODEPORT-HOST (from OUTPUT) REDIRECT too,
@@ -50,18 +52,18 @@ var iptTables = []string{"nat", "filter"}
 // Every Sync, Apply and Cleanup is one iptables-restore --noflush per IP
 // family (a COMMIT per table). iptables-restore rewrites the whole table,
 // so its cost grows with the table's size, unlike nftables.
-type IPTables struct {
-	opts  RulesOptions
-	run   execFunc
+type Rules struct {
+	opts  rules.Options
+	run   rules.Exec
 	fams  []*iptFamily
 	mu    sync.Mutex
-	state ruleSet
+	state rules.Set
 	// dirty: a change failed and may have been applied in part; Present
 	// reports false and Apply refuses until the next Sync.
 	dirty bool
 }
 
-var _ Rules = (*IPTables)(nil)
+var _ rules.Interface = (*Rules)(nil)
 
 type iptFamily struct {
 	v6              bool
@@ -78,16 +80,16 @@ func (f *iptFamily) String() string {
 	return "iptables"
 }
 
-// NewIPTables checks that iptables works (and ip6tables, which is optional:
-// without it IPv6 rules are refused with ErrFamilyUnavailable). It does not
+// New checks that iptables works (and ip6tables, which is optional:
+// without it IPv6 rules are refused with rules.ErrFamilyUnavailable). It does not
 // touch the rules: call Sync. Like Nftables, it must be used in the network
 // namespace to program.
-func NewIPTables(ctx context.Context, o RulesOptions) (*IPTables, error) {
-	return newIPTables(ctx, o, runCommand)
+func New(ctx context.Context, o rules.Options) (*Rules, error) {
+	return newRules(ctx, o, rules.RunCommand)
 }
 
-func newIPTables(ctx context.Context, o RulesOptions, run execFunc) (*IPTables, error) {
-	t := &IPTables{opts: o, run: run, state: ruleSet{}}
+func newRules(ctx context.Context, o rules.Options, run rules.Exec) (*Rules, error) {
+	t := &Rules{opts: o, run: run, state: rules.Set{}}
 	for _, f := range []*iptFamily{
 		{v6: false, save: "iptables-save", restore: "iptables-restore", hostBits: "/32", loopback: "127.0.0.0/8", icmpUnreachable: "icmp-port-unreachable"},
 		{v6: true, save: "ip6tables-save", restore: "ip6tables-restore", hostBits: "/128", loopback: "::1/128", icmpUnreachable: "icmp6-port-unreachable"},
@@ -104,7 +106,7 @@ func newIPTables(ctx context.Context, o RulesOptions, run execFunc) (*IPTables, 
 }
 
 // IPv6 reports whether ip6tables is available.
-func (t *IPTables) IPv6() bool {
+func (t *Rules) IPv6() bool {
 	for _, f := range t.fams {
 		if f.v6 {
 			return true
@@ -119,9 +121,9 @@ type iptJump struct {
 
 // jumps returns the rules in built-in chains that lead to kproxy's chains,
 // in order.
-func (t *IPTables) jumps(f *iptFamily) []iptJump {
+func (t *Rules) jumps(f *iptFamily) []iptJump {
 	var nodePortMatches []string
-	prefixes, all := t.opts.nodePortPrefixes(f.v6)
+	prefixes, all := t.opts.NodePortPrefixes(f.v6)
 	if all {
 		nodePortMatches = []string{"-m addrtype --dst-type LOCAL"}
 	}
@@ -148,18 +150,18 @@ func (t *IPTables) jumps(f *iptFamily) []iptJump {
 }
 
 // staticRules are the first rules of kproxy's own chains.
-func (t *IPTables) staticRules(f *iptFamily) []iptJump {
+func (t *Rules) staticRules(f *iptFamily) []iptJump {
 	// Loopback is a node-port destination from the node only.
 	return []iptJump{{"nat", iptNodePortContainer, "-d " + f.loopback + " -j RETURN"}}
 }
 
 // ruleLines are the rules of one portal rule in family f.
-func (t *IPTables) ruleLines(f *iptFamily, r PortalRule) []iptJump {
+func (t *Rules) ruleLines(f *iptFamily, r rules.Rule) []iptJump {
 	match := fmt.Sprintf("-p %s -m %s --dport %d", r.Protocol, r.Protocol, r.Port)
 	if !r.NodePort {
 		match = "-d " + r.IP.String() + f.hostBits + " " + match
 	}
-	if c := ruleComment(r.ServicePort); c != "" {
+	if c := rules.Comment(r.ServicePort); c != "" {
 		match += ` -m comment --comment "` + c + `"`
 	}
 	if r.Reject {
@@ -181,12 +183,12 @@ func (t *IPTables) ruleLines(f *iptFamily, r PortalRule) []iptJump {
 }
 
 // inFamily reports whether rule r is programmed in family f.
-func (t *IPTables) inFamily(f *iptFamily, r PortalRule) bool {
+func (t *Rules) inFamily(f *iptFamily, r rules.Rule) bool {
 	return r.NodePort || r.IP.Is6() == f.v6
 }
 
-func (t *IPTables) checkFamilies(rules []PortalRule) error {
-	for _, r := range rules {
+func (t *Rules) checkFamilies(rs []rules.Rule) error {
+	for _, r := range rs {
 		if r.NodePort {
 			continue
 		}
@@ -195,7 +197,7 @@ func (t *IPTables) checkFamilies(rules []PortalRule) error {
 			ok = ok || t.inFamily(f, r)
 		}
 		if !ok {
-			return fmt.Errorf("portal rule %s: %w (no ip6tables)", r, ErrFamilyUnavailable)
+			return fmt.Errorf("portal rule %s: %w (no ip6tables)", r, rules.ErrFamilyUnavailable)
 		}
 	}
 	return nil
@@ -222,7 +224,7 @@ func (b restoreBatch) bytes() []byte {
 	return buf.Bytes()
 }
 
-func (t *IPTables) restore(ctx context.Context, f *iptFamily, b restoreBatch) error {
+func (t *Rules) restore(ctx context.Context, f *iptFamily, b restoreBatch) error {
 	in := b.bytes()
 	if len(in) == 0 {
 		return nil
@@ -265,7 +267,7 @@ func isOurChain(table, chain string) bool {
 	return false
 }
 
-func (t *IPTables) save(ctx context.Context, f *iptFamily) (*iptSaved, error) {
+func (t *Rules) save(ctx context.Context, f *iptFamily) (*iptSaved, error) {
 	s := &iptSaved{chains: map[string]map[string]bool{}, jumps: map[string][]string{}, counts: map[string]map[string]int{}}
 	for _, table := range iptTables {
 		out, err := t.run(ctx, nil, f.save, "-t", table)
@@ -308,12 +310,12 @@ func (t *IPTables) save(ctx context.Context, f *iptFamily) (*iptSaved, error) {
 
 // Sync flushes kproxy's chains and refills them, and replaces every jump to
 // them, in one iptables-restore per family.
-func (t *IPTables) Sync(ctx context.Context, rules []PortalRule) error {
-	want, err := desiredSet(rules)
+func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
+	want, err := rules.Desired(rs)
 	if err != nil {
 		return err
 	}
-	sorted := want.sorted()
+	sorted := want.Sorted()
 	if err := t.checkFamilies(sorted); err != nil {
 		return err
 	}
@@ -358,13 +360,13 @@ func (t *IPTables) Sync(ctx context.Context, rules []PortalRule) error {
 
 // Apply deletes and appends the changed rules, in one iptables-restore per
 // family.
-func (t *IPTables) Apply(ctx context.Context, upserts, removals []PortalRule) error {
+func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dirty {
 		return errors.New("iptables: an earlier change failed half-way: Sync needed")
 	}
-	del, add, err := plan(t.state, upserts, removals)
+	del, add, err := t.state.Plan(upserts, removals)
 	if err != nil {
 		return err
 	}
@@ -393,13 +395,13 @@ func (t *IPTables) Apply(ctx context.Context, upserts, removals []PortalRule) er
 			return fmt.Errorf("iptables apply of %d changes: %w", len(del)+len(add), err)
 		}
 	}
-	t.state.commit(del, add)
+	t.state.Commit(del, add)
 	return nil
 }
 
 // Present reports whether every kproxy chain, every jump to it and the
 // expected number of rules in it exist, in every family.
-func (t *IPTables) Present(ctx context.Context) (bool, error) {
+func (t *Rules) Present(ctx context.Context) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dirty {
@@ -443,7 +445,7 @@ func (t *IPTables) Present(ctx context.Context) (bool, error) {
 
 // Cleanup deletes the jumps to kproxy's chains and the chains, in every
 // family.
-func (t *IPTables) Cleanup(ctx context.Context) error {
+func (t *Rules) Cleanup(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, f := range t.fams {
@@ -468,6 +470,6 @@ func (t *IPTables) Cleanup(ctx context.Context) error {
 			return fmt.Errorf("iptables cleanup: %w", err)
 		}
 	}
-	t.state, t.dirty = ruleSet{}, false
+	t.state, t.dirty = rules.Set{}, false
 	return nil
 }

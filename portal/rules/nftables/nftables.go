@@ -1,6 +1,6 @@
 //go:build linux
 
-package portal
+package nftables
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	"sync"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
-// NftablesTable is the table kproxy owns, in family inet.
-const NftablesTable = "kproxy"
+// Table is the table kproxy owns, in family inet.
+const Table = "kproxy"
 
 // Object names in the kproxy table.
 const (
@@ -50,7 +52,7 @@ const (
 	nftFilterPriority = knftables.BaseChainPriority("-110")
 )
 
-// Nftables programs portal rules in the nftables table "inet kproxy":
+// Rules programs portal rules in the nftables table "inet kproxy":
 //
 //   - nat-prerouting (hook prerouting, traffic from other hosts and pods):
 //     "redirect to :proxyPort" via the maps service-ips-v4/-v6, keyed by
@@ -68,7 +70,7 @@ const (
 //     no-endpoint-services-v4/-v6 and no-endpoint-nodeports "goto
 //     reject-chain", which answers TCP with a reset and UDP with ICMP port
 //     unreachable, so clients fail at once. On older kernels that cannot
-//     reject in prerouting (NewNftables asks), filter-input and filter-forward are used
+//     reject in prerouting (New asks), filter-input and filter-forward are used
 //     instead (as kube-proxy does); then a non-local service IP is rejected
 //     only when the node forwards (net.ipv4.ip_forward=1), else the client
 //     gets "no route to host".
@@ -80,31 +82,31 @@ const (
 // datagram was sent to (IP_PKTINFO / IPV6_PKTINFO), or conntrack does not
 // reverse the redirect when routing picks another source address.
 //
-// Nftables must be created, and its methods called, in the network
+// Rules must be created, and its methods called, in the network
 // namespace to program: each call runs the nft binary, which inherits the
 // calling thread's namespace.
-type Nftables struct {
+type Rules struct {
 	nft  knftables.Interface
-	opts RulesOptions
+	opts rules.Options
 	// rejectInPrerouting: the kernel accepts reject in a prerouting chain.
 	rejectInPrerouting bool
 
 	mu    sync.Mutex
-	state ruleSet
+	state rules.Set
 }
 
-var _ Rules = (*Nftables)(nil)
+var _ rules.Interface = (*Rules)(nil)
 
-// NewNftables checks that nft works here and returns the table's manager.
+// New checks that nft works here and returns the table's manager.
 // It does not touch kproxy's table: call Sync. It asks the kernel whether
 // reject works in prerouting by committing and deleting a probe table
 // (nft --check does not run the kernel's hook validation).
-func NewNftables(ctx context.Context, o RulesOptions) (*Nftables, error) {
-	nft, err := knftables.New(knftables.InetFamily, NftablesTable)
+func New(ctx context.Context, o rules.Options) (*Rules, error) {
+	nft, err := knftables.New(knftables.InetFamily, Table)
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
-	n := &Nftables{nft: nft, opts: o, state: ruleSet{}}
+	n := &Rules{nft: nft, opts: o, state: rules.Set{}}
 	n.rejectInPrerouting, err = canReject(ctx, knftables.PreroutingHook)
 	if err != nil {
 		return nil, err
@@ -143,13 +145,13 @@ func canReject(ctx context.Context, hook knftables.BaseChainHook) (bool, error) 
 // nodePortMatches returns the rule prefixes selecting node-port
 // destinations: external for traffic from other hosts (loopback excluded),
 // else for traffic from the node itself.
-func (n *Nftables) nodePortMatches(external bool) []string {
+func (n *Rules) nodePortMatches(external bool) []string {
 	var out []string
 	for _, fam := range []struct {
 		v6               bool
 		ip, set, loopbck string
 	}{{false, "ip", nftNodePortAddrs4, "127.0.0.0/8"}, {true, "ip6", nftNodePortAddrs6, "::1"}} {
-		prefixes, all := n.opts.nodePortPrefixes(fam.v6)
+		prefixes, all := n.opts.NodePortPrefixes(fam.v6)
 		if !all && len(prefixes) == 0 {
 			continue
 		}
@@ -177,7 +179,7 @@ type nftChain struct {
 }
 
 // chains is the whole static structure of the table.
-func (n *Nftables) chains() []nftChain {
+func (n *Rules) chains() []nftChain {
 	var natPre, natOut, filterPre, filterOut []string
 	natPre = append(natPre, "jump "+nftServices)
 	natOut = append(natOut, "jump "+nftServicesOutput)
@@ -236,7 +238,7 @@ func (n *Nftables) chains() []nftChain {
 	return cs
 }
 
-func (n *Nftables) maps() []*knftables.Map {
+func (n *Rules) maps() []*knftables.Map {
 	const v4, v6, np = "ipv4_addr . inet_proto . inet_service", "ipv6_addr . inet_proto . inet_service", "inet_proto . inet_service"
 	return []*knftables.Map{
 		{Name: nftServiceIPs4, Type: v4 + " : inet_service", Comment: knftables.PtrTo("IPv4 ClusterIP, ExternalIP and LoadBalancer IP -> proxy port")},
@@ -249,7 +251,7 @@ func (n *Nftables) maps() []*knftables.Map {
 }
 
 // sets returns the NodePortAddresses sets and their elements.
-func (n *Nftables) sets() ([]*knftables.Set, []*knftables.Element) {
+func (n *Rules) sets() ([]*knftables.Set, []*knftables.Element) {
 	var sets []*knftables.Set
 	var elems []*knftables.Element
 	if len(n.opts.NodePortAddresses) == 0 {
@@ -259,7 +261,7 @@ func (n *Nftables) sets() ([]*knftables.Set, []*knftables.Element) {
 		v6       bool
 		name, ty string
 	}{{false, nftNodePortAddrs4, "ipv4_addr"}, {true, nftNodePortAddrs6, "ipv6_addr"}} {
-		prefixes, _ := n.opts.nodePortPrefixes(fam.v6)
+		prefixes, _ := n.opts.NodePortPrefixes(fam.v6)
 		if len(prefixes) == 0 {
 			continue
 		}
@@ -291,7 +293,7 @@ func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
 }
 
 // element is a rule's map element; value is omitted for deletes.
-func (n *Nftables) element(r PortalRule, withValue bool) (*knftables.Element, error) {
+func (n *Rules) element(r rules.Rule, withValue bool) (*knftables.Element, error) {
 	e := &knftables.Element{}
 	switch {
 	case r.NodePort:
@@ -313,7 +315,7 @@ func (n *Nftables) element(r PortalRule, withValue bool) (*knftables.Element, er
 			e.Map = nftNoEndpointIPs6
 		}
 	default:
-		return nil, fmt.Errorf("portal rule %s: %w", r, ErrFamilyUnavailable)
+		return nil, fmt.Errorf("portal rule %s: %w", r, rules.ErrFamilyUnavailable)
 	}
 	if withValue {
 		if r.Reject {
@@ -321,7 +323,7 @@ func (n *Nftables) element(r PortalRule, withValue bool) (*knftables.Element, er
 		} else {
 			e.Value = []string{strconv.Itoa(r.ProxyPort)}
 		}
-		if c := ruleComment(r.ServicePort); c != "" {
+		if c := rules.Comment(r.ServicePort); c != "" {
 			e.Comment = &c
 		}
 	}
@@ -330,8 +332,8 @@ func (n *Nftables) element(r PortalRule, withValue bool) (*knftables.Element, er
 
 // Sync deletes and recreates the table with exactly rules, in one
 // transaction: packets see the old table or the new one, never none.
-func (n *Nftables) Sync(ctx context.Context, rules []PortalRule) error {
-	want, err := desiredSet(rules)
+func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
+	want, err := rules.Desired(rs)
 	if err != nil {
 		return err
 	}
@@ -367,7 +369,7 @@ func (n *Nftables) Sync(ctx context.Context, rules []PortalRule) error {
 	for _, e := range setElems {
 		tx.Add(e)
 	}
-	for _, r := range want.sorted() {
+	for _, r := range want.Sorted() {
 		e, err := n.element(r, true)
 		if err != nil {
 			return err
@@ -382,10 +384,10 @@ func (n *Nftables) Sync(ctx context.Context, rules []PortalRule) error {
 }
 
 // Apply deletes and adds map elements in one transaction.
-func (n *Nftables) Apply(ctx context.Context, upserts, removals []PortalRule) error {
+func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	del, add, err := plan(n.state, upserts, removals)
+	del, add, err := n.state.Plan(upserts, removals)
 	if err != nil {
 		return err
 	}
@@ -410,13 +412,13 @@ func (n *Nftables) Apply(ctx context.Context, upserts, removals []PortalRule) er
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables apply of %d changes: %w", len(del)+len(add), err)
 	}
-	n.state.commit(del, add)
+	n.state.Commit(del, add)
 	return nil
 }
 
 // Present reports whether the table exists with every chain, map and set
 // and the expected number of rules in each chain.
-func (n *Nftables) Present(ctx context.Context) (bool, error) {
+func (n *Rules) Present(ctx context.Context) (bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	objs, err := n.nft.ListAll(ctx)
@@ -471,7 +473,7 @@ func (n *Nftables) Present(ctx context.Context) (bool, error) {
 }
 
 // Cleanup deletes the kproxy table.
-func (n *Nftables) Cleanup(ctx context.Context) error {
+func (n *Rules) Cleanup(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	tx := n.nft.NewTransaction()
@@ -480,10 +482,6 @@ func (n *Nftables) Cleanup(ctx context.Context) error {
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables cleanup: %w", err)
 	}
-	n.state = ruleSet{}
+	n.state = rules.Set{}
 	return nil
-}
-
-func newNftablesRules(ctx context.Context, o RulesOptions) (Rules, error) {
-	return NewNftables(ctx, o)
 }

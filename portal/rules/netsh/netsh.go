@@ -1,4 +1,4 @@
-package portal
+package netsh
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
-// DefaultNetshInterface is the interface winuserspace added service IPs to.
-const DefaultNetshInterface = "vEthernet (HNS Internal NIC)"
+// DefaultInterface is the interface winuserspace added service IPs to.
+const DefaultInterface = "vEthernet (HNS Internal NIC)"
 
-// Netsh is winuserspace's portal: nothing is redirected; every service IP
+// Rules is winuserspace's portal: nothing is redirected; every service IP
 // (cluster, external, load-balancer) is added to one interface with netsh,
 // so that the listeners can bind ServiceIP:port directly (ListenSpecs with
 // ModeBind). Node ports need no rule (their listeners bind
@@ -26,26 +28,26 @@ const DefaultNetshInterface = "vEthernet (HNS Internal NIC)"
 // the change half done (Present reports false until the next Sync).
 // Addresses are added with store=active, so ones left behind by a crash are
 // gone after a reboot; kproxy cannot tell them from an administrator's.
-type Netsh struct {
+type Rules struct {
 	iface string
-	run   execFunc
+	run   rules.Exec
 	mu    sync.Mutex
-	state ruleSet
+	state rules.Set
 	refs  map[netip.Addr]int // rules per service IP
 	dirty bool
 }
 
-var _ Rules = (*Netsh)(nil)
+var _ rules.Interface = (*Rules)(nil)
 
-func newNetsh(o RulesOptions, run execFunc, getenv func(string) string) *Netsh {
+func newRules(o rules.Options, run rules.Exec, getenv func(string) string) *Rules {
 	iface := o.Interface
 	if iface == "" {
 		iface = getenv("INTERFACE_TO_ADD_SERVICE_IP")
 	}
 	if iface == "" {
-		iface = DefaultNetshInterface
+		iface = DefaultInterface
 	}
-	return &Netsh{iface: iface, run: run, state: ruleSet{}, refs: map[netip.Addr]int{}}
+	return &Rules{iface: iface, run: run, state: rules.Set{}, refs: map[netip.Addr]int{}}
 }
 
 // netshCommands returns the netsh invocations (argv, "netsh" first) that
@@ -89,7 +91,7 @@ func parseNetshAddresses(out string) map[netip.Addr]bool {
 	return ips
 }
 
-func (n *Netsh) present(ctx context.Context) (map[netip.Addr]bool, error) {
+func (n *Rules) present(ctx context.Context) (map[netip.Addr]bool, error) {
 	ips := map[netip.Addr]bool{}
 	for _, c := range netshShowCommands(n.iface) {
 		out, err := n.run(ctx, nil, c[0], c[1:]...)
@@ -103,7 +105,7 @@ func (n *Netsh) present(ctx context.Context) (map[netip.Addr]bool, error) {
 	return ips, nil
 }
 
-func (n *Netsh) exec(ctx context.Context, add, del []netip.Addr) error {
+func (n *Rules) exec(ctx context.Context, add, del []netip.Addr) error {
 	for _, c := range netshCommands(n.iface, add, del) {
 		if _, err := n.run(ctx, nil, c[0], c[1:]...); err != nil {
 			n.dirty = true
@@ -113,7 +115,7 @@ func (n *Netsh) exec(ctx context.Context, add, del []netip.Addr) error {
 	return nil
 }
 
-func refsOf(s ruleSet) map[netip.Addr]int {
+func refsOf(s rules.Set) map[netip.Addr]int {
 	refs := map[netip.Addr]int{}
 	for k := range s {
 		if !k.NodePort {
@@ -134,8 +136,8 @@ func sortedAddrs(m map[netip.Addr]bool) []netip.Addr {
 
 // Sync adds every service IP of rules that the interface lacks and deletes
 // the ones kproxy added before that rules no longer have.
-func (n *Netsh) Sync(ctx context.Context, rules []PortalRule) error {
-	want, err := desiredSet(rules)
+func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
+	want, err := rules.Desired(rs)
 	if err != nil {
 		return err
 	}
@@ -166,18 +168,18 @@ func (n *Netsh) Sync(ctx context.Context, rules []PortalRule) error {
 
 // Apply adds the IPs that the upserts bring and deletes those no rule
 // uses any more.
-func (n *Netsh) Apply(ctx context.Context, upserts, removals []PortalRule) error {
+func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.dirty {
 		return errors.New("netsh: an earlier change failed half-way: Sync needed")
 	}
-	delRules, addRules, err := plan(n.state, upserts, removals)
+	delRules, addRules, err := n.state.Plan(upserts, removals)
 	if err != nil {
 		return err
 	}
 	after := map[netip.Addr]int{}
-	count := func(rs []PortalRule, d int) {
+	count := func(rs []rules.Rule, d int) {
 		for _, r := range rs {
 			if !r.NodePort {
 				if _, ok := after[r.IP]; !ok {
@@ -213,7 +215,7 @@ func (n *Netsh) Apply(ctx context.Context, upserts, removals []PortalRule) error
 	if err := n.exec(ctx, sortedAddrs(add), sortedAddrs(del)); err != nil {
 		return err
 	}
-	n.state.commit(delRules, addRules)
+	n.state.Commit(delRules, addRules)
 	for ip, c := range after {
 		if c == 0 {
 			delete(n.refs, ip)
@@ -225,7 +227,7 @@ func (n *Netsh) Apply(ctx context.Context, upserts, removals []PortalRule) error
 }
 
 // Present reports whether every service IP is on the interface.
-func (n *Netsh) Present(ctx context.Context) (bool, error) {
+func (n *Rules) Present(ctx context.Context) (bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.dirty {
@@ -244,7 +246,7 @@ func (n *Netsh) Present(ctx context.Context) (bool, error) {
 }
 
 // Cleanup deletes the service IPs kproxy added.
-func (n *Netsh) Cleanup(ctx context.Context) error {
+func (n *Rules) Cleanup(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(n.refs) == 0 {
@@ -263,6 +265,6 @@ func (n *Netsh) Cleanup(ctx context.Context) error {
 	if err := n.exec(ctx, nil, sortedAddrs(del)); err != nil {
 		return err
 	}
-	n.state, n.refs, n.dirty = ruleSet{}, map[netip.Addr]int{}, false
+	n.state, n.refs, n.dirty = rules.Set{}, map[netip.Addr]int{}, false
 	return nil
 }

@@ -1,4 +1,4 @@
-package portal
+package netsh
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/portal/rules/rulestest"
 )
 
 func TestNetshCommands(t *testing.T) {
@@ -112,20 +115,20 @@ func TestNetshRules(t *testing.T) {
 	ctx := context.Background()
 	admin := netip.MustParseAddr("172.30.160.1")
 	f := &fakeNetsh{iface: "svc0", addrs: map[netip.Addr]bool{admin: true}}
-	n := newNetsh(RulesOptions{}, f.run, func(k string) string {
+	n := newRules(rules.Options{}, f.run, func(k string) string {
 		if k == "INTERFACE_TO_ADD_SERVICE_IP" {
 			return "svc0"
 		}
 		return ""
 	})
-	tcp := rule("ns/a:http/TCP", "tcp", "10.96.0.10", 80, 30001)
-	udp := rule("ns/a:dns/UDP", "udp", "10.96.0.10", 53, 30002)
-	v6 := rule("ns/a:http/TCP", "tcp", "fd00::10", 80, 30001)
-	np := rule("ns/a:http/TCP", "tcp", "", 30080, 30001)
-	rej := rule("ns/b:http/TCP", "tcp", "10.96.0.20", 80, 0)
+	tcp := rulestest.Rule("ns/a:http/TCP", "tcp", "10.96.0.10", 80, 30001)
+	udp := rulestest.Rule("ns/a:dns/UDP", "udp", "10.96.0.10", 53, 30002)
+	v6 := rulestest.Rule("ns/a:http/TCP", "tcp", "fd00::10", 80, 30001)
+	np := rulestest.Rule("ns/a:http/TCP", "tcp", "", 30080, 30001)
+	rej := rulestest.Rule("ns/b:http/TCP", "tcp", "10.96.0.20", 80, 0)
 	rej.Reject = true
 
-	if err := n.Sync(ctx, []PortalRule{tcp, udp, v6, np, rej}); err != nil {
+	if err := n.Sync(ctx, []rules.Rule{tcp, udp, v6, np, rej}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.take(), []string{"add 10.96.0.10", "add 10.96.0.20", "add fd00::10"}; !reflect.DeepEqual(got, want) {
@@ -138,14 +141,14 @@ func TestNetshRules(t *testing.T) {
 	// An IP goes with its last rule; a changed proxy port changes nothing.
 	moved := udp
 	moved.ProxyPort = 30009
-	if err := n.Apply(ctx, []PortalRule{moved}, []PortalRule{tcp, np}); err != nil {
+	if err := n.Apply(ctx, []rules.Rule{moved}, []rules.Rule{tcp, np}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.take(); len(got) != 0 {
 		t.Errorf("Apply ran %q, want nothing", got)
 	}
-	newIP := rule("ns/c:http/TCP", "tcp", "10.96.0.30", 80, 30003)
-	if err := n.Apply(ctx, []PortalRule{newIP}, []PortalRule{udp}); err != nil {
+	newIP := rulestest.Rule("ns/c:http/TCP", "tcp", "10.96.0.30", 80, 30003)
+	if err := n.Apply(ctx, []rules.Rule{newIP}, []rules.Rule{udp}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.take(), []string{"delete 10.96.0.10", "add 10.96.0.30"}; !reflect.DeepEqual(got, want) {
@@ -157,7 +160,7 @@ func TestNetshRules(t *testing.T) {
 	if ok, _ := n.Present(ctx); ok {
 		t.Error("Present with an address missing")
 	}
-	if err := n.Sync(ctx, []PortalRule{v6, rej, newIP}); err != nil {
+	if err := n.Sync(ctx, []rules.Rule{v6, rej, newIP}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.take(), []string{"add fd00::10"}; !reflect.DeepEqual(got, want) {
@@ -166,17 +169,17 @@ func TestNetshRules(t *testing.T) {
 
 	// A failure half-way: Apply refuses and Present is false until Sync.
 	f.fail = "10.96.0.40"
-	if err := n.Apply(ctx, []PortalRule{rule("ns/d:http/TCP", "tcp", "10.96.0.40", 80, 1)}, nil); err == nil {
+	if err := n.Apply(ctx, []rules.Rule{rulestest.Rule("ns/d:http/TCP", "tcp", "10.96.0.40", 80, 1)}, nil); err == nil {
 		t.Fatal("Apply succeeded with netsh failing")
 	}
 	f.fail = ""
 	if ok, _ := n.Present(ctx); ok {
 		t.Error("Present after a failed Apply")
 	}
-	if err := n.Apply(ctx, nil, []PortalRule{rej}); err == nil {
+	if err := n.Apply(ctx, nil, []rules.Rule{rej}); err == nil {
 		t.Error("Apply accepted before Sync")
 	}
-	if err := n.Sync(ctx, []PortalRule{v6, rej, newIP, {Protocol: "tcp", IP: admin, Port: 80, ProxyPort: 1}}); err != nil {
+	if err := n.Sync(ctx, []rules.Rule{v6, rej, newIP, {Protocol: "tcp", IP: admin, Port: 80, ProxyPort: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	f.take()
@@ -194,11 +197,11 @@ func TestNetshRules(t *testing.T) {
 }
 
 func TestNetshInterfaceDefault(t *testing.T) {
-	n := newNetsh(RulesOptions{}, nil, func(string) string { return "" })
-	if n.iface != DefaultNetshInterface {
+	n := newRules(rules.Options{}, nil, func(string) string { return "" })
+	if n.iface != DefaultInterface {
 		t.Errorf("iface = %q", n.iface)
 	}
-	n = newNetsh(RulesOptions{Interface: "eth1"}, nil, func(string) string { return "x" })
+	n = newRules(rules.Options{Interface: "eth1"}, nil, func(string) string { return "x" })
 	if n.iface != "eth1" {
 		t.Errorf("iface = %q", n.iface)
 	}

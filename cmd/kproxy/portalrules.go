@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
+)
+
+// newRules returns the rules of a kernel portal mode (nftables and
+// iptables on Linux, netsh on Windows), as kube-proxy picks its proxier in
+// cmd/kube-proxy. It must run in the network namespace the rules are for.
+// ModeBind needs no rules: it returns nil, nil.
+func newRules(ctx context.Context, mode string, o rules.Options) (rules.Interface, error) {
+	switch mode {
+	case portal.ModeBind:
+		return nil, nil
+	case portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh:
+		r, err := newKernelRules(ctx, mode, o)
+		if r == nil && err == nil {
+			return nil, fmt.Errorf("portal mode %s: not available on %s", mode, runtime.GOOS)
+		}
+		return r, err
+	default:
+		return nil, fmt.Errorf("unknown portal mode %q (want %s, %s, %s or %s)", mode, portal.ModeBind, portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh)
+	}
+}

@@ -1,0 +1,60 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestFake(t *testing.T) {
+	ctx := context.Background()
+	f := NewFake()
+	a := Rule{ServicePort: "ns/a:http/TCP", Protocol: "tcp", IP: netip.MustParseAddr("198.18.0.1"), Port: 80, ProxyPort: 30001}
+	b := Rule{ServicePort: "ns/b:http/TCP", Protocol: "tcp", Port: 30080, NodePort: true, Reject: true}
+	if err := f.Sync(ctx, []Rule{a}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Apply(ctx, []Rule{b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Rules(); len(got) != 2 || got[0] != a || got[1].Key() != b.Key() {
+		t.Fatalf("Rules() = %v", got)
+	}
+	// Validation is the real modes'.
+	if err := f.Apply(ctx, []Rule{{ServicePort: "x", Protocol: "sctp", IP: a.IP, Port: 1, ProxyPort: 1}}, nil); err == nil {
+		t.Error("Apply of an SCTP rule succeeded")
+	}
+
+	boom := errors.New("boom")
+	f.FailNext(boom)
+	if err := f.Apply(ctx, nil, []Rule{a}); !errors.Is(err, boom) {
+		t.Fatalf("Apply after FailNext = %v, want boom", err)
+	}
+	if len(f.Rules()) != 2 {
+		t.Fatal("a failed Apply changed the rules")
+	}
+
+	f.Flush()
+	if ok, _ := f.Present(ctx); ok {
+		t.Fatal("Present after Flush")
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Wait(5*time.Second, func(s Set) bool { return len(s) == 1 }) }()
+	if err := f.Sync(ctx, []Rule{a}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := f.Present(ctx); !ok {
+		t.Fatal("not Present after Sync")
+	}
+	if err := f.Wait(10*time.Millisecond, func(s Set) bool { return len(s) == 5 }); err == nil {
+		t.Fatal("Wait for an impossible state returned nil")
+	}
+	if syncs, applies, _ := f.Calls(); syncs != 2 || applies != 1 {
+		t.Fatalf("Syncs=%d Applies=%d, want 2 and 1", syncs, applies)
+	}
+}

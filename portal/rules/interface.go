@@ -1,0 +1,38 @@
+package rules
+
+import (
+	"context"
+	"errors"
+)
+
+// Interface programs kernel portal rules. Implementations: nftables.Nftables
+// (Linux), iptables.IPTables (Linux, legacy), netsh.Netsh (Windows), and
+// Fake for tests. Calls are serialised by the
+// implementation; a caller (the Rules actor) batches changes and calls
+// Apply once per batch.
+//
+// Implementations remember what they programmed; when Apply fails (for
+// example because someone deleted kproxy's rules underneath), the caller
+// should check Present and call Sync with the whole desired set.
+type Interface interface {
+	// Sync replaces everything kproxy owns with exactly rules, in one
+	// transaction (full resync: on start, and after someone flushed the
+	// table). Duplicate keys with different values are an error.
+	Sync(ctx context.Context, rules []Rule) error
+	// Apply removes removals (only their keys matter; absent ones are
+	// ignored) and then adds or replaces upserts, in one transaction. Its
+	// cost follows the number of changes, not of services. Upserting a rule
+	// identical to the programmed one is a no-op.
+	Apply(ctx context.Context, upserts, removals []Rule) error
+	// Present reports whether kproxy's table, chains and hook rules still
+	// exist, so the caller can re-sync after someone flushed them. It does
+	// not verify every map element.
+	Present(ctx context.Context) (bool, error)
+	// Cleanup removes every rule, chain and table kproxy owns (kproxy
+	// cleanup, normal shutdown). It succeeds when there is nothing to remove.
+	Cleanup(ctx context.Context) error
+}
+
+// ErrFamilyUnavailable is returned for a rule of an IP family the backend
+// cannot program (for example IPv6 without ip6tables).
+var ErrFamilyUnavailable = errors.New("IP family not available")
