@@ -182,6 +182,18 @@ func (t *Rules) ruleLines(f *iptFamily, r rules.Rule) []iptJump {
 	return []iptJump{{"nat", iptPortalsContainer, match + target}, {"nat", iptPortalsHost, match + target}}
 }
 
+// addLines adds to b the lines that append ("-A") or delete ("-D") the
+// rules of rs that belong to family f.
+func (t *Rules) addLines(b restoreBatch, f *iptFamily, op string, rs []rules.Rule) {
+	for _, r := range rs {
+		if t.inFamily(f, r) {
+			for _, l := range t.ruleLines(f, r) {
+				b.add(l.table, op+" "+l.chain+" "+l.spec)
+			}
+		}
+	}
+}
+
 // inFamily reports whether rule r is programmed in family f.
 func (t *Rules) inFamily(f *iptFamily, r rules.Rule) bool {
 	return r.NodePort || r.IP.Is6() == f.v6
@@ -343,13 +355,7 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		for _, l := range t.staticRules(f) {
 			b.add(l.table, "-A "+l.chain+" "+l.spec)
 		}
-		for _, r := range sorted {
-			if t.inFamily(f, r) {
-				for _, l := range t.ruleLines(f, r) {
-					b.add(l.table, "-A "+l.chain+" "+l.spec)
-				}
-			}
-		}
+		t.addLines(b, f, "-A", sorted)
 		if err := t.restore(ctx, f, b); err != nil {
 			return fmt.Errorf("iptables sync of %d rules: %w", len(want), err)
 		}
@@ -375,20 +381,8 @@ func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 	}
 	for _, f := range t.fams {
 		b := restoreBatch{}
-		for _, r := range del {
-			if t.inFamily(f, r) {
-				for _, l := range t.ruleLines(f, r) {
-					b.add(l.table, "-D "+l.chain+" "+l.spec)
-				}
-			}
-		}
-		for _, r := range add {
-			if t.inFamily(f, r) {
-				for _, l := range t.ruleLines(f, r) {
-					b.add(l.table, "-A "+l.chain+" "+l.spec)
-				}
-			}
-		}
+		t.addLines(b, f, "-D", del)
+		t.addLines(b, f, "-A", add)
 		if err := t.restore(ctx, f, b); err != nil {
 			// A later family, or a later table of this one, may be done.
 			t.dirty = true

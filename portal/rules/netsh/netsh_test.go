@@ -60,11 +60,13 @@ type fakeNetsh struct {
 	iface string
 	addrs map[netip.Addr]bool
 	cmds  []string
-	fail  string // a command containing this fails
+	lines []string // every command line run, for golden tests
+	fail  string   // a command containing this fails
 }
 
 func (f *fakeNetsh) run(_ context.Context, _ []byte, name string, args ...string) ([]byte, error) {
 	line := strings.Join(append([]string{name}, args...), " ")
+	f.lines = append(f.lines, line)
 	if f.fail != "" && strings.Contains(line, f.fail) {
 		return nil, fmt.Errorf("%s: exit status 1", line)
 	}

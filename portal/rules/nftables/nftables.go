@@ -106,12 +106,17 @@ func New(ctx context.Context, o rules.Options) (*Rules, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
-	n := &Rules{nft: nft, opts: o, state: rules.Set{}}
-	n.rejectInPrerouting, err = canReject(ctx, knftables.PreroutingHook)
+	rejectInPrerouting, err := canReject(ctx, knftables.PreroutingHook)
 	if err != nil {
 		return nil, err
 	}
-	return n, nil
+	return newRules(nft, o, rejectInPrerouting), nil
+}
+
+// newRules manages the table through nft (knftables.NewFake in tests),
+// with the kernel's answer to the reject probe.
+func newRules(nft knftables.Interface, o rules.Options, rejectInPrerouting bool) *Rules {
+	return &Rules{nft: nft, opts: o, rejectInPrerouting: rejectInPrerouting, state: rules.Set{}}
 }
 
 // nftProbeTable holds, for the length of a probe, a base chain with a
