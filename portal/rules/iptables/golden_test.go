@@ -62,7 +62,7 @@ func TestGoldenApplyAndCleanup(t *testing.T) {
 	}
 	rulestest.Golden(t, "apply", f.take())
 	synced := f.dump()
-	if err := ipt.Sync(ctx, append(rulestest.GoldenRules(t)[:0:0], ipt.state.Sorted()...)); err != nil {
+	if err := ipt.Sync(ctx, ipt.state.Set.Sorted()); err != nil {
 		t.Fatal(err)
 	}
 	// Sync orders rules, Apply appends: the same rules, maybe in another order.

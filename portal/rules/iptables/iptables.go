@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -53,14 +52,13 @@ var iptTables = []string{"nat", "filter"}
 // family (a COMMIT per table). iptables-restore rewrites the whole table,
 // so its cost grows with the table's size, unlike nftables.
 type Rules struct {
-	opts  rules.Options
-	run   rules.Exec
-	fams  []*iptFamily
-	mu    sync.Mutex
-	state rules.Set
-	// dirty: a change failed and may have been applied in part; Present
-	// reports false and Apply refuses until the next Sync.
-	dirty bool
+	opts rules.Options
+	run  rules.Exec
+	fams []*iptFamily
+	mu   sync.Mutex
+	// state: after a failed change Present reports false and Apply
+	// refuses until the next Sync.
+	state rules.Programmed
 }
 
 var _ rules.Interface = (*Rules)(nil)
@@ -89,7 +87,7 @@ func New(ctx context.Context, o rules.Options) (*Rules, error) {
 }
 
 func newRules(ctx context.Context, o rules.Options, run rules.Exec) (*Rules, error) {
-	t := &Rules{opts: o, run: run, state: rules.Set{}}
+	t := &Rules{opts: o, run: run, state: rules.NewProgrammed()}
 	for _, f := range []*iptFamily{
 		{v6: false, save: "iptables-save", restore: "iptables-restore", hostBits: "/32", loopback: "127.0.0.0/8", icmpUnreachable: "icmp-port-unreachable"},
 		{v6: true, save: "ip6tables-save", restore: "ip6tables-restore", hostBits: "/128", loopback: "::1/128", icmpUnreachable: "icmp6-port-unreachable"},
@@ -333,7 +331,7 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.dirty = true
+	t.state.Invalidate()
 	for _, f := range t.fams {
 		saved, err := t.save(ctx, f)
 		if err != nil {
@@ -360,7 +358,7 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 			return fmt.Errorf("iptables sync of %d rules: %w", len(want), err)
 		}
 	}
-	t.state, t.dirty = want, false
+	t.state.Reset(want)
 	return nil
 }
 
@@ -369,12 +367,9 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.dirty {
-		return errors.New("iptables: an earlier change failed half-way: Sync needed")
-	}
 	del, add, err := t.state.Plan(upserts, removals)
 	if err != nil {
-		return err
+		return fmt.Errorf("iptables apply: %w", err)
 	}
 	if err := t.checkFamilies(add); err != nil {
 		return err
@@ -385,11 +380,11 @@ func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 		t.addLines(b, f, "-A", add)
 		if err := t.restore(ctx, f, b); err != nil {
 			// A later family, or a later table of this one, may be done.
-			t.dirty = true
+			t.state.Invalidate()
 			return fmt.Errorf("iptables apply of %d changes: %w", len(del)+len(add), err)
 		}
 	}
-	t.state.Commit(del, add)
+	t.state.Set.Commit(del, add)
 	return nil
 }
 
@@ -398,7 +393,7 @@ func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 func (t *Rules) Present(ctx context.Context) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.dirty {
+	if !t.state.Known() {
 		return false, nil
 	}
 	for _, f := range t.fams {
@@ -410,7 +405,7 @@ func (t *Rules) Present(ctx context.Context) (bool, error) {
 		for _, l := range t.staticRules(f) {
 			want[l.table][l.chain]++
 		}
-		for _, r := range t.state {
+		for _, r := range t.state.Set {
 			if t.inFamily(f, r) {
 				for _, l := range t.ruleLines(f, r) {
 					want[l.table][l.chain]++
@@ -460,10 +455,10 @@ func (t *Rules) Cleanup(ctx context.Context) error {
 			}
 		}
 		if err := t.restore(ctx, f, b); err != nil {
-			t.dirty = true
+			t.state.Invalidate()
 			return fmt.Errorf("iptables cleanup: %w", err)
 		}
 	}
-	t.state, t.dirty = rules.Set{}, false
+	t.state.Reset(rules.Set{})
 	return nil
 }

@@ -2,7 +2,6 @@ package netsh
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -32,9 +31,10 @@ type Rules struct {
 	iface string
 	run   rules.Exec
 	mu    sync.Mutex
-	state rules.Set
+	// state: after a failed command Present reports false and Apply
+	// refuses until the next Sync.
+	state rules.Programmed
 	refs  map[netip.Addr]int // rules per service IP
-	dirty bool
 }
 
 var _ rules.Interface = (*Rules)(nil)
@@ -47,7 +47,7 @@ func newRules(o rules.Options, run rules.Exec, getenv func(string) string) *Rule
 	if iface == "" {
 		iface = DefaultInterface
 	}
-	return &Rules{iface: iface, run: run, state: rules.Set{}, refs: map[netip.Addr]int{}}
+	return &Rules{iface: iface, run: run, state: rules.NewProgrammed(), refs: map[netip.Addr]int{}}
 }
 
 // netshCommands returns the netsh invocations (argv, "netsh" first) that
@@ -108,7 +108,7 @@ func (n *Rules) present(ctx context.Context) (map[netip.Addr]bool, error) {
 func (n *Rules) exec(ctx context.Context, add, del []netip.Addr) error {
 	for _, c := range netshCommands(n.iface, add, del) {
 		if _, err := n.run(ctx, nil, c[0], c[1:]...); err != nil {
-			n.dirty = true
+			n.state.Invalidate()
 			return fmt.Errorf("netsh: %w", err)
 		}
 	}
@@ -162,7 +162,8 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 	if err := n.exec(ctx, sortedAddrs(add), sortedAddrs(del)); err != nil {
 		return err
 	}
-	n.state, n.refs, n.dirty = want, refs, false
+	n.state.Reset(want)
+	n.refs = refs
 	return nil
 }
 
@@ -171,12 +172,9 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.dirty {
-		return errors.New("netsh: an earlier change failed half-way: Sync needed")
-	}
 	delRules, addRules, err := n.state.Plan(upserts, removals)
 	if err != nil {
-		return err
+		return fmt.Errorf("netsh apply: %w", err)
 	}
 	after := map[netip.Addr]int{}
 	count := func(rs []rules.Rule, d int) {
@@ -215,7 +213,7 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 	if err := n.exec(ctx, sortedAddrs(add), sortedAddrs(del)); err != nil {
 		return err
 	}
-	n.state.Commit(delRules, addRules)
+	n.state.Set.Commit(delRules, addRules)
 	for ip, c := range after {
 		if c == 0 {
 			delete(n.refs, ip)
@@ -230,7 +228,7 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 func (n *Rules) Present(ctx context.Context) (bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.dirty {
+	if !n.state.Known() {
 		return false, nil
 	}
 	have, err := n.present(ctx)
@@ -265,6 +263,7 @@ func (n *Rules) Cleanup(ctx context.Context) error {
 	if err := n.exec(ctx, nil, sortedAddrs(del)); err != nil {
 		return err
 	}
-	n.state, n.refs, n.dirty = rules.Set{}, map[netip.Addr]int{}, false
+	n.state.Reset(rules.Set{})
+	n.refs = map[netip.Addr]int{}
 	return nil
 }
