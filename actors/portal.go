@@ -54,33 +54,11 @@ func newPortal(cfg *Config) actor.Producer {
 func (p *Portal) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		p.incarnation = incarnations.Add(1)
-		p.owner = ctx.Self().GetId()
-		p.cfg.listeners.Unhold(p.owner) // adopt what a restarting ServicePort kept
-		p.serving = map[string]*portal.Listener{}
-		p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout}
-		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: rolePortal})
+		p.started(ctx)
 	case *actor.Restarting:
-		p.stopRetry()
-		for addr, l := range p.serving {
-			if addr == p.broken {
-				l.Close()
-				p.cfg.listeners.Delete(p.owner, addr)
-				continue
-			}
-			l.Pause()
-		}
+		p.restarting()
 	case *actor.Stopping:
-		p.stopRetry()
-		if p.cfg.listeners.Held(p.owner) {
-			// The ServicePort is restarting, not going away: keep the
-			// sockets and flows for the next Portal, as for a Portal restart.
-			for _, l := range p.serving {
-				l.Pause()
-			}
-			return
-		}
-		p.cfg.listeners.CloseOwned(p.owner)
+		p.stopping()
 	case *messages.ConfigurePortal:
 		p.sp = m.GetServicePort()
 		p.proxyPort = int(m.GetProxyPort())
@@ -93,24 +71,74 @@ func (p *Portal) Receive(ctx actor.Context) {
 			p.reconcile(ctx)
 		}
 	case *messages.SetEndpoints:
-		p.endpoints = map[string]bool{}
-		for _, e := range m.GetEndpoints() {
-			p.endpoints[e.Address()] = true
-		}
-		for _, l := range p.serving {
-			l.RetainEndpoints(func(ep string) bool { return p.endpoints[ep] })
-		}
+		p.setEndpoints(m)
 	case *messages.GetState:
 		ctx.Respond(p.ready())
 	case *messages.ListenerFailed:
-		if m.GetIncarnation() != p.incarnation || p.serving[m.GetAddress()] == nil {
-			return // stale: from an earlier incarnation or a listener we closed
-		}
-		p.broken = m.GetAddress()
-		panic(fmt.Errorf("listener %s failed: %s", m.GetAddress(), m.GetFailure().GetMessage()))
+		p.listenerFailed(m)
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	}
+}
+
+// started adopts the sockets a previous incarnation (or a restarting
+// ServicePort) kept, and asks the ServicePort for its configuration.
+func (p *Portal) started(ctx actor.Context) {
+	p.incarnation = incarnations.Add(1)
+	p.owner = ctx.Self().GetId()
+	p.cfg.listeners.Unhold(p.owner)
+	p.serving = map[string]*portal.Listener{}
+	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout}
+	ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: rolePortal})
+}
+
+// restarting pauses the serving goroutines for the next incarnation; only
+// the socket that failed is closed.
+func (p *Portal) restarting() {
+	p.stopRetry()
+	for addr, l := range p.serving {
+		if addr == p.broken {
+			l.Close()
+			p.cfg.listeners.Delete(p.owner, addr)
+			continue
+		}
+		l.Pause()
+	}
+}
+
+// stopping closes the sockets, unless the ServicePort is restarting rather
+// than going away: then they are kept for the next Portal, as for a Portal
+// restart.
+func (p *Portal) stopping() {
+	p.stopRetry()
+	if p.cfg.listeners.Held(p.owner) {
+		for _, l := range p.serving {
+			l.Pause()
+		}
+		return
+	}
+	p.cfg.listeners.CloseOwned(p.owner)
+}
+
+// setEndpoints ends UDP flows to endpoints that are gone.
+func (p *Portal) setEndpoints(m *messages.SetEndpoints) {
+	p.endpoints = map[string]bool{}
+	for _, e := range m.GetEndpoints() {
+		p.endpoints[e.Address()] = true
+	}
+	for _, l := range p.serving {
+		l.RetainEndpoints(func(ep string) bool { return p.endpoints[ep] })
+	}
+}
+
+// listenerFailed crashes the Portal for a socket that broke under a
+// serving goroutine, so supervision replaces it; stale reports are dropped.
+func (p *Portal) listenerFailed(m *messages.ListenerFailed) {
+	if m.GetIncarnation() != p.incarnation || p.serving[m.GetAddress()] == nil {
+		return // from an earlier incarnation or a listener we closed
+	}
+	p.broken = m.GetAddress()
+	panic(fmt.Errorf("listener %s failed: %s", m.GetAddress(), m.GetFailure().GetMessage()))
 }
 
 // reconcile serves the listeners the configuration wants and closes the rest.

@@ -53,54 +53,81 @@ func newRules(cfg *Config) actor.Producer {
 func (r *Rules) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if r.desired == nil {
-			r.desired, r.applied, r.dirty = map[string][]rules.Rule{}, map[string][]rules.Rule{}, map[string]bool{}
-		}
-		r.inFlight = false
-		r.ctx, r.cancel = context.WithCancel(context.Background())
-		r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
-		r.stopTick = r.timers.SendRepeatedly(rulesCheckInterval, rulesCheckInterval, ctx.Self(), &messages.CheckRules{})
-		r.needSync = true
-		r.kick(ctx)
+		r.started(ctx)
 	case *actor.Stopping, *actor.Restarting:
 		r.stopTick()
 		r.wg.Wait() // let an in-flight transaction finish before anyone cleans up
 		r.cancel()
 	case *messages.SetPortalRules:
-		id := m.GetServicePort().GetKey().ID()
-		rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetReject(), m.GetRejectExternal())
-		if err != nil {
-			r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
-		}
-		r.desired[id] = rs
-		r.dirty[id] = true
-		r.kick(ctx)
+		r.set(ctx, m)
 	case *messages.DeletePortalRules:
-		id := m.GetKey().ID()
-		delete(r.desired, id)
-		r.dirty[id] = true
-		r.kick(ctx)
+		r.changed(ctx, m.GetKey().ID(), nil)
 	case *messages.RulesApplied:
 		r.finished(ctx, m)
 	case *messages.RetryRules:
 		r.kick(ctx)
 	case *messages.CheckRules:
-		if r.inFlight || r.needSync {
-			return
-		}
-		self, root := ctx.Self(), ctx.ActorSystem().Root
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			ok, err := r.rules.Present(r.ctx)
-			root.Send(self, &messages.RulesPresent{Present: ok, Failure: failure(err, messages.FailureCode_KERNEL_RULES)})
-		}()
+		r.check(ctx)
 	case *messages.RulesPresent:
-		if !m.GetPresent() && !r.needSync {
-			r.cfg.Log.Warn().Str("error", m.GetFailure().GetMessage()).Msg("kernel portal rules are missing (table flushed?); re-syncing")
-			r.needSync = true
-			r.kick(ctx)
-		}
+		r.checked(ctx, m)
+	}
+}
+
+// started (re)starts with a full sync: the kernel may hold a crashed
+// predecessor's rules.
+func (r *Rules) started(ctx actor.Context) {
+	if r.desired == nil {
+		r.desired, r.applied, r.dirty = map[string][]rules.Rule{}, map[string][]rules.Rule{}, map[string]bool{}
+	}
+	r.inFlight = false
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+	r.stopTick = r.timers.SendRepeatedly(rulesCheckInterval, rulesCheckInterval, ctx.Self(), &messages.CheckRules{})
+	r.needSync = true
+	r.kick(ctx)
+}
+
+// set records what one service port needs now.
+func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
+	id := m.GetServicePort().GetKey().ID()
+	rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetReject(), m.GetRejectExternal())
+	if err != nil {
+		r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
+	}
+	r.changed(ctx, id, rs)
+}
+
+// changed makes rs (none: delete) the desired rules of service port id.
+func (r *Rules) changed(ctx actor.Context, id string, rs []rules.Rule) {
+	if rs == nil {
+		delete(r.desired, id)
+	} else {
+		r.desired[id] = rs
+	}
+	r.dirty[id] = true
+	r.kick(ctx)
+}
+
+// check asks, off Receive, whether the rules are still in the kernel.
+func (r *Rules) check(ctx actor.Context) {
+	if r.inFlight || r.needSync {
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ok, err := r.rules.Present(r.ctx)
+		root.Send(self, &messages.RulesPresent{Present: ok, Failure: failure(err, messages.FailureCode_KERNEL_RULES)})
+	}()
+}
+
+// checked re-syncs when the rules are gone (someone flushed the table).
+func (r *Rules) checked(ctx actor.Context, m *messages.RulesPresent) {
+	if !m.GetPresent() && !r.needSync {
+		r.cfg.Log.Warn().Str("error", m.GetFailure().GetMessage()).Msg("kernel portal rules are missing (table flushed?); re-syncing")
+		r.needSync = true
+		r.kick(ctx)
 	}
 }
 

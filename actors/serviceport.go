@@ -65,43 +65,60 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 	case *messages.AffinityEntries:
 		s.affinityEntries = m
 	case *actor.Stopped:
-		s.cfg.listeners.CloseOwned(portalOwner(ctx)) // anything a hold kept
-		for _, port := range []int{s.proxyPort, s.extPort} {
-			if port != 0 {
-				s.cfg.Ports.Release(port)
-			}
-		}
-		if s.rulesSent != nil {
-			ctx.Send(s.cfg.rulesPID, &messages.DeletePortalRules{Key: s.sp.GetKey()})
-		}
+		s.stopped(ctx)
 	case *messages.UpsertServicePort:
 		s.upsert(ctx, m)
 	case *messages.ChildStarted:
-		restarted := s.started[m.GetRole()]
-		s.started[m.GetRole()] = true
-		msg := s.configFor(m.GetRole())
-		if set, ok := msg.(*messages.SetEndpoints); ok && m.GetRole() == roleAffinity && s.affinityEntries != nil {
-			set.AffinityEntries, s.affinityEntries = s.affinityEntries, nil
-		}
-		if msg != nil {
-			ctx.Respond(msg)
-		}
-		if restarted {
-			if m.GetRole() == rolePortal {
-				s.state.ListenAddresses = nil // until the new incarnation reports
-			}
-			s.state.Restarts++
-			s.report(ctx, m.GetRole()+" restarted")
-		}
+		s.childStarted(ctx, m.GetRole())
 	case *messages.ListenerReady:
-		s.state.ListenAddresses = m.GetAddresses()
-		s.state.Error, s.state.Failures = "", m.GetFailures()
-		if len(m.GetFailures()) > 0 {
-			s.state.Error = fmt.Sprint(failureTexts(m.GetFailures()))
-			s.cfg.Log.Error().Str("servicePort", s.sp.GetKey().ID()).Strs("errors", failureTexts(m.GetFailures())).Msg("cannot open portal, retrying")
-		}
-		s.report(ctx, "service port listening")
+		s.listenerReady(ctx, m)
 	}
+}
+
+// stopped gives back what the service port held: sockets a hold kept,
+// proxy ports, kernel rules.
+func (s *ServicePort) stopped(ctx actor.Context) {
+	s.cfg.listeners.CloseOwned(portalOwner(ctx))
+	for _, port := range []int{s.proxyPort, s.extPort} {
+		if port != 0 {
+			s.cfg.Ports.Release(port)
+		}
+	}
+	if s.rulesSent != nil {
+		ctx.Send(s.cfg.rulesPID, &messages.DeletePortalRules{Key: s.sp.GetKey()})
+	}
+}
+
+// childStarted answers a (re)started child with its configuration (and a
+// restarted Affinity with the entries its predecessor saved).
+func (s *ServicePort) childStarted(ctx actor.Context, role string) {
+	restarted := s.started[role]
+	s.started[role] = true
+	msg := s.configFor(role)
+	if set, ok := msg.(*messages.SetEndpoints); ok && role == roleAffinity && s.affinityEntries != nil {
+		set.AffinityEntries, s.affinityEntries = s.affinityEntries, nil
+	}
+	if msg != nil {
+		ctx.Respond(msg)
+	}
+	if restarted {
+		if role == rolePortal {
+			s.state.ListenAddresses = nil // until the new incarnation reports
+		}
+		s.state.Restarts++
+		s.report(ctx, role+" restarted")
+	}
+}
+
+// listenerReady records where the Portal listens and what it could not open.
+func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady) {
+	s.state.ListenAddresses = m.GetAddresses()
+	s.state.Error, s.state.Failures = "", m.GetFailures()
+	if len(m.GetFailures()) > 0 {
+		s.state.Error = fmt.Sprint(failureTexts(m.GetFailures()))
+		s.cfg.Log.Error().Str("servicePort", s.sp.GetKey().ID()).Strs("errors", failureTexts(m.GetFailures())).Msg("cannot open portal, retrying")
+	}
+	s.report(ctx, "service port listening")
 }
 
 func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
