@@ -1,6 +1,16 @@
 package actors
 
-import "github.com/asynkron/protoactor-go/actor"
+import (
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// servicePortPrefix is the name prefix of a ServicePort under the Proxier:
+// its key ID with "/" (protoactor's path separator) replaced. protoactor
+// adds a unique suffix, because a deleted port of the same key may still
+// be stopping.
+func servicePortPrefix(id string) string { return strings.ReplaceAll(id, "/", "_") + "-" }
 
 // childID names a child of a ServicePort: "<ServicePort's PID id>/<role>".
 // Children are spawned under fixed role names, so siblings, the fault

@@ -38,9 +38,8 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		id := m.GetServicePort().GetKey().ID()
 		pid := p.ports[id]
 		if pid == nil {
-			// A unique suffix: a deleted port of the same key may still be stopping.
 			props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy))
-			pid = ctx.SpawnPrefix(props, strings.ReplaceAll(id, "/", "_")+"-")
+			pid = ctx.SpawnPrefix(props, servicePortPrefix(id))
 			p.ports[id] = pid
 			p.ids[pid.GetId()] = id
 		}
