@@ -73,7 +73,7 @@ func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort, 
 		ips      *messages.IPSet
 		external bool
 	}{{sp.GetClusterIps(), false}, {sp.GetExternalIps(), true}, {sp.GetLoadBalancerIps(), true}} {
-		for _, ip := range append(append([]string{}, set.ips.GetV4()...), set.ips.GetV6()...) {
+		for _, ip := range set.ips.All() {
 			add(ip, port, set.external, false)
 		}
 	}
