@@ -1,0 +1,8 @@
+// Command kproxy is a userspace Kubernetes service proxy built on actors.
+//
+//	kproxy run --source kube|file:PATH [flags]
+//	kproxy watch --source kube|file:PATH [--json] [--callout CMD]
+//	kproxy cleanup [--portal nftables|iptables|netsh|all]
+//	kproxy chaos crash|storm|endpoint|state ...
+//	kproxy version
+package main
