@@ -56,7 +56,7 @@ func (b *Balancer) Receive(ctx actor.Context) {
 }
 
 func (b *Balancer) pick(ctx actor.Context, sender *actor.PID, m *messages.PickEndpoint) {
-	addr, _ := b.scopes.Next(m.GetExternal(), m.GetExclude())
+	addr, _ := b.scopes.Next(m.GetExternal(), m.GetClientIp(), m.GetExclude())
 	if b.affinity {
 		ctx.RequestWithCustomSender(siblingPID(ctx, roleAffinity), &messages.AffinityLookup{
 			ClientIp: m.GetClientIp(), Exclude: m.GetExclude(), Fallback: addr,

@@ -2,57 +2,93 @@ package balancer
 
 import (
 	"math/rand/v2"
+	"net/netip"
 
 	"github.com/kproxy/kproxy/messages"
 )
 
-// Scopes round-robins per traffic scope. kube-proxy splits a service's
-// endpoints into the ones cluster-IP traffic may use (internal) and the
-// ones external-IP, load-balancer and node-port traffic may use (external);
-// the two differ when a traffic policy is Local. Each scope keeps its own
-// position, so one scope's picks do not skew the other's spread.
+// Scopes round-robins per traffic scope and IP family.
+//
+// kube-proxy splits a service's endpoints into the ones cluster-IP traffic
+// may use (internal) and the ones external-IP, load-balancer and
+// node-port traffic may use (external); the two differ when a traffic
+// policy is Local. And it serves each family's frontends only from that
+// family's endpoints: a client that came over IPv6 goes to an IPv6
+// endpoint. A client's family is the frontend's (an IPv4 client reaches
+// only IPv4 addresses, also through a dual-stack socket, where it shows as
+// IPv4-mapped). Each pool keeps its own position, so one pool's picks do
+// not skew another's spread.
 type Scopes struct {
-	internal, external *RoundRobin
+	pools map[pool]*RoundRobin
+}
+
+type pool struct {
+	external bool
+	family   family
+}
+
+type family int
+
+const (
+	anyFamily family = iota // the client's family is unknown: every endpoint
+	ipv4
+	ipv6
+)
+
+func familyOf(ip string) family {
+	addr, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil:
+		return anyFamily
+	case addr.Unmap().Is4():
+		return ipv4
+	default:
+		return ipv6
+	}
 }
 
 // NewScopes returns empty Scopes; rand is as for NewRoundRobin.
 func NewScopes(rand *rand.Rand) *Scopes {
-	return &Scopes{internal: NewRoundRobin(rand), external: NewRoundRobin(rand)}
+	s := &Scopes{pools: map[pool]*RoundRobin{}}
+	for _, external := range []bool{false, true} {
+		for _, f := range []family{anyFamily, ipv4, ipv6} {
+			s.pools[pool{external, f}] = NewRoundRobin(rand)
+		}
+	}
+	return s
 }
 
-// Update replaces both scopes' endpoints from the node-local endpoint set.
+// Update replaces every pool's endpoints from the node-local endpoint set.
 // Endpoints without an address are left out.
 func (s *Scopes) Update(endpoints []*messages.Endpoint) {
-	var in, ex []string
+	members := map[pool][]string{}
 	for _, e := range endpoints {
 		addr := e.Address()
 		if addr == "" {
 			continue
 		}
-		if e.GetInternal() {
-			in = append(in, addr)
-		}
-		if e.GetExternal() {
-			ex = append(ex, addr)
+		f := familyOf(e.GetIps()[0])
+		for _, external := range []bool{false, true} {
+			if (external && e.GetExternal()) || (!external && e.GetInternal()) {
+				members[pool{external, anyFamily}] = append(members[pool{external, anyFamily}], addr)
+				members[pool{external, f}] = append(members[pool{external, f}], addr)
+			}
 		}
 	}
-	s.internal.Update(in)
-	s.external.Update(ex)
+	for p, rr := range s.pools {
+		rr.Update(members[p])
+	}
 }
 
-// Next picks from the external scope when external is set, else from the
-// internal one; see RoundRobin.Next.
-func (s *Scopes) Next(external bool, exclude []string) (string, bool) {
-	if external {
-		return s.external.Next(exclude)
-	}
-	return s.internal.Next(exclude)
+// Next picks for a client (its IP decides the family) from the external
+// scope when external is set, else from the internal one; see
+// RoundRobin.Next.
+func (s *Scopes) Next(external bool, clientIP string, exclude []string) (string, bool) {
+	return s.pools[pool{external, familyOf(clientIP)}].Next(exclude)
 }
 
-// Scope returns one scope's RoundRobin, for inspection.
-func (s *Scopes) Scope(external bool) *RoundRobin {
-	if external {
-		return s.external
-	}
-	return s.internal
+// Scope returns the RoundRobin a client with clientIP uses in one scope,
+// for inspection.
+func (s *Scopes) Scope(external bool, clientIP string) *RoundRobin {
+	return s.pools[pool{external, familyOf(clientIP)}]
 }

@@ -96,11 +96,18 @@ func (e *env) askBackend(ns *netnstest.Netns, proto string, addr netip.AddrPort,
 	return name, nil
 }
 
-// expectBackend wants a backend's answer within 2 s.
+// expectBackend wants an answer within 2 s from a backend of the
+// frontend's own IP family (backends answer with their address), as
+// kube-proxy serves each family's frontends from that family's endpoints.
 func (e *env) expectBackend(t *testing.T, ns *netnstest.Netns, proto string, addr netip.AddrPort) {
 	t.Helper()
-	if _, err := e.askBackend(ns, proto, addr, 2*time.Second); err != nil {
+	name, err := e.askBackend(ns, proto, addr, 2*time.Second)
+	if err != nil {
 		t.Errorf("%s %s from %s: %v; want a backend's answer", proto, addr, ns.Name, err)
+		return
+	}
+	if be, err := netip.ParseAddr(name); err != nil || be.Is4() != addr.Addr().Unmap().Is4() {
+		t.Errorf("%s %s from %s: answered by backend %s, of the other IP family", proto, addr, ns.Name, name)
 	}
 }
 
