@@ -20,8 +20,7 @@ const affinitySweepInterval = 10 * time.Second
 // ServicePort while restarting, and the new one gets them back with its
 // endpoints (their idle clocks restart, so a crash can only lengthen a pin).
 type Affinity struct {
-	table       *balancer.AffinityTable
-	endpoints   map[string]bool
+	pins        *balancer.ScopedAffinity
 	cancelSweep scheduler.CancelFunc
 }
 
@@ -31,38 +30,36 @@ func newAffinity() actor.Actor { return &Affinity{} }
 func (a *Affinity) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.table = balancer.NewAffinityTable(0, nil)
+		a.pins = balancer.NewScopedAffinity(0, nil)
 		// A timer, not ReceiveTimeout: protoactor's ReceiveTimeout has a data race.
 		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
 			SendRepeatedly(affinitySweepInterval, affinitySweepInterval, ctx.Self(), &messages.SweepAffinity{})
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleAffinity})
 	case *actor.Restarting:
 		a.cancelSweep()
-		ctx.Send(ctx.Parent(), &messages.AffinityEntries{Entries: a.table.Entries()})
+		ctx.Send(ctx.Parent(), &messages.AffinityEntries{Entries: a.pins.Table(false).Entries(), ExternalEntries: a.pins.Table(true).Entries()})
 	case *actor.Stopping:
 		a.cancelSweep()
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetEndpoints:
-		a.table.SetTTL(time.Duration(m.GetAffinityTimeoutSeconds()) * time.Second)
-		a.endpoints = make(map[string]bool, len(m.GetEndpoints()))
-		for _, e := range m.GetEndpoints() {
-			a.endpoints[e.Address()] = true
-		}
-		for client, ep := range m.GetAffinityEntries().GetEntries() {
-			a.table.Record(client, ep)
-		}
-		a.table.Retain(func(ep string) bool { return a.endpoints[ep] })
+		a.setEndpoints(m)
 	case *messages.AffinityLookup:
-		addr, ok := a.table.Lookup(m.GetClientIp(), m.GetExclude())
-		if !ok {
-			addr = m.GetFallback()
-			if addr != "" {
-				a.table.Record(m.GetClientIp(), addr)
-			}
-		}
-		ctx.Respond(&messages.Picked{Address: addr})
+		ctx.Respond(&messages.Picked{Address: a.pins.Pick(m.GetExternal(), m.GetClientIp(), m.GetExclude(), m.GetFallback())})
 	case *messages.SweepAffinity:
-		a.table.Sweep()
+		a.pins.Sweep()
 	}
+}
+
+// setEndpoints applies the timeout, takes back the pins a previous
+// incarnation saved, and drops the pins whose endpoint left its scope.
+func (a *Affinity) setEndpoints(m *messages.SetEndpoints) {
+	a.pins.SetTTL(time.Duration(m.GetAffinityTimeoutSeconds()) * time.Second)
+	for client, ep := range m.GetAffinityEntries().GetEntries() {
+		a.pins.Table(false).Record(client, ep)
+	}
+	for client, ep := range m.GetAffinityEntries().GetExternalEntries() {
+		a.pins.Table(true).Record(client, ep)
+	}
+	a.pins.Retain(m.GetEndpoints())
 }

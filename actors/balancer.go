@@ -59,7 +59,7 @@ func (b *Balancer) pick(ctx actor.Context, sender *actor.PID, m *messages.PickEn
 	addr, _ := b.scopes.Next(m.GetExternal(), m.GetClientIp(), m.GetExclude())
 	if b.affinity {
 		ctx.RequestWithCustomSender(siblingPID(ctx, roleAffinity), &messages.AffinityLookup{
-			ClientIp: m.GetClientIp(), Exclude: m.GetExclude(), Fallback: addr,
+			ClientIp: m.GetClientIp(), Exclude: m.GetExclude(), Fallback: addr, External: m.GetExternal(),
 		}, sender)
 		return
 	}

@@ -534,7 +534,9 @@ type AffinityLookup struct {
 	ClientIp string                 `protobuf:"bytes,1,opt,name=client_ip,json=clientIp,proto3" json:"client_ip,omitempty"`
 	Exclude  []string               `protobuf:"bytes,2,rep,name=exclude,proto3" json:"exclude,omitempty"`
 	// The Balancer's round-robin choice, used when the client has no entry.
-	Fallback      string `protobuf:"bytes,3,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	Fallback string `protobuf:"bytes,3,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	// The traffic scope: each scope pins clients on its own.
+	External      bool `protobuf:"varint,4,opt,name=external,proto3" json:"external,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,6 +590,13 @@ func (x *AffinityLookup) GetFallback() string {
 		return x.Fallback
 	}
 	return ""
+}
+
+func (x *AffinityLookup) GetExternal() bool {
+	if x != nil {
+		return x.External
+	}
+	return false
 }
 
 // ListenerReady is sent by a Portal when its listeners are bound.
@@ -1065,10 +1074,13 @@ func (x *InjectCrash) GetReason() string {
 // Affinity actor that is restarting to its supervisor, and back to the new
 // incarnation, so pinned clients stay pinned across a crash.
 type AffinityEntries struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entries       map[string]string      `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The internal scope's pins (cluster-IP traffic).
+	Entries map[string]string `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The external scope's pins (external IPs, load-balancer IPs, node ports).
+	ExternalEntries map[string]string `protobuf:"bytes,2,rep,name=external_entries,json=externalEntries,proto3" json:"external_entries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AffinityEntries) Reset() {
@@ -1104,6 +1116,13 @@ func (*AffinityEntries) Descriptor() ([]byte, []int) {
 func (x *AffinityEntries) GetEntries() map[string]string {
 	if x != nil {
 		return x.Entries
+	}
+	return nil
+}
+
+func (x *AffinityEntries) GetExternalEntries() map[string]string {
+	if x != nil {
+		return x.ExternalEntries
 	}
 	return nil
 }
@@ -1743,11 +1762,12 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\aexclude\x18\x02 \x03(\tR\aexclude\x12\x1a\n" +
 	"\bexternal\x18\x03 \x01(\bR\bexternal\"\"\n" +
 	"\x06Picked\x12\x18\n" +
-	"\aaddress\x18\x01 \x01(\tR\aaddress\"c\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x7f\n" +
 	"\x0eAffinityLookup\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x18\n" +
 	"\aexclude\x18\x02 \x03(\tR\aexclude\x12\x1a\n" +
-	"\bfallback\x18\x03 \x01(\tR\bfallback\"\x8d\x01\n" +
+	"\bfallback\x18\x03 \x01(\tR\bfallback\x12\x1a\n" +
+	"\bexternal\x18\x04 \x01(\bR\bexternal\"\x8d\x01\n" +
 	"\rListenerReady\x12\x1c\n" +
 	"\taddresses\x18\x01 \x03(\tR\taddresses\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12.\n" +
@@ -1781,10 +1801,14 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\rStateSnapshot\x12@\n" +
 	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts\"%\n" +
 	"\vInjectCrash\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x90\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb0\x02\n" +
 	"\x0fAffinityEntries\x12A\n" +
-	"\aentries\x18\x01 \x03(\v2'.kproxy.v1.AffinityEntries.EntriesEntryR\aentries\x1a:\n" +
+	"\aentries\x18\x01 \x03(\v2'.kproxy.v1.AffinityEntries.EntriesEntryR\aentries\x12Z\n" +
+	"\x10external_entries\x18\x02 \x03(\v2/.kproxy.v1.AffinityEntries.ExternalEntriesEntryR\x0fexternalEntries\x1a:\n" +
 	"\fEntriesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
+	"\x14ExternalEntriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +
 	"\x0eServiceChanged\x12\x18\n" +
@@ -1844,7 +1868,7 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_messages_protocol_proto_goTypes = []any{
 	(FailureCode)(0),          // 0: kproxy.v1.FailureCode
 	(*UpsertServicePort)(nil), // 1: kproxy.v1.UpsertServicePort
@@ -1877,37 +1901,39 @@ var file_messages_protocol_proto_goTypes = []any{
 	(*RetryRules)(nil),        // 28: kproxy.v1.RetryRules
 	(*Failure)(nil),           // 29: kproxy.v1.Failure
 	nil,                       // 30: kproxy.v1.AffinityEntries.EntriesEntry
-	(*ServicePort)(nil),       // 31: kproxy.v1.ServicePort
-	(*Endpoint)(nil),          // 32: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),    // 33: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),      // 34: kproxy.v1.SessionAffinity
+	nil,                       // 31: kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	(*ServicePort)(nil),       // 32: kproxy.v1.ServicePort
+	(*Endpoint)(nil),          // 33: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),    // 34: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),      // 35: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	31, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	32, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	33, // 2: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	32, // 3: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	34, // 4: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	32, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	33, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	34, // 2: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	33, // 3: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	35, // 4: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
 	17, // 5: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
-	31, // 6: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	32, // 6: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
 	29, // 7: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
 	29, // 8: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	33, // 9: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	31, // 10: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	32, // 11: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	34, // 9: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	32, // 10: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	33, // 11: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
 	29, // 12: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
 	14, // 13: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
 	30, // 14: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	31, // 15: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	33, // 16: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	29, // 17: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	29, // 18: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
-	0,  // 19: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	31, // 15: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	32, // 16: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	34, // 17: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	29, // 18: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	29, // 19: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	0,  // 20: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_messages_protocol_proto_init() }
@@ -1922,7 +1948,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
