@@ -280,10 +280,11 @@ func TestServicePortCrashKeepsSocketsAndPort(t *testing.T) {
 		if err := p.Crash(sp.GetKey().ID(), roleServicePort, "test"); err != nil {
 			t.Fatal(err)
 		}
-		// The restarted ServicePort reports afresh (restart counts start
-		// over), then clients keep completing connections.
+		// The restarted ServicePort reports, its restart counted on top
+		// of the earlier ones, then clients keep completing connections.
 		w.wait(t, fmt.Sprintf("service port restart %d", i+1), func(m map[string]*messages.ServicePortState) bool {
-			return len(m[sp.GetKey().ID()].GetListenAddresses()) == 2
+			st := m[sp.GetKey().ID()]
+			return st.GetRestarts() == int32(i+1) && len(st.GetListenAddresses()) == 2
 		})
 		for deadline := time.Now().Add(10 * time.Second); h.ok.Load() < okBefore+10; {
 			if time.Now().After(deadline) {

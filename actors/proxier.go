@@ -53,6 +53,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		up := proto.CloneOf(p.last[id])
 		up.ProxyPort = p.state[id].GetProxyPort()
 		up.ExternalProxyPort = p.state[id].GetExternalProxyPort()
+		up.Restarts = p.state[id].GetRestarts() + 1
 		ctx.Respond(up)
 	case *messages.DeleteServicePort:
 		id := m.GetKey().ID()

@@ -128,6 +128,7 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 	s.sp, s.endpoints, s.generation = m.GetServicePort(), m.GetEndpoints(), m.GetGeneration()
 
 	if first {
+		s.state.Restarts = m.GetRestarts() // a restarted ServicePort counts on
 		network, err := portal.Network(s.sp.GetKey().GetProtocol())
 		switch {
 		case err != nil:

@@ -116,8 +116,11 @@ type UpsertServicePort struct {
 	// ServicePort: the proxy port to keep, so kernel rules stay valid.
 	ProxyPort         int32 `protobuf:"varint,4,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
 	ExternalProxyPort int32 `protobuf:"varint,5,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Also on that re-send: the restarts counted so far, this one included,
+	// so the service port's count goes on rather than starting over.
+	Restarts      int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpsertServicePort) Reset() {
@@ -181,6 +184,13 @@ func (x *UpsertServicePort) GetProxyPort() int32 {
 func (x *UpsertServicePort) GetExternalProxyPort() int32 {
 	if x != nil {
 		return x.ExternalProxyPort
+	}
+	return 0
+}
+
+func (x *UpsertServicePort) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
 	}
 	return 0
 }
@@ -1730,7 +1740,7 @@ var File_messages_protocol_proto protoreflect.FileDescriptor
 
 const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
-	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xf0\x01\n" +
+	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\x8c\x02\n" +
 	"\x11UpsertServicePort\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12\x1e\n" +
@@ -1739,7 +1749,8 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"generation\x12\x1d\n" +
 	"\n" +
 	"proxy_port\x18\x04 \x01(\x05R\tproxyPort\x12.\n" +
-	"\x13external_proxy_port\x18\x05 \x01(\x05R\x11externalProxyPort\"`\n" +
+	"\x13external_proxy_port\x18\x05 \x01(\x05R\x11externalProxyPort\x12\x1a\n" +
+	"\brestarts\x18\x06 \x01(\x05R\brestarts\"`\n" +
 	"\x11DeleteServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x1e\n" +
 	"\n" +
