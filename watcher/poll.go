@@ -94,6 +94,8 @@ type pollState struct {
 	hash    [sha256.Size]byte // content hash of the last emitted result
 	emitted bool
 	lastErr string // last path error logged, to log each failure once
+	// rejected holds the document errors of the last result, logged once.
+	rejected map[string]bool
 }
 
 // run loads the path immediately and emits the result, then polls until
@@ -151,9 +153,16 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	s.log.Info().Str("path", s.path).Int("files", len(inputs)).
 		Int("servicePorts", len(res.ServicePorts)).Int("errors", len(res.Errors)).
 		Int("skipped", len(res.Skipped)).Msg("manifests loaded")
+	// A bad document is logged once, not again on every reload of other
+	// documents: only errors the last result did not have.
+	logged := make(map[string]bool, len(res.Errors))
 	for _, err := range res.Errors {
-		s.log.Warn().Err(err).Msg("manifest rejected")
+		if msg := err.Error(); !st.rejected[msg] {
+			s.log.Warn().Err(err).Msg("manifest rejected")
+		}
+		logged[err.Error()] = true
 	}
+	st.rejected = logged
 	if ctx.Err() != nil {
 		return
 	}

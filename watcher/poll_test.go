@@ -1,10 +1,14 @@
 package watcher
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,4 +187,63 @@ func TestFileSourceReportsErrors(t *testing.T) {
 	r := rs.next(t)
 	assertKeys(t, r, "default/web:/TCP")
 	assertErrors(t, r.Errors, []string{path + " document 2 (Service default/bad): spec.ports[0].port: 0 is not in 1-65535"})
+}
+
+// lockedBuffer is a log sink the poller writes while the test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), s)
+}
+
+// A bad document is logged once per change of it, not on every reload of
+// the documents around it.
+func TestFileSourceLogsEachRejectionOnce(t *testing.T) {
+	bad := func(port int) string {
+		return fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.0.0.2, ports: [{port: %d}]}\n", port)
+	}
+	dir := t.TempDir()
+	path := writeFile(t, dir, "svc.yaml", serviceYAML("web")+"---\n"+bad(0))
+	var logs lockedBuffer
+	src := NewFileSource(path, Options{}, 20*time.Millisecond, zerolog.New(&logs))
+	results := make(chan *Result, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); src.run(ctx, func(r *Result) { results <- r }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	next := func() *Result {
+		t.Helper()
+		select {
+		case r := <-results:
+			return r
+		case <-time.After(waitTimeout):
+			t.Fatal("no result emitted")
+			return nil
+		}
+	}
+
+	next()
+	writeFile(t, dir, "svc.yaml", serviceYAML("website")+"---\n"+bad(0))
+	if r := next(); len(r.Errors) != 1 {
+		t.Fatalf("errors = %v, want the bad document's", r.Errors)
+	}
+	if n := logs.count("manifest rejected"); n != 1 {
+		t.Fatalf("the unchanged bad document was logged %d times, want once", n)
+	}
+	writeFile(t, dir, "svc.yaml", serviceYAML("website")+"---\n"+bad(70000))
+	next()
+	if n := logs.count("manifest rejected"); n != 2 {
+		t.Fatalf("a changed bad document: %d rejections logged, want 2", n)
+	}
 }
