@@ -31,14 +31,16 @@ type Rules struct {
 	dirty   map[string]bool
 
 	needSync bool
-	inFlight bool
-	batch    int64
-	pending  map[string][]rules.Rule // the in-flight batch's desired rules
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	timers   *scheduler.TimerScheduler
-	stopTick scheduler.CancelFunc
+	// unavailable is the last report of rules an IP family lacks, logged once.
+	unavailable string
+	inFlight    bool
+	batch       int64
+	pending     map[string][]rules.Rule // the in-flight batch's desired rules
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	timers      *scheduler.TimerScheduler
+	stopTick    scheduler.CancelFunc
 }
 
 // newRules returns the same instance on every (re)start: the desired rules
@@ -193,7 +195,13 @@ func (r *Rules) flatten(set map[string][]rules.Rule) []rules.Rule {
 // finished records a transaction's outcome and starts the next one.
 func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	r.inFlight = false
-	if f := m.GetFailure(); f != nil {
+	if f := m.GetFailure(); f.GetCode() == messages.FailureCode_FAMILY_UNAVAILABLE {
+		// The rest is programmed; say once which rules a family lacks.
+		if f.GetMessage() != r.unavailable {
+			r.cfg.Log.Warn().Str("error", f.GetMessage()).Msg("portal rules of an IP family this node cannot program are left out")
+			r.unavailable = f.GetMessage()
+		}
+	} else if f != nil {
 		r.cfg.Log.Error().Str("error", f.GetMessage()).Stringer("code", f.GetCode()).Bool("fullSync", m.GetFullSync()).Msg("programming kernel portal rules failed; re-syncing")
 		// A failed transaction left the kernel in an unknown state: the
 		// next one is a full sync, after a pause so a persistent error

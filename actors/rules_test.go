@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -85,4 +86,70 @@ func TestKernelModeExternalTrafficPolicyLocal(t *testing.T) {
 	// Deleting the service port removes its rules; a clean stop leaves none.
 	p.Submit(snapshot(3))
 	waitRules(t, fake, func(m rules.Set) bool { return len(m) == 0 })
+}
+
+// v4Only is a node whose kernel rules lack IPv6 (iptables without
+// ip6tables): IPv6 rules are left out and reported, the rest programmed.
+type v4Only struct{ *rules.Fake }
+
+func (v v4Only) split(rs []rules.Rule) ([]rules.Rule, error) {
+	var v4 []rules.Rule
+	var err error
+	for _, r := range rs {
+		if !r.NodePort && r.IP.Is6() {
+			err = fmt.Errorf("portal rule %s: %w", r, rules.ErrFamilyUnavailable)
+			continue
+		}
+		v4 = append(v4, r)
+	}
+	return v4, err
+}
+
+func (v v4Only) Sync(ctx context.Context, rs []rules.Rule) error {
+	v4, missing := v.split(rs)
+	if err := v.Fake.Sync(ctx, v4); err != nil {
+		return err
+	}
+	return missing
+}
+
+func (v v4Only) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
+	v4, missing := v.split(upserts)
+	if err := v.Fake.Apply(ctx, v4, removals); err != nil {
+		return err
+	}
+	return missing
+}
+
+// One dual-stack service on a node without IPv6 rules does not hold the
+// others back: IPv4 rules are programmed, the transaction counts as done
+// (no full re-sync every second), and later changes apply incrementally.
+func TestRulesWithoutOneFamilyProgramTheOther(t *testing.T) {
+	fake := rules.NewFake()
+	p := Start(Config{PortalMode: portal.ModeNftables, Rules: v4Only{fake}, BindAddress: "127.0.0.1",
+		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	addrs := tcpBackends(t, 1)
+	dual := svcPort("dual", messages.Protocol_TCP, "198.18.0.60", 80)
+	dual.ClusterIps.V6 = []string{"2001:db8:5::60"}
+	v4 := svcPort("v4", messages.Protocol_TCP, "198.18.0.61", 80)
+	p.Submit(snapshot(1, spe(dual, endpoints(addrs...)), spe(v4, endpoints(addrs...))))
+	has := func(ip string) func(rules.Set) bool {
+		return func(s rules.Set) bool {
+			for _, r := range s {
+				if r.IP.String() == ip && !r.Reject {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitRules(t, fake, func(s rules.Set) bool { return has("198.18.0.60")(s) && has("198.18.0.61")(s) })
+
+	v4b := svcPort("v4b", messages.Protocol_TCP, "198.18.0.62", 80)
+	p.Submit(snapshot(2, spe(dual, endpoints(addrs...)), spe(v4, endpoints(addrs...)), spe(v4b, endpoints(addrs...))))
+	waitRules(t, fake, has("198.18.0.62"))
+	if syncs, applies, _ := fake.Calls(); syncs != 1 || applies < 1 {
+		t.Fatalf("%d syncs and %d applies; want the start's one sync, then incremental applies", syncs, applies)
+	}
 }

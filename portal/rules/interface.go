@@ -33,6 +33,7 @@ type Interface interface {
 	Cleanup(ctx context.Context) error
 }
 
-// ErrFamilyUnavailable is returned for a rule of an IP family the backend
-// cannot program (for example IPv6 without ip6tables).
+// ErrFamilyUnavailable is returned for rules of an IP family the backend
+// cannot program (for example IPv6 without ip6tables). It does not fail
+// the call: the other rules are programmed and the call counts as done.
 var ErrFamilyUnavailable = errors.New("IP family not available")

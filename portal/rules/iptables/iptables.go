@@ -197,20 +197,25 @@ func (t *Rules) inFamily(f *iptFamily, r rules.Rule) bool {
 	return r.NodePort || r.IP.Is6() == f.v6
 }
 
-func (t *Rules) checkFamilies(rs []rules.Rule) error {
+// unavailable reports the rules of rs that no available family can
+// program (IPv6 rules without ip6tables) as an error wrapping
+// rules.ErrFamilyUnavailable, or nil. Such rules are left out; the rest is
+// programmed: one missing family must not take the other's rules down.
+func (t *Rules) unavailable(rs []rules.Rule) error {
+	var skipped []string
 	for _, r := range rs {
-		if r.NodePort {
-			continue
-		}
 		ok := false
 		for _, f := range t.fams {
 			ok = ok || t.inFamily(f, r)
 		}
 		if !ok {
-			return fmt.Errorf("portal rule %s: %w (no ip6tables)", r, rules.ErrFamilyUnavailable)
+			skipped = append(skipped, r.Key().String())
 		}
 	}
-	return nil
+	if len(skipped) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d portal rules not programmed (%s): %w (no ip6tables)", len(skipped), strings.Join(skipped, ", "), rules.ErrFamilyUnavailable)
 }
 
 // restoreBatch collects iptables-restore lines by table.
@@ -326,9 +331,6 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		return err
 	}
 	sorted := want.Sorted()
-	if err := t.checkFamilies(sorted); err != nil {
-		return err
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.state.Invalidate()
@@ -359,7 +361,7 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		}
 	}
 	t.state.Reset(want)
-	return nil
+	return t.unavailable(sorted)
 }
 
 // Apply deletes and appends the changed rules, in one iptables-restore per
@@ -370,9 +372,6 @@ func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 	del, add, err := t.state.Plan(upserts, removals)
 	if err != nil {
 		return fmt.Errorf("iptables apply: %w", err)
-	}
-	if err := t.checkFamilies(add); err != nil {
-		return err
 	}
 	for _, f := range t.fams {
 		b := restoreBatch{}
@@ -385,7 +384,7 @@ func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 		}
 	}
 	t.state.Set.Commit(del, add)
-	return nil
+	return t.unavailable(add)
 }
 
 // Present reports whether every kproxy chain, every jump to it and the
