@@ -143,8 +143,8 @@ func (r *Rules) kick(ctx actor.Context) {
 	r.pending = make(map[string][]rules.Rule, len(r.dirty))
 	var upserts, removals []rules.Rule
 	if full {
-		for id, rules := range r.desired {
-			r.pending[id] = rules
+		for id, rs := range r.desired {
+			r.pending[id] = rs
 		}
 		upserts = r.flatten(r.pending)
 	} else {
@@ -216,11 +216,11 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	if m.GetFullSync() {
 		r.applied = map[string][]rules.Rule{}
 	}
-	for id, rules := range r.pending {
-		if len(rules) == 0 {
+	for id, rs := range r.pending {
+		if len(rs) == 0 {
 			delete(r.applied, id)
 		} else {
-			r.applied[id] = rules
+			r.applied[id] = rs
 		}
 	}
 	ev := r.cfg.Log.Debug()
