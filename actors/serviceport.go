@@ -79,9 +79,10 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 // proxy ports, kernel rules.
 func (s *ServicePort) stopped(ctx actor.Context) {
 	s.cfg.listeners.CloseOwned(portalOwner(ctx))
+	network, _ := portal.Network(s.sp.GetKey().GetProtocol()) // ports exist only for supported ones
 	for _, port := range []int{s.proxyPort, s.extPort} {
 		if port != 0 {
-			s.cfg.Ports.Release(port)
+			s.cfg.Ports.Release(network, port)
 		}
 	}
 	if s.rulesSent != nil {

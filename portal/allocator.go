@@ -61,13 +61,15 @@ type PortAllocator struct {
 	host string
 	r    PortRange
 
-	mu   sync.Mutex
-	used map[int]bool
+	mu sync.Mutex
+	// used is per protocol: TCP and UDP ports are separate name spaces, so
+	// a TCP and a UDP service port may hold the same number.
+	used map[string]map[int]bool
 }
 
 // NewPortAllocator allocates ports on host within r (any free port when r is zero).
 func NewPortAllocator(host string, r PortRange) *PortAllocator {
-	return &PortAllocator{host: host, r: r, used: map[int]bool{}}
+	return &PortAllocator{host: host, r: r, used: map[string]map[int]bool{"tcp": {}, "udp": {}}}
 }
 
 // ErrPortRangeExhausted means every port of the range is taken.
@@ -78,14 +80,18 @@ var ErrPortRangeExhausted = errors.New("proxy port range exhausted")
 func (a *PortAllocator) Allocate(network string) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	used := a.used[network]
+	if used == nil {
+		return 0, fmt.Errorf("allocate proxy port: network %q: %w", network, ErrUnsupportedProtocol)
+	}
 	if a.r.Size == 0 {
 		for range 16 {
 			port, err := probe(network, a.host, 0)
 			if err != nil {
 				return 0, fmt.Errorf("allocate proxy port: %w", err)
 			}
-			if !a.used[port] {
-				a.used[port] = true
+			if !used[port] {
+				used[port] = true
 				return port, nil
 			}
 		}
@@ -94,22 +100,22 @@ func (a *PortAllocator) Allocate(network string) (int, error) {
 	start := rand.IntN(a.r.Size)
 	for i := range a.r.Size {
 		port := a.r.Base + (start+i)%a.r.Size
-		if a.used[port] {
+		if used[port] {
 			continue
 		}
 		if _, err := probe(network, a.host, port); err != nil {
 			continue
 		}
-		a.used[port] = true
+		used[port] = true
 		return port, nil
 	}
 	return 0, fmt.Errorf("allocate proxy port in %s: %w", a.r, ErrPortRangeExhausted)
 }
 
-// Release returns a port to the pool.
-func (a *PortAllocator) Release(port int) {
+// Release returns a port of the protocol ("tcp" or "udp") to the pool.
+func (a *PortAllocator) Release(network string, port int) {
 	a.mu.Lock()
-	delete(a.used, port)
+	delete(a.used[network], port)
 	a.mu.Unlock()
 }
 

@@ -1,6 +1,8 @@
 package portal
 
 import (
+	"errors"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"testing"
@@ -66,7 +68,7 @@ func TestAllocatorRangeSkipsTakenAndExhausts(t *testing.T) {
 	if _, err := a.Allocate("tcp"); err == nil {
 		t.Fatal("want range exhausted")
 	}
-	a.Release(base)
+	a.Release("tcp", base)
 	if p, err := a.Allocate("tcp"); err != nil || p != base {
 		t.Fatalf("after release: %d, %v", p, err)
 	}
@@ -81,5 +83,30 @@ func TestAllocatorAnyPort(t *testing.T) {
 	p2, err := a.Allocate("udp")
 	if err != nil || p1 == p2 || p1 == 0 {
 		t.Fatalf("ports %d %d err %v", p1, p2, err)
+	}
+}
+
+// TCP and UDP are separate port spaces: a range of one port serves a TCP
+// and a UDP service port at once.
+func TestAllocatorPoolsPerProtocol(t *testing.T) {
+	base := 20000 + rand.IntN(20000)
+	a := NewPortAllocator("127.0.0.1", PortRange{Base: base, Size: 1})
+	tcp, err := a.Allocate("tcp")
+	if err != nil {
+		t.Skipf("port %d busy: %v", base, err)
+	}
+	udp, err := a.Allocate("udp")
+	if err != nil {
+		t.Fatalf("UDP after TCP on a one-port range: %v", err)
+	}
+	if tcp != base || udp != base {
+		t.Fatalf("ports %d/tcp and %d/udp, want %d for both", tcp, udp, base)
+	}
+	if _, err := a.Allocate("udp"); !errors.Is(err, ErrPortRangeExhausted) {
+		t.Fatalf("second UDP = %v, want exhausted", err)
+	}
+	a.Release("udp", base)
+	if _, err := a.Allocate("udp"); err != nil {
+		t.Fatalf("UDP after its release: %v", err)
 	}
 }
