@@ -1,10 +1,13 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kproxy/kproxy/messages"
@@ -33,6 +36,8 @@ type ServicePort struct {
 	proxyPort  int
 	extPort    int // external proxy port (kernel modes, externalTrafficPolicy Local)
 	portErr    error
+	// portRetry is the wait before the next try to allocate the proxy port.
+	portRetry time.Duration
 
 	started  map[string]bool // roles seen starting at least once
 	state    *messages.ServicePortState
@@ -72,6 +77,8 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		s.childStarted(ctx, m.GetRole())
 	case *messages.ListenerReady:
 		s.listenerReady(ctx, m)
+	case *messages.RetryProxyPort:
+		s.allocate(ctx)
 	}
 }
 
@@ -88,6 +95,38 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 	if s.rulesSent != nil {
 		ctx.Send(s.cfg.rulesPID, &messages.DeletePortalRules{Key: s.sp.GetKey()})
 	}
+}
+
+// scheduleAllocate retries the proxy port's allocation later, backing off
+// from 100 ms to 10 s: ports free up as other service ports go.
+func (s *ServicePort) scheduleAllocate(ctx actor.Context) {
+	if errors.Is(s.portErr, portal.ErrUnsupportedProtocol) {
+		return // no retry makes SCTP proxiable
+	}
+	s.portRetry = min(max(2*s.portRetry, 100*time.Millisecond), 10*time.Second)
+	scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(s.portRetry, ctx.Self(), &messages.RetryProxyPort{})
+}
+
+// allocate retries the proxy port; once it has one, the Portal gets its
+// configuration and the service port serves.
+func (s *ServicePort) allocate(ctx actor.Context) {
+	if s.portErr == nil {
+		return
+	}
+	network, _ := portal.Network(s.sp.GetKey().GetProtocol())
+	port, err := s.cfg.Ports.Allocate(network)
+	if err != nil {
+		s.portErr = err
+		s.scheduleAllocate(ctx)
+		return
+	}
+	s.proxyPort, s.portErr, s.portRetry = port, nil, 0
+	s.state.Error, s.state.Failures = "", nil
+	s.syncExternalPort()
+	if pid := s.children[rolePortal]; pid != nil {
+		ctx.Send(pid, s.configFor(rolePortal))
+	}
+	s.report(ctx, "proxy port allocated")
 }
 
 // childStarted answers a (re)started child with its configuration (and a
@@ -141,7 +180,8 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		}
 		s.portErr = err
 		if err != nil {
-			s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Msg("cannot allocate proxy port")
+			s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Msg("cannot allocate proxy port, retrying")
+			s.scheduleAllocate(ctx)
 		}
 		s.syncExternalPort()
 		s.spawn(ctx, roleBalancer, newBalancer)

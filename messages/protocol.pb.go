@@ -673,6 +673,44 @@ func (x *ListenerReady) GetFailures() []*Failure {
 	return nil
 }
 
+// RetryProxyPort is a ServicePort's timer tick to retry allocating its
+// proxy port after the range was exhausted.
+type RetryProxyPort struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryProxyPort) Reset() {
+	*x = RetryProxyPort{}
+	mi := &file_messages_protocol_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryProxyPort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryProxyPort) ProtoMessage() {}
+
+func (x *RetryProxyPort) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryProxyPort.ProtoReflect.Descriptor instead.
+func (*RetryProxyPort) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{9}
+}
+
 // RetryListen is a Portal's timer tick to retry listeners that failed to open.
 type RetryListen struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -683,7 +721,7 @@ type RetryListen struct {
 
 func (x *RetryListen) Reset() {
 	*x = RetryListen{}
-	mi := &file_messages_protocol_proto_msgTypes[9]
+	mi := &file_messages_protocol_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +733,7 @@ func (x *RetryListen) String() string {
 func (*RetryListen) ProtoMessage() {}
 
 func (x *RetryListen) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[9]
+	mi := &file_messages_protocol_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +746,7 @@ func (x *RetryListen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryListen.ProtoReflect.Descriptor instead.
 func (*RetryListen) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{9}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RetryListen) GetIncarnation() int64 {
@@ -727,7 +765,7 @@ type SweepAffinity struct {
 
 func (x *SweepAffinity) Reset() {
 	*x = SweepAffinity{}
-	mi := &file_messages_protocol_proto_msgTypes[10]
+	mi := &file_messages_protocol_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +777,7 @@ func (x *SweepAffinity) String() string {
 func (*SweepAffinity) ProtoMessage() {}
 
 func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[10]
+	mi := &file_messages_protocol_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +790,7 @@ func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepAffinity.ProtoReflect.Descriptor instead.
 func (*SweepAffinity) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{10}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{11}
 }
 
 // ListenerFailed is sent by a Portal's accept or read goroutine.
@@ -767,7 +805,7 @@ type ListenerFailed struct {
 
 func (x *ListenerFailed) Reset() {
 	*x = ListenerFailed{}
-	mi := &file_messages_protocol_proto_msgTypes[11]
+	mi := &file_messages_protocol_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +817,7 @@ func (x *ListenerFailed) String() string {
 func (*ListenerFailed) ProtoMessage() {}
 
 func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[11]
+	mi := &file_messages_protocol_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +830,7 @@ func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerFailed.ProtoReflect.Descriptor instead.
 func (*ListenerFailed) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{11}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListenerFailed) GetIncarnation() int64 {
@@ -824,7 +862,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_messages_protocol_proto_msgTypes[12]
+	mi := &file_messages_protocol_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +874,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[12]
+	mi := &file_messages_protocol_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +887,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{12}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{13}
 }
 
 type ServicePortState struct {
@@ -878,7 +916,7 @@ type ServicePortState struct {
 
 func (x *ServicePortState) Reset() {
 	*x = ServicePortState{}
-	mi := &file_messages_protocol_proto_msgTypes[13]
+	mi := &file_messages_protocol_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +928,7 @@ func (x *ServicePortState) String() string {
 func (*ServicePortState) ProtoMessage() {}
 
 func (x *ServicePortState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[13]
+	mi := &file_messages_protocol_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +941,7 @@ func (x *ServicePortState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePortState.ProtoReflect.Descriptor instead.
 func (*ServicePortState) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{13}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServicePortState) GetKey() *ServicePortKey {
@@ -999,7 +1037,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_messages_protocol_proto_msgTypes[14]
+	mi := &file_messages_protocol_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1049,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[14]
+	mi := &file_messages_protocol_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1062,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{14}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StateSnapshot) GetServicePorts() []*ServicePortState {
@@ -1045,7 +1083,7 @@ type InjectCrash struct {
 
 func (x *InjectCrash) Reset() {
 	*x = InjectCrash{}
-	mi := &file_messages_protocol_proto_msgTypes[15]
+	mi := &file_messages_protocol_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1095,7 @@ func (x *InjectCrash) String() string {
 func (*InjectCrash) ProtoMessage() {}
 
 func (x *InjectCrash) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[15]
+	mi := &file_messages_protocol_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1108,7 @@ func (x *InjectCrash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectCrash.ProtoReflect.Descriptor instead.
 func (*InjectCrash) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{15}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InjectCrash) GetReason() string {
@@ -1095,7 +1133,7 @@ type AffinityEntries struct {
 
 func (x *AffinityEntries) Reset() {
 	*x = AffinityEntries{}
-	mi := &file_messages_protocol_proto_msgTypes[16]
+	mi := &file_messages_protocol_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1145,7 @@ func (x *AffinityEntries) String() string {
 func (*AffinityEntries) ProtoMessage() {}
 
 func (x *AffinityEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[16]
+	mi := &file_messages_protocol_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1158,7 @@ func (x *AffinityEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AffinityEntries.ProtoReflect.Descriptor instead.
 func (*AffinityEntries) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{16}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AffinityEntries) GetEntries() map[string]string {
@@ -1149,7 +1187,7 @@ type ServiceChanged struct {
 
 func (x *ServiceChanged) Reset() {
 	*x = ServiceChanged{}
-	mi := &file_messages_protocol_proto_msgTypes[17]
+	mi := &file_messages_protocol_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1199,7 @@ func (x *ServiceChanged) String() string {
 func (*ServiceChanged) ProtoMessage() {}
 
 func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[17]
+	mi := &file_messages_protocol_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1212,7 @@ func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceChanged.ProtoReflect.Descriptor instead.
 func (*ServiceChanged) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{17}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServiceChanged) GetService() string {
@@ -1201,7 +1239,7 @@ type SourceSynced struct {
 
 func (x *SourceSynced) Reset() {
 	*x = SourceSynced{}
-	mi := &file_messages_protocol_proto_msgTypes[18]
+	mi := &file_messages_protocol_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1251,7 @@ func (x *SourceSynced) String() string {
 func (*SourceSynced) ProtoMessage() {}
 
 func (x *SourceSynced) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[18]
+	mi := &file_messages_protocol_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1264,7 @@ func (x *SourceSynced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceSynced.ProtoReflect.Descriptor instead.
 func (*SourceSynced) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{18}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{19}
 }
 
 // FlushChanges is the Watcher's timer tick that ends a coalescing window.
@@ -1238,7 +1276,7 @@ type FlushChanges struct {
 
 func (x *FlushChanges) Reset() {
 	*x = FlushChanges{}
-	mi := &file_messages_protocol_proto_msgTypes[19]
+	mi := &file_messages_protocol_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1288,7 @@ func (x *FlushChanges) String() string {
 func (*FlushChanges) ProtoMessage() {}
 
 func (x *FlushChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[19]
+	mi := &file_messages_protocol_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1301,7 @@ func (x *FlushChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushChanges.ProtoReflect.Descriptor instead.
 func (*FlushChanges) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{19}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{20}
 }
 
 // GetWatcherStats asks the Watcher for WatcherStats.
@@ -1275,7 +1313,7 @@ type GetWatcherStats struct {
 
 func (x *GetWatcherStats) Reset() {
 	*x = GetWatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[20]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1325,7 @@ func (x *GetWatcherStats) String() string {
 func (*GetWatcherStats) ProtoMessage() {}
 
 func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[20]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1338,7 @@ func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatcherStats.ProtoReflect.Descriptor instead.
 func (*GetWatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{20}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
 }
 
 type WatcherStats struct {
@@ -1315,7 +1353,7 @@ type WatcherStats struct {
 
 func (x *WatcherStats) Reset() {
 	*x = WatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[21]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1365,7 @@ func (x *WatcherStats) String() string {
 func (*WatcherStats) ProtoMessage() {}
 
 func (x *WatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[21]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1378,7 @@ func (x *WatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatcherStats.ProtoReflect.Descriptor instead.
 func (*WatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatcherStats) GetEvents() int64 {
@@ -1383,7 +1421,7 @@ type SetPortalRules struct {
 
 func (x *SetPortalRules) Reset() {
 	*x = SetPortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1433,7 @@ func (x *SetPortalRules) String() string {
 func (*SetPortalRules) ProtoMessage() {}
 
 func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1446,7 @@ func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPortalRules.ProtoReflect.Descriptor instead.
 func (*SetPortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetPortalRules) GetServicePort() *ServicePort {
@@ -1456,7 +1494,7 @@ type DeletePortalRules struct {
 
 func (x *DeletePortalRules) Reset() {
 	*x = DeletePortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1506,7 @@ func (x *DeletePortalRules) String() string {
 func (*DeletePortalRules) ProtoMessage() {}
 
 func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1519,7 @@ func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePortalRules.ProtoReflect.Descriptor instead.
 func (*DeletePortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeletePortalRules) GetKey() *ServicePortKey {
@@ -1504,7 +1542,7 @@ type RulesApplied struct {
 
 func (x *RulesApplied) Reset() {
 	*x = RulesApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1554,7 @@ func (x *RulesApplied) String() string {
 func (*RulesApplied) ProtoMessage() {}
 
 func (x *RulesApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1567,7 @@ func (x *RulesApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesApplied.ProtoReflect.Descriptor instead.
 func (*RulesApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RulesApplied) GetFullSync() bool {
@@ -1563,7 +1601,7 @@ type CheckRules struct {
 
 func (x *CheckRules) Reset() {
 	*x = CheckRules{}
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1613,7 @@ func (x *CheckRules) String() string {
 func (*CheckRules) ProtoMessage() {}
 
 func (x *CheckRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1626,7 @@ func (x *CheckRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRules.ProtoReflect.Descriptor instead.
 func (*CheckRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
 }
 
 type RulesPresent struct {
@@ -1602,7 +1640,7 @@ type RulesPresent struct {
 
 func (x *RulesPresent) Reset() {
 	*x = RulesPresent{}
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1652,7 @@ func (x *RulesPresent) String() string {
 func (*RulesPresent) ProtoMessage() {}
 
 func (x *RulesPresent) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1665,7 @@ func (x *RulesPresent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesPresent.ProtoReflect.Descriptor instead.
 func (*RulesPresent) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RulesPresent) GetPresent() bool {
@@ -1653,7 +1691,7 @@ type RetryRules struct {
 
 func (x *RetryRules) Reset() {
 	*x = RetryRules{}
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1703,7 @@ func (x *RetryRules) String() string {
 func (*RetryRules) ProtoMessage() {}
 
 func (x *RetryRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1716,7 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
 }
 
 // Failure is a failure that crosses an actor boundary: a code for callers,
@@ -1694,7 +1732,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1744,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1757,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Failure) GetCode() FailureCode {
@@ -1782,7 +1820,8 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\rListenerReady\x12\x1c\n" +
 	"\taddresses\x18\x01 \x03(\tR\taddresses\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12.\n" +
-	"\bfailures\x18\x04 \x03(\v2\x12.kproxy.v1.FailureR\bfailuresJ\x04\b\x03\x10\x04R\x06errors\"/\n" +
+	"\bfailures\x18\x04 \x03(\v2\x12.kproxy.v1.FailureR\bfailuresJ\x04\b\x03\x10\x04R\x06errors\"\x10\n" +
+	"\x0eRetryProxyPort\"/\n" +
 	"\vRetryListen\x12 \n" +
 	"\vincarnation\x18\x01 \x01(\x03R\vincarnation\"\x0f\n" +
 	"\rSweepAffinity\"\x87\x01\n" +
@@ -1879,7 +1918,7 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_messages_protocol_proto_goTypes = []any{
 	(FailureCode)(0),          // 0: kproxy.v1.FailureCode
 	(*UpsertServicePort)(nil), // 1: kproxy.v1.UpsertServicePort
@@ -1891,54 +1930,55 @@ var file_messages_protocol_proto_goTypes = []any{
 	(*Picked)(nil),            // 7: kproxy.v1.Picked
 	(*AffinityLookup)(nil),    // 8: kproxy.v1.AffinityLookup
 	(*ListenerReady)(nil),     // 9: kproxy.v1.ListenerReady
-	(*RetryListen)(nil),       // 10: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),     // 11: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),    // 12: kproxy.v1.ListenerFailed
-	(*GetState)(nil),          // 13: kproxy.v1.GetState
-	(*ServicePortState)(nil),  // 14: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),     // 15: kproxy.v1.StateSnapshot
-	(*InjectCrash)(nil),       // 16: kproxy.v1.InjectCrash
-	(*AffinityEntries)(nil),   // 17: kproxy.v1.AffinityEntries
-	(*ServiceChanged)(nil),    // 18: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),      // 19: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),      // 20: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),   // 21: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),      // 22: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),    // 23: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil), // 24: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),      // 25: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),        // 26: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),      // 27: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),        // 28: kproxy.v1.RetryRules
-	(*Failure)(nil),           // 29: kproxy.v1.Failure
-	nil,                       // 30: kproxy.v1.AffinityEntries.EntriesEntry
-	nil,                       // 31: kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	(*ServicePort)(nil),       // 32: kproxy.v1.ServicePort
-	(*Endpoint)(nil),          // 33: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),    // 34: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),      // 35: kproxy.v1.SessionAffinity
+	(*RetryProxyPort)(nil),    // 10: kproxy.v1.RetryProxyPort
+	(*RetryListen)(nil),       // 11: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),     // 12: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),    // 13: kproxy.v1.ListenerFailed
+	(*GetState)(nil),          // 14: kproxy.v1.GetState
+	(*ServicePortState)(nil),  // 15: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),     // 16: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),       // 17: kproxy.v1.InjectCrash
+	(*AffinityEntries)(nil),   // 18: kproxy.v1.AffinityEntries
+	(*ServiceChanged)(nil),    // 19: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),      // 20: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),      // 21: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),   // 22: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),      // 23: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),    // 24: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil), // 25: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),      // 26: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),        // 27: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),      // 28: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),        // 29: kproxy.v1.RetryRules
+	(*Failure)(nil),           // 30: kproxy.v1.Failure
+	nil,                       // 31: kproxy.v1.AffinityEntries.EntriesEntry
+	nil,                       // 32: kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	(*ServicePort)(nil),       // 33: kproxy.v1.ServicePort
+	(*Endpoint)(nil),          // 34: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),    // 35: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),      // 36: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	32, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	33, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	34, // 2: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	33, // 3: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	35, // 4: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	17, // 5: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
-	32, // 6: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	29, // 7: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
-	29, // 8: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	34, // 9: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	32, // 10: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	33, // 11: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	29, // 12: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
-	14, // 13: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	30, // 14: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	31, // 15: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	32, // 16: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	34, // 17: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	29, // 18: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	29, // 19: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	33, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	34, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	35, // 2: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	34, // 3: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	36, // 4: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	18, // 5: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
+	33, // 6: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	30, // 7: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	30, // 8: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	35, // 9: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	33, // 10: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	34, // 11: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	30, // 12: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	15, // 13: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	31, // 14: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	32, // 15: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	33, // 16: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	35, // 17: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	30, // 18: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	30, // 19: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
 	0,  // 20: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
 	21, // [21:21] is the sub-list for method output_type
 	21, // [21:21] is the sub-list for method input_type
@@ -1959,7 +1999,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,45 @@
+package actors
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal"
+)
+
+// An exhausted --port-range is not permanent: a service port that got no
+// proxy port says so in its state, and serves once a port frees up.
+func TestProxyPortRetriedWhenRangeFrees(t *testing.T) {
+	base := 20000 + rand.IntN(20000)
+	p := Start(Config{BindAddress: "127.0.0.1", Ports: portal.NewPortAllocator("127.0.0.1", portal.PortRange{Base: base, Size: 1}),
+		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.Disabled)})
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	w := watchState(t, p)
+	addrs := tcpBackends(t, 1)
+	first := spe(svcPort("first", messages.Protocol_TCP, "127.0.27.1", 18080), endpoints(addrs...))
+	second := spe(svcPort("second", messages.Protocol_TCP, "127.0.27.2", 18080), endpoints(addrs...))
+	p.Submit(snapshot(1, first))
+	if st := w.listening(t, first.GetServicePort().GetKey().ID(), 2, 1); st.GetProxyPort() != int32(base) {
+		t.Skipf("port %d was busy: got %d", base, st.GetProxyPort())
+	}
+	p.Submit(snapshot(2, first, second))
+	id := second.GetServicePort().GetKey().ID()
+	w.wait(t, "the second service port to report no proxy port", func(m map[string]*messages.ServicePortState) bool {
+		st := m[id]
+		return st != nil && st.GetProxyPort() == 0 && len(st.GetFailures()) == 1 &&
+			st.GetFailures()[0].GetCode() == messages.FailureCode_PROXY_PORT_UNAVAILABLE
+	})
+
+	p.Submit(snapshot(3, second)) // first goes: its port frees
+	w.wait(t, "the second service port to serve on the freed port", func(m map[string]*messages.ServicePortState) bool {
+		st := m[id]
+		return st.GetProxyPort() == int32(base) && len(st.GetFailures()) == 0 && len(st.GetListenAddresses()) == 2
+	})
+	if got := dialName(t, "127.0.27.2:18080"); got != "backend-0" {
+		t.Fatalf("second service answered by %q", got)
+	}
+}
