@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/asynkron/protoactor-go v0.0.0-20260118094027-288962e52f3f
+	github.com/fsnotify/fsnotify v1.9.0
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/sys v0.47.0
 	google.golang.org/protobuf v1.36.12

@@ -14,7 +14,7 @@ import (
 // An exhausted --port-range is not permanent: a service port that got no
 // proxy port says so in its state, and serves once a port frees up.
 func TestProxyPortRetriedWhenRangeFrees(t *testing.T) {
-	base := 20000 + rand.IntN(20000)
+	base := 20000 + rand.IntN(12000) // below the ephemeral range (32768-)
 	p := Start(Config{BindAddress: "127.0.0.1", Ports: portal.NewPortAllocator("127.0.0.1", portal.PortRange{Base: base, Size: 1}),
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.Disabled)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
@@ -23,8 +23,13 @@ func TestProxyPortRetriedWhenRangeFrees(t *testing.T) {
 	first := spe(svcPort("first", messages.Protocol_TCP, "127.0.27.1", 18080), endpoints(addrs...))
 	second := spe(svcPort("second", messages.Protocol_TCP, "127.0.27.2", 18080), endpoints(addrs...))
 	p.Submit(snapshot(1, first))
-	if st := w.listening(t, first.GetServicePort().GetKey().ID(), 2, 1); st.GetProxyPort() != int32(base) {
-		t.Skipf("port %d was busy: got %d", base, st.GetProxyPort())
+	var st *messages.ServicePortState
+	w.wait(t, "the first service port to listen or fail", func(m map[string]*messages.ServicePortState) bool {
+		st = m[first.GetServicePort().GetKey().ID()]
+		return len(st.GetListenAddresses()) == 2 || len(st.GetFailures()) > 0
+	})
+	if st.GetProxyPort() != int32(base) {
+		t.Skipf("port %d is busy on this machine: %v", base, st.GetFailures())
 	}
 	p.Submit(snapshot(2, first, second))
 	id := second.GetServicePort().GetKey().ID()

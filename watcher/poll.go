@@ -96,7 +96,16 @@ type pollState struct {
 	lastErr string // last path error logged, to log each failure once
 	// rejected holds the document errors of the last result, logged once.
 	rejected map[string]bool
+	// A change seen but not read yet: its stamp and when it was first
+	// seen. It is read once it has not changed for fileSettle.
+	pending      string
+	pendingSince time.Time
 }
+
+// fileSettle is how long a changed file must stay unchanged before it is
+// read: a file rewritten in place (truncated, then written) is briefly
+// empty or partial, and that is not a state its author wrote.
+const fileSettle = 100 * time.Millisecond
 
 // run loads the path immediately and emits the result, then polls until
 // ctx is done, emitting each time the content changes. emit is called from
@@ -105,47 +114,65 @@ type pollState struct {
 // current: an empty result would tell the consumer to delete every service.
 func (s *FileSource) run(ctx context.Context, emit func(*Result)) {
 	var st pollState
-	s.poll(ctx, &st, emit)
+	changed := s.notify(ctx)
 	ticker := time.NewTicker(s.interval)
 	defer ticker.Stop()
+	settled := time.NewTimer(0) // the first read, once the path is stable
+	defer settled.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			s.poll(ctx, &st, emit)
+		case <-changed:
+		case <-settled.C:
+		}
+		if wait := s.poll(ctx, &st, emit); wait > 0 {
+			settled.Reset(wait)
 		}
 	}
 }
 
-// poll performs one check, reading and parsing only when needed.
-func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)) {
+// poll performs one check, reading and parsing only when needed. It
+// returns how long to wait before a change seen now has settled, or 0.
+func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)) time.Duration {
 	if s.polled != nil {
 		defer s.polled()
 	}
-	// Stat before reading: a change racing with the read then shows up as
-	// a new stamp on the next poll instead of being missed.
 	stamp, err := statStamp(s.path)
 	if err != nil {
-		st.stamped = false // whatever reappears is read, even with an old stamp
+		st.stamped, st.pending = false, "" // whatever reappears is read, even with an old stamp
 		s.failed(st, err)
-		return
+		return 0
 	}
 	if st.stamped && stamp == st.stamp {
-		return
+		st.pending = ""
+		return 0
+	}
+	// Read only what has stayed the same for fileSettle.
+	if now := time.Now(); stamp != st.pending {
+		st.pending, st.pendingSince = stamp, now
+		return fileSettle
+	} else if wait := fileSettle - now.Sub(st.pendingSince); wait > 0 {
+		return wait
 	}
 	inputs, err := readInputs(s.path)
 	if err != nil {
-		st.stamped = false // retry on the next poll
+		st.stamped, st.pending = false, "" // retry on the next poll
 		s.failed(st, err)
-		return
+		return 0
 	}
-	st.stamp, st.stamped, st.lastErr = stamp, true, ""
+	// Changed while being read: wait for it to settle again.
+	if after, err := statStamp(s.path); err != nil || after != stamp {
+		st.pending = ""
+		return fileSettle
+	}
+	st.stamp, st.stamped, st.lastErr, st.pending = stamp, true, "", ""
 
 	hash := hashInputs(inputs)
 	if st.emitted && hash == st.hash {
 		s.log.Debug().Str("path", s.path).Msg("manifests touched but content unchanged")
-		return
+		return 0
 	}
 	res := buildResult(inputs, s.opts)
 	st.hash, st.emitted = hash, true
@@ -164,9 +191,10 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	}
 	st.rejected = logged
 	if ctx.Err() != nil {
-		return
+		return 0
 	}
 	emit(res)
+	return 0
 }
 
 // failed logs a path-level failure once, not on every poll.

@@ -247,3 +247,44 @@ func TestFileSourceLogsEachRejectionOnce(t *testing.T) {
 		t.Fatalf("a changed bad document: %d rejections logged, want 2", n)
 	}
 }
+
+// rewriteInPlace rewrites path as `cat > path` or a slow script does: the
+// file is truncated, then written in two parts with pauses in between
+// (the writer's pace, which is what this test is about).
+func rewriteInPlace(t *testing.T, path, content string, pause time.Duration) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	half := len(content) / 2
+	for _, part := range []string{"", content[:half], content[half:]} {
+		if _, err := f.WriteString(part); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(pause)
+	}
+}
+
+// A file rewritten in place is briefly empty, then half written: neither
+// state is applied, only the finished file; an identical rewrite applies
+// nothing.
+func TestFileSourceNeverEmitsHalfWrittenFiles(t *testing.T) {
+	a := serviceYAML("web") + "---\n" + serviceYAML("api")
+	b := serviceYAML("web") + "---\n" + serviceYAML("db")
+	path := writeFile(t, t.TempDir(), "svc.yaml", a)
+	rs := startSource(t, path)
+	assertKeys(t, rs.next(t), "default/api:/TCP", "default/web:/TCP")
+	for i := range 6 {
+		content, want := b, []string{"default/db:/TCP", "default/web:/TCP"}
+		if i%2 == 1 {
+			content, want = a, []string{"default/api:/TCP", "default/web:/TCP"}
+		}
+		rewriteInPlace(t, path, content, 30*time.Millisecond)
+		assertKeys(t, rs.next(t), want...) // the first emission is the finished file
+		rewriteInPlace(t, path, content, 30*time.Millisecond)
+		rs.waitPolls(t, 10) // 10 polls of 20 ms: well past the settle time
+		rs.assertQuiet(t)
+	}
+}

@@ -1,0 +1,54 @@
+package watcher
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// notify watches the path with inotify (fsnotify) and signals on every
+// event, so a change is seen at once rather than at the next poll. It
+// watches the directory holding the inputs, which also sees files
+// replaced by rename (editors, ConfigMap volumes). Polling stays the
+// fallback: when the watch cannot be set up, the channel never fires.
+func (s *FileSource) notify(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		s.log.Debug().Err(err).Msg("no file notifications; polling only")
+		return out
+	}
+	dir := s.path
+	if info, err := os.Stat(s.path); err != nil || !info.IsDir() {
+		dir = filepath.Dir(s.path)
+	}
+	if err := w.Add(dir); err != nil {
+		s.log.Debug().Err(err).Str("dir", dir).Msg("no file notifications; polling only")
+		w.Close()
+		return out
+	}
+	go func() {
+		defer w.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
