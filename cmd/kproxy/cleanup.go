@@ -24,7 +24,7 @@ func cleanupCommand(args []string) error {
 	}
 	modes := []string{*mode}
 	if *mode == "all" {
-		modes = []string{portal.ModeNftables, portal.ModeIPTables}
+		modes = []string{portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh} // those unavailable here are skipped
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -15,6 +15,11 @@ type Options struct {
 	// means $INTERFACE_TO_ADD_SERVICE_IP, else "vEthernet (HNS Internal NIC)"
 	// (winuserspace's defaults).
 	Interface string
+	// StateDir is where a mode keeps what it must remember across
+	// processes: netsh lists the service IPs it added there, so a restart
+	// or `kproxy cleanup` removes them. Empty means nowhere (on Windows,
+	// %ProgramData%\kproxy).
+	StateDir string
 }
 
 // NodePortPrefixes returns the NodePortAddresses of one family, masked;

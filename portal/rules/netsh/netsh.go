@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -26,11 +27,17 @@ const DefaultInterface = "vEthernet (HNS Internal NIC)"
 // netsh is not transactional: commands run one by one, and a failure leaves
 // the change half done (Present reports false until the next Sync).
 // Addresses are added with store=active, so ones left behind by a crash are
-// gone after a reboot; kproxy cannot tell them from an administrator's.
+// gone after a reboot. Until then, the record in Options.StateDir says which
+// addresses kproxy added: a later process removes them on Sync (those no
+// longer wanted) and Cleanup.
 type Rules struct {
 	iface string
 	run   rules.Exec
-	mu    sync.Mutex
+	// record is the record file's path ("" for none); recorded holds what
+	// it listed when this process started and kproxy has not removed since.
+	record   string
+	recorded map[netip.Addr]bool
+	mu       sync.Mutex
 	// state: after a failed command Present reports false and Apply
 	// refuses until the next Sync.
 	state rules.Programmed
@@ -47,7 +54,12 @@ func newRules(o rules.Options, run rules.Exec, getenv func(string) string) *Rule
 	if iface == "" {
 		iface = DefaultInterface
 	}
-	return &Rules{iface: iface, run: run, state: rules.NewProgrammed(), refs: map[netip.Addr]int{}}
+	var record string
+	if o.StateDir != "" {
+		record = filepath.Join(o.StateDir, recordFile)
+	}
+	return &Rules{iface: iface, run: run, record: record, recorded: loadRecord(record),
+		state: rules.NewProgrammed(), refs: map[netip.Addr]int{}}
 }
 
 // netshCommands returns the netsh invocations (argv, "netsh" first) that
@@ -105,14 +117,40 @@ func (n *Rules) present(ctx context.Context) (map[netip.Addr]bool, error) {
 	return ips, nil
 }
 
+// exec deletes del and adds add. The record lists an address before it is
+// added and until it is deleted, so a crash in between never loses one.
 func (n *Rules) exec(ctx context.Context, add, del []netip.Addr) error {
+	owned := n.owned()
+	for _, ip := range add {
+		owned[ip] = true
+	}
+	if err := writeRecord(n.record, owned); err != nil {
+		return err
+	}
 	for _, c := range netshCommands(n.iface, add, del) {
 		if _, err := n.run(ctx, nil, c[0], c[1:]...); err != nil {
 			n.state.Invalidate()
 			return fmt.Errorf("netsh: %w", err)
 		}
 	}
-	return nil
+	for _, ip := range del {
+		delete(owned, ip)
+		delete(n.recorded, ip)
+	}
+	return writeRecord(n.record, owned)
+}
+
+// owned is every address kproxy added: those its rules use and those a
+// previous process recorded.
+func (n *Rules) owned() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for ip := range n.refs {
+		out[ip] = true
+	}
+	for ip := range n.recorded {
+		out[ip] = true
+	}
+	return out
 }
 
 func refsOf(s rules.Set) map[netip.Addr]int {
@@ -154,7 +192,7 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 			add[ip] = true
 		}
 	}
-	for ip := range n.refs {
+	for ip := range n.owned() {
 		if refs[ip] == 0 && have[ip] {
 			del[ip] = true
 		}
@@ -163,8 +201,8 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		return err
 	}
 	n.state.Reset(want)
-	n.refs = refs
-	return nil
+	n.refs, n.recorded = refs, map[netip.Addr]bool{}
+	return writeRecord(n.record, n.owned())
 }
 
 // Apply adds the IPs that the upserts bring and deletes those no rule
@@ -243,11 +281,13 @@ func (n *Rules) Present(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// Cleanup deletes the service IPs kproxy added.
+// Cleanup deletes the service IPs kproxy added, this process or one
+// before it (the record).
 func (n *Rules) Cleanup(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if len(n.refs) == 0 {
+	owned := n.owned()
+	if len(owned) == 0 {
 		return nil
 	}
 	have, err := n.present(ctx)
@@ -255,7 +295,7 @@ func (n *Rules) Cleanup(ctx context.Context) error {
 		return err
 	}
 	del := map[netip.Addr]bool{}
-	for ip := range n.refs {
+	for ip := range owned {
 		if have[ip] {
 			del[ip] = true
 		}
@@ -264,6 +304,6 @@ func (n *Rules) Cleanup(ctx context.Context) error {
 		return err
 	}
 	n.state.Reset(rules.Set{})
-	n.refs = map[netip.Addr]int{}
-	return nil
+	n.refs, n.recorded = map[netip.Addr]int{}, map[netip.Addr]bool{}
+	return writeRecord(n.record, nil)
 }

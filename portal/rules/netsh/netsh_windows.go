@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/kproxy/kproxy/portal/rules"
 )
@@ -18,6 +19,9 @@ import (
 func New(ctx context.Context, o rules.Options) (*Rules, error) {
 	if _, err := exec.LookPath("netsh"); err != nil {
 		return nil, fmt.Errorf("netsh: %w", err)
+	}
+	if o.StateDir == "" {
+		o.StateDir = filepath.Join(os.Getenv("ProgramData"), "kproxy")
 	}
 	n := newRules(o, rules.RunCommand, os.Getenv)
 	if _, err := n.present(ctx); err != nil {
