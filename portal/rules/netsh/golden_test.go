@@ -33,10 +33,14 @@ func TestGoldenCommands(t *testing.T) {
 	step("sync", n.Sync(ctx, rulestest.GoldenRules(t)))
 	upserts, removals := rulestest.GoldenChange(t)
 	step("apply: empty gets an endpoint, dns goes", n.Apply(ctx, upserts, removals))
-	// 198.18.0.20 serves lb's cluster IP; removing lb's rule for it takes
-	// the address away, the external and LB addresses stay.
+	// 198.18.0.20 is lb's cluster IP; a second rule on it (UDP) adds no
+	// address, and the address goes only with the last of the two rules.
+	// lb's external and LB addresses stay.
 	lb := rulestest.Rule("default/lb:tcp/TCP", "tcp", "198.18.0.20", 443, 40003)
-	step("apply: one IP of lb goes", n.Apply(ctx, nil, []rules.Rule{lb}))
+	quic := rulestest.Rule("default/lb:quic/UDP", "udp", "198.18.0.20", 443, 40008)
+	step("apply: a UDP rule shares lb's cluster IP", n.Apply(ctx, []rules.Rule{quic}, nil))
+	step("apply: lb's TCP rule goes, the UDP rule keeps the IP", n.Apply(ctx, nil, []rules.Rule{lb}))
+	step("apply: the UDP rule goes, the IP with it", n.Apply(ctx, nil, []rules.Rule{quic}))
 	present, err := n.Present(ctx)
 	step("present", err)
 	if !present {
