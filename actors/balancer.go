@@ -10,7 +10,8 @@ import (
 )
 
 // Balancer owns a service port's endpoint set and round-robin positions, one
-// per traffic scope (internal, external), and answers PickEndpoint. With
+// per traffic scope (internal, external) and IP family, and answers
+// PickEndpoint. With
 // ClientIP affinity on it forwards its choice to the Affinity actor, which
 // answers the caller directly.
 type Balancer struct {

@@ -84,11 +84,10 @@ func (s *Scopes) Update(endpoints []*messages.Endpoint) {
 // scope when external is set, else from the internal one; see
 // RoundRobin.Next.
 func (s *Scopes) Next(external bool, clientIP string, exclude []string) (string, bool) {
-	return s.pools[pool{external, familyOf(clientIP)}].Next(exclude)
+	return s.poolFor(external, clientIP).Next(exclude)
 }
 
-// Scope returns the RoundRobin a client with clientIP uses in one scope,
-// for inspection.
-func (s *Scopes) Scope(external bool, clientIP string) *RoundRobin {
+// poolFor is the RoundRobin a client with clientIP uses in one scope.
+func (s *Scopes) poolFor(external bool, clientIP string) *RoundRobin {
 	return s.pools[pool{external, familyOf(clientIP)}]
 }

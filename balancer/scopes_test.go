@@ -16,8 +16,8 @@ func TestScopesSplitEndpointsByTrafficScope(t *testing.T) {
 		{Ips: []string{"192.0.2.3"}, Port: 80, External: true},
 		{Port: 80, Internal: true, External: true}, // no address: unusable
 	})
-	in := s.Scope(false, "").Endpoints()
-	ex := s.Scope(true, "").Endpoints()
+	in := s.poolFor(false, "").Endpoints()
+	ex := s.poolFor(true, "").Endpoints()
 	slices.Sort(in)
 	slices.Sort(ex)
 	if want := []string{"192.0.2.1:80", "192.0.2.2:80"}; !slices.Equal(in, want) {

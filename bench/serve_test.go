@@ -13,9 +13,7 @@ func startProxy(cfg actors.Config) (*actors.Proxy, func(...*messages.ServicePort
 	cfg.View = store
 	p := actors.Start(cfg)
 	return p, func(spes ...*messages.ServicePortEndpoints) {
-		for _, svc := range store.Replace(spes, nil, false) {
-			p.SourceChanged(svc, "bench")
-		}
-		p.SourceSynced()
+		store.Replace(spes, nil, false)
+		p.SourceSynced() // rebuilds every service at once, without the coalescing window
 	}
 }

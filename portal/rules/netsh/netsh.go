@@ -120,18 +120,26 @@ func (n *Rules) present(ctx context.Context) (map[netip.Addr]bool, error) {
 // exec deletes del and adds add. The record lists an address before it is
 // added and until it is deleted, so a crash in between never loses one.
 func (n *Rules) exec(ctx context.Context, add, del []netip.Addr) error {
-	owned := n.owned()
-	for _, ip := range add {
-		owned[ip] = true
+	if len(add)+len(del) == 0 {
+		return nil
 	}
-	if err := writeRecord(n.record, owned); err != nil {
-		return err
+	owned := n.owned()
+	if len(add) > 0 {
+		for _, ip := range add {
+			owned[ip] = true
+		}
+		if err := writeRecord(n.record, owned); err != nil {
+			return err
+		}
 	}
 	for _, c := range netshCommands(n.iface, add, del) {
 		if _, err := n.run(ctx, nil, c[0], c[1:]...); err != nil {
 			n.state.Invalidate()
 			return fmt.Errorf("netsh: %w", err)
 		}
+	}
+	if len(del) == 0 {
+		return nil
 	}
 	for _, ip := range del {
 		delete(owned, ip)

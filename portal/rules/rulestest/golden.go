@@ -124,14 +124,3 @@ func GoldenChange(t *testing.T) (upserts, removals []rules.Rule) {
 	}
 	return upserts, removals
 }
-
-// GoldenV4 leaves out the IPv6 rules (a node without IPv6 rules).
-func GoldenV4(rs []rules.Rule) []rules.Rule {
-	var out []rules.Rule
-	for _, r := range rs {
-		if r.NodePort || r.IP.Is4() {
-			out = append(out, r)
-		}
-	}
-	return out
-}
