@@ -45,7 +45,7 @@ func (a *Affinity) Receive(ctx actor.Context) {
 	case *messages.SetEndpoints:
 		a.setEndpoints(m)
 	case *messages.AffinityLookup:
-		ctx.Respond(&messages.Picked{Address: a.pins.Pick(m.GetExternal(), m.GetClientIp(), m.GetExclude(), m.GetFallback())})
+		ctx.Respond(&messages.Picked{Address: a.pins.Pick(m.GetExternal(), m.GetClientIp(), m.GetExclude(), m.GetFallback()), Report: m.GetReport()})
 	case *messages.SweepAffinity:
 		a.pins.Sweep()
 	}

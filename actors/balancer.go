@@ -2,20 +2,26 @@ package actors
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal"
 )
 
 // Balancer owns a service port's endpoint set and round-robin positions, one
 // per traffic scope (internal, external) and IP family, and answers
-// PickEndpoint. With
-// ClientIP affinity on it forwards its choice to the Affinity actor, which
-// answers the caller directly.
+// PickEndpoint. It also owns outlier detection: endpoints whose dials keep
+// failing (DialOutcome from the Portal's connections) are skipped until a
+// probe of its own, when the ejection is up, reaches them. With ClientIP affinity on it forwards its choice to the Affinity
+// actor, which answers the caller directly.
 type Balancer struct {
+	faults     *portal.Faults // probes see injected faults, as connections do
 	scopes     *balancer.Scopes
+	outliers   *balancer.Outliers
 	affinity   bool
 	configured bool
 	// Picks that arrive before the first SetEndpoints of this incarnation
@@ -28,8 +34,10 @@ type pendingPick struct {
 	pick   *messages.PickEndpoint
 }
 
-func newBalancer() actor.Actor {
-	return &Balancer{scopes: balancer.NewScopes(nil)}
+func newBalancer(cfg *Config) actor.Producer {
+	return func() actor.Actor {
+		return &Balancer{faults: cfg.Faults, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(cfg.Outliers)}
+	}
 }
 
 // Receive implements actor.Actor.
@@ -38,13 +46,7 @@ func (b *Balancer) Receive(ctx actor.Context) {
 	case *actor.Started:
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleBalancer})
 	case *messages.SetEndpoints:
-		b.scopes.Update(m.GetEndpoints())
-		b.affinity = m.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP
-		b.configured = true
-		for _, p := range b.pending {
-			b.pick(ctx, p.sender, p.pick)
-		}
-		b.pending = nil
+		b.setEndpoints(ctx, m)
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.PickEndpoint:
@@ -53,16 +55,80 @@ func (b *Balancer) Receive(ctx actor.Context) {
 			return
 		}
 		b.pick(ctx, ctx.Sender(), m)
+	case *messages.DialOutcome:
+		b.dialOutcome(ctx, m)
+	case *messages.ProbeEndpoint:
+		b.probe(ctx, m.GetEndpoint())
 	}
 }
 
+func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
+	b.scopes.Update(m.GetEndpoints())
+	addrs := make([]string, 0, len(m.GetEndpoints()))
+	for _, e := range m.GetEndpoints() {
+		addrs = append(addrs, e.Address())
+	}
+	if b.outliers.Retain(addrs) {
+		b.reportEjections(ctx)
+	}
+	b.affinity = m.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP
+	b.configured = true
+	for _, p := range b.pending {
+		b.pick(ctx, p.sender, p.pick)
+	}
+	b.pending = nil
+}
+
 func (b *Balancer) pick(ctx actor.Context, sender *actor.PID, m *messages.PickEndpoint) {
-	addr, _ := b.scopes.Next(m.GetExternal(), m.GetClientIp(), m.GetExclude())
+	exclude := b.outliers.Skip(b.scopes.Members(m.GetExternal(), m.GetClientIp()), m.GetExclude())
+	addr, _ := b.scopes.Next(m.GetExternal(), m.GetClientIp(), exclude)
+	report := b.outliers.Watched(addr)
 	if b.affinity {
+		// Affinity may answer with the client's pinned endpoint instead:
+		// while any endpoint is watched, ask for every outcome.
 		ctx.RequestWithCustomSender(siblingPID(ctx, roleAffinity), &messages.AffinityLookup{
-			ClientIp: m.GetClientIp(), Exclude: m.GetExclude(), Fallback: addr, External: m.GetExternal(),
+			ClientIp: m.GetClientIp(), Exclude: exclude, Fallback: addr, External: m.GetExternal(),
+			Report: report || b.outliers.Watching(),
 		}, sender)
 		return
 	}
-	ctx.Send(sender, &messages.Picked{Address: addr})
+	ctx.Send(sender, &messages.Picked{Address: addr, Report: report})
+}
+
+func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {
+	ep := m.GetEndpoint()
+	if !m.GetFailed() {
+		if b.outliers.Succeeded(ep) {
+			b.reportEjections(ctx)
+		}
+		return
+	}
+	if d := b.outliers.Failed(ep, time.Now()); d > 0 {
+		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(d, ctx.Self(), &messages.ProbeEndpoint{Endpoint: ep})
+		b.reportEjections(ctx)
+	}
+}
+
+// probe dials an endpoint whose ejection is up, off the actor; the outcome
+// comes back as a DialOutcome.
+func (b *Balancer) probe(ctx actor.Context, ep string) {
+	if !b.outliers.Ejected(ep) {
+		return // restored or removed meanwhile, or a timer of an earlier incarnation
+	}
+	root, self, faults := ctx.ActorSystem().Root, ctx.Self(), b.faults
+	go func() {
+		err := portal.Probe(ep, faults)
+		root.Send(self, &messages.DialOutcome{Endpoint: ep, Failed: err != nil})
+	}()
+}
+
+// reportEjections tells the ServicePort, which keeps the state view and
+// logs the change.
+func (b *Balancer) reportEjections(ctx actor.Context) {
+	msg := &messages.EndpointEjections{}
+	for _, e := range b.outliers.Ejections() {
+		msg.Ejected = append(msg.Ejected, &messages.EjectedEndpoint{
+			Endpoint: e.Endpoint, UntilUnixMilli: e.Until.UnixMilli(), Ejections: int32(e.Ejections)})
+	}
+	ctx.Send(ctx.Parent(), msg)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
@@ -36,6 +37,10 @@ type Config struct {
 	// View is the source's view (the Kubernetes or the file source); nil
 	// means an empty watcher.Store.
 	View watcher.View
+	// Outliers tunes outlier detection. The zero value means
+	// balancer.DefaultOutlierConfig; otherwise ConsecutiveFailures <= 0
+	// turns it off.
+	Outliers balancer.OutlierConfig
 	// MinSyncPeriod is how long the Watcher coalesces source events
 	// before applying them.
 	MinSyncPeriod time.Duration
@@ -66,5 +71,8 @@ func (c *Config) defaults() {
 	}
 	if c.PickTimeout <= 0 {
 		c.PickTimeout = 2 * time.Second
+	}
+	if c.Outliers == (balancer.OutlierConfig{}) {
+		c.Outliers = balancer.DefaultOutlierConfig
 	}
 }

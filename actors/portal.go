@@ -249,7 +249,7 @@ type balancerPicker struct {
 // has no actor for a moment: a request comes back as a dead letter, or is
 // dropped with the stopping actor's mailbox. The picker asks again, with
 // short attempts, until its timeout rather than reset the connection.
-func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) (string, error) {
+func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) (portal.Pick, error) {
 	deadline := time.Now().Add(b.timeout)
 	for {
 		attempt := min(pickAttemptTimeout, time.Until(deadline))
@@ -257,17 +257,23 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		switch {
 		case err == nil:
 			if picked, ok := res.(*messages.Picked); ok && picked.GetAddress() != "" {
-				return picked.GetAddress(), nil
+				return portal.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport()}, nil
 			}
-			return "", portal.ErrNoEndpoints
+			return portal.Pick{}, portal.ErrNoEndpoints
 		case !errors.Is(err, actor.ErrDeadLetter) && !errors.Is(err, actor.ErrTimeout):
-			return "", fmt.Errorf("ask balancer: %w", err)
+			return portal.Pick{}, fmt.Errorf("ask balancer: %w", err)
 		case time.Until(deadline) < 5*time.Millisecond:
-			return "", fmt.Errorf("ask balancer: %w", err)
+			return portal.Pick{}, fmt.Errorf("ask balancer: %w", err)
 		case errors.Is(err, actor.ErrDeadLetter):
 			time.Sleep(5 * time.Millisecond) // on the connection's goroutine, not an actor's
 		}
 	}
+}
+
+// Dialed tells the Balancer (outlier detection). A report lost while the
+// Balancer restarts only delays an ejection.
+func (b *balancerPicker) Dialed(endpoint string, err error) {
+	b.root.Send(b.pid, &messages.DialOutcome{Endpoint: endpoint, Failed: err != nil})
 }
 
 // pickAttemptTimeout bounds one request to the Balancer; a lost request is

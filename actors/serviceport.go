@@ -79,6 +79,8 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		s.listenerReady(ctx, m)
 	case *messages.RetryProxyPort:
 		s.allocate(ctx)
+	case *messages.EndpointEjections:
+		s.ejections(ctx, m)
 	}
 }
 
@@ -142,8 +144,11 @@ func (s *ServicePort) childStarted(ctx actor.Context, role string) {
 		ctx.Respond(msg)
 	}
 	if restarted {
-		if role == rolePortal {
+		switch role {
+		case rolePortal:
 			s.state.ListenAddresses = nil // until the new incarnation reports
+		case roleBalancer:
+			s.state.Ejected = nil // outlier detection starts afresh
 		}
 		s.state.Restarts++
 		s.report(ctx, role+" restarted")
@@ -159,6 +164,29 @@ func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady
 		s.cfg.Log.Error().Str("servicePort", s.sp.GetKey().ID()).Strs("errors", failureTexts(m.GetFailures())).Msg("cannot open portal, retrying")
 	}
 	s.report(ctx, "service port listening")
+}
+
+// ejections records the endpoints outlier detection skips, and logs what
+// changed: an ejection (or a longer one after a failed probe) as a
+// warning, a restored endpoint as information.
+func (s *ServicePort) ejections(ctx actor.Context, m *messages.EndpointEjections) {
+	was := map[string]*messages.EjectedEndpoint{}
+	for _, e := range s.state.Ejected {
+		was[e.GetEndpoint()] = e
+	}
+	id := s.sp.GetKey().ID()
+	for _, e := range m.GetEjected() {
+		if old := was[e.GetEndpoint()]; old == nil || old.GetUntilUnixMilli() != e.GetUntilUnixMilli() {
+			s.cfg.Log.Warn().Str("servicePort", id).Str("endpoint", e.GetEndpoint()).Int32("ejections", e.GetEjections()).
+				Time("until", time.UnixMilli(e.GetUntilUnixMilli())).Msg("endpoint ejected: its dials keep failing")
+		}
+		delete(was, e.GetEndpoint())
+	}
+	for ep := range was {
+		s.cfg.Log.Info().Str("servicePort", id).Str("endpoint", ep).Msg("endpoint restored: a dial succeeded, or it left the service")
+	}
+	s.state.Ejected = m.GetEjected()
+	s.report(ctx, "endpoint ejections changed")
 }
 
 func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
@@ -184,7 +212,7 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 			s.scheduleAllocate(ctx)
 		}
 		s.syncExternalPort()
-		s.spawn(ctx, roleBalancer, newBalancer)
+		s.spawn(ctx, roleBalancer, newBalancer(s.cfg))
 		s.syncAffinity(ctx)
 		s.spawn(ctx, rolePortal, newPortal(s.cfg))
 		s.report(ctx, "service port added")

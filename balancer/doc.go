@@ -1,6 +1,8 @@
 // Package balancer holds the pure load-balancing logic of the proxy: a
 // round-robin endpoint picker and a ClientIP session-affinity table, both
-// modelled on kube-proxy's userspace mode.
+// modelled on kube-proxy's userspace mode, kept per traffic scope and IP
+// family (Scopes, ScopedAffinity), and outlier detection after Envoy's
+// (Outliers).
 //
 // Nothing here is safe for concurrent use, by design: each value is owned by
 // exactly one actor (one per service port), which is the only goroutine that

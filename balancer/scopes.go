@@ -87,6 +87,12 @@ func (s *Scopes) Next(external bool, clientIP string, exclude []string) (string,
 	return s.poolFor(external, clientIP).Next(exclude)
 }
 
+// Members are the endpoints a client with clientIP picks from in one scope
+// (read-only).
+func (s *Scopes) Members(external bool, clientIP string) []string {
+	return s.poolFor(external, clientIP).endpoints
+}
+
 // poolFor is the RoundRobin a client with clientIP uses in one scope.
 func (s *Scopes) poolFor(external bool, clientIP string) *RoundRobin {
 	return s.pools[pool{external, familyOf(clientIP)}]

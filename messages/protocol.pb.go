@@ -495,7 +495,11 @@ func (x *PickEndpoint) GetExternal() bool {
 type Picked struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "ip:port", empty when there is no usable endpoint.
-	Address       string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Address string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	// Report asks for the dial's outcome (DialOutcome) even when it
+	// succeeds: outlier detection is watching the endpoint. Failures are
+	// always reported.
+	Report        bool `protobuf:"varint,2,opt,name=report,proto3" json:"report,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,6 +541,224 @@ func (x *Picked) GetAddress() string {
 	return ""
 }
 
+func (x *Picked) GetReport() bool {
+	if x != nil {
+		return x.Report
+	}
+	return false
+}
+
+// DialOutcome tells the Balancer how a TCP dial to an endpoint it picked
+// went, for outlier detection.
+type DialOutcome struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Failed        bool                   `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DialOutcome) Reset() {
+	*x = DialOutcome{}
+	mi := &file_messages_protocol_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DialOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DialOutcome) ProtoMessage() {}
+
+func (x *DialOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DialOutcome.ProtoReflect.Descriptor instead.
+func (*DialOutcome) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DialOutcome) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *DialOutcome) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+// ProbeEndpoint is a Balancer's timer tick: an ejection is up, dial the
+// endpoint to see whether it answers again.
+type ProbeEndpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeEndpoint) Reset() {
+	*x = ProbeEndpoint{}
+	mi := &file_messages_protocol_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeEndpoint) ProtoMessage() {}
+
+func (x *ProbeEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeEndpoint.ProtoReflect.Descriptor instead.
+func (*ProbeEndpoint) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ProbeEndpoint) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+// EndpointEjections is sent by the Balancer to its ServicePort whenever the
+// set of ejected endpoints changes, for state.
+type EndpointEjections struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ejected       []*EjectedEndpoint     `protobuf:"bytes,1,rep,name=ejected,proto3" json:"ejected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointEjections) Reset() {
+	*x = EndpointEjections{}
+	mi := &file_messages_protocol_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointEjections) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointEjections) ProtoMessage() {}
+
+func (x *EndpointEjections) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointEjections.ProtoReflect.Descriptor instead.
+func (*EndpointEjections) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EndpointEjections) GetEjected() []*EjectedEndpoint {
+	if x != nil {
+		return x.Ejected
+	}
+	return nil
+}
+
+// EjectedEndpoint is an endpoint outlier detection skips after failed dials.
+type EjectedEndpoint struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	// When the ejection is up (Unix milliseconds): kproxy then dials the
+	// endpoint itself, and it stays ejected until such a probe succeeds.
+	UntilUnixMilli int64 `protobuf:"varint,2,opt,name=until_unix_milli,json=untilUnixMilli,proto3" json:"until_unix_milli,omitempty"`
+	// Ejections since the endpoint's last successful dial; each doubles the
+	// ejection time, up to a cap.
+	Ejections     int32 `protobuf:"varint,3,opt,name=ejections,proto3" json:"ejections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EjectedEndpoint) Reset() {
+	*x = EjectedEndpoint{}
+	mi := &file_messages_protocol_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EjectedEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EjectedEndpoint) ProtoMessage() {}
+
+func (x *EjectedEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EjectedEndpoint.ProtoReflect.Descriptor instead.
+func (*EjectedEndpoint) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EjectedEndpoint) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *EjectedEndpoint) GetUntilUnixMilli() int64 {
+	if x != nil {
+		return x.UntilUnixMilli
+	}
+	return 0
+}
+
+func (x *EjectedEndpoint) GetEjections() int32 {
+	if x != nil {
+		return x.Ejections
+	}
+	return 0
+}
+
 // AffinityLookup is forwarded by the Balancer to the Affinity actor, which
 // answers the original caller with Picked.
 type AffinityLookup struct {
@@ -546,14 +768,16 @@ type AffinityLookup struct {
 	// The Balancer's round-robin choice, used when the client has no entry.
 	Fallback string `protobuf:"bytes,3,opt,name=fallback,proto3" json:"fallback,omitempty"`
 	// The traffic scope: each scope pins clients on its own.
-	External      bool `protobuf:"varint,4,opt,name=external,proto3" json:"external,omitempty"`
+	External bool `protobuf:"varint,4,opt,name=external,proto3" json:"external,omitempty"`
+	// Copied to Picked.report.
+	Report        bool `protobuf:"varint,5,opt,name=report,proto3" json:"report,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AffinityLookup) Reset() {
 	*x = AffinityLookup{}
-	mi := &file_messages_protocol_proto_msgTypes[7]
+	mi := &file_messages_protocol_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +789,7 @@ func (x *AffinityLookup) String() string {
 func (*AffinityLookup) ProtoMessage() {}
 
 func (x *AffinityLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[7]
+	mi := &file_messages_protocol_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +802,7 @@ func (x *AffinityLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AffinityLookup.ProtoReflect.Descriptor instead.
 func (*AffinityLookup) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{7}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AffinityLookup) GetClientIp() string {
@@ -609,6 +833,13 @@ func (x *AffinityLookup) GetExternal() bool {
 	return false
 }
 
+func (x *AffinityLookup) GetReport() bool {
+	if x != nil {
+		return x.Report
+	}
+	return false
+}
+
 // ListenerReady is sent by a Portal when its listeners are bound.
 type ListenerReady struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -624,7 +855,7 @@ type ListenerReady struct {
 
 func (x *ListenerReady) Reset() {
 	*x = ListenerReady{}
-	mi := &file_messages_protocol_proto_msgTypes[8]
+	mi := &file_messages_protocol_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +867,7 @@ func (x *ListenerReady) String() string {
 func (*ListenerReady) ProtoMessage() {}
 
 func (x *ListenerReady) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[8]
+	mi := &file_messages_protocol_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +880,7 @@ func (x *ListenerReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerReady.ProtoReflect.Descriptor instead.
 func (*ListenerReady) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{8}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListenerReady) GetAddresses() []string {
@@ -683,7 +914,7 @@ type RetryProxyPort struct {
 
 func (x *RetryProxyPort) Reset() {
 	*x = RetryProxyPort{}
-	mi := &file_messages_protocol_proto_msgTypes[9]
+	mi := &file_messages_protocol_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +926,7 @@ func (x *RetryProxyPort) String() string {
 func (*RetryProxyPort) ProtoMessage() {}
 
 func (x *RetryProxyPort) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[9]
+	mi := &file_messages_protocol_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +939,7 @@ func (x *RetryProxyPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProxyPort.ProtoReflect.Descriptor instead.
 func (*RetryProxyPort) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{9}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{13}
 }
 
 // RetryListen is a Portal's timer tick to retry listeners that failed to open.
@@ -721,7 +952,7 @@ type RetryListen struct {
 
 func (x *RetryListen) Reset() {
 	*x = RetryListen{}
-	mi := &file_messages_protocol_proto_msgTypes[10]
+	mi := &file_messages_protocol_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +964,7 @@ func (x *RetryListen) String() string {
 func (*RetryListen) ProtoMessage() {}
 
 func (x *RetryListen) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[10]
+	mi := &file_messages_protocol_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +977,7 @@ func (x *RetryListen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryListen.ProtoReflect.Descriptor instead.
 func (*RetryListen) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{10}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RetryListen) GetIncarnation() int64 {
@@ -765,7 +996,7 @@ type SweepAffinity struct {
 
 func (x *SweepAffinity) Reset() {
 	*x = SweepAffinity{}
-	mi := &file_messages_protocol_proto_msgTypes[11]
+	mi := &file_messages_protocol_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +1008,7 @@ func (x *SweepAffinity) String() string {
 func (*SweepAffinity) ProtoMessage() {}
 
 func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[11]
+	mi := &file_messages_protocol_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +1021,7 @@ func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepAffinity.ProtoReflect.Descriptor instead.
 func (*SweepAffinity) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{11}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{15}
 }
 
 // ListenerFailed is sent by a Portal's accept or read goroutine.
@@ -805,7 +1036,7 @@ type ListenerFailed struct {
 
 func (x *ListenerFailed) Reset() {
 	*x = ListenerFailed{}
-	mi := &file_messages_protocol_proto_msgTypes[12]
+	mi := &file_messages_protocol_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1048,7 @@ func (x *ListenerFailed) String() string {
 func (*ListenerFailed) ProtoMessage() {}
 
 func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[12]
+	mi := &file_messages_protocol_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1061,7 @@ func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerFailed.ProtoReflect.Descriptor instead.
 func (*ListenerFailed) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{12}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListenerFailed) GetIncarnation() int64 {
@@ -862,7 +1093,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_messages_protocol_proto_msgTypes[13]
+	mi := &file_messages_protocol_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1105,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[13]
+	mi := &file_messages_protocol_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1118,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{13}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{17}
 }
 
 type ServicePortState struct {
@@ -909,14 +1140,16 @@ type ServicePortState struct {
 	ExternalProxyPort int32  `protobuf:"varint,11,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
 	// What is wrong with the service port now, each with its code: no proxy
 	// port, or listeners that cannot be opened.
-	Failures      []*Failure `protobuf:"bytes,12,rep,name=failures,proto3" json:"failures,omitempty"`
+	Failures []*Failure `protobuf:"bytes,12,rep,name=failures,proto3" json:"failures,omitempty"`
+	// Endpoints outlier detection skips after failed dials.
+	Ejected       []*EjectedEndpoint `protobuf:"bytes,13,rep,name=ejected,proto3" json:"ejected,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServicePortState) Reset() {
 	*x = ServicePortState{}
-	mi := &file_messages_protocol_proto_msgTypes[14]
+	mi := &file_messages_protocol_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1161,7 @@ func (x *ServicePortState) String() string {
 func (*ServicePortState) ProtoMessage() {}
 
 func (x *ServicePortState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[14]
+	mi := &file_messages_protocol_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1174,7 @@ func (x *ServicePortState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePortState.ProtoReflect.Descriptor instead.
 func (*ServicePortState) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{14}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServicePortState) GetKey() *ServicePortKey {
@@ -1028,6 +1261,13 @@ func (x *ServicePortState) GetFailures() []*Failure {
 	return nil
 }
 
+func (x *ServicePortState) GetEjected() []*EjectedEndpoint {
+	if x != nil {
+		return x.Ejected
+	}
+	return nil
+}
+
 type StateSnapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ServicePorts  []*ServicePortState    `protobuf:"bytes,1,rep,name=service_ports,json=servicePorts,proto3" json:"service_ports,omitempty"`
@@ -1037,7 +1277,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_messages_protocol_proto_msgTypes[15]
+	mi := &file_messages_protocol_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1289,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[15]
+	mi := &file_messages_protocol_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1302,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{15}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StateSnapshot) GetServicePorts() []*ServicePortState {
@@ -1083,7 +1323,7 @@ type InjectCrash struct {
 
 func (x *InjectCrash) Reset() {
 	*x = InjectCrash{}
-	mi := &file_messages_protocol_proto_msgTypes[16]
+	mi := &file_messages_protocol_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1335,7 @@ func (x *InjectCrash) String() string {
 func (*InjectCrash) ProtoMessage() {}
 
 func (x *InjectCrash) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[16]
+	mi := &file_messages_protocol_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1348,7 @@ func (x *InjectCrash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectCrash.ProtoReflect.Descriptor instead.
 func (*InjectCrash) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{16}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InjectCrash) GetReason() string {
@@ -1133,7 +1373,7 @@ type AffinityEntries struct {
 
 func (x *AffinityEntries) Reset() {
 	*x = AffinityEntries{}
-	mi := &file_messages_protocol_proto_msgTypes[17]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1385,7 @@ func (x *AffinityEntries) String() string {
 func (*AffinityEntries) ProtoMessage() {}
 
 func (x *AffinityEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[17]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1398,7 @@ func (x *AffinityEntries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AffinityEntries.ProtoReflect.Descriptor instead.
 func (*AffinityEntries) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{17}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AffinityEntries) GetEntries() map[string]string {
@@ -1187,7 +1427,7 @@ type ServiceChanged struct {
 
 func (x *ServiceChanged) Reset() {
 	*x = ServiceChanged{}
-	mi := &file_messages_protocol_proto_msgTypes[18]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1439,7 @@ func (x *ServiceChanged) String() string {
 func (*ServiceChanged) ProtoMessage() {}
 
 func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[18]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1452,7 @@ func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceChanged.ProtoReflect.Descriptor instead.
 func (*ServiceChanged) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{18}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ServiceChanged) GetService() string {
@@ -1239,7 +1479,7 @@ type SourceSynced struct {
 
 func (x *SourceSynced) Reset() {
 	*x = SourceSynced{}
-	mi := &file_messages_protocol_proto_msgTypes[19]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1491,7 @@ func (x *SourceSynced) String() string {
 func (*SourceSynced) ProtoMessage() {}
 
 func (x *SourceSynced) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[19]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1504,7 @@ func (x *SourceSynced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceSynced.ProtoReflect.Descriptor instead.
 func (*SourceSynced) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{19}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
 }
 
 // FlushChanges is the Watcher's timer tick that ends a coalescing window.
@@ -1276,7 +1516,7 @@ type FlushChanges struct {
 
 func (x *FlushChanges) Reset() {
 	*x = FlushChanges{}
-	mi := &file_messages_protocol_proto_msgTypes[20]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1528,7 @@ func (x *FlushChanges) String() string {
 func (*FlushChanges) ProtoMessage() {}
 
 func (x *FlushChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[20]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1541,7 @@ func (x *FlushChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushChanges.ProtoReflect.Descriptor instead.
 func (*FlushChanges) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{20}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
 }
 
 // GetWatcherStats asks the Watcher for WatcherStats.
@@ -1313,7 +1553,7 @@ type GetWatcherStats struct {
 
 func (x *GetWatcherStats) Reset() {
 	*x = GetWatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[21]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1565,7 @@ func (x *GetWatcherStats) String() string {
 func (*GetWatcherStats) ProtoMessage() {}
 
 func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[21]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1578,7 @@ func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatcherStats.ProtoReflect.Descriptor instead.
 func (*GetWatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
 }
 
 type WatcherStats struct {
@@ -1353,7 +1593,7 @@ type WatcherStats struct {
 
 func (x *WatcherStats) Reset() {
 	*x = WatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1605,7 @@ func (x *WatcherStats) String() string {
 func (*WatcherStats) ProtoMessage() {}
 
 func (x *WatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1618,7 @@ func (x *WatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatcherStats.ProtoReflect.Descriptor instead.
 func (*WatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatcherStats) GetEvents() int64 {
@@ -1421,7 +1661,7 @@ type SetPortalRules struct {
 
 func (x *SetPortalRules) Reset() {
 	*x = SetPortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1673,7 @@ func (x *SetPortalRules) String() string {
 func (*SetPortalRules) ProtoMessage() {}
 
 func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1686,7 @@ func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPortalRules.ProtoReflect.Descriptor instead.
 func (*SetPortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetPortalRules) GetServicePort() *ServicePort {
@@ -1494,7 +1734,7 @@ type DeletePortalRules struct {
 
 func (x *DeletePortalRules) Reset() {
 	*x = DeletePortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1746,7 @@ func (x *DeletePortalRules) String() string {
 func (*DeletePortalRules) ProtoMessage() {}
 
 func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1759,7 @@ func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePortalRules.ProtoReflect.Descriptor instead.
 func (*DeletePortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeletePortalRules) GetKey() *ServicePortKey {
@@ -1542,7 +1782,7 @@ type RulesApplied struct {
 
 func (x *RulesApplied) Reset() {
 	*x = RulesApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1794,7 @@ func (x *RulesApplied) String() string {
 func (*RulesApplied) ProtoMessage() {}
 
 func (x *RulesApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1807,7 @@ func (x *RulesApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesApplied.ProtoReflect.Descriptor instead.
 func (*RulesApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RulesApplied) GetFullSync() bool {
@@ -1601,7 +1841,7 @@ type CheckRules struct {
 
 func (x *CheckRules) Reset() {
 	*x = CheckRules{}
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1853,7 @@ func (x *CheckRules) String() string {
 func (*CheckRules) ProtoMessage() {}
 
 func (x *CheckRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1866,7 @@ func (x *CheckRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRules.ProtoReflect.Descriptor instead.
 func (*CheckRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{30}
 }
 
 type RulesPresent struct {
@@ -1640,7 +1880,7 @@ type RulesPresent struct {
 
 func (x *RulesPresent) Reset() {
 	*x = RulesPresent{}
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1892,7 @@ func (x *RulesPresent) String() string {
 func (*RulesPresent) ProtoMessage() {}
 
 func (x *RulesPresent) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1905,7 @@ func (x *RulesPresent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesPresent.ProtoReflect.Descriptor instead.
 func (*RulesPresent) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RulesPresent) GetPresent() bool {
@@ -1691,7 +1931,7 @@ type RetryRules struct {
 
 func (x *RetryRules) Reset() {
 	*x = RetryRules{}
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1943,7 @@ func (x *RetryRules) String() string {
 func (*RetryRules) ProtoMessage() {}
 
 func (x *RetryRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1956,7 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{32}
 }
 
 // Failure is a failure that crosses an actor boundary: a code for callers,
@@ -1732,7 +1972,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1984,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1997,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Failure) GetCode() FailureCode {
@@ -1809,14 +2049,27 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\fPickEndpoint\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x18\n" +
 	"\aexclude\x18\x02 \x03(\tR\aexclude\x12\x1a\n" +
-	"\bexternal\x18\x03 \x01(\bR\bexternal\"\"\n" +
+	"\bexternal\x18\x03 \x01(\bR\bexternal\":\n" +
 	"\x06Picked\x12\x18\n" +
-	"\aaddress\x18\x01 \x01(\tR\aaddress\"\x7f\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
+	"\x06report\x18\x02 \x01(\bR\x06report\"A\n" +
+	"\vDialOutcome\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x16\n" +
+	"\x06failed\x18\x02 \x01(\bR\x06failed\"+\n" +
+	"\rProbeEndpoint\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\"I\n" +
+	"\x11EndpointEjections\x124\n" +
+	"\aejected\x18\x01 \x03(\v2\x1a.kproxy.v1.EjectedEndpointR\aejected\"u\n" +
+	"\x0fEjectedEndpoint\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12(\n" +
+	"\x10until_unix_milli\x18\x02 \x01(\x03R\x0euntilUnixMilli\x12\x1c\n" +
+	"\tejections\x18\x03 \x01(\x05R\tejections\"\x97\x01\n" +
 	"\x0eAffinityLookup\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x18\n" +
 	"\aexclude\x18\x02 \x03(\tR\aexclude\x12\x1a\n" +
 	"\bfallback\x18\x03 \x01(\tR\bfallback\x12\x1a\n" +
-	"\bexternal\x18\x04 \x01(\bR\bexternal\"\x8d\x01\n" +
+	"\bexternal\x18\x04 \x01(\bR\bexternal\x12\x16\n" +
+	"\x06report\x18\x05 \x01(\bR\x06report\"\x8d\x01\n" +
 	"\rListenerReady\x12\x1c\n" +
 	"\taddresses\x18\x01 \x03(\tR\taddresses\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x03R\vincarnation\x12.\n" +
@@ -1830,7 +2083,7 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12,\n" +
 	"\afailure\x18\x04 \x01(\v2\x12.kproxy.v1.FailureR\afailureJ\x04\b\x03\x10\x04R\x05error\"\n" +
 	"\n" +
-	"\bGetState\"\xde\x03\n" +
+	"\bGetState\"\x94\x04\n" +
 	"\x10ServicePortState\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x129\n" +
 	"\fservice_port\x18\x02 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
@@ -1847,7 +2100,8 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\bactor_id\x18\n" +
 	" \x01(\tR\aactorId\x12.\n" +
 	"\x13external_proxy_port\x18\v \x01(\x05R\x11externalProxyPort\x12.\n" +
-	"\bfailures\x18\f \x03(\v2\x12.kproxy.v1.FailureR\bfailures\"Q\n" +
+	"\bfailures\x18\f \x03(\v2\x12.kproxy.v1.FailureR\bfailures\x124\n" +
+	"\aejected\x18\r \x03(\v2\x1a.kproxy.v1.EjectedEndpointR\aejected\"Q\n" +
 	"\rStateSnapshot\x12@\n" +
 	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts\"%\n" +
 	"\vInjectCrash\x12\x16\n" +
@@ -1918,7 +2172,7 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_messages_protocol_proto_goTypes = []any{
 	(FailureCode)(0),          // 0: kproxy.v1.FailureCode
 	(*UpsertServicePort)(nil), // 1: kproxy.v1.UpsertServicePort
@@ -1928,63 +2182,69 @@ var file_messages_protocol_proto_goTypes = []any{
 	(*ChildStarted)(nil),      // 5: kproxy.v1.ChildStarted
 	(*PickEndpoint)(nil),      // 6: kproxy.v1.PickEndpoint
 	(*Picked)(nil),            // 7: kproxy.v1.Picked
-	(*AffinityLookup)(nil),    // 8: kproxy.v1.AffinityLookup
-	(*ListenerReady)(nil),     // 9: kproxy.v1.ListenerReady
-	(*RetryProxyPort)(nil),    // 10: kproxy.v1.RetryProxyPort
-	(*RetryListen)(nil),       // 11: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),     // 12: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),    // 13: kproxy.v1.ListenerFailed
-	(*GetState)(nil),          // 14: kproxy.v1.GetState
-	(*ServicePortState)(nil),  // 15: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),     // 16: kproxy.v1.StateSnapshot
-	(*InjectCrash)(nil),       // 17: kproxy.v1.InjectCrash
-	(*AffinityEntries)(nil),   // 18: kproxy.v1.AffinityEntries
-	(*ServiceChanged)(nil),    // 19: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),      // 20: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),      // 21: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),   // 22: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),      // 23: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),    // 24: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil), // 25: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),      // 26: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),        // 27: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),      // 28: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),        // 29: kproxy.v1.RetryRules
-	(*Failure)(nil),           // 30: kproxy.v1.Failure
-	nil,                       // 31: kproxy.v1.AffinityEntries.EntriesEntry
-	nil,                       // 32: kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	(*ServicePort)(nil),       // 33: kproxy.v1.ServicePort
-	(*Endpoint)(nil),          // 34: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),    // 35: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),      // 36: kproxy.v1.SessionAffinity
+	(*DialOutcome)(nil),       // 8: kproxy.v1.DialOutcome
+	(*ProbeEndpoint)(nil),     // 9: kproxy.v1.ProbeEndpoint
+	(*EndpointEjections)(nil), // 10: kproxy.v1.EndpointEjections
+	(*EjectedEndpoint)(nil),   // 11: kproxy.v1.EjectedEndpoint
+	(*AffinityLookup)(nil),    // 12: kproxy.v1.AffinityLookup
+	(*ListenerReady)(nil),     // 13: kproxy.v1.ListenerReady
+	(*RetryProxyPort)(nil),    // 14: kproxy.v1.RetryProxyPort
+	(*RetryListen)(nil),       // 15: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),     // 16: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),    // 17: kproxy.v1.ListenerFailed
+	(*GetState)(nil),          // 18: kproxy.v1.GetState
+	(*ServicePortState)(nil),  // 19: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),     // 20: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),       // 21: kproxy.v1.InjectCrash
+	(*AffinityEntries)(nil),   // 22: kproxy.v1.AffinityEntries
+	(*ServiceChanged)(nil),    // 23: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),      // 24: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),      // 25: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),   // 26: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),      // 27: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),    // 28: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil), // 29: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),      // 30: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),        // 31: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),      // 32: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),        // 33: kproxy.v1.RetryRules
+	(*Failure)(nil),           // 34: kproxy.v1.Failure
+	nil,                       // 35: kproxy.v1.AffinityEntries.EntriesEntry
+	nil,                       // 36: kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	(*ServicePort)(nil),       // 37: kproxy.v1.ServicePort
+	(*Endpoint)(nil),          // 38: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),    // 39: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),      // 40: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	33, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	34, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	35, // 2: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	34, // 3: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	36, // 4: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	18, // 5: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
-	33, // 6: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	30, // 7: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
-	30, // 8: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	35, // 9: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	33, // 10: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	34, // 11: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	30, // 12: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
-	15, // 13: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	31, // 14: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	32, // 15: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	33, // 16: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	35, // 17: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	30, // 18: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	30, // 19: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
-	0,  // 20: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	37, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	38, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	39, // 2: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	38, // 3: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	40, // 4: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	22, // 5: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
+	37, // 6: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	11, // 7: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	34, // 8: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	34, // 9: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	39, // 10: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	37, // 11: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	38, // 12: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	34, // 13: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	11, // 14: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	19, // 15: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	35, // 16: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	36, // 17: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	37, // 18: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	39, // 19: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	34, // 20: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	34, // 21: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	0,  // 22: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_messages_protocol_proto_init() }
@@ -1999,7 +2259,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -10,13 +10,28 @@ var ErrNoEndpoints = errors.New("no endpoints")
 // exclude lists endpoints that already failed for this connection, so a
 // stale affinity entry or a dead endpoint is skipped.
 type Picker interface {
-	Pick(clientIP string, exclude []string, external bool) (string, error)
+	Pick(clientIP string, exclude []string, external bool) (Pick, error)
+	// Dialed reports how a TCP dial to a picked endpoint went (err nil on
+	// success), for outlier detection. The TCP proxy reports every failure
+	// and a success only when the Pick asked for it.
+	Dialed(endpoint string, err error)
 }
 
-// PickerFunc adapts a function to Picker.
+// Pick is a Picker's choice.
+type Pick struct {
+	Endpoint string
+	// Report asks for the dial's outcome even when it succeeds.
+	Report bool
+}
+
+// PickerFunc adapts a function to a Picker that ignores dial outcomes.
 type PickerFunc func(clientIP string, exclude []string, external bool) (string, error)
 
 // Pick implements Picker.
-func (f PickerFunc) Pick(clientIP string, exclude []string, external bool) (string, error) {
-	return f(clientIP, exclude, external)
+func (f PickerFunc) Pick(clientIP string, exclude []string, external bool) (Pick, error) {
+	endpoint, err := f(clientIP, exclude, external)
+	return Pick{Endpoint: endpoint}, err
 }
+
+// Dialed implements Picker.
+func (PickerFunc) Dialed(string, error) {}

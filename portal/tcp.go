@@ -82,17 +82,21 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 	var exclude []string
 	var lastErr error
 	for _, timeout := range dialTimeouts {
-		addr, err := p.Picker.Pick(clientIP, exclude, p.External)
+		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
 		if err != nil {
 			if lastErr != nil {
 				return nil, fmt.Errorf("%w (last dial error: %v)", err, lastErr)
 			}
 			return nil, err
 		}
+		addr := pick.Endpoint
 		err = p.Faults.Before(addr, timeout)
 		var conn net.Conn
 		if err == nil {
 			conn, err = (&net.Dialer{Timeout: timeout, KeepAlive: -1}).Dial("tcp", addr)
+		}
+		if err != nil || pick.Report {
+			p.Picker.Dialed(addr, err)
 		}
 		if err == nil {
 			return conn.(*net.TCPConn), nil

@@ -96,11 +96,12 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte
 	clientIP := client.Addr().Unmap().String()
 	var exclude []string
 	for range dialTimeouts {
-		addr, err := o.Picker.Pick(clientIP, exclude, o.External)
+		pick, err := o.Picker.Pick(clientIP, exclude, o.External)
 		if err != nil {
 			o.Log.Debug().Err(err).Str("client", client.String()).Msg("udp: no endpoint")
 			return nil
 		}
+		addr := pick.Endpoint
 		var raddr *net.UDPAddr
 		var backend *net.UDPConn
 		err = o.Faults.Before(addr, 0)

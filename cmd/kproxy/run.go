@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
@@ -31,6 +32,7 @@ type runOptions struct {
 	bindAddress    string
 	portRange      string
 	udpIdleTimeout time.Duration
+	outliers       balancer.OutlierConfig
 	logLevel       string
 	logFormat      string
 
@@ -48,6 +50,9 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
 	fs.StringVar(&o.portRange, "port-range", "", `proxy port range "begin-end" or "begin+offset" (empty: any free port)`)
 	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", portal.DefaultUDPIdleTimeout, "how long an idle UDP flow is kept")
+	fs.IntVar(&o.outliers.ConsecutiveFailures, "outlier-consecutive-failures", balancer.DefaultOutlierConfig.ConsecutiveFailures, "failed dials in a row (refused, unreachable, timed out) that eject an endpoint for a while; 0 turns outlier detection off")
+	fs.DurationVar(&o.outliers.BaseEjection, "outlier-base-ejection-time", balancer.DefaultOutlierConfig.BaseEjection, "how long an endpoint's first ejection lasts; each further one without a successful dial between doubles it")
+	fs.DurationVar(&o.outliers.MaxEjection, "outlier-max-ejection-time", balancer.DefaultOutlierConfig.MaxEjection, "the longest an ejection lasts")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	fs.BoolVar(&o.enableFaultInjection, "enable-fault-injection", false, "serve the fault-injection admin API (crash actors, chaos, endpoint faults, state) on --admin-address")
@@ -73,6 +78,12 @@ func (o *runOptions) validate() error {
 	}
 	if o.udpIdleTimeout <= 0 {
 		return fmt.Errorf("--udp-idle-timeout %v: must be positive", o.udpIdleTimeout)
+	}
+	if o.outliers.ConsecutiveFailures < 0 {
+		return fmt.Errorf("--outlier-consecutive-failures %d: must not be negative", o.outliers.ConsecutiveFailures)
+	}
+	if o.outliers.ConsecutiveFailures > 0 && (o.outliers.BaseEjection <= 0 || o.outliers.MaxEjection < o.outliers.BaseEjection) {
+		return fmt.Errorf("--outlier-base-ejection-time %v, --outlier-max-ejection-time %v: want 0 < base <= max", o.outliers.BaseEjection, o.outliers.MaxEjection)
 	}
 	if o.enableFaultInjection {
 		return checkAdminAddress(o.adminAddress, o.adminAllowNonLoopback)
@@ -120,6 +131,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		BindAddress:    o.bindAddress,
 		Ports:          portal.NewPortAllocator(o.bindAddress, ports),
 		UDPIdleTimeout: o.udpIdleTimeout,
+		Outliers:       o.outliers,
 		MinSyncPeriod:  o.minSyncPeriod,
 		Rules:          rules,
 		Log:            log,
