@@ -6,6 +6,7 @@ require (
 	github.com/asynkron/protoactor-go v0.0.0-20260118094027-288962e52f3f
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/rs/zerolog v1.35.1
+	github.com/vishvananda/netlink v1.3.1
 	golang.org/x/sys v0.47.0
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.36.3
@@ -56,6 +57,7 @@ require (
 	github.com/prometheus/procfs v0.17.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/twmb/murmur3 v1.1.8 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.38.0 // indirect

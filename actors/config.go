@@ -34,6 +34,9 @@ type Config struct {
 	// Rules programs kernel portal rules (nftables, iptables, netsh); nil
 	// in bind mode.
 	Rules rules.Interface
+	// Conntrack clears UDP conntrack entries the rules made stale; nil
+	// clears nothing (bind and netsh modes, tests without a kernel).
+	Conntrack rules.Flows
 	// View is the source's view (the Kubernetes or the file source); nil
 	// means an empty watcher.Store.
 	View watcher.View

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -164,6 +165,7 @@ func (r *Rules) kick(ctx actor.Context) {
 			}
 		}
 	}
+	stale := r.staleFlows(full, upserts, removals)
 	r.dirty = map[string]bool{}
 	r.needSync = false
 	r.inFlight = true
@@ -177,8 +179,58 @@ func (r *Rules) kick(ctx actor.Context) {
 		} else {
 			err = r.rules.Apply(r.ctx, upserts, removals)
 		}
+		if err == nil || errors.Is(err, rules.ErrFamilyUnavailable) {
+			r.clearStaleFlows(stale) // only once the rules that replace them are in
+		}
 		root.Send(self, &messages.RulesApplied{FullSync: full, Failure: failure(err, messages.FailureCode_KERNEL_RULES), Batch: batch})
 	}()
+}
+
+// staleFlows lists the UDP rules of a batch whose frontends may have
+// conntrack entries pointing elsewhere: on a full sync every one, else the
+// new ones (a previous process had other proxy ports) and those whose
+// proxy port or reject changed, and the removed ones (as rejects: nothing
+// of theirs is kept). An endpoint change alone needs nothing: the kernel
+// NATs to kproxy, which picks the endpoint.
+func (r *Rules) staleFlows(full bool, upserts, removals []rules.Rule) []rules.Rule {
+	if r.cfg.Conntrack == nil {
+		return nil
+	}
+	was := map[rules.Key]rules.Rule{}
+	if !full {
+		for id := range r.pending {
+			for _, old := range r.applied[id] {
+				was[old.Key()] = old
+			}
+		}
+	}
+	var out []rules.Rule
+	for _, u := range upserts {
+		old, ok := was[u.Key()]
+		if u.Protocol == "udp" && (full || !ok || old.ProxyPort != u.ProxyPort || old.Reject != u.Reject) {
+			out = append(out, u)
+		}
+	}
+	for _, rm := range removals {
+		if rm.Protocol == "udp" {
+			rm.Reject = true
+			out = append(out, rm)
+		}
+	}
+	return out
+}
+
+// clearStaleFlows runs on the transaction's goroutine.
+func (r *Rules) clearStaleFlows(stale []rules.Rule) {
+	if len(stale) == 0 {
+		return
+	}
+	n, err := r.cfg.Conntrack.ClearStale(stale)
+	if err != nil {
+		r.cfg.Log.Warn().Err(err).Msg("cannot clear stale UDP conntrack entries; clients keeping their source port may wait for them to expire")
+	} else if n > 0 {
+		r.cfg.Log.Info().Int("entries", n).Int("rules", len(stale)).Msg("cleared stale UDP conntrack entries")
+	}
 }
 
 // flatten lists the rules of the service ports in set, leaving out (and

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/portal/rules/conntrack"
 )
 
 // newRules returns the rules of a kernel portal mode (nftables and
@@ -26,4 +27,14 @@ func newRules(ctx context.Context, mode string, o rules.Options) (rules.Interfac
 	default:
 		return nil, fmt.Errorf("unknown portal mode %q (want %s, %s, %s or %s)", mode, portal.ModeBind, portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh)
 	}
+}
+
+// newFlows returns what clears the conntrack entries a mode's rules make
+// stale: the NAT modes' (nftables, iptables) need it; nil for the others.
+func newFlows(mode string) rules.Flows {
+	switch mode {
+	case portal.ModeNftables, portal.ModeIPTables:
+		return conntrack.Table{}
+	}
+	return nil
 }

@@ -134,6 +134,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		Outliers:       o.outliers,
 		MinSyncPeriod:  o.minSyncPeriod,
 		Rules:          rules,
+		Conntrack:      newFlows(o.portalMode),
 		Log:            log,
 	}
 	if o.enableFaultInjection {

@@ -37,3 +37,15 @@ type Interface interface {
 // cannot program (for example IPv6 without ip6tables). It does not fail
 // the call: the other rules are programmed and the call counts as done.
 var ErrFamilyUnavailable = errors.New("IP family not available")
+
+// Flows clears the kernel's connection-tracking entries that programmed
+// rules have made stale (package conntrack on Linux). The kernel NATs an
+// established UDP flow by its entry, not by the rules: without this a
+// client that keeps its source port keeps going to a proxy port that is
+// gone, or past a rule that now rejects.
+type Flows interface {
+	// ClearStale deletes the UDP entries NATed for the frontends of rs to
+	// anything but their proxy port (for a rule that rejects, all of them)
+	// and reports how many went.
+	ClearStale(rs []Rule) (int, error)
+}

@@ -14,7 +14,8 @@ import (
 )
 
 // TestE2ENetns runs the kproxy binary in a node namespace with nftables and
-// with iptables portals (in parallel, in separate topologies).
+// with iptables portals (in parallel, in separate topologies), and checks
+// each mode's UDP conntrack clearing in a topology of its own.
 func TestE2ENetns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end portal tests need root (network namespaces, nftables, iptables)")
@@ -25,6 +26,16 @@ func TestE2ENetns(t *testing.T) {
 		t.Parallel()
 		need(t, "nft")
 		testNftables(t, bin)
+	})
+	t.Run("NftablesUDPConntrack", func(t *testing.T) {
+		t.Parallel()
+		need(t, "nft")
+		testUDPConntrack(t, bin, "nftables")
+	})
+	t.Run("IPTablesUDPConntrack", func(t *testing.T) {
+		t.Parallel()
+		need(t, "iptables-restore", "iptables-save")
+		testUDPConntrack(t, bin, "iptables")
 	})
 	t.Run("IPTables", func(t *testing.T) {
 		t.Parallel()
