@@ -36,6 +36,11 @@ type runOptions struct {
 	logLevel       string
 	logFormat      string
 
+	// Operator endpoints, as kube-proxy's: empty turns one off.
+	healthzBindAddress string
+	metricsBindAddress string
+	syncPeriod         time.Duration
+
 	enableFaultInjection  bool
 	adminAddress          string
 	adminAllowNonLoopback bool
@@ -53,6 +58,9 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.IntVar(&o.outliers.ConsecutiveFailures, "outlier-consecutive-failures", balancer.DefaultOutlierConfig.ConsecutiveFailures, "failed dials in a row (refused, unreachable, timed out) that eject an endpoint for a while; 0 turns outlier detection off")
 	fs.DurationVar(&o.outliers.BaseEjection, "outlier-base-ejection-time", balancer.DefaultOutlierConfig.BaseEjection, "how long an endpoint's first ejection lasts; each further one without a successful dial between doubles it")
 	fs.DurationVar(&o.outliers.MaxEjection, "outlier-max-ejection-time", balancer.DefaultOutlierConfig.MaxEjection, "the longest an ejection lasts")
+	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "host:port of the health server (/healthz, /livez), as kube-proxy's; empty turns it off")
+	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "127.0.0.1:10249", "host:port of the Prometheus metrics server (/metrics), as kube-proxy's; empty turns it off")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 30*time.Second, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	fs.BoolVar(&o.enableFaultInjection, "enable-fault-injection", false, "serve the fault-injection admin API (crash actors, chaos, endpoint faults, state) on --admin-address")
