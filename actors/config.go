@@ -9,6 +9,7 @@ import (
 
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -44,11 +45,17 @@ type Config struct {
 	// balancer.DefaultOutlierConfig; otherwise ConsecutiveFailures <= 0
 	// turns it off.
 	Outliers balancer.OutlierConfig
+	// Health tracks whether queued changes get applied in time (/healthz);
+	// nil means off.
+	Health *healthcheck.ProxyHealth
+	// ServiceHealth serves health-check node ports; nil means none.
+	ServiceHealth *healthcheck.Services
 	// MinSyncPeriod is how long the Watcher coalesces source events
 	// before applying them.
 	MinSyncPeriod time.Duration
 
-	rulesPID  *actor.PID          // set by Start when Rules is set
+	rulesPID    *actor.PID    // set by Start when Rules is set
+	rulesFaults *rules.Faulty // set by Start when Rules and Faults are set
 	conns     *portal.ConnTracker // set by Start
 	listeners *portal.Listeners   // set by Start; sockets outlive Portal incarnations
 }

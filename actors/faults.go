@@ -65,6 +65,20 @@ func (p *Proxy) SetEndpointFault(endpoint, mode string, d time.Duration) error {
 	return nil
 }
 
+// SetRulesFault makes kernel rule transactions (and presence checks) fail
+// for d. It needs Config.Faults and a kernel portal mode.
+func (p *Proxy) SetRulesFault(d time.Duration) error {
+	if p.cfg.rulesFaults == nil {
+		return errors.New("rules faults: fault injection is not enabled, or the portal mode has no kernel rules")
+	}
+	p.cfg.rulesFaults.FailFor(d)
+	p.faults.Add(1)
+	p.cfg.Log.Warn().Dur("duration", d).Msg("fault injected: kernel rules")
+	// Without a change nothing would try: check now, as the periodic check would.
+	p.System.Root.Send(p.RulesPID, &messages.CheckRules{})
+	return nil
+}
+
 // ChaosCrash is one crash chaos mode made.
 type ChaosCrash struct {
 	At          time.Time `json:"at"`

@@ -45,6 +45,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		}
 		p.last[id] = m
 		ctx.Send(pid, m)
+		p.serviceHealth(id, m)
 	case *messages.ChildStarted:
 		id, ok := p.ids[ctx.Sender().GetId()]
 		if !ok || p.last[id] == nil {
@@ -63,6 +64,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 			delete(p.state, id)
 			delete(p.last, id)
 			delete(p.ids, pid.GetId())
+			p.cfg.ServiceHealth.Delete(id)
 			p.cfg.Log.Info().Str("servicePort", id).Msg("service port deleted")
 			ctx.ActorSystem().EventStream.Publish(&messages.ServicePortState{Key: m.GetKey(), Deleted: true, Generation: m.GetGeneration()})
 		}
@@ -83,4 +85,17 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		})
 		ctx.Respond(snap)
 	}
+}
+
+// serviceHealth tells the health-check node ports a service port's local
+// ready endpoints (kube-proxy counts those).
+func (p *Proxier) serviceHealth(id string, m *messages.UpsertServicePort) {
+	local := 0
+	for _, e := range m.GetEndpoints() {
+		if e.GetLocal() && e.GetReady() {
+			local++
+		}
+	}
+	k := m.GetServicePort().GetKey()
+	p.cfg.ServiceHealth.Upsert(id, k.GetNamespace(), k.GetName(), int(m.GetServicePort().GetHealthCheckNodePort()), local)
 }

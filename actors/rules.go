@@ -100,6 +100,10 @@ func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
 	r.changed(ctx, id, rs)
 }
 
+// healthStageRules is the Rules actor's stage in Config.Health: changes
+// are queued until a transaction programs them.
+const healthStageRules = "rules"
+
 // changed makes rs (none: delete) the desired rules of service port id.
 func (r *Rules) changed(ctx actor.Context, id string, rs []rules.Rule) {
 	if rs == nil {
@@ -136,6 +140,9 @@ func (r *Rules) checked(ctx actor.Context, m *messages.RulesPresent) {
 
 // kick starts the next transaction if one is due and none is running.
 func (r *Rules) kick(ctx actor.Context) {
+	if r.needSync || len(r.dirty) > 0 {
+		r.cfg.Health.QueuedUpdate(healthStageRules) // keeps the oldest queued time
+	}
 	if r.inFlight || (!r.needSync && len(r.dirty) == 0) {
 		return
 	}
@@ -280,5 +287,8 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 		ev = r.cfg.Log.Info() // start, recovery: worth seeing; batches are not
 	}
 	ev.Int64("batch", m.GetBatch()).Bool("fullSync", m.GetFullSync()).Int("servicePorts", len(r.pending)).Msg("kernel portal rules programmed")
+	if !r.needSync && len(r.dirty) == 0 {
+		r.cfg.Health.Updated(healthStageRules)
+	}
 	r.kick(ctx)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
 // Proxy is a running actor tree.
@@ -52,6 +53,10 @@ func Start(cfg Config) *Proxy {
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}
 	})
+	if c.Rules != nil && c.Faults != nil {
+		c.rulesFaults = rules.NewFaulty(c.Rules)
+		c.Rules = c.rulesFaults
+	}
 	if c.Rules != nil {
 		p.RulesPID, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newRules(c)), "rules")
 		c.rulesPID = p.RulesPID

@@ -38,6 +38,7 @@ func (w *Watcher) Receive(ctx actor.Context) {
 		// The new incarnation starts from an empty tracker: rebuild everything.
 		ctx.Send(ctx.Self(), &messages.SourceSynced{})
 	case *messages.ServiceChanged:
+		w.cfg.Health.QueuedUpdate(healthStageSource)
 		w.tracker.Mark(m.GetService())
 		w.arm(ctx)
 	case *messages.SourceSynced:
@@ -61,8 +62,13 @@ func (w *Watcher) arm(ctx actor.Context) {
 	}
 }
 
+// healthStageSource is the Watcher's stage in Config.Health: source
+// changes are queued until a flush hands them to the Proxier.
+const healthStageSource = "source"
+
 // flush sends the tracker's changes to the Proxier.
 func (w *Watcher) flush(ctx actor.Context) {
+	defer w.cfg.Health.Updated(healthStageSource)
 	if !w.tracker.Pending() {
 		return
 	}

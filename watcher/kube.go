@@ -212,6 +212,30 @@ func (s *KubeSource) Zone() string {
 	return n.Labels[corev1.LabelTopologyZone]
 }
 
+// toBeDeletedTaint is the Cluster Autoscaler's taint on a node it is about
+// to delete (kube-proxy's healthcheck.ToBeDeletedTaint).
+const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// NodeEligible reports whether this node should get load-balancer
+// traffic, as kube-proxy's /healthz decides: not while it is being deleted
+// or tainted for deletion by the Cluster Autoscaler. Unknown (not in the
+// cache yet) counts as eligible, as kube-proxy starts.
+func (s *KubeSource) NodeEligible() bool {
+	n, err := s.node.Get(s.opts.NodeName)
+	if err != nil {
+		return true
+	}
+	if n.DeletionTimestamp != nil {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == toBeDeletedTaint {
+			return false
+		}
+	}
+	return true
+}
+
 // ServiceNames lists every service in the cache as "namespace/name".
 func (s *KubeSource) ServiceNames() []string {
 	svcs, _ := s.services.List(labels.Everything())

@@ -114,6 +114,17 @@ func adminHandler(p *actors.Proxy) http.Handler {
 		}
 		writeJSON(w, map[string]string{"endpoint": ep, "mode": mode, "duration": d.String()})
 	})
+	mux.HandleFunc("POST /rules-fault", func(w http.ResponseWriter, r *http.Request) {
+		d, err := time.ParseDuration(r.FormValue("duration"))
+		if err == nil {
+			err = p.SetRulesFault(d)
+		}
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, map[string]string{"rules": "fail", "duration": d.String()})
+	})
 	return mux
 }
 

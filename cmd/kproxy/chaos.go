@@ -19,6 +19,7 @@ const chaosUsage = `kproxy chaos: drive a running kproxy's fault-injection API
   kproxy chaos [--admin-address ADDR] crash SERVICE_PORT [portal|balancer|affinity|serviceport]
   kproxy chaos [--admin-address ADDR] storm --rate N --duration D [--seed S]
   kproxy chaos [--admin-address ADDR] endpoint IP:PORT fail|stall DURATION
+  kproxy chaos [--admin-address ADDR] rules DURATION   (kernel rule transactions fail)
 
 SERVICE_PORT is "namespace/name:portName/PROTOCOL", as kproxy logs it.
 `
@@ -65,6 +66,11 @@ func chaosCommand(args []string, out io.Writer) error {
 			return errors.New("chaos endpoint: want IP:PORT fail|stall DURATION")
 		}
 		return call(client, out, http.MethodPost, base+"/endpoint-fault", url.Values{"endpoint": {args[1]}, "mode": {args[2]}, "duration": {args[3]}})
+	case "rules":
+		if len(args) != 2 {
+			return errors.New("chaos rules: want DURATION")
+		}
+		return call(client, out, http.MethodPost, base+"/rules-fault", url.Values{"duration": {args[1]}})
 	default:
 		fs.Usage()
 		return fmt.Errorf("chaos: unknown subcommand %q", args[0])

@@ -19,6 +19,7 @@ import (
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -60,7 +61,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.DurationVar(&o.outliers.MaxEjection, "outlier-max-ejection-time", balancer.DefaultOutlierConfig.MaxEjection, "the longest an ejection lasts")
 	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "host:port of the health server (/healthz, /livez), as kube-proxy's; empty turns it off")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "127.0.0.1:10249", "host:port of the Prometheus metrics server (/metrics), as kube-proxy's; empty turns it off")
-	fs.DurationVar(&o.syncPeriod, "sync-period", 30*time.Second, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
+	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	fs.BoolVar(&o.enableFaultInjection, "enable-fault-injection", false, "serve the fault-injection admin API (crash actors, chaos, endpoint faults, state) on --admin-address")
@@ -86,6 +87,19 @@ func (o *runOptions) validate() error {
 	}
 	if o.udpIdleTimeout <= 0 {
 		return fmt.Errorf("--udp-idle-timeout %v: must be positive", o.udpIdleTimeout)
+	}
+	if o.healthzBindAddress != "" {
+		if _, _, err := net.SplitHostPort(o.healthzBindAddress); err != nil {
+			return fmt.Errorf("--healthz-bind-address %q: %w", o.healthzBindAddress, err)
+		}
+		if o.syncPeriod <= 0 {
+			return fmt.Errorf("--sync-period %v: must be positive", o.syncPeriod)
+		}
+	}
+	if o.metricsBindAddress != "" {
+		if _, _, err := net.SplitHostPort(o.metricsBindAddress); err != nil {
+			return fmt.Errorf("--metrics-bind-address %q: %w", o.metricsBindAddress, err)
+		}
 	}
 	if o.outliers.ConsecutiveFailures < 0 {
 		return fmt.Errorf("--outlier-consecutive-failures %d: must not be negative", o.outliers.ConsecutiveFailures)
@@ -153,6 +167,10 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		return err
 	}
 	cfg.View = src
+	if err := o.operatorEndpoints(ctx, &cfg, src, log); err != nil {
+		return err
+	}
+	defer cfg.ServiceHealth.Close()
 	proxy := actors.Start(cfg)
 	if o.enableFaultInjection {
 		if _, err := startAdmin(ctx, o.adminAddress, proxy, log); err != nil {
@@ -179,6 +197,33 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	log.Info().Msg("stopped")
 	return nil
 }
+
+// operatorEndpoints sets up what kube-proxy offers operators: the health
+// server (unless its address is empty) and the health-check node ports.
+func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, src source, log zerolog.Logger) error {
+	var eligible func() bool
+	if n, ok := src.(interface{ NodeEligible() bool }); ok {
+		eligible = n.NodeEligible
+	}
+	syncPeriod := o.syncPeriod
+	if syncPeriod <= 0 {
+		syncPeriod = defaultSyncPeriod
+	}
+	cfg.Health = healthcheck.NewProxyHealth(2*syncPeriod, eligible)
+	if o.healthzBindAddress != "" {
+		serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log)
+	}
+	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
+	hosts, err := nodeAddresses(prefixes)
+	if err != nil {
+		return fmt.Errorf("health-check node ports: %w", err)
+	}
+	cfg.ServiceHealth = healthcheck.NewServices(hosts, cfg.Health, log)
+	return nil
+}
+
+// defaultSyncPeriod is kube-proxy's default sync period.
+const defaultSyncPeriod = 30 * time.Second
 
 const portalAuto = "auto"
 

@@ -1,0 +1,57 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// ErrInjectedFault is the error of a transaction failed by fault injection.
+var ErrInjectedFault = errors.New("injected kernel rules fault")
+
+// Faulty wraps an Interface so fault injection can make its transactions
+// and presence checks fail for a while, as a broken nft binary, a full
+// kernel or a lost lock would. Cleanup is never failed.
+type Faulty struct {
+	Interface
+	until atomic.Int64 // Unix nanoseconds; failing before then
+}
+
+// NewFaulty wraps r.
+func NewFaulty(r Interface) *Faulty { return &Faulty{Interface: r} }
+
+// FailFor makes calls fail for d from now.
+func (f *Faulty) FailFor(d time.Duration) { f.until.Store(time.Now().Add(d).UnixNano()) }
+
+func (f *Faulty) fault(op string) error {
+	if until := f.until.Load(); time.Now().UnixNano() < until {
+		return fmt.Errorf("%s: %w (until %s)", op, ErrInjectedFault, time.Unix(0, until).Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// Sync implements Interface.
+func (f *Faulty) Sync(ctx context.Context, rs []Rule) error {
+	if err := f.fault("sync"); err != nil {
+		return err
+	}
+	return f.Interface.Sync(ctx, rs)
+}
+
+// Apply implements Interface.
+func (f *Faulty) Apply(ctx context.Context, upserts, removals []Rule) error {
+	if err := f.fault("apply"); err != nil {
+		return err
+	}
+	return f.Interface.Apply(ctx, upserts, removals)
+}
+
+// Present implements Interface.
+func (f *Faulty) Present(ctx context.Context) (bool, error) {
+	if err := f.fault("check"); err != nil {
+		return false, err
+	}
+	return f.Interface.Present(ctx)
+}
