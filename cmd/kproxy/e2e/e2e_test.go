@@ -32,6 +32,11 @@ func TestE2ENetns(t *testing.T) {
 		need(t, "nft")
 		testUDPConntrack(t, bin, "nftables")
 	})
+	t.Run("NftablesHealth", func(t *testing.T) {
+		t.Parallel()
+		need(t, "nft")
+		testHealth(t, bin)
+	})
 	t.Run("IPTablesUDPConntrack", func(t *testing.T) {
 		t.Parallel()
 		need(t, "iptables-restore", "iptables-save")
