@@ -54,10 +54,10 @@ type Config struct {
 	// before applying them.
 	MinSyncPeriod time.Duration
 
-	rulesPID    *actor.PID    // set by Start when Rules is set
-	rulesFaults *rules.Faulty // set by Start when Rules and Faults are set
-	conns     *portal.ConnTracker // set by Start
-	listeners *portal.Listeners   // set by Start; sockets outlive Portal incarnations
+	rulesPID    *actor.PID          // set by Start when Rules is set
+	rulesFaults *rules.Faulty       // set by Start when Rules and Faults are set
+	conns       *portal.ConnTracker // set by Start
+	listeners   *portal.Listeners   // set by Start; sockets outlive Portal incarnations
 }
 
 func (c *Config) defaults() {
