@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
@@ -20,6 +21,7 @@ import (
 // actor, which answers the caller directly.
 type Balancer struct {
 	faults     *portal.Faults // probes see injected faults, as connections do
+	metrics    *metrics.Metrics
 	scopes     *balancer.Scopes
 	outliers   *balancer.Outliers
 	affinity   bool
@@ -36,7 +38,7 @@ type pendingPick struct {
 
 func newBalancer(cfg *Config) actor.Producer {
 	return func() actor.Actor {
-		return &Balancer{faults: cfg.Faults, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(cfg.Outliers)}
+		return &Balancer{faults: cfg.Faults, metrics: cfg.Metrics, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(cfg.Outliers)}
 	}
 }
 
@@ -104,6 +106,7 @@ func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {
 		return
 	}
 	if d := b.outliers.Failed(ep, time.Now()); d > 0 {
+		b.metrics.Ejected()
 		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(d, ctx.Self(), &messages.ProbeEndpoint{Endpoint: ep})
 		b.reportEjections(ctx)
 	}

@@ -6,7 +6,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/healthcheck"
@@ -48,6 +50,13 @@ type Config struct {
 	// Health tracks whether queued changes get applied in time (/healthz);
 	// nil means off.
 	Health *healthcheck.ProxyHealth
+	// Metrics are updated by the actors; nil means off.
+	Metrics *metrics.Metrics
+	// MeterProvider, when set, receives protoactor's own actor metrics.
+	MeterProvider metric.MeterProvider
+	// Stats holds per service port traffic counters the data path
+	// updates; nil counts nothing.
+	Stats *portal.StatsTable
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
 	// MinSyncPeriod is how long the Watcher coalesces source events

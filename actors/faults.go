@@ -47,6 +47,7 @@ func (p *Proxy) crash(st *messages.ServicePortState, role, reason string) {
 		id = childID(id, role)
 	}
 	p.faults.Add(1)
+	p.cfg.Metrics.Fault("crash")
 	p.cfg.Log.Warn().Str("servicePort", st.GetKey().ID()).Str("actor", role).Str("reason", reason).Msg("fault injected: crash")
 	p.System.Root.Send(actor.NewPID(p.System.Address(), id), &messages.InjectCrash{Reason: reason})
 }
@@ -61,6 +62,7 @@ func (p *Proxy) SetEndpointFault(endpoint, mode string, d time.Duration) error {
 		return err
 	}
 	p.faults.Add(1)
+	p.cfg.Metrics.Fault("endpoint")
 	p.cfg.Log.Warn().Str("endpoint", endpoint).Str("mode", mode).Dur("duration", d).Msg("fault injected: endpoint")
 	return nil
 }
@@ -73,6 +75,7 @@ func (p *Proxy) SetRulesFault(d time.Duration) error {
 	}
 	p.cfg.rulesFaults.FailFor(d)
 	p.faults.Add(1)
+	p.cfg.Metrics.Fault("rules")
 	p.cfg.Log.Warn().Dur("duration", d).Msg("fault injected: kernel rules")
 	// Without a change nothing would try: check now, as the periodic check would.
 	p.System.Root.Send(p.RulesPID, &messages.CheckRules{})

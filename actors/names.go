@@ -23,3 +23,18 @@ func siblingPID(ctx actor.Context, role string) *actor.PID {
 	parent := ctx.Parent()
 	return actor.NewPID(parent.Address, childID(parent.Id, role))
 }
+
+// roleOf names the role of an actor by its PID id, for metrics: a
+// ServicePort's child by its role name, a ServicePort as "serviceport",
+// the top actors by their names.
+func roleOf(id string) string {
+	parts := strings.Split(id, "/")
+	last := parts[len(parts)-1]
+	switch {
+	case len(parts) >= 3:
+		return last // proxier/<service port>/<role>
+	case len(parts) == 2 && parts[0] == "proxier":
+		return roleServicePort
+	}
+	return last
+}

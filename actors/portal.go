@@ -227,6 +227,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 	self, root, inc := ctx.Self(), ctx.ActorSystem().Root, p.incarnation
 	return portal.ListenerOptions{
 		Picker:         p.picker,
+		Stats:          p.cfg.Stats.For(p.sp.GetKey().ID()),
 		UDPIdleTimeout: p.cfg.UDPIdleTimeout,
 		Conns:          p.cfg.conns,
 		Faults:         p.cfg.Faults,

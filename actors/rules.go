@@ -181,10 +181,14 @@ func (r *Rules) kick(ctx actor.Context) {
 	go func() {
 		defer r.wg.Done()
 		var err error
+		start := time.Now()
 		if full {
 			err = r.rules.Sync(r.ctx, upserts)
 		} else {
 			err = r.rules.Apply(r.ctx, upserts, removals)
+		}
+		if err == nil || errors.Is(err, rules.ErrFamilyUnavailable) {
+			r.cfg.Metrics.Synced(full, time.Since(start))
 		}
 		if err == nil || errors.Is(err, rules.ErrFamilyUnavailable) {
 			r.clearStaleFlows(stale) // only once the rules that replace them are in
@@ -290,5 +294,10 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	if !r.needSync && len(r.dirty) == 0 {
 		r.cfg.Health.Updated(healthStageRules)
 	}
+	n := 0
+	for _, rs := range r.applied {
+		n += len(rs)
+	}
+	r.cfg.Metrics.PortalRules(n)
 	r.kick(ctx)
 }

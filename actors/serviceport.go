@@ -88,6 +88,7 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 // proxy ports, kernel rules.
 func (s *ServicePort) stopped(ctx actor.Context) {
 	s.cfg.listeners.CloseOwned(portalOwner(ctx))
+	s.cfg.Stats.Delete(s.sp.GetKey().ID())
 	network, _ := portal.Network(s.sp.GetKey().GetProtocol()) // ports exist only for supported ones
 	for _, port := range []int{s.proxyPort, s.extPort} {
 		if port != 0 {

@@ -40,15 +40,21 @@ func Start(cfg Config) *Proxy {
 	cfg.conns = portal.NewConnTracker()
 	cfg.listeners = portal.NewListeners()
 	c := &cfg
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})
-	}))
+	})}
+	if cfg.MeterProvider != nil {
+		// WithMetricProviders alone leaves protoactor's metrics disabled.
+		opts = append(opts, actor.WithMetricProviders(cfg.MeterProvider), func(c *actor.Config) { c.MetricsEnabled = true })
+	}
+	system := actor.NewActorSystem(opts...)
 	p := &Proxy{System: system, Conns: cfg.conns, Listeners: cfg.listeners, cfg: c}
 	// protoactor logs panics at INFO without the reason's detail; log and
 	// count them here.
 	p.sub = system.EventStream.Subscribe(func(evt any) {
 		if e, ok := evt.(*actor.SupervisorEvent); ok {
 			p.restarts.Add(1)
+			cfg.Metrics.Restarted(roleOf(e.Child.GetId()))
 			cfg.Log.Warn().Str("actor", e.Child.GetId()).Str("reason", fmt.Sprint(e.Reason)).
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}

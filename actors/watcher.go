@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
@@ -23,11 +25,15 @@ type Watcher struct {
 	armed   bool
 	// generation counts the flushes that changed something.
 	generation int64
+	// triggers is, per service, the last EndpointSlice trigger time
+	// observed for kubeproxy_network_programming_duration_seconds, so
+	// each is observed once.
+	triggers map[string]time.Time
 }
 
 func newWatcher(cfg *Config, proxier *actor.PID) actor.Producer {
 	return func() actor.Actor {
-		return &Watcher{cfg: cfg, proxier: proxier, tracker: watcher.NewTracker(cfg.View)}
+		return &Watcher{cfg: cfg, proxier: proxier, tracker: watcher.NewTracker(cfg.View), triggers: map[string]time.Time{}}
 	}
 }
 
@@ -39,6 +45,7 @@ func (w *Watcher) Receive(ctx actor.Context) {
 		ctx.Send(ctx.Self(), &messages.SourceSynced{})
 	case *messages.ServiceChanged:
 		w.cfg.Health.QueuedUpdate(healthStageSource)
+		w.cfg.Metrics.Queued(m.GetKind())
 		w.tracker.Mark(m.GetService())
 		w.arm(ctx)
 	case *messages.SourceSynced:
@@ -68,7 +75,9 @@ const healthStageSource = "source"
 
 // flush sends the tracker's changes to the Proxier.
 func (w *Watcher) flush(ctx actor.Context) {
+	start := time.Now()
 	defer w.cfg.Health.Updated(healthStageSource)
+	defer w.cfg.Metrics.Flushed()
 	if !w.tracker.Pending() {
 		return
 	}
@@ -86,6 +95,40 @@ func (w *Watcher) flush(ctx actor.Context) {
 	for _, k := range ch.Deletes {
 		ctx.Send(w.proxier, &messages.DeleteServicePort{Key: k, Generation: w.generation})
 	}
+	if w.cfg.Rules == nil {
+		w.cfg.Metrics.Synced(false, time.Since(start)) // bind mode: nothing more to program
+	}
+	w.observeTriggers(ch)
 	w.cfg.Log.Debug().Int64("generation", w.generation).Int("upserts", len(ch.Upserts)).Int("deletes", len(ch.Deletes)).
 		Int64("events", w.tracker.Events).Int64("changes", w.tracker.Changes).Msg("source changes applied")
+}
+
+// triggerTimer is a View that knows when a service's endpoints last
+// changed at the source (EndpointSlices' last-change-trigger-time).
+type triggerTimer interface {
+	TriggerTime(service string) time.Time
+}
+
+// observeTriggers records, once per trigger time, how long the changed
+// services took from their trigger to this flush.
+func (w *Watcher) observeTriggers(ch watcher.Changes) {
+	tt, ok := w.cfg.View.(triggerTimer)
+	if !ok || w.cfg.Metrics == nil {
+		return
+	}
+	services := map[string]bool{}
+	for _, spe := range ch.Upserts {
+		k := spe.GetServicePort().GetKey()
+		services[k.GetNamespace()+"/"+k.GetName()] = true
+	}
+	for _, k := range ch.Deletes {
+		delete(w.triggers, k.GetNamespace()+"/"+k.GetName())
+	}
+	for svc := range services {
+		t := tt.TriggerTime(svc)
+		if t.After(w.triggers[svc]) {
+			w.triggers[svc] = t
+			w.cfg.Metrics.NetworkProgrammed(t)
+		}
+	}
 }

@@ -21,6 +21,7 @@ type TCPProxy struct {
 	Picker   Picker
 	External bool // the listener serves an external address (scope for traffic policy)
 	Conns    *ConnTracker
+	Stats    *Stats  // the service port's counters; nil counts nothing
 	Faults   *Faults // nil unless fault injection is on
 	Log      zerolog.Logger
 }
@@ -61,6 +62,8 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 	}()
 	release := p.Conns.Add(client)
 	defer release()
+	p.Stats.connOpened()
+	defer p.Stats.connClosed()
 
 	clientIP := ""
 	if a, ok := client.RemoteAddr().(*net.TCPAddr); ok {
@@ -74,7 +77,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 	}
 	releaseBackend := p.Conns.Add(backend)
 	defer releaseBackend()
-	Splice(client, backend)
+	p.Stats.copied(Splice(client, backend))
 }
 
 // dial picks endpoints until one answers, excluding those that failed.
@@ -98,6 +101,9 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 		if err != nil || pick.Report {
 			p.Picker.Dialed(addr, err)
 		}
+		if err != nil {
+			p.Stats.dialFailed()
+		}
 		if err == nil {
 			return conn.(*net.TCPConn), nil
 		}
@@ -109,32 +115,35 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 }
 
 // Splice copies both ways between two TCP connections until both directions
-// end, propagating half-close. *net.TCPConn to *net.TCPConn lets Go use
-// splice(2) on Linux, so bytes do not cross into user space.
-func Splice(a, b *net.TCPConn) {
+// end, propagating half-close, and returns the bytes copied a to b and b
+// to a. *net.TCPConn to *net.TCPConn lets Go use splice(2) on Linux, so
+// bytes do not cross into user space.
+func Splice(a, b *net.TCPConn) (aToB, bToA int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		copyHalf(b, a)
+		aToB = copyHalf(b, a)
 	}()
-	copyHalf(a, b)
+	bToA = copyHalf(a, b)
 	wg.Wait()
 	a.Close()
 	b.Close()
+	return aToB, bToA
 }
 
 // copyHalf copies src to dst, then closes dst's write side so the peer sees EOF
 // while the other direction goes on.
-func copyHalf(dst, src *net.TCPConn) {
-	_, err := io.Copy(dst, src)
+func copyHalf(dst, src *net.TCPConn) int64 {
+	n, err := io.Copy(dst, src)
 	if err != nil {
 		// An error one way (reset) ends both ways.
 		dst.Close()
 		src.Close()
-		return
+		return n
 	}
 	dst.CloseWrite()
+	return n
 }
 
 // isTimeout reports a deadline error: Pause sets a past deadline to wake

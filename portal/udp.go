@@ -41,6 +41,7 @@ type UDPOptions struct {
 	External    bool
 	IdleTimeout time.Duration
 	Conns       *ConnTracker
+	Stats       *Stats
 	Faults      *Faults
 	Log         zerolog.Logger
 }
@@ -126,7 +127,9 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte
 		}
 		p.flows[client] = f
 		p.mu.Unlock()
-		release := o.Conns.Add(backend)
+		releaseConn := o.Conns.Add(backend)
+		o.Stats.flowOpened()
+		release := func() { releaseConn(); o.Stats.flowClosed() }
 		go p.reply(listener, f, release, o.IdleTimeout, o.Log)
 		return f
 	}

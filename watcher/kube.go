@@ -212,6 +212,28 @@ func (s *KubeSource) Zone() string {
 	return n.Labels[corev1.LabelTopologyZone]
 }
 
+// TriggerTime is the latest endpoints.kubernetes.io/last-change-trigger-time
+// of the service's EndpointSlices (zero when none has one): when the
+// change that the slices now reflect happened (a pod became ready, ...),
+// for kubeproxy_network_programming_duration_seconds.
+func (s *KubeSource) TriggerTime(service string) time.Time {
+	ns, name, err := cache.SplitMetaNamespaceKey(service)
+	if err != nil {
+		return time.Time{}
+	}
+	sls, err := s.slices.EndpointSlices(ns).List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: name}))
+	if err != nil {
+		return time.Time{}
+	}
+	var latest time.Time
+	for _, sl := range sls {
+		if t, err := time.Parse(time.RFC3339Nano, sl.Annotations[corev1.EndpointsLastChangeTriggerTime]); err == nil && t.After(latest) {
+			latest = t
+		}
+	}
+	return latest
+}
+
 // toBeDeletedTaint is the Cluster Autoscaler's taint on a node it is about
 // to delete (kube-proxy's healthcheck.ToBeDeletedTaint).
 const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"

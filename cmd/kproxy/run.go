@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/healthcheck"
@@ -40,6 +41,8 @@ type runOptions struct {
 	// Operator endpoints, as kube-proxy's: empty turns one off.
 	healthzBindAddress string
 	metricsBindAddress string
+	metricsPortsLimit  int
+	metricsActors      bool
 	syncPeriod         time.Duration
 
 	enableFaultInjection  bool
@@ -61,6 +64,8 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.DurationVar(&o.outliers.MaxEjection, "outlier-max-ejection-time", balancer.DefaultOutlierConfig.MaxEjection, "the longest an ejection lasts")
 	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "host:port of the health server (/healthz, /livez), as kube-proxy's; empty turns it off")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "127.0.0.1:10249", "host:port of the Prometheus metrics server (/metrics), as kube-proxy's; empty turns it off")
+	fs.IntVar(&o.metricsPortsLimit, "metrics-service-ports-limit", 1000, "per service port metrics for at most this many service ports (bounded series); 0 turns them off")
+	fs.BoolVar(&o.metricsActors, "metrics-actors", false, "also export protoactor's own actor metrics (mailbox length, receive duration, spawns, restarts, dead letters); they cost a little on every actor message")
 	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
@@ -199,7 +204,8 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 }
 
 // operatorEndpoints sets up what kube-proxy offers operators: the health
-// server (unless its address is empty) and the health-check node ports.
+// and metrics servers (each unless its address is empty) and the
+// health-check node ports.
 func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, src source, log zerolog.Logger) error {
 	var eligible func() bool
 	if n, ok := src.(interface{ NodeEligible() bool }); ok {
@@ -210,6 +216,24 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		syncPeriod = defaultSyncPeriod
 	}
 	cfg.Health = healthcheck.NewProxyHealth(2*syncPeriod, eligible)
+	if o.metricsBindAddress != "" {
+		m := metrics.New()
+		m.ClientGo()
+		cfg.Metrics = m
+		if o.metricsActors {
+			mp, err := m.MeterProvider()
+			if err != nil {
+				return err
+			}
+			cfg.MeterProvider = mp
+		}
+		if o.metricsPortsLimit > 0 {
+			cfg.Stats = portal.NewStatsTable()
+			m.ServicePorts(cfg.Stats, o.metricsPortsLimit)
+		}
+		cfg.Health.Observe = m.Health
+		serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, m.Handler(), log)
+	}
 	if o.healthzBindAddress != "" {
 		serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log)
 	}

@@ -19,6 +19,8 @@ type ProxyHealth struct {
 	// always eligible (no Node to watch, as with the file source).
 	nodeEligible func() bool
 	now          func() time.Time
+	// Observe, when set, is told every answer (metrics count them).
+	Observe func(path string, code int)
 
 	mu           sync.Mutex
 	lastUpdated  map[string]time.Time
@@ -89,19 +91,26 @@ func (h *ProxyHealth) Handler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		eligible := h.eligible()
 		healthy, last := h.health()
-		h.write(w, healthy && eligible, last, fmt.Sprintf(`, "nodeEligible": %v`, eligible))
+		h.write(w, "/healthz", healthy && eligible, last, fmt.Sprintf(`, "nodeEligible": %v`, eligible))
 	})
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
 		healthy, last := h.health()
-		h.write(w, healthy, last, "")
+		h.write(w, "/livez", healthy, last, "")
 	})
 	return mux
 }
 
-func (h *ProxyHealth) write(w http.ResponseWriter, healthy bool, last time.Time, extra string) {
+func (h *ProxyHealth) write(w http.ResponseWriter, path string, healthy bool, last time.Time, extra string) {
 	now := h.now().Round(0) // no monotonic clock reading in the body
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	code := http.StatusServiceUnavailable
+	if healthy {
+		code = http.StatusOK
+	}
+	if h.Observe != nil {
+		h.Observe(path, code)
+	}
 	if healthy {
 		// kube-proxy reports a healthy proxy as updated now (older
 		// releases synced periodically; probes compare the two times).

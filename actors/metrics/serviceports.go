@@ -1,0 +1,62 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kproxy/kproxy/portal"
+)
+
+// servicePorts exports the data path's per service port counters at
+// scrape time. Series are bounded: at most limit service ports (by ID
+// order); how many were left out is exported too.
+type servicePorts struct {
+	table *portal.StatsTable
+	limit int
+
+	active, conns, dialFailures, bytes, activeFlows, flows, left *prometheus.Desc
+}
+
+// ServicePorts registers per service port metrics read from table, for at
+// most limit service ports (0: no limit).
+func (m *Metrics) ServicePorts(table *portal.StatsTable, limit int) {
+	label := []string{"service_port"}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("kproxy_service_port_"+name, help, labels, nil)
+	}
+	m.Registry.MustRegister(&servicePorts{
+		table:        table,
+		limit:        limit,
+		active:       d("connections_active", "TCP connections being proxied.", label...),
+		conns:        d("connections_total", "TCP connections accepted.", label...),
+		dialFailures: d("dial_failures_total", "Endpoint dials that failed or timed out.", label...),
+		bytes:        d("bytes_total", "Bytes proxied over TCP, by direction (to_endpoint, to_client).", "service_port", "direction"),
+		activeFlows:  d("udp_flows_active", "UDP flows (client address to endpoint) open.", label...),
+		flows:        d("udp_flows_total", "UDP flows opened.", label...),
+		left:         prometheus.NewDesc("kproxy_service_port_metrics_omitted", "Service ports left out of the per service port metrics (--metrics-service-ports-limit).", nil, nil),
+	})
+}
+
+func (c *servicePorts) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.active, c.conns, c.dialFailures, c.bytes, c.activeFlows, c.flows, c.left} {
+		ch <- d
+	}
+}
+
+func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
+	left := c.table.Each(c.limit, func(id string, s *portal.Stats) {
+		g := func(d *prometheus.Desc, v int64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), id)
+		}
+		n := func(d *prometheus.Desc, v int64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), id)
+		}
+		g(c.active, s.ActiveConns.Load())
+		n(c.conns, s.Conns.Load())
+		n(c.dialFailures, s.DialFailures.Load())
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(s.BytesToEndpoint.Load()), id, "to_endpoint")
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(s.BytesToClient.Load()), id, "to_client")
+		g(c.activeFlows, s.ActiveFlows.Load())
+		n(c.flows, s.Flows.Load())
+	})
+	ch <- prometheus.MustNewConstMetric(c.left, prometheus.GaugeValue, float64(left))
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"math"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kproxy/kproxy/watcher/kubetest"
+)
+
+// scrape GETs /metrics (retrying while the server starts, at most 10 s)
+// and parses it with the Prometheus text parser.
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			defer resp.Body.Close()
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			fams, err := parser.TextToMetricFamilies(resp.Body)
+			if err != nil {
+				t.Fatalf("/metrics does not parse: %v", err)
+			}
+			return fams
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /metrics: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string) (uint64, float64) {
+	t.Helper()
+	f := fams[name]
+	if f == nil || len(f.GetMetric()) != 1 {
+		t.Fatalf("no histogram %s", name)
+	}
+	h := f.GetMetric()[0].GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
+}
+
+// /metrics speaks kube-proxy's names (dashboards that scrape kube-proxy
+// work) and kproxy's own; network programming latency is measured from an
+// EndpointSlice's trigger-time annotation, on a real API server.
+func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
+	s := kubetest.Start(t)
+	bn := kubetest.NewBackendNet(t)
+	ip1, ip2 := bn.AddIP(t), bn.AddIP(t)
+	kubeBackends(t, bn, 8080, ip1, ip2)
+	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
+	web := k.service("web", 18080, intstr.FromInt32(8080), nil)
+	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String())))
+
+	metricsAddr := freeAddr(t)
+	in := startKubeKproxy(t, s, func(o *runOptions) {
+		o.metricsBindAddress, o.metricsPortsLimit, o.metricsActors = metricsAddr, 100, true
+	})
+	addr1 := netip.AddrPortFrom(ip1, 8080).String()
+	in.endpointsAre(t, "default/web:tcp/TCP", addr1)
+	readName(t, web.Spec.ClusterIP+":18080") // one proxied connection
+
+	fams := scrape(t, metricsAddr)
+	for _, name := range []string{
+		"kubeproxy_sync_proxy_rules_duration_seconds",
+		"kubeproxy_sync_proxy_rules_last_timestamp_seconds",
+		"kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
+		"kubeproxy_network_programming_duration_seconds",
+		"kubeproxy_sync_proxy_rules_service_changes_total",
+		"kubeproxy_sync_proxy_rules_service_changes_pending",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_pending",
+		"process_cpu_seconds_total",
+		"go_goroutines",
+		"rest_client_requests_total",
+		"kproxy_service_port_connections_total",
+		"kproxy_service_port_bytes_total",
+	} {
+		if fams[name] == nil {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	webConns := -1.0
+	for _, m := range fams["kproxy_service_port_connections_total"].GetMetric() {
+		if m.GetLabel()[0].GetValue() == "default/web:tcp/TCP" {
+			webConns = m.GetCounter().GetValue()
+		}
+	}
+	if webConns < 1 {
+		t.Errorf("kproxy_service_port_connections_total{service_port=\"default/web:tcp/TCP\"} = %v, want >= 1", webConns)
+	}
+	var protoactor []string
+	for name := range fams {
+		if strings.HasPrefix(name, "protoactor") {
+			protoactor = append(protoactor, name)
+		}
+	}
+	sort.Strings(protoactor)
+	if len(protoactor) == 0 {
+		t.Error("no protoactor metrics (the OpenTelemetry bridge)")
+	}
+	t.Logf("protoactor's metrics: %v", protoactor)
+
+	// An EndpointSlice change whose trigger happened 300 ms before the
+	// update, as the EndpointSlice controller stamps it.
+	count0, sum0 := histogram(t, fams, "kubeproxy_network_programming_duration_seconds")
+	trigger := time.Now().Add(-300 * time.Millisecond)
+	sl := k.slice("web", "web-a", 8080, readyEP(ip1.String()), readyEP(ip2.String()))
+	sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: trigger.Format(time.RFC3339Nano)}
+	k.apply(sl)
+	in.endpointsAre(t, "default/web:tcp/TCP", addr1, netip.AddrPortFrom(ip2, 8080).String())
+	measured := time.Since(trigger)
+
+	count, sum := histogram(t, scrape(t, metricsAddr), "kubeproxy_network_programming_duration_seconds")
+	if count != count0+1 {
+		t.Fatalf("network programming observations: %d -> %d, want one more", count0, count)
+	}
+	observed := sum - sum0
+	t.Logf("network programming: observed %.3fs, measured %.3fs", observed, measured.Seconds())
+	if math.Abs(observed-measured.Seconds()) > 0.1 {
+		t.Errorf("network programming duration %.3fs, measured %.3fs: more than 100 ms apart", observed, measured.Seconds())
+	}
+}

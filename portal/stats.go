@@ -1,0 +1,119 @@
+package portal
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// Stats counts one service port's traffic. The data path updates it with
+// atomics (no lock, no allocation per connection); metrics read it when
+// scraped. Methods on a nil *Stats do nothing.
+type Stats struct {
+	ActiveConns     atomic.Int64
+	Conns           atomic.Int64
+	DialFailures    atomic.Int64
+	BytesToEndpoint atomic.Int64 // client to endpoint
+	BytesToClient   atomic.Int64 // endpoint to client
+	ActiveFlows     atomic.Int64 // UDP
+	Flows           atomic.Int64
+}
+
+func (s *Stats) connOpened() {
+	if s != nil {
+		s.ActiveConns.Add(1)
+		s.Conns.Add(1)
+	}
+}
+
+func (s *Stats) connClosed() {
+	if s != nil {
+		s.ActiveConns.Add(-1)
+	}
+}
+
+func (s *Stats) dialFailed() {
+	if s != nil {
+		s.DialFailures.Add(1)
+	}
+}
+
+func (s *Stats) copied(toEndpoint, toClient int64) {
+	if s != nil {
+		s.BytesToEndpoint.Add(toEndpoint)
+		s.BytesToClient.Add(toClient)
+	}
+}
+
+func (s *Stats) flowOpened() {
+	if s != nil {
+		s.ActiveFlows.Add(1)
+		s.Flows.Add(1)
+	}
+}
+
+func (s *Stats) flowClosed() {
+	if s != nil {
+		s.ActiveFlows.Add(-1)
+	}
+}
+
+// StatsTable holds the Stats of every service port, by ID. Safe for
+// concurrent use.
+type StatsTable struct {
+	mu sync.Mutex
+	m  map[string]*Stats
+}
+
+// NewStatsTable returns an empty table.
+func NewStatsTable() *StatsTable { return &StatsTable{m: map[string]*Stats{}} }
+
+// For returns the Stats of service port id, made on first use. A nil
+// table returns nil Stats (counting off).
+func (t *StatsTable) For(id string) *Stats {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.m[id]
+	if s == nil {
+		s = &Stats{}
+		t.m[id] = s
+	}
+	return s
+}
+
+// Delete drops a service port's Stats (it is gone).
+func (t *StatsTable) Delete(id string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	delete(t.m, id)
+	t.mu.Unlock()
+}
+
+// Each calls fn for every service port, by ID order, at most limit of
+// them (0: all); it returns how many it left out.
+func (t *StatsTable) Each(limit int, fn func(id string, s *Stats)) (left int) {
+	t.mu.Lock()
+	ids := make([]string, 0, len(t.m))
+	for id := range t.m {
+		ids = append(ids, id)
+	}
+	stats := make(map[string]*Stats, len(t.m))
+	for id, s := range t.m {
+		stats[id] = s
+	}
+	t.mu.Unlock()
+	sort.Strings(ids)
+	if limit > 0 && len(ids) > limit {
+		left = len(ids) - limit
+		ids = ids[:limit]
+	}
+	for _, id := range ids {
+		fn(id, stats[id])
+	}
+	return left
+}
