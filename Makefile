@@ -30,13 +30,14 @@ apiserver:
 	@GO="$(GO)" test/build-apiserver.sh
 test: export KPROXY_APISERVER = $(shell test/build-apiserver.sh --path)
 
-# Kernel-portal tests need nft, iptables and ip; install them where missing
+# Kernel-portal tests need nft, iptables and ip, the kpng-json test jq; install them where missing
 # (as root, from Debian's packages) so they run rather than skip.
 test-deps:
 	@missing=""; \
 	command -v nft >/dev/null || missing="$$missing nftables"; \
 	command -v iptables-restore >/dev/null || missing="$$missing iptables"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v jq >/dev/null || missing="$$missing jq"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		else echo "not root: kernel-portal tests will be skipped (missing:$$missing)"; fi; \

@@ -316,8 +316,12 @@ type ServicePort struct {
 	InternalTrafficPolicy  TrafficPolicy `protobuf:"varint,12,opt,name=internal_traffic_policy,json=internalTrafficPolicy,proto3,enum=kproxy.v1.TrafficPolicy" json:"internal_traffic_policy,omitempty"`
 	ExternalTrafficPolicy  TrafficPolicy `protobuf:"varint,13,opt,name=external_traffic_policy,json=externalTrafficPolicy,proto3,enum=kproxy.v1.TrafficPolicy" json:"external_traffic_policy,omitempty"`
 	HealthCheckNodePort    int32         `protobuf:"varint,14,opt,name=health_check_node_port,json=healthCheckNodePort,proto3" json:"health_check_node_port,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Headless: clusterIP None. Only a named proxier (--service-proxy-name)
+	// gets such a service; it serves its external and load-balancer IPs and
+	// node ports, never an invented cluster IP (KPNG's ServiceIPs.Headless).
+	Headless      bool `protobuf:"varint,15,opt,name=headless,proto3" json:"headless,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServicePort) Reset() {
@@ -446,6 +450,13 @@ func (x *ServicePort) GetHealthCheckNodePort() int32 {
 		return x.HealthCheckNodePort
 	}
 	return 0
+}
+
+func (x *ServicePort) GetHeadless() bool {
+	if x != nil {
+		return x.Headless
+	}
+	return false
 }
 
 type Endpoint struct {
@@ -643,7 +654,7 @@ const file_messages_model_proto_rawDesc = "" +
 	"\bprotocol\x18\x04 \x01(\x0e2\x13.kproxy.v1.ProtocolR\bprotocol\"'\n" +
 	"\x05IPSet\x12\x0e\n" +
 	"\x02v4\x18\x01 \x03(\tR\x02v4\x12\x0e\n" +
-	"\x02v6\x18\x02 \x03(\tR\x02v6\"\xca\x05\n" +
+	"\x02v6\x18\x02 \x03(\tR\x02v6\"\xe6\x05\n" +
 	"\vServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
@@ -661,7 +672,8 @@ const file_messages_model_proto_rawDesc = "" +
 	"\x18affinity_timeout_seconds\x18\v \x01(\x05R\x16affinityTimeoutSeconds\x12P\n" +
 	"\x17internal_traffic_policy\x18\f \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15internalTrafficPolicy\x12P\n" +
 	"\x17external_traffic_policy\x18\r \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15externalTrafficPolicy\x123\n" +
-	"\x16health_check_node_port\x18\x0e \x01(\x05R\x13healthCheckNodePort\"\xa0\x02\n" +
+	"\x16health_check_node_port\x18\x0e \x01(\x05R\x13healthCheckNodePort\x12\x1a\n" +
+	"\bheadless\x18\x0f \x01(\bR\bheadless\"\xa0\x02\n" +
 	"\bEndpoint\x12\x10\n" +
 	"\x03ips\x18\x01 \x03(\tR\x03ips\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x14\n" +

@@ -2,30 +2,33 @@ package watcher
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/kproxy/kproxy/messages"
 )
 
-// The JSON shapes of KPNG's kpng-json output (localnetv1.Service and
-// Endpoint), so tools written for KPNG can read kproxy's view.
+// The JSON shapes of KPNG's kpng-json output: its localnetv1.Service and
+// Endpoint as Go's encoding/json writes the generated structs (field names
+// as in the proto, empty fields left out, the protocol as its enum
+// number), so jq scripts written for KPNG read kproxy's view unchanged.
 type (
 	jsonService struct {
 		Namespace              string
 		Name                   string
 		Type                   string
 		IPs                    jsonServiceIPs
-		Ports                  []jsonPort
+		Ports                  []jsonPort    `json:",omitempty"`
+		ExternalTrafficToLocal bool          `json:",omitempty"`
 		SessionAffinity        *jsonAffinity `json:",omitempty"`
 		InternalTrafficToLocal bool          `json:",omitempty"`
-		ExternalTrafficToLocal bool          `json:",omitempty"`
 	}
 	jsonServiceIPs struct {
 		ClusterIPs      jsonIPSet
 		ExternalIPs     jsonIPSet
-		LoadBalancerIPs jsonIPSet
-		Headless        bool `json:",omitempty"`
+		LoadBalancerIPs *jsonIPSet `json:",omitempty"`
+		Headless        bool       `json:",omitempty"`
 	}
 	jsonIPSet struct {
 		V4 []string `json:",omitempty"`
@@ -33,8 +36,8 @@ type (
 	}
 	jsonPort struct {
 		Name           string `json:",omitempty"`
-		Protocol       string
-		Port           int32
+		Protocol       int32  // localnetv1.Protocol: TCP 1, UDP 2, SCTP 3
+		Port           int32  `json:",omitempty"`
 		NodePort       int32  `json:",omitempty"`
 		TargetPort     int32  `json:",omitempty"`
 		TargetPortName string `json:",omitempty"`
@@ -43,17 +46,30 @@ type (
 		ClientIP struct{ TimeoutSeconds int32 }
 	}
 	jsonEndpoint struct {
-		IPs    jsonIPSet
-		Local  bool `json:",omitempty"`
-		Scopes struct{ Internal, External bool }
-		// PortOverrides maps a service port name to the endpoint's resolved port.
+		IPs   jsonIPSet
+		Local bool `json:",omitempty"`
+		// PortOverrides maps a service port name to the port its named
+		// target port resolved to on this endpoint.
 		PortOverrides map[string]int32 `json:",omitempty"`
 	}
 	jsonServiceEndpoints struct {
 		Service   jsonService
-		Endpoints []jsonEndpoint
+		Endpoints []jsonEndpoint `json:",omitempty"`
 	}
 )
+
+// kpngProtocol is localnetv1.Protocol's number.
+func kpngProtocol(p messages.Protocol) int32 {
+	switch p {
+	case messages.Protocol_TCP:
+		return 1
+	case messages.Protocol_UDP:
+		return 2
+	case messages.Protocol_SCTP:
+		return 3
+	}
+	return 0
+}
 
 // KPNGJSON renders a state (service ports, as a source or the Watcher
 // sees them) as one JSON line per service, services sorted by namespace
@@ -74,13 +90,17 @@ func KPNGJSON(state []*messages.ServicePortEndpoints) [][]byte {
 			g = &group{out: &jsonServiceEndpoints{Service: jsonService{
 				Namespace: k.GetNamespace(), Name: k.GetName(), Type: sp.GetType(),
 				IPs: jsonServiceIPs{
-					ClusterIPs:      ipSetJSON(sp.GetClusterIps()),
-					ExternalIPs:     ipSetJSON(sp.GetExternalIps()),
-					LoadBalancerIPs: ipSetJSON(sp.GetLoadBalancerIps()),
+					ClusterIPs:  ipSetJSON(sp.GetClusterIps()),
+					ExternalIPs: ipSetJSON(sp.GetExternalIps()),
+					Headless:    sp.GetHeadless(),
 				},
 				InternalTrafficToLocal: sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
 				ExternalTrafficToLocal: sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
 			}}, eps: map[string]*jsonEndpoint{}}
+			if sp.GetLoadBalancerIps().Len() > 0 {
+				lb := ipSetJSON(sp.GetLoadBalancerIps())
+				g.out.Service.IPs.LoadBalancerIPs = &lb
+			}
 			if sp.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP {
 				g.out.Service.SessionAffinity = &jsonAffinity{}
 				g.out.Service.SessionAffinity.ClientIP.TimeoutSeconds = sp.GetAffinityTimeoutSeconds()
@@ -89,19 +109,22 @@ func KPNGJSON(state []*messages.ServicePortEndpoints) [][]byte {
 			order = append(order, id)
 		}
 		g.out.Service.Ports = append(g.out.Service.Ports, jsonPort{
-			Name: k.GetPortName(), Protocol: k.GetProtocol().String(), Port: sp.GetPort(), NodePort: sp.GetNodePort(),
+			Name: k.GetPortName(), Protocol: kpngProtocol(k.GetProtocol()), Port: sp.GetPort(), NodePort: sp.GetNodePort(),
 			TargetPort: sp.GetTargetPort(), TargetPortName: sp.GetTargetPortName(),
 		})
 		for _, e := range spe.GetEndpoints() {
 			ipKey := strings.Join(e.GetIps(), ",")
 			je := g.eps[ipKey]
 			if je == nil {
-				je = &jsonEndpoint{IPs: splitFamilies(e.GetIps()), Local: e.GetLocal(), PortOverrides: map[string]int32{}}
+				je = &jsonEndpoint{IPs: splitFamilies(e.GetIps()), Local: e.GetLocal()}
 				g.eps[ipKey] = je
 			}
-			je.Scopes.Internal = je.Scopes.Internal || e.GetInternal()
-			je.Scopes.External = je.Scopes.External || e.GetExternal()
-			je.PortOverrides[k.GetPortName()] = e.GetPort()
+			if sp.GetTargetPortName() != "" {
+				if je.PortOverrides == nil {
+					je.PortOverrides = map[string]int32{}
+				}
+				je.PortOverrides[k.GetPortName()] = e.GetPort()
+			}
 		}
 	}
 	slices.Sort(order)
@@ -116,7 +139,9 @@ func KPNGJSON(state []*messages.ServicePortEndpoints) [][]byte {
 		for _, k := range keys {
 			g.out.Endpoints = append(g.out.Endpoints, *g.eps[k])
 		}
-		slices.SortFunc(g.out.Service.Ports, func(a, b jsonPort) int { return strings.Compare(a.Name+"/"+a.Protocol, b.Name+"/"+b.Protocol) })
+		slices.SortFunc(g.out.Service.Ports, func(a, b jsonPort) int {
+			return strings.Compare(fmt.Sprintf("%s/%d", a.Name, a.Protocol), fmt.Sprintf("%s/%d", b.Name, b.Protocol))
+		})
 		line, _ := json.Marshal(g.out) // plain structs: cannot fail
 		lines = append(lines, line)
 	}

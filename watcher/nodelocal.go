@@ -38,11 +38,15 @@ func Skip(svc *corev1.Service, opts Options) (reason string, skip bool) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return "type ExternalName is resolved by DNS, not proxied", true
 	}
-	if svc.Spec.ClusterIP == corev1.ClusterIPNone || (len(svc.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone) {
-		return "headless (clusterIP None) is resolved by DNS, not proxied", true
-	}
-	if _, ok := svc.Labels[corev1.IsHeadlessService]; ok {
-		return "labelled " + corev1.IsHeadlessService, true
+	// kube-proxy skips headless services; a named proxier (KPNG's
+	// specialized backends) gets them, to serve their external IPs.
+	if opts.ServiceProxyName == "" {
+		if headless(svc) {
+			return "headless (clusterIP None) is resolved by DNS, not proxied", true
+		}
+		if _, ok := svc.Labels[corev1.IsHeadlessService]; ok {
+			return "labelled " + corev1.IsHeadlessService, true
+		}
 	}
 	owner, labelled := svc.Labels[LabelServiceProxyName]
 	switch {
@@ -106,6 +110,7 @@ func servicePort(svc *corev1.Service, port *corev1.ServicePort) *messages.Servic
 		ExternalIps:           ipSet(svc.Spec.ExternalIPs...),
 		LoadBalancerIps:       ipSet(loadBalancerIPs(svc)...),
 		HealthCheckNodePort:   svc.Spec.HealthCheckNodePort,
+		Headless:              headless(svc),
 		InternalTrafficPolicy: messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
 		ExternalTrafficPolicy: messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
 	}
@@ -140,9 +145,17 @@ func servicePort(svc *corev1.Service, port *corev1.ServicePort) *messages.Servic
 	return sp
 }
 
+// headless reports clusterIP None.
+func headless(svc *corev1.Service) bool {
+	return svc.Spec.ClusterIP == corev1.ClusterIPNone || (len(svc.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone)
+}
+
 // clusterIPs prefers spec.clusterIPs (dual-stack) and falls back to the
 // older single spec.clusterIP, which objects written by hand often use.
 func clusterIPs(svc *corev1.Service) []string {
+	if headless(svc) {
+		return nil
+	}
 	if len(svc.Spec.ClusterIPs) > 0 {
 		return svc.Spec.ClusterIPs
 	}

@@ -142,6 +142,9 @@ func validateTargetPort(field string, tp intstr.IntOrString) errorList {
 func validateServiceIPs(svc *corev1.Service) errorList {
 	var errs errorList
 	checkIP := func(field, ip string) {
+		if ip == corev1.ClusterIPNone && strings.HasPrefix(field, "spec.clusterIP") {
+			return // headless
+		}
 		if _, ok := parseIP(ip); !ok {
 			errs = append(errs, fmt.Errorf("%s: %q is not a valid IP address", field, ip))
 		}

@@ -37,6 +37,11 @@ func TestE2ENetns(t *testing.T) {
 		need(t, "nft")
 		testHealth(t, bin)
 	})
+	t.Run("NftablesHeadlessNamedProxier", func(t *testing.T) {
+		t.Parallel()
+		need(t, "nft")
+		testHeadlessNamedProxier(t, bin)
+	})
 	t.Run("IPTablesUDPConntrack", func(t *testing.T) {
 		t.Parallel()
 		need(t, "iptables-restore", "iptables-save")
