@@ -46,7 +46,7 @@ func TestWatchJSONIsKPNGsForAHeadlessNamedProxierService(t *testing.T) {
 	}
 
 	for expr, want := range map[string]string{
-		`.Service.IPs.ExternalIPs.V6[0]`: "1000::55",
+		`.Service.IPs.ExternalIPs.V6[0]`:                                         "1000::55",
 		`.Endpoints[]|select(.Local == true)|select(.IPs.V6 != null)|.IPs.V6[0]`: "1100::202",
 	} {
 		cmd := exec.Command("jq", "-r", expr)
