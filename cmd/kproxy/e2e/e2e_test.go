@@ -42,6 +42,11 @@ func TestE2ENetns(t *testing.T) {
 		need(t, "nft")
 		testHeadlessNamedProxier(t, bin)
 	})
+	t.Run("KPNGExampleAllIP", func(t *testing.T) {
+		t.Parallel()
+		need(t, "nft", "jq")
+		testKPNGExample(t, bin)
+	})
 	t.Run("IPTablesUDPConntrack", func(t *testing.T) {
 		t.Parallel()
 		need(t, "iptables-restore", "iptables-save")
