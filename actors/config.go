@@ -55,8 +55,10 @@ type Config struct {
 	// MeterProvider, when set, receives protoactor's own actor metrics.
 	MeterProvider metric.MeterProvider
 	// Stats holds per service port traffic counters the data path
-	// updates; nil counts nothing.
+	// updates (nil: Start makes one; per service port limits need it).
 	Stats *portal.StatsTable
+	// Limits bound TCP connections and UDP flows; nil bounds nothing.
+	Limits *portal.Limits
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
 	// MinSyncPeriod is how long the Watcher coalesces source events
@@ -90,6 +92,9 @@ func (c *Config) defaults() {
 	}
 	if c.PickTimeout <= 0 {
 		c.PickTimeout = 2 * time.Second
+	}
+	if c.Stats == nil {
+		c.Stats = portal.NewStatsTable()
 	}
 	if c.Outliers == (balancer.OutlierConfig{}) {
 		c.Outliers = balancer.DefaultOutlierConfig

@@ -228,6 +228,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 	return portal.ListenerOptions{
 		Picker:         p.picker,
 		Stats:          p.cfg.Stats.For(p.sp.GetKey().ID()),
+		Limits:         p.cfg.Limits,
 		UDPIdleTimeout: p.cfg.UDPIdleTimeout,
 		Conns:          p.cfg.conns,
 		Faults:         p.cfg.Faults,

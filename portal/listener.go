@@ -32,7 +32,8 @@ type Listener struct {
 type ListenerOptions struct {
 	Picker         Picker
 	Conns          *ConnTracker
-	Stats          *Stats // the service port's counters; nil counts nothing
+	Stats          *Stats  // the service port's counters; nil counts nothing
+	Limits         *Limits // connection and flow bounds; nil bounds nothing
 	UDPIdleTimeout time.Duration
 	Log            zerolog.Logger
 	// Faults, when set, injects endpoint dial faults (off by default).
@@ -92,11 +93,11 @@ func (l *Listener) Serve(o ListenerOptions) {
 		}()
 		var err error
 		if l.tcp != nil {
-			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Faults: o.Faults, Log: log}
+			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: log}
 			err = tcp.Serve(l.tcp, stop)
 		} else {
 			err = l.flows.Serve(l.udp, UDPOptions{Picker: o.Picker, External: l.Spec.External,
-				IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Faults: o.Faults, Log: log}, stop)
+				IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: log}, stop)
 		}
 		if err != nil && !l.closed.Load() && o.OnFailure != nil {
 			o.OnFailure(l.Spec, err)

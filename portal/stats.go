@@ -17,6 +17,21 @@ type Stats struct {
 	BytesToClient   atomic.Int64 // endpoint to client
 	ActiveFlows     atomic.Int64 // UDP
 	Flows           atomic.Int64
+	// Refused at a limit (see Limits).
+	RefusedConns atomic.Int64
+	RefusedFlows atomic.Int64
+}
+
+func (s *Stats) connRefused() {
+	if s != nil {
+		s.RefusedConns.Add(1)
+	}
+}
+
+func (s *Stats) flowRefused() {
+	if s != nil {
+		s.RefusedFlows.Add(1)
+	}
 }
 
 func (s *Stats) connOpened() {

@@ -22,9 +22,13 @@ type TCPProxy struct {
 	External bool // the listener serves an external address (scope for traffic policy)
 	Conns    *ConnTracker
 	Stats    *Stats  // the service port's counters; nil counts nothing
+	Limits   *Limits // connection bounds; nil bounds nothing
 	Faults   *Faults // nil unless fault injection is on
 	Log      zerolog.Logger
 }
+
+// Process-wide: one warning per interval for all listeners is plenty.
+var acceptErrors, connLimitHits, flowLimitHits RateLog
 
 // Serve accepts until the listener fails or is closed, or until stop is
 // closed and the listener's deadline fires (a pause: the socket stays open
@@ -43,11 +47,20 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 			}
 			if isTemporaryAcceptError(err) {
 				// fd exhaustion (EMFILE/ENFILE): back off briefly, keep the listener.
-				p.Log.Warn().Err(err).Msg("accept failed, retrying")
+				if ok, held := acceptErrors.Allow(); ok {
+					p.Log.Warn().Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
+				}
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
 			return err
+		}
+		if !p.Limits.AcquireConn(p.Stats) {
+			if ok, held := connLimitHits.Allow(); ok {
+				p.Log.Warn().Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
+			}
+			reset(conn)
+			continue
 		}
 		go p.handle(conn)
 	}
@@ -62,8 +75,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 	}()
 	release := p.Conns.Add(client)
 	defer release()
-	p.Stats.connOpened()
-	defer p.Stats.connClosed()
+	defer p.Limits.ReleaseConn(p.Stats) // acquired by Serve
 
 	clientIP := ""
 	if a, ok := client.RemoteAddr().(*net.TCPAddr); ok {

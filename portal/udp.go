@@ -42,6 +42,7 @@ type UDPOptions struct {
 	IdleTimeout time.Duration
 	Conns       *ConnTracker
 	Stats       *Stats
+	Limits      *Limits
 	Faults      *Faults
 	Log         zerolog.Logger
 }
@@ -94,6 +95,22 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte
 	if f != nil {
 		return f
 	}
+	if !o.Limits.AcquireFlow(o.Stats) {
+		if ok, held := flowLimitHits.Allow(); ok {
+			o.Log.Warn().Int64("suppressed", held).Msg("UDP flow limit reached: datagrams of new clients are dropped")
+		}
+		return nil
+	}
+	f = p.startFlow(listener, client, oob, o)
+	if f == nil {
+		o.Limits.ReleaseFlow(o.Stats)
+	}
+	return f
+}
+
+// startFlow picks an endpoint and opens the flow's backend socket.
+func (p *UDPProxy) startFlow(listener *net.UDPConn, client netip.AddrPort, oob []byte, o *UDPOptions) *udpFlow {
+	var f *udpFlow
 	clientIP := client.Addr().Unmap().String()
 	var exclude []string
 	for range dialTimeouts {
@@ -128,8 +145,7 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte
 		p.flows[client] = f
 		p.mu.Unlock()
 		releaseConn := o.Conns.Add(backend)
-		o.Stats.flowOpened()
-		release := func() { releaseConn(); o.Stats.flowClosed() }
+		release := func() { releaseConn(); o.Limits.ReleaseFlow(o.Stats) }
 		go p.reply(listener, f, release, o.IdleTimeout, o.Log)
 		return f
 	}
@@ -154,29 +170,27 @@ func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle
 	if idle <= 0 {
 		idle = DefaultUDPIdleTimeout
 	}
-	buf := make([]byte, MaxDatagram)
+	forward := func(datagram []byte) error {
+		f.lastUsed.Store(time.Now().UnixNano())
+		_, _, err := listener.WriteMsgUDPAddrPort(datagram, f.oob, f.client)
+		return err
+	}
 	for {
 		last := time.Unix(0, f.lastUsed.Load())
 		if time.Since(last) >= idle {
 			return
 		}
 		f.backend.SetReadDeadline(last.Add(idle))
-		n, err := f.backend.Read(buf)
-		if err != nil {
-			if isTimeout(err) {
-				continue // re-check: the client may have sent since
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue // ICMP refused and the like: the endpoint may come back
-		}
-		f.lastUsed.Store(time.Now().UnixNano())
-		if _, _, err := listener.WriteMsgUDPAddrPort(buf[:n], f.oob, f.client); err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			log.Debug().Err(err).Msg("udp write to client failed")
+		err := readDatagram(f.backend, forward)
+		switch {
+		case err == nil:
+		case isTimeout(err):
+			// re-check: the client may have sent since
+		case errors.Is(err, net.ErrClosed):
+			return // the flow was ended, or the listener closed
+		default:
+			// ICMP refused and the like: the endpoint may come back
+			log.Debug().Err(err).Msg("udp flow: read or reply failed")
 		}
 	}
 }

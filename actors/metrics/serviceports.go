@@ -13,7 +13,7 @@ type servicePorts struct {
 	table *portal.StatsTable
 	limit int
 
-	active, conns, dialFailures, bytes, activeFlows, flows, left *prometheus.Desc
+	active, conns, dialFailures, bytes, activeFlows, flows, refused, left *prometheus.Desc
 }
 
 // ServicePorts registers per service port metrics read from table, for at
@@ -32,12 +32,13 @@ func (m *Metrics) ServicePorts(table *portal.StatsTable, limit int) {
 		bytes:        d("bytes_total", "Bytes proxied over TCP, by direction (to_endpoint, to_client).", "service_port", "direction"),
 		activeFlows:  d("udp_flows_active", "UDP flows (client address to endpoint) open.", label...),
 		flows:        d("udp_flows_total", "UDP flows opened.", label...),
+		refused:      d("refused_total", "New TCP connections (kind tcp) and UDP clients (kind udp) refused at a limit.", "service_port", "kind"),
 		left:         prometheus.NewDesc("kproxy_service_port_metrics_omitted", "Service ports left out of the per service port metrics (--metrics-service-ports-limit).", nil, nil),
 	})
 }
 
 func (c *servicePorts) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.active, c.conns, c.dialFailures, c.bytes, c.activeFlows, c.flows, c.left} {
+	for _, d := range []*prometheus.Desc{c.active, c.conns, c.dialFailures, c.bytes, c.activeFlows, c.flows, c.refused, c.left} {
 		ch <- d
 	}
 }
@@ -57,6 +58,8 @@ func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(s.BytesToClient.Load()), id, "to_client")
 		g(c.activeFlows, s.ActiveFlows.Load())
 		n(c.flows, s.Flows.Load())
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.RefusedConns.Load()), id, "tcp")
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.RefusedFlows.Load()), id, "udp")
 	})
 	ch <- prometheus.MustNewConstMetric(c.left, prometheus.GaugeValue, float64(left))
 }

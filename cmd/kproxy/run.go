@@ -35,6 +35,7 @@ type runOptions struct {
 	portRange      string
 	udpIdleTimeout time.Duration
 	outliers       balancer.OutlierConfig
+	limits         limitFlags
 	logLevel       string
 	logFormat      string
 
@@ -62,6 +63,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.IntVar(&o.outliers.ConsecutiveFailures, "outlier-consecutive-failures", balancer.DefaultOutlierConfig.ConsecutiveFailures, "failed dials in a row (refused, unreachable, timed out) that eject an endpoint for a while; 0 turns outlier detection off")
 	fs.DurationVar(&o.outliers.BaseEjection, "outlier-base-ejection-time", balancer.DefaultOutlierConfig.BaseEjection, "how long an endpoint's first ejection lasts; each further one without a successful dial between doubles it")
 	fs.DurationVar(&o.outliers.MaxEjection, "outlier-max-ejection-time", balancer.DefaultOutlierConfig.MaxEjection, "the longest an ejection lasts")
+	o.limits.register(fs)
 	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "host:port of the health server (/healthz, /livez), as kube-proxy's; empty turns it off")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "127.0.0.1:10249", "host:port of the Prometheus metrics server (/metrics), as kube-proxy's; empty turns it off")
 	fs.IntVar(&o.metricsPortsLimit, "metrics-service-ports-limit", 1000, "per service port metrics for at most this many service ports (bounded series); 0 turns them off")
@@ -159,6 +161,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		Ports:          portal.NewPortAllocator(o.bindAddress, ports),
 		UDPIdleTimeout: o.udpIdleTimeout,
 		Outliers:       o.outliers,
+		Limits:         o.limits.limits(fdLimit()),
 		MinSyncPeriod:  o.minSyncPeriod,
 		Rules:          rules,
 		Conntrack:      newFlows(o.portalMode),
@@ -227,10 +230,11 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 			}
 			cfg.MeterProvider = mp
 		}
+		cfg.Stats = portal.NewStatsTable()
 		if o.metricsPortsLimit > 0 {
-			cfg.Stats = portal.NewStatsTable()
 			m.ServicePorts(cfg.Stats, o.metricsPortsLimit)
 		}
+		m.Limits(cfg.Limits)
 		cfg.Health.Observe = m.Health
 		serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, m.Handler(), log)
 	}

@@ -1,0 +1,28 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kproxy/kproxy/portal"
+)
+
+// Limits exports the process-wide bounds' use: connections and flows
+// held, the bounds, and refusals at them.
+func (m *Metrics) Limits(l *portal.Limits) {
+	if l == nil {
+		return
+	}
+	gauge := func(name, help string, f func() int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "kproxy", Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	m.Registry.MustRegister(
+		gauge("connections_active", "TCP connections proxied now, process-wide.", func() int64 { c, _, _, _ := l.Counts(); return c }),
+		gauge("udp_flows_active", "UDP flows held now, process-wide.", func() int64 { _, f, _, _ := l.Counts(); return f }),
+		gauge("connections_limit", "The process's TCP connection bound (--max-connections; 0: none).", func() int64 { return l.MaxConns }),
+		gauge("udp_flows_limit", "The process's UDP flow bound (--max-udp-flows; 0: none).", func() int64 { return l.MaxFlows }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kproxy", Name: "limit_refused_connections_total",
+			Help: "TCP connections reset at a connection bound."}, func() float64 { _, _, r, _ := l.Counts(); return float64(r) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kproxy", Name: "limit_refused_udp_flows_total",
+			Help: "New UDP clients dropped at a flow bound."}, func() float64 { _, _, _, r := l.Counts(); return float64(r) }),
+	)
+}

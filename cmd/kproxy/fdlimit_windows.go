@@ -1,0 +1,5 @@
+package main
+
+// fdLimit: Windows has no per-process handle limit worth deriving bounds
+// from; this sizes the default limits for a large node.
+func fdLimit() int64 { return 1 << 20 }

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+
+	"github.com/kproxy/kproxy/portal"
+)
+
+// limitFlags are the data path's bounds. 0 derives a bound from the fd
+// limit (portal.DefaultLimits); a negative value means no bound.
+type limitFlags struct {
+	maxConns, maxConnsPerServicePort int64
+	maxFlows, maxFlowsPerServicePort int64
+}
+
+func (f *limitFlags) register(fs *flag.FlagSet) {
+	fs.Int64Var(&f.maxConns, "max-connections", 0, "TCP connections proxied at once by the process (HAProxy's global maxconn); 0 derives it from the fd limit, negative means no bound")
+	fs.Int64Var(&f.maxConnsPerServicePort, "max-connections-per-service-port", 0, "TCP connections proxied at once by one service port; 0 means half the process bound, negative no bound")
+	fs.Int64Var(&f.maxFlows, "max-udp-flows", 0, "UDP flows (client addresses) held at once by the process; 0 derives it from the fd limit, negative means no bound")
+	fs.Int64Var(&f.maxFlowsPerServicePort, "max-udp-flows-per-service-port", 0, "UDP flows held at once by one service port; 0 means half the process bound, negative no bound")
+}
+
+// limits resolves the flags against the fd limit nofile.
+func (f limitFlags) limits(nofile int64) *portal.Limits {
+	l := portal.DefaultLimits(nofile)
+	pick := func(flag, derived int64) int64 {
+		switch {
+		case flag > 0:
+			return flag
+		case flag < 0:
+			return 0 // no bound
+		}
+		return derived
+	}
+	l.MaxConns = pick(f.maxConns, l.MaxConns)
+	l.MaxFlows = pick(f.maxFlows, l.MaxFlows)
+	l.ConnsPerServicePort = pick(f.maxConnsPerServicePort, max(1, l.MaxConns/2))
+	l.FlowsPerServicePort = pick(f.maxFlowsPerServicePort, max(1, l.MaxFlows/2))
+	if l.MaxConns == 0 && f.maxConnsPerServicePort == 0 {
+		l.ConnsPerServicePort = 0
+	}
+	if l.MaxFlows == 0 && f.maxFlowsPerServicePort == 0 {
+		l.FlowsPerServicePort = 0
+	}
+	return l
+}

@@ -1,0 +1,142 @@
+package portal
+
+import (
+	"sync/atomic"
+)
+
+// Limits bound what clients can make kproxy hold: TCP connections and UDP
+// flows, per service port and for the process, as HAProxy's maxconn
+// (global and per frontend) and Envoy's connection and UDP session limits
+// do. At a limit a new TCP connection is reset and a new UDP flow's
+// datagram dropped; both are counted. Existing connections and flows are
+// never touched, so a flood on one service port cannot take the others'
+// sockets, nor the control plane's (see DefaultLimits).
+type Limits struct {
+	// ConnsPerServicePort and FlowsPerServicePort bound one service port;
+	// 0 means no bound.
+	ConnsPerServicePort int64
+	FlowsPerServicePort int64
+	// MaxConns and MaxFlows bound the process; 0 means no bound.
+	MaxConns int64
+	MaxFlows int64
+
+	conns, flows               atomic.Int64
+	refusedConns, refusedFlows atomic.Int64
+}
+
+// fd costs: a proxied TCP connection holds two sockets, and two splice
+// pipes (four fds) while its bytes move; a UDP flow holds one socket.
+const (
+	fdsPerConn = 6
+	fdsPerFlow = 1
+)
+
+// controlPlaneFDs is kept back from the data path for the API watch,
+// health, metrics, listeners and rules.
+func controlPlaneFDs(nofile int64) int64 { return max(1024, nofile/20) }
+
+// DefaultLimits derives the process bounds from the fd limit: after the
+// control plane's share, TCP connections may use up to 60% of what is left
+// and UDP flows 40%, so neither kind starves the other. A service port may
+// take at most half of each, so one flooded service port leaves room for
+// the rest.
+func DefaultLimits(nofile int64) *Limits {
+	avail := nofile - controlPlaneFDs(nofile)
+	if avail < 100 {
+		avail = 100
+	}
+	l := &Limits{MaxConns: avail * 6 / 10 / fdsPerConn, MaxFlows: avail * 4 / 10 / fdsPerFlow}
+	l.ConnsPerServicePort, l.FlowsPerServicePort = max(1, l.MaxConns/2), max(1, l.MaxFlows/2)
+	return l
+}
+
+// acquire takes one unit of both counters within their bounds.
+func acquire(sp *atomic.Int64, spMax int64, proc *atomic.Int64, procMax int64) bool {
+	if !take(sp, spMax) {
+		return false
+	}
+	if !take(proc, procMax) {
+		sp.Add(-1)
+		return false
+	}
+	return true
+}
+
+func take(n *atomic.Int64, bound int64) bool {
+	for {
+		cur := n.Load()
+		if bound > 0 && cur >= bound {
+			return false
+		}
+		if n.CompareAndSwap(cur, cur+1) {
+			return true
+		}
+	}
+}
+
+// AcquireConn admits a new TCP connection of the service port counted in
+// s, or counts a refusal. A nil *Limits admits everything.
+func (l *Limits) AcquireConn(s *Stats) bool {
+	if l == nil {
+		s.connOpened()
+		return true
+	}
+	var spCount atomic.Int64
+	sp := &spCount
+	if s != nil {
+		sp = &s.ActiveConns
+	}
+	if !acquire(sp, l.ConnsPerServicePort, &l.conns, l.MaxConns) {
+		l.refusedConns.Add(1)
+		s.connRefused()
+		return false
+	}
+	if s != nil {
+		s.Conns.Add(1)
+	}
+	return true
+}
+
+// ReleaseConn gives back what AcquireConn took.
+func (l *Limits) ReleaseConn(s *Stats) {
+	s.connClosed()
+	if l != nil {
+		l.conns.Add(-1)
+	}
+}
+
+// AcquireFlow admits a new UDP flow, as AcquireConn.
+func (l *Limits) AcquireFlow(s *Stats) bool {
+	if l == nil {
+		s.flowOpened()
+		return true
+	}
+	var spCount atomic.Int64
+	sp := &spCount
+	if s != nil {
+		sp = &s.ActiveFlows
+	}
+	if !acquire(sp, l.FlowsPerServicePort, &l.flows, l.MaxFlows) {
+		l.refusedFlows.Add(1)
+		s.flowRefused()
+		return false
+	}
+	if s != nil {
+		s.Flows.Add(1)
+	}
+	return true
+}
+
+// ReleaseFlow gives back what AcquireFlow took.
+func (l *Limits) ReleaseFlow(s *Stats) {
+	s.flowClosed()
+	if l != nil {
+		l.flows.Add(-1)
+	}
+}
+
+// Counts returns the process-wide connections and flows held, and how many
+// were refused at a limit.
+func (l *Limits) Counts() (conns, flows, refusedConns, refusedFlows int64) {
+	return l.conns.Load(), l.flows.Load(), l.refusedConns.Load(), l.refusedFlows.Load()
+}
