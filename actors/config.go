@@ -59,6 +59,11 @@ type Config struct {
 	Stats *portal.StatsTable
 	// Limits bound TCP connections and UDP flows; nil bounds nothing.
 	Limits *portal.Limits
+	// TCPKeepAlive probes both peers of a proxied connection after this
+	// long without traffic; 0 turns it off.
+	TCPKeepAlive time.Duration
+	// Reaper closes idle and half-closed TCP connections; nil closes none.
+	Reaper *portal.IdleReaper
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
 	// MinSyncPeriod is how long the Watcher coalesces source events

@@ -229,6 +229,8 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		Picker:         p.picker,
 		Stats:          p.cfg.Stats.For(p.sp.GetKey().ID()),
 		Limits:         p.cfg.Limits,
+		TCPKeepAlive:   p.cfg.TCPKeepAlive,
+		Reaper:         p.cfg.Reaper,
 		UDPIdleTimeout: p.cfg.UDPIdleTimeout,
 		Conns:          p.cfg.conns,
 		Faults:         p.cfg.Faults,

@@ -137,6 +137,7 @@ func (p *Proxy) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("stop actors: %w", ctx.Err())
 	}
+	p.cfg.Reaper.Stop()
 	p.Conns.CloseAll()
 	p.System.EventStream.Unsubscribe(p.sub)
 	p.System.Shutdown()

@@ -34,6 +34,8 @@ type ListenerOptions struct {
 	Conns          *ConnTracker
 	Stats          *Stats  // the service port's counters; nil counts nothing
 	Limits         *Limits // connection and flow bounds; nil bounds nothing
+	TCPKeepAlive   time.Duration
+	Reaper         *IdleReaper
 	UDPIdleTimeout time.Duration
 	Log            zerolog.Logger
 	// Faults, when set, injects endpoint dial faults (off by default).
@@ -93,7 +95,8 @@ func (l *Listener) Serve(o ListenerOptions) {
 		}()
 		var err error
 		if l.tcp != nil {
-			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: log}
+			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
+				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: log}
 			err = tcp.Serve(l.tcp, stop)
 		} else {
 			err = l.flows.Serve(l.udp, UDPOptions{Picker: o.Picker, External: l.Spec.External,

@@ -23,6 +23,11 @@ type TCPProxy struct {
 	Conns    *ConnTracker
 	Stats    *Stats  // the service port's counters; nil counts nothing
 	Limits   *Limits // connection bounds; nil bounds nothing
+	// KeepAlive probes both peers after this long without traffic, so
+	// vanished hosts are noticed; 0 turns it off.
+	KeepAlive time.Duration
+	// Reaper closes idle and half-closed connections; nil closes none.
+	Reaper *IdleReaper
 	Faults   *Faults // nil unless fault injection is on
 	Log      zerolog.Logger
 }
@@ -36,6 +41,11 @@ var acceptErrors, connLimitHits, flowLimitHits RateLog
 // its own goroutine, which also dials the endpoint, so a slow or dead
 // endpoint never stalls accept. The returned error is the accept error.
 func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
+	if p.KeepAlive > 0 {
+		if err := setListenerKeepAlive(ln, p.KeepAlive); err != nil {
+			p.Log.Warn().Err(err).Msg("cannot turn on TCP keepalive for clients")
+		}
+	}
 	for {
 		conn, err := ln.AcceptTCP()
 		if err != nil {
@@ -89,7 +99,9 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 	}
 	releaseBackend := p.Conns.Add(backend)
 	defer releaseBackend()
-	p.Stats.copied(Splice(client, backend))
+	pr, untrack := p.Reaper.Track(client, backend)
+	defer untrack()
+	p.Stats.copied(splicePair(pr))
 }
 
 // dial picks endpoints until one answers, excluding those that failed.
@@ -108,7 +120,7 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 		err = p.Faults.Before(addr, timeout)
 		var conn net.Conn
 		if err == nil {
-			conn, err = (&net.Dialer{Timeout: timeout, KeepAlive: -1}).Dial("tcp", addr)
+			conn, err = keepAliveDialer(p.KeepAlive, timeout).Dial("tcp", addr)
 		}
 		if err != nil || pick.Report {
 			p.Picker.Dialed(addr, err)
@@ -131,17 +143,25 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 // to a. *net.TCPConn to *net.TCPConn lets Go use splice(2) on Linux, so
 // bytes do not cross into user space.
 func Splice(a, b *net.TCPConn) (aToB, bToA int64) {
+	return splicePair(&pair{client: a, backend: b})
+}
+
+// splicePair is Splice, marking the pair half-closed when the first
+// direction ends (the idle reaper's shorter timeout applies then).
+func splicePair(p *pair) (toBackend, toClient int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		aToB = copyHalf(b, a)
+		toBackend = copyHalf(p.backend, p.client)
+		p.halfClosed.Store(true)
 	}()
-	bToA = copyHalf(a, b)
+	toClient = copyHalf(p.client, p.backend)
+	p.halfClosed.Store(true)
 	wg.Wait()
-	a.Close()
-	b.Close()
-	return aToB, bToA
+	p.client.Close()
+	p.backend.Close()
+	return toBackend, toClient
 }
 
 // copyHalf copies src to dst, then closes dst's write side so the peer sees EOF

@@ -26,3 +26,13 @@ func (m *Metrics) Limits(l *portal.Limits) {
 			Help: "New UDP clients dropped at a flow bound."}, func() float64 { _, _, _, r := l.Counts(); return float64(r) }),
 	)
 }
+
+// Reaper exports how many TCP connections were closed as idle.
+func (m *Metrics) Reaper(r *portal.IdleReaper) {
+	if r == nil {
+		return
+	}
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kproxy", Name: "tcp_idle_closed_total",
+		Help: "Proxied TCP connections closed after --tcp-idle-timeout or --tcp-half-close-timeout without traffic."},
+		func() float64 { return float64(r.Reaped.Load()) }))
+}

@@ -162,6 +162,8 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		UDPIdleTimeout: o.udpIdleTimeout,
 		Outliers:       o.outliers,
 		Limits:         o.limits.limits(fdLimit()),
+		TCPKeepAlive:   o.limits.tcpKeepAlive,
+		Reaper:         o.limits.reaper(),
 		MinSyncPeriod:  o.minSyncPeriod,
 		Rules:          rules,
 		Conntrack:      newFlows(o.portalMode),
@@ -235,6 +237,7 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 			m.ServicePorts(cfg.Stats, o.metricsPortsLimit)
 		}
 		m.Limits(cfg.Limits)
+		m.Reaper(cfg.Reaper)
 		cfg.Health.Observe = m.Health
 		serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, m.Handler(), log)
 	}

@@ -1,0 +1,143 @@
+package portal
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Default TCP timeouts, beside what users know: Envoy's TCP proxy closes
+// a connection idle for 1 h; HAProxy's "timeout client-fin" bounds a
+// half-closed one (commonly a minute); Linux probes a silent peer only
+// after 2 h, so kproxy's keepalive starts after 5 min.
+const (
+	DefaultTCPIdleTimeout      = time.Hour
+	DefaultTCPHalfCloseTimeout = time.Minute
+	DefaultTCPKeepAlive        = 5 * time.Minute
+)
+
+// IdleReaper closes proxied TCP connections that moved no byte either way
+// for IdleTimeout, or HalfCloseTimeout once one direction has ended. It
+// asks the kernel when each socket last received data (TCP_INFO), so the
+// copy itself stays a splice with no per-read bookkeeping. Where the
+// kernel cannot tell (not Linux), nothing is reaped.
+type IdleReaper struct {
+	IdleTimeout      time.Duration
+	HalfCloseTimeout time.Duration
+
+	mu    sync.Mutex
+	pairs map[*pair]struct{}
+	once  sync.Once
+	stop  chan struct{}
+	// Reaped counts connections closed as idle.
+	Reaped atomic.Int64
+}
+
+type pair struct {
+	client, backend *net.TCPConn
+	halfClosed      atomic.Bool
+}
+
+// Track registers a proxied connection; the returned pair's halfClosed is
+// set by the copy, and untrack must be called when it ends.
+func (r *IdleReaper) Track(client, backend *net.TCPConn) (p *pair, untrack func()) {
+	p = &pair{client: client, backend: backend}
+	if r == nil || (r.IdleTimeout <= 0 && r.HalfCloseTimeout <= 0) {
+		return p, func() {}
+	}
+	r.once.Do(r.start)
+	r.mu.Lock()
+	r.pairs[p] = struct{}{}
+	r.mu.Unlock()
+	return p, func() {
+		r.mu.Lock()
+		delete(r.pairs, p)
+		r.mu.Unlock()
+	}
+}
+
+func (r *IdleReaper) start() {
+	r.pairs = map[*pair]struct{}{}
+	r.stop = make(chan struct{})
+	go r.run()
+}
+
+// Stop ends the sweeping (connections stay open).
+func (r *IdleReaper) Stop() {
+	if r == nil {
+		return
+	}
+	r.once.Do(r.start)
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+}
+
+// sweepInterval checks often enough that a connection is reaped within a
+// quarter of its timeout past it, and at most every 10 s.
+func (r *IdleReaper) sweepInterval() time.Duration {
+	d := 10 * time.Second
+	for _, t := range []time.Duration{r.IdleTimeout, r.HalfCloseTimeout} {
+		if t > 0 {
+			d = min(d, t/4)
+		}
+	}
+	return max(d, 10*time.Millisecond)
+}
+
+func (r *IdleReaper) run() {
+	t := time.NewTicker(r.sweepInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.sweep()
+		}
+	}
+}
+
+func (r *IdleReaper) sweep() {
+	r.mu.Lock()
+	ps := make([]*pair, 0, len(r.pairs))
+	for p := range r.pairs {
+		ps = append(ps, p)
+	}
+	r.mu.Unlock()
+	for _, p := range ps {
+		timeout := r.IdleTimeout
+		if p.halfClosed.Load() && r.HalfCloseTimeout > 0 {
+			timeout = r.HalfCloseTimeout
+		}
+		if timeout <= 0 {
+			continue
+		}
+		idleC, okC := sinceLastReceive(p.client)
+		idleB, okB := sinceLastReceive(p.backend)
+		if okC && okB && min(idleC, idleB) >= timeout {
+			r.Reaped.Add(1)
+			p.client.Close()
+			p.backend.Close()
+		}
+	}
+}
+
+// keepAliveProbes: after idle, probe every 30 s (or idle, if shorter) up
+// to 4 times, so a vanished peer is noticed about idle + 2 min later.
+func keepAliveProbes(idle time.Duration) (interval time.Duration, count int) {
+	return min(idle, 30*time.Second), 4
+}
+
+// keepAliveDialer dials endpoints with keepalive after idle (none when
+// idle <= 0) and the given timeout.
+func keepAliveDialer(idle, timeout time.Duration) *net.Dialer {
+	if idle <= 0 {
+		return &net.Dialer{Timeout: timeout, KeepAlive: -1}
+	}
+	interval, count := keepAliveProbes(idle)
+	return &net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: idle, Interval: interval, Count: count}}
+}
