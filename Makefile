@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test test-deps bench generate tools vet clean
+.PHONY: all build run test test-deps bench fuzz generate tools vet clean
 
 all: build
 
@@ -22,6 +22,17 @@ run: build
 
 test: vet test-deps apiserver
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Each fuzz target for FUZZTIME (CI runs it after the tests). Minimizing
+# a new input is capped, or one slow minimization eats the whole budget.
+FUZZTIME ?= 10s
+FUZZ_TARGETS = FuzzManifests:./watcher
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		name=$${t%%:*}; pkg=$${t#*:}; \
+		echo "fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg || exit 1; \
+	done
 
 # kube-apiserver + embedded etcd for watcher/kubetest, built only if missing into
 # $KPROXY_CACHE (default ~/.cache/kproxy; ~12 min cold); prints its path.
