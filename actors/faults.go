@@ -82,6 +82,9 @@ func (p *Proxy) SetRulesFault(d time.Duration) error {
 	return nil
 }
 
+// ErrChaosRunning refuses a storm while another runs.
+var ErrChaosRunning = errors.New("chaos: a storm is already running")
+
 // ChaosCrash is one crash chaos mode made.
 type ChaosCrash struct {
 	At          time.Time `json:"at"`
@@ -92,12 +95,18 @@ type ChaosCrash struct {
 // second, for d (or until ctx ends), choosing with a rand seeded by seed so
 // a run can be repeated. It returns the crashes it made.
 func (p *Proxy) Chaos(ctx context.Context, perSecond float64, d time.Duration, seed uint64) ([]ChaosCrash, error) {
-	if perSecond <= 0 || perSecond > 10000 {
-		return nil, fmt.Errorf("chaos: rate %v: want 0 < rate <= 10000 per second", perSecond)
+	if !(perSecond > 0 && perSecond <= 100) { // also refuses NaN
+		return nil, fmt.Errorf("chaos: rate %v: want 0 < rate <= 100 per second", perSecond)
 	}
-	if d <= 0 || d > time.Hour {
-		return nil, fmt.Errorf("chaos: duration %v: want 0 < duration <= 1h", d)
+	if d <= 0 || d > 10*time.Minute {
+		return nil, fmt.Errorf("chaos: duration %v: want 0 < duration <= 10m", d)
 	}
+	// One storm at a time: storms could otherwise pile up crashes faster
+	// than restarts happen and keep service ports down long after.
+	if !p.chaosRunning.CompareAndSwap(false, true) {
+		return nil, ErrChaosRunning
+	}
+	defer p.chaosRunning.Store(false)
 	snap, err := p.State(5 * time.Second)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,8 @@ type Proxy struct {
 	sub      *eventstream.Subscription
 	faults   atomic.Int64
 	restarts atomic.Int64
+	// chaosRunning is set while a storm runs.
+	chaosRunning atomic.Bool
 }
 
 // Start builds the actor system and the tree.

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net"
 	"net/http"
-	"strconv"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,20 +42,72 @@ func checkAdminAddress(addr string, allowNonLoopback bool) error {
 	return fmt.Errorf("--admin-address %q is not a loopback address; the fault-injection API would be reachable from the network (pass --admin-allow-non-loopback to insist)", addr)
 }
 
-// startAdmin serves the admin API on addr until ctx ends.
-func startAdmin(ctx context.Context, addr string, p *actors.Proxy, log zerolog.Logger) (net.Addr, error) {
+// startAdmin serves the admin API on addr until ctx ends. Every request
+// needs the token (written to tokenFile for kproxy chaos), a Host naming
+// the admin address, no foreign Origin, and POSTs a JSON body: a web page
+// the operator visits can neither read the state (DNS rebinding) nor
+// drive faults (form or text/plain POSTs, which need no CORS preflight).
+func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, log zerolog.Logger) (net.Addr, error) {
+	token, err := writeAdminToken(tokenFile)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin API: %w", err)
 	}
-	srv := &http.Server{Handler: adminHandler(p), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: guardAdmin(adminHandler(p), token, adminHosts(addr, ln.Addr())), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	log.Warn().Str("address", ln.Addr().String()).Msg("fault-injection admin API enabled")
+	log.Warn().Str("address", ln.Addr().String()).Str("tokenFile", tokenFile).Msg("fault-injection admin API enabled")
 	return ln.Addr(), nil
+}
+
+// adminHosts are the Host headers the admin API answers: the address as
+// configured, and the loopback names of the port it listens on.
+func adminHosts(configured string, bound net.Addr) map[string]bool {
+	hosts := map[string]bool{strings.ToLower(configured): true, strings.ToLower(bound.String()): true}
+	if _, port, err := net.SplitHostPort(bound.String()); err == nil {
+		for _, h := range []string{"localhost", "127.0.0.1", "[::1]"} {
+			hosts[h+":"+port] = true
+		}
+	}
+	return hosts
+}
+
+// maxAdminBody bounds a request body.
+const maxAdminBody = 64 << 10
+
+func guardAdmin(next http.Handler, token string, hosts map[string]bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hosts[strings.ToLower(r.Host)] {
+			httpError(w, http.StatusForbidden, fmt.Errorf("host %q is not this admin API (DNS rebinding?)", r.Host))
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			u, err := url.Parse(origin)
+			if err != nil || !hosts[strings.ToLower(u.Host)] {
+				httpError(w, http.StatusForbidden, fmt.Errorf("origin %q may not use the admin API", origin))
+				return
+			}
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			httpError(w, http.StatusUnauthorized, errors.New("missing or wrong admin token (Authorization: Bearer, from the token file)"))
+			return
+		}
+		if r.Method == http.MethodPost {
+			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+				httpError(w, http.StatusUnsupportedMediaType, errors.New("POST bodies must be application/json"))
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func adminHandler(p *actors.Proxy) http.Handler {
@@ -73,11 +129,11 @@ func adminHandler(p *actors.Proxy) http.Handler {
 		}{p.Counts(), raw})
 	})
 	mux.HandleFunc("POST /crash", func(w http.ResponseWriter, r *http.Request) {
-		sp, role := r.FormValue("servicePort"), r.FormValue("actor")
-		if role == "" {
-			role = "portal"
+		var req crashRequest
+		if !decodeRequest(w, r, &req) {
+			return
 		}
-		if err := p.Crash(sp, role, "admin API"); err != nil {
+		if err := p.Crash(req.ServicePort, req.Actor, "admin API"); err != nil {
 			status := http.StatusBadRequest
 			if errors.Is(err, actors.ErrUnknownServicePort) {
 				status = http.StatusNotFound
@@ -85,54 +141,61 @@ func adminHandler(p *actors.Proxy) http.Handler {
 			httpError(w, status, err)
 			return
 		}
-		writeJSON(w, map[string]string{"crashed": sp, "actor": role})
+		writeJSON(w, map[string]string{"crashed": req.ServicePort, "actor": req.Actor})
 	})
 	mux.HandleFunc("POST /chaos", func(w http.ResponseWriter, r *http.Request) {
-		rate, err1 := strconv.ParseFloat(r.FormValue("rate"), 64)
-		d, err2 := time.ParseDuration(r.FormValue("duration"))
-		seed, err3 := strconv.ParseUint(defaultString(r.FormValue("seed"), "1"), 10, 64)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			httpError(w, http.StatusBadRequest, fmt.Errorf("chaos wants rate (per second), duration and seed: %w", err))
+		var req chaosRequest
+		if !decodeRequest(w, r, &req) {
 			return
 		}
-		crashes, err := p.Chaos(r.Context(), rate, d, seed)
+		crashes, err := p.Chaos(r.Context(), req.Rate, req.duration, req.Seed)
 		if err != nil {
-			httpError(w, http.StatusBadRequest, err)
+			status := http.StatusBadRequest
+			if errors.Is(err, actors.ErrChaosRunning) {
+				status = http.StatusConflict
+			}
+			httpError(w, status, err)
 			return
 		}
 		writeJSON(w, map[string]any{"crashes": crashes})
 	})
 	mux.HandleFunc("POST /endpoint-fault", func(w http.ResponseWriter, r *http.Request) {
-		ep, mode := r.FormValue("endpoint"), r.FormValue("mode")
-		d, err := time.ParseDuration(r.FormValue("duration"))
-		if err == nil {
-			err = p.SetEndpointFault(ep, mode, d)
+		var req endpointFaultRequest
+		if !decodeRequest(w, r, &req) {
+			return
 		}
-		if err != nil {
+		if err := p.SetEndpointFault(req.Endpoint, req.Mode, req.duration); err != nil {
 			httpError(w, http.StatusBadRequest, err)
 			return
 		}
-		writeJSON(w, map[string]string{"endpoint": ep, "mode": mode, "duration": d.String()})
+		writeJSON(w, map[string]string{"endpoint": req.Endpoint, "mode": req.Mode, "duration": req.duration.String()})
 	})
 	mux.HandleFunc("POST /rules-fault", func(w http.ResponseWriter, r *http.Request) {
-		d, err := time.ParseDuration(r.FormValue("duration"))
-		if err == nil {
-			err = p.SetRulesFault(d)
+		var req rulesFaultRequest
+		if !decodeRequest(w, r, &req) {
+			return
 		}
-		if err != nil {
+		if err := p.SetRulesFault(req.duration); err != nil {
 			httpError(w, http.StatusBadRequest, err)
 			return
 		}
-		writeJSON(w, map[string]string{"rules": "fail", "duration": d.String()})
+		writeJSON(w, map[string]string{"rules": "fail", "duration": req.duration.String()})
 	})
 	return mux
 }
 
-func defaultString(s, def string) string {
-	if s == "" {
-		return def
+// decodeRequest reads a JSON body into req and checks it, answering 400
+// itself when it is not acceptable.
+func decodeRequest(w http.ResponseWriter, r *http.Request, req adminRequest) bool {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = parseAdminRequest(body, req)
 	}
-	return s
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return false
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -1,32 +1,35 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"strconv"
 	"time"
 )
 
 const chaosUsage = `kproxy chaos: drive a running kproxy's fault-injection API
 (kproxy run --enable-fault-injection)
 
-  kproxy chaos [--admin-address ADDR] state
-  kproxy chaos [--admin-address ADDR] crash SERVICE_PORT [portal|balancer|affinity|serviceport]
-  kproxy chaos [--admin-address ADDR] storm --rate N --duration D [--seed S]
-  kproxy chaos [--admin-address ADDR] endpoint IP:PORT fail|stall DURATION
-  kproxy chaos [--admin-address ADDR] rules DURATION   (kernel rule transactions fail)
+  kproxy chaos [FLAGS] state
+  kproxy chaos [FLAGS] crash SERVICE_PORT [portal|balancer|affinity|serviceport]
+  kproxy chaos [FLAGS] storm --rate N --duration D [--seed S]   (N <= 100/s, D <= 10m)
+  kproxy chaos [FLAGS] endpoint IP:PORT fail|stall DURATION       (DURATION <= 1h)
+  kproxy chaos [FLAGS] rules DURATION   (kernel rule transactions fail; <= 10m)
 
+FLAGS: --admin-address ADDR (default 127.0.0.1:10260), --admin-token-file
+FILE (default: the one kproxy run wrote for that address).
 SERVICE_PORT is "namespace/name:portName/PROTOCOL", as kproxy logs it.
 `
 
 func chaosCommand(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("kproxy chaos", flag.ContinueOnError)
 	admin := fs.String("admin-address", DefaultAdminAddress, "the admin API of the kproxy to drive")
+	tokenFile := fs.String("admin-token-file", "", "the token kproxy run wrote (default: its default for --admin-address)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, chaosUsage) }
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -36,20 +39,27 @@ func chaosCommand(args []string, out io.Writer) error {
 		fs.Usage()
 		return errors.New("chaos: missing subcommand")
 	}
+	if *tokenFile == "" {
+		*tokenFile = defaultAdminTokenFile(*admin)
+	}
+	token, err := readAdminToken(*tokenFile)
+	if err != nil {
+		return err
+	}
 	base := "http://" + *admin
-	client := &http.Client{Timeout: 2 * time.Hour}
+	client := &adminClient{http: &http.Client{Timeout: maxChaosDuration + time.Minute}, token: token, out: out}
 	switch args[0] {
 	case "state":
-		return call(client, out, http.MethodGet, base+"/state", nil)
+		return client.call(http.MethodGet, base+"/state", nil)
 	case "crash":
 		if len(args) < 2 || len(args) > 3 {
 			return errors.New("chaos crash: want SERVICE_PORT [ACTOR]")
 		}
-		v := url.Values{"servicePort": {args[1]}}
+		req := crashRequest{ServicePort: args[1]}
 		if len(args) == 3 {
-			v.Set("actor", args[2])
+			req.Actor = args[2]
 		}
-		return call(client, out, http.MethodPost, base+"/crash", v)
+		return client.call(http.MethodPost, base+"/crash", req)
 	case "storm":
 		sf := flag.NewFlagSet("kproxy chaos storm", flag.ContinueOnError)
 		rate := sf.Float64("rate", 20, "portal crashes per second")
@@ -58,42 +68,57 @@ func chaosCommand(args []string, out io.Writer) error {
 		if err := sf.Parse(args[1:]); err != nil {
 			return err
 		}
-		return call(client, out, http.MethodPost, base+"/chaos", url.Values{
-			"rate": {strconv.FormatFloat(*rate, 'f', -1, 64)}, "duration": {d.String()}, "seed": {strconv.FormatUint(*seed, 10)},
-		})
+		return client.call(http.MethodPost, base+"/chaos", chaosRequest{Rate: *rate, Duration: d.String(), Seed: *seed})
 	case "endpoint":
 		if len(args) != 4 {
 			return errors.New("chaos endpoint: want IP:PORT fail|stall DURATION")
 		}
-		return call(client, out, http.MethodPost, base+"/endpoint-fault", url.Values{"endpoint": {args[1]}, "mode": {args[2]}, "duration": {args[3]}})
+		return client.call(http.MethodPost, base+"/endpoint-fault", endpointFaultRequest{Endpoint: args[1], Mode: args[2], Duration: args[3]})
 	case "rules":
 		if len(args) != 2 {
 			return errors.New("chaos rules: want DURATION")
 		}
-		return call(client, out, http.MethodPost, base+"/rules-fault", url.Values{"duration": {args[1]}})
+		return client.call(http.MethodPost, base+"/rules-fault", rulesFaultRequest{Duration: args[1]})
 	default:
 		fs.Usage()
 		return fmt.Errorf("chaos: unknown subcommand %q", args[0])
 	}
 }
 
-func call(client *http.Client, out io.Writer, method, u string, form url.Values) error {
-	var resp *http.Response
-	var err error
-	if method == http.MethodGet {
-		resp, err = client.Get(u)
-	} else {
-		resp, err = client.PostForm(u, form)
+// adminClient calls the admin API with the token and JSON bodies.
+type adminClient struct {
+	http  *http.Client
+	token string
+	out   io.Writer
+}
+
+func (c *adminClient) call(method, u string, body any) error {
+	var reader io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		reader = bytes.NewReader(raw)
 	}
+	req, err := http.NewRequest(method, u, reader)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("admin API: %w (is kproxy running with --enable-fault-injection?)", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
 	}
-	out.Write(body)
+	c.out.Write(out)
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("admin API: %s", resp.Status)
 	}

@@ -48,6 +48,7 @@ type runOptions struct {
 
 	enableFaultInjection  bool
 	adminAddress          string
+	adminTokenFile        string
 	adminAllowNonLoopback bool
 }
 
@@ -73,6 +74,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	fs.BoolVar(&o.enableFaultInjection, "enable-fault-injection", false, "serve the fault-injection admin API (crash actors, chaos, endpoint faults, state) on --admin-address")
 	fs.StringVar(&o.adminAddress, "admin-address", DefaultAdminAddress, "address of the admin API; must be loopback unless --admin-allow-non-loopback")
+	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "where to write the admin API's token, which every request needs (default: a file per admin address in $XDG_RUNTIME_DIR/kproxy, where kproxy chaos finds it)")
 	fs.BoolVar(&o.adminAllowNonLoopback, "admin-allow-non-loopback", false, "allow a non-loopback --admin-address")
 	return fs
 }
@@ -183,7 +185,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	defer cfg.ServiceHealth.Close()
 	proxy := actors.Start(cfg)
 	if o.enableFaultInjection {
-		if _, err := startAdmin(ctx, o.adminAddress, proxy, log); err != nil {
+		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, log); err != nil {
 			proxy.Stop(context.Background())
 			return err
 		}
@@ -313,4 +315,12 @@ func runSource(ctx context.Context, src source, proxy *actors.Proxy, log zerolog
 	log.Info().Msg("source synced")
 	proxy.SourceSynced()
 	<-ctx.Done()
+}
+
+// tokenFile is --admin-token-file or its default for --admin-address.
+func (o runOptions) tokenFile() string {
+	if o.adminTokenFile != "" {
+		return o.adminTokenFile
+	}
+	return defaultAdminTokenFile(o.adminAddress)
 }

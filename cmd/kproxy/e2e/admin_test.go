@@ -3,11 +3,14 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,7 +40,11 @@ func (s spState) id() string {
 // state asks the admin API, from inside the node, for the service ports
 // (deleted ones left out).
 func (e *env) state() (map[string]spState, error) {
-	resp, err := e.tp.Node.HTTPClient(2 * time.Second).Get("http://" + adminAddress + "/state")
+	req, err := e.adminRequest("GET", "/state", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := e.tp.Node.HTTPClient(2 * time.Second).Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -143,4 +150,30 @@ func unspecified(addr string, port int) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsUnspecified()
+}
+
+// adminRequest is a request to the admin API with the token and, for a
+// body, JSON's content type.
+func (e *env) adminRequest(method, path string, body any) (*http.Request, error) {
+	token, err := os.ReadFile(e.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	var r io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, "http://"+adminAddress+path, r)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
 }

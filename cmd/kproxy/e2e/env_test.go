@@ -27,6 +27,7 @@ type env struct {
 	tp        *netnstest.Topology
 	be        *netnstest.Backend
 	procs     int
+	tokenFile string // the admin token of the last kproxy started
 
 	backendNames []string // what the backends answer: their addresses
 	mu           sync.Mutex

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -45,7 +44,7 @@ func testHealth(t *testing.T, bin string) {
 	e.waitHealth(t, "/livez", 200, nil)
 
 	t.Run("RulesFault", func(t *testing.T) {
-		e.admin(t, "/rules-fault", url.Values{"duration": {"5s"}})
+		e.admin(t, "/rules-fault", map[string]string{"duration": "5s"})
 		start := time.Now()
 		e.waitHealth(t, "/healthz", 503, nil)
 		e.waitHealth(t, "/livez", 503, nil)
@@ -131,9 +130,13 @@ func (e *env) waitHCNodePort(t *testing.T, code, local int) {
 }
 
 // admin POSTs to the admin API inside the node.
-func (e *env) admin(t *testing.T, path string, form url.Values) {
+func (e *env) admin(t *testing.T, path string, body any) {
 	t.Helper()
-	resp, err := e.tp.Node.HTTPClient(2*time.Second).PostForm("http://"+adminAddress+path, form)
+	req, err := e.adminRequest("POST", path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.tp.Node.HTTPClient(2 * time.Second).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,11 @@ func (e *env) start(t *testing.T, extra ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A token file per process: parallel tests' kproxies share the
+	// host's file system, and each its admin address.
+	e.tokenFile = filepath.Join(e.dir, fmt.Sprintf("admin-token-%d", e.procs))
 	args := append([]string{"run", "--portal", e.mode, "--source", "file:" + e.manifest, "--node-name", "node",
-		"--log-format", "json", "--enable-fault-injection", "--admin-address", adminAddress,
+		"--log-format", "json", "--enable-fault-injection", "--admin-address", adminAddress, "--admin-token-file", e.tokenFile,
 		"--file-poll-interval", "100ms"}, extra...)
 	p.cmd = e.tp.Node.Command(context.Background(), e.bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf

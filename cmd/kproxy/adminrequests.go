@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/netip"
+	"time"
+
+	"github.com/kproxy/kproxy/portal"
+)
+
+// Bounds of what the admin API accepts: enough for any fault test, not
+// enough to keep a node down long after the operator looked away.
+const (
+	maxChaosRate     = 100 // crashes per second
+	maxChaosDuration = 10 * time.Minute
+	maxFaultDuration = time.Hour
+)
+
+// adminRequest is a POST body: decoded strictly, then checked.
+type adminRequest interface{ check() error }
+
+type crashRequest struct {
+	ServicePort string `json:"servicePort"`
+	Actor       string `json:"actor"`
+}
+
+type chaosRequest struct {
+	Rate     float64 `json:"rate"`
+	Duration string  `json:"duration"`
+	Seed     uint64  `json:"seed"`
+	duration time.Duration
+}
+
+type endpointFaultRequest struct {
+	Endpoint string `json:"endpoint"`
+	Mode     string `json:"mode"`
+	Duration string `json:"duration"`
+	duration time.Duration
+}
+
+type rulesFaultRequest struct {
+	Duration string `json:"duration"`
+	duration time.Duration
+}
+
+// parseAdminRequest decodes one JSON object (unknown fields are errors)
+// into req and checks its bounds.
+func parseAdminRequest(body []byte, req adminRequest) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	if dec.More() {
+		return fmt.Errorf("request body: more than one JSON value")
+	}
+	return req.check()
+}
+
+func (r *crashRequest) check() error {
+	if r.ServicePort == "" {
+		return fmt.Errorf("servicePort is required")
+	}
+	if r.Actor == "" {
+		r.Actor = "portal"
+	}
+	return nil
+}
+
+func (r *chaosRequest) check() error {
+	if math.IsNaN(r.Rate) || r.Rate <= 0 || r.Rate > maxChaosRate {
+		return fmt.Errorf("rate %v: want 0 < rate <= %d crashes per second", r.Rate, maxChaosRate)
+	}
+	var err error
+	r.duration, err = boundedDuration(r.Duration, maxChaosDuration)
+	return err
+}
+
+func (r *endpointFaultRequest) check() error {
+	if _, err := netip.ParseAddrPort(r.Endpoint); err != nil {
+		return fmt.Errorf("endpoint %q: want IP:PORT", r.Endpoint)
+	}
+	if r.Mode != portal.FaultFail && r.Mode != portal.FaultStall {
+		return fmt.Errorf("mode %q: want %s or %s", r.Mode, portal.FaultFail, portal.FaultStall)
+	}
+	var err error
+	r.duration, err = boundedDuration(r.Duration, maxFaultDuration)
+	return err
+}
+
+func (r *rulesFaultRequest) check() error {
+	var err error
+	r.duration, err = boundedDuration(r.Duration, maxChaosDuration)
+	return err
+}
+
+func boundedDuration(s string, limit time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("duration %q: %w", s, err)
+	}
+	if d <= 0 || d > limit {
+		return 0, fmt.Errorf("duration %v: want 0 < duration <= %v", d, limit)
+	}
+	return d, nil
+}
