@@ -28,8 +28,8 @@ type TCPProxy struct {
 	KeepAlive time.Duration
 	// Reaper closes idle and half-closed connections; nil closes none.
 	Reaper *IdleReaper
-	Faults   *Faults // nil unless fault injection is on
-	Log      zerolog.Logger
+	Faults *Faults // nil unless fault injection is on
+	Log    zerolog.Logger
 }
 
 // Process-wide: one warning per interval for all listeners is plenty.
