@@ -183,6 +183,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		return err
 	}
 	defer cfg.ServiceHealth.Close()
+	releaseAfterFloods(ctx, cfg.Limits, log)
 	proxy := actors.Start(cfg)
 	if o.enableFaultInjection {
 		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, log); err != nil {

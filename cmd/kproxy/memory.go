@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/portal"
+)
+
+// releaseAfterFloods hands memory back to the kernel once a flood of
+// connections or flows has drained. Go's runtime would keep it until a
+// periodic GC (every 2 min) and its scavenger get to it; a node agent
+// should not hold on to a flood's worth of memory.
+func releaseAfterFloods(ctx context.Context, l *portal.Limits, log zerolog.Logger) {
+	if l == nil {
+		return
+	}
+	const every, drained = 5 * time.Second, 1000
+	go func() {
+		var high int64
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			conns, flows, _, _ := l.Counts()
+			now := conns + flows
+			high = max(high, now)
+			if high-now >= drained && now <= high/2 {
+				debug.FreeOSMemory()
+				log.Info().Int64("held", now).Int64("peak", high).Msg("flood drained: memory returned to the kernel")
+				high = now
+			}
+		}
+	}()
+}
