@@ -28,7 +28,8 @@ var seq atomic.Int32
 
 // Netns is a named network namespace (ip netns), deleted at test cleanup.
 type Netns struct {
-	Name string
+	Name    string
+	deleted atomic.Bool
 }
 
 // New creates a namespace kpt-<pid>-<n>-<role> with loopback up and IPv6
@@ -54,6 +55,9 @@ func New(t testing.TB, role string) *Netns {
 	}
 	n := &Netns{Name: name}
 	t.Cleanup(func() {
+		if n.deleted.Load() {
+			return
+		}
 		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
 			t.Errorf("ip netns del %s: %v: %s", name, err, out)
 		}
@@ -62,6 +66,16 @@ func New(t testing.TB, role string) *Netns {
 	// No duplicate address detection: addresses are usable at once.
 	n.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
 	return n
+}
+
+// Delete removes the namespace now, as a host that vanishes: its sockets
+// go without a FIN, and its veth pairs with them.
+func (n *Netns) Delete(t testing.TB) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "del", n.Name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del %s: %v: %s", n.Name, err, out)
+	}
+	n.deleted.Store(true)
 }
 
 // Path is the namespace's bind mount, for setns.

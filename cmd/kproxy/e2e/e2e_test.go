@@ -47,6 +47,11 @@ func TestE2ENetns(t *testing.T) {
 		need(t, "nft", "jq")
 		testKPNGExample(t, bin)
 	})
+	t.Run("NftablesVanishedClient", func(t *testing.T) {
+		t.Parallel()
+		need(t, "nft")
+		testVanishedClient(t, bin)
+	})
 	t.Run("IPTablesUDPConntrack", func(t *testing.T) {
 		t.Parallel()
 		need(t, "iptables-restore", "iptables-save")
