@@ -24,10 +24,11 @@ type Limits struct {
 	refusedConns, refusedFlows atomic.Int64
 }
 
-// fd costs: a proxied TCP connection holds two sockets, and two splice
-// pipes (four fds) while its bytes move; a UDP flow holds one socket.
+// fd costs: a proxied TCP connection holds two sockets, and a splice pipe
+// (two fds) per direction only while bytes move (spliceCopy), so four
+// leaves room for busy ones; a UDP flow holds one socket.
 const (
-	fdsPerConn = 6
+	fdsPerConn = 4
 	fdsPerFlow = 1
 )
 

@@ -3,7 +3,7 @@ package portal
 import (
 	"errors"
 	"fmt"
-	"io"
+
 	"net"
 	"sync"
 	"time"
@@ -167,7 +167,7 @@ func splicePair(p *pair) (toBackend, toClient int64) {
 // copyHalf copies src to dst, then closes dst's write side so the peer sees EOF
 // while the other direction goes on.
 func copyHalf(dst, src *net.TCPConn) int64 {
-	n, err := io.Copy(dst, src)
+	n, err := spliceCopy(dst, src)
 	if err != nil {
 		// An error one way (reset) ends both ways.
 		dst.Close()

@@ -5,8 +5,8 @@ import "testing"
 func TestLimitFlags(t *testing.T) {
 	derived := limitFlags{}.limits(20000)
 	// 20,000 fds: 1,024 kept for the control plane; 60% of the rest for
-	// TCP at 6 fds a connection, 40% for UDP at 1 fd a flow.
-	if derived.MaxConns != 1897 || derived.MaxFlows != 7590 || derived.ConnsPerServicePort != 948 || derived.FlowsPerServicePort != 3795 {
+	// TCP at 4 fds a connection, 40% for UDP at 1 fd a flow.
+	if derived.MaxConns != 2846 || derived.MaxFlows != 7590 || derived.ConnsPerServicePort != 1423 || derived.FlowsPerServicePort != 3795 {
 		t.Errorf("derived from 20,000 fds: %+v", derived)
 	}
 	set := limitFlags{maxConns: 100, maxConnsPerServicePort: 10, maxFlows: -1}.limits(20000)

@@ -134,8 +134,9 @@ endpoints: [{addresses: [%[3]s], conditions: {ready: true}}]
 	if len(held) > bound {
 		t.Errorf("kproxy holds %d connections of one service port, bound %d", len(held), bound)
 	}
-	// Two sockets and, while the copy waits, two splice pipes each.
-	if maxFDs > fds0+6*bound+100 {
+	// Idle connections hold their two sockets and nothing else (no splice
+	// pipe while the copy waits).
+	if maxFDs > fds0+2*bound+100 {
 		t.Errorf("fds reached %d (%d before), over the bound's", maxFDs, fds0)
 	}
 
