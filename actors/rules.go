@@ -259,11 +259,15 @@ func (r *Rules) flatten(set map[string][]rules.Rule) []rules.Rule {
 func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	r.inFlight = false
 	if f := m.GetFailure(); f.GetCode() == messages.FailureCode_FAMILY_UNAVAILABLE {
-		// The rest is programmed; say once which rules a family lacks.
-		if f.GetMessage() != r.unavailable {
+		// The rest is programmed. Warn once that a family is missing;
+		// which rules it lacks changes with every service (debug).
+		switch {
+		case r.unavailable == "":
 			r.cfg.Log.Warn().Str("error", f.GetMessage()).Msg("portal rules of an IP family this node cannot program are left out")
-			r.unavailable = f.GetMessage()
+		case f.GetMessage() != r.unavailable:
+			r.cfg.Log.Debug().Str("error", f.GetMessage()).Msg("portal rules left out (IP family unavailable)")
 		}
+		r.unavailable = f.GetMessage()
 	} else if f != nil {
 		r.cfg.Log.Error().Str("error", f.GetMessage()).Stringer("code", f.GetCode()).Bool("fullSync", m.GetFullSync()).Msg("programming kernel portal rules failed; re-syncing")
 		// A failed transaction left the kernel in an unknown state: the

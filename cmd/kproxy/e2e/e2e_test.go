@@ -52,6 +52,16 @@ func TestE2ENetns(t *testing.T) {
 		need(t, "nft")
 		testVanishedClient(t, bin)
 	})
+	t.Run("IPTablesWithoutIP6tables", func(t *testing.T) {
+		t.Parallel()
+		need(t, "iptables-restore", "iptables-save", "ip6tables-save")
+		testIPTablesWithoutIP6tables(t, bin)
+	})
+	t.Run("NftablesAffinityPerScope", func(t *testing.T) {
+		t.Parallel()
+		need(t, "nft")
+		testAffinityPerScope(t, bin)
+	})
 	t.Run("IPTablesUDPConntrack", func(t *testing.T) {
 		t.Parallel()
 		need(t, "iptables-restore", "iptables-save")

@@ -28,6 +28,7 @@ type env struct {
 	be        *netnstest.Backend
 	procs     int
 	tokenFile string // the admin token of the last kproxy started
+	path      string // kproxy's $PATH when set
 
 	backendNames []string // what the backends answer: their addresses
 	mu           sync.Mutex

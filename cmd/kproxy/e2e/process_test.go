@@ -40,6 +40,9 @@ func (e *env) start(t *testing.T, extra ...string) *proc {
 		"--log-format", "json", "--enable-fault-injection", "--admin-address", adminAddress, "--admin-token-file", e.tokenFile,
 		"--file-poll-interval", "100ms"}, extra...)
 	p.cmd = e.tp.Node.Command(context.Background(), e.bin, args...)
+	if e.path != "" {
+		p.cmd.Env = append(os.Environ(), "PATH="+e.path)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
