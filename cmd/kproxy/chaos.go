@@ -42,12 +42,8 @@ func chaosCommand(args []string, out io.Writer) error {
 	if *tokenFile == "" {
 		*tokenFile = defaultAdminTokenFile(*admin)
 	}
-	token, err := readAdminToken(*tokenFile)
-	if err != nil {
-		return err
-	}
 	base := "http://" + *admin
-	client := &adminClient{http: &http.Client{Timeout: maxChaosDuration + time.Minute}, token: token, out: out}
+	client := &adminClient{http: &http.Client{Timeout: maxChaosDuration + time.Minute}, tokenFile: *tokenFile, out: out}
 	switch args[0] {
 	case "state":
 		return client.call(http.MethodGet, base+"/state", nil)
@@ -87,12 +83,16 @@ func chaosCommand(args []string, out io.Writer) error {
 
 // adminClient calls the admin API with the token and JSON bodies.
 type adminClient struct {
-	http  *http.Client
-	token string
-	out   io.Writer
+	http      *http.Client
+	tokenFile string // read at the first call: --help needs no token
+	out       io.Writer
 }
 
 func (c *adminClient) call(method, u string, body any) error {
+	token, err := readAdminToken(c.tokenFile)
+	if err != nil {
+		return err
+	}
 	var reader io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
@@ -105,7 +105,7 @@ func (c *adminClient) call(method, u string, body any) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

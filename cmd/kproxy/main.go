@@ -1,41 +1,52 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func main() {
-	if len(os.Args) < 2 {
+func main() { os.Exit(kproxyMain(os.Args[1:], os.Stdout)) }
+
+// kproxyMain runs one command and returns the exit code: 0 also for
+// --help of any command, 2 for an unknown command.
+func kproxyMain(args []string, stdout io.Writer) int {
+	if len(args) < 1 {
 		usage()
-		os.Exit(2)
+		return 2
 	}
 	var err error
-	switch os.Args[1] {
+	switch args[0] {
 	case "run":
-		err = runCommand(os.Args[2:])
+		err = runCommand(args[1:])
 	case "cleanup":
-		err = cleanupCommand(os.Args[2:])
+		err = cleanupCommand(args[1:])
 	case "watch":
-		err = watchCommand(os.Args[2:], os.Stdout)
+		err = watchCommand(args[1:], stdout)
 	case "chaos":
-		err = chaosCommand(os.Args[2:], os.Stdout)
+		err = chaosCommand(args[1:], stdout)
 	case "version", "--version":
-		fmt.Println("kproxy", version)
+		fmt.Fprintln(stdout, "kproxy", version)
 	case "help", "-h", "--help":
 		usage()
 	default:
-		fmt.Fprintf(os.Stderr, "kproxy: unknown command %q\n", os.Args[1])
+		fmt.Fprintf(os.Stderr, "kproxy: unknown command %q\n", args[0])
 		usage()
-		os.Exit(2)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // usage was printed
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kproxy:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func usage() {
