@@ -137,6 +137,9 @@ func Start(t testing.TB) *Server {
 		"--etcd-peer-port=" + strconv.Itoa(ports[2]),
 		"--token-auth-file=" + tokenFile,
 		"--service-cluster-ip-range=" + s.ServiceCIDR.String(),
+		// kube-apiserver's own flags: privileged and HostProcess pods
+		// allowed, as in clusters kubeadm sets up (node agents need them).
+		"--", "--allow-privileged=true",
 	}
 	t.Cleanup(func() {
 		s.stop(t)
