@@ -110,4 +110,39 @@ func TestDeployManifestsAcceptedByAPIServer(t *testing.T) {
 	t.Logf("%d deploy/ documents accepted", n)
 }
 
+// The ConfigMap's config is what kproxy run --config reads, and with it
+// (and nothing else) the run options validate.
+func TestDeployConfigMapConfigLoads(t *testing.T) {
+	var found bool
+	for _, obj := range deployDocuments(t)["configmap.yaml"] {
+		conf, ok, _ := unstructured.NestedString(obj.Object, "data", "config.conf")
+		if !ok {
+			continue
+		}
+		found = true
+		path := writeFile(t, conf)
+		var o runOptions
+		fs := runFlags(&o)
+		if err := fs.Parse([]string{"--config", path}); err != nil {
+			t.Fatal(err)
+		}
+		values, ignored, err := loadConfig(path)
+		if err != nil {
+			t.Fatalf("deploy/configmap.yaml config.conf: %v", err)
+		}
+		if err := applyConfig(fs, values); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.validate(); err != nil {
+			t.Fatalf("deploy/configmap.yaml config.conf does not validate: %v", err)
+		}
+		if len(ignored) > 0 || o.portalMode != "nftables" || o.source != "kube" || o.healthzBindAddress != "0.0.0.0:10256" {
+			t.Errorf("config.conf: ignored %v, portal %q, source %q, healthz %q", ignored, o.portalMode, o.source, o.healthzBindAddress)
+		}
+	}
+	if !found {
+		t.Fatal("no ConfigMap with config.conf in deploy/")
+	}
+}
+
 func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }

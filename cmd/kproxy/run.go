@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -28,6 +29,8 @@ import (
 // runOptions are kproxy run's flags; names follow kube-proxy where it has one.
 type runOptions struct {
 	sourceFlags
+	config         string
+	writeConfigTo  string
 	portalMode     string
 	nodePortAddrs  string
 	netshInterface string
@@ -55,6 +58,8 @@ type runOptions struct {
 func runFlags(o *runOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("kproxy run", flag.ContinueOnError)
 	o.sourceFlags.register(fs)
+	fs.StringVar(&o.config, "config", "", "a config file: kube-proxy's KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) and/or a KproxyConfiguration (kproxy.io/v1alpha1); flags given on the command line win")
+	fs.StringVar(&o.writeConfigTo, "write-config-to", "", `write the effective config (the file's settings and the flags) to this file ("-": standard output) and exit`)
 	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (nftables when it works, else bind)")
 	fs.StringVar(&o.nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs: node ports answer only on local addresses within them (default: all local addresses)")
 	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to")
@@ -131,6 +136,20 @@ func runCommand(args []string) error {
 		}
 		return err
 	}
+	var ignored []string
+	if o.config != "" {
+		values, ign, err := loadConfig(o.config)
+		if err != nil {
+			return err
+		}
+		if err := applyConfig(fs, values); err != nil {
+			return err
+		}
+		ignored = ign
+	}
+	if o.writeConfigTo != "" {
+		return writeConfigFile(o.writeConfigTo, fs)
+	}
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -142,9 +161,33 @@ func runCommand(args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(ignored) > 0 {
+		log.Info().Strs("fields", ignored).Str("config", o.config).Msg("KubeProxyConfiguration fields that mean nothing to a userspace proxy are ignored")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, o, ports, log, nil)
+}
+
+// writeConfigFile writes the effective config to path (whole or not at
+// all), or to standard output for "-".
+func writeConfigFile(path string, fs *flag.FlagSet) error {
+	var b bytes.Buffer
+	if err := writeConfig(&b, fs); err != nil {
+		return err
+	}
+	if path == "-" {
+		_, err := os.Stdout.Write(b.Bytes())
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--write-config-to: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("--write-config-to: %w", err)
+	}
+	return nil
 }
 
 // run serves until ctx is done, then stops cleanly. started, if set, sees

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// configured parses the run flags with args, then applies the config file.
+func configured(t *testing.T, path string, args ...string) (*runOptions, error) {
+	t.Helper()
+	var o runOptions
+	fs := runFlags(&o)
+	if err := fs.Parse(append([]string{"--config", path}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	values, _, err := loadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return &o, applyConfig(fs, values)
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The ConfigMap kubeadm writes for kube-proxy loads as it is; its
+// kube-proxy-only tuning is reported as ignored.
+func TestConfigKubeadmKubeProxyConfigurationLoads(t *testing.T) {
+	o, err := configured(t, "testdata/kube-proxy-kubeadm.yaml", "--source", "kube")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" || o.bindAddress != "0.0.0.0" || o.portalMode != portalAuto {
+		t.Errorf("kubeadm's config: kubeconfig %q, bind %q, portal %q", o.kubeconfig, o.bindAddress, o.portalMode)
+	}
+	if err := o.validate(); err != nil {
+		t.Errorf("kubeadm's config does not validate: %v", err)
+	}
+	_, ignored, _ := loadConfig("testdata/kube-proxy-kubeadm.yaml")
+	if strings.Join(ignored, ",") != "clusterCIDR" {
+		t.Errorf("ignored fields %v, want [clusterCIDR]", ignored)
+	}
+}
+
+func TestConfigMapsKubeProxyAndKproxySettings(t *testing.T) {
+	path := writeFile(t, `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+bindAddress: 127.0.0.2
+healthzBindAddress: 127.0.0.1:20256
+metricsBindAddress: 127.0.0.1:20249
+hostnameOverride: node-7
+clientConnection: {kubeconfig: /etc/k.conf, qps: 20, burst: 40}
+configSyncPeriod: 5m
+portRange: 30000-30999
+nodePortAddresses: [192.0.2.0/24]
+iptables: {syncPeriod: 10s, minSyncPeriod: 250ms}
+---
+apiVersion: kproxy.io/v1alpha1
+kind: KproxyConfiguration
+source: kube
+udpIdleTimeout: 45s
+outliers: {consecutiveFailures: 5, baseEjectionTime: 3s, maxEjectionTime: 2m}
+limits: {maxConnections: 5000, tcpIdleTimeout: 30m}
+metrics: {servicePortsLimit: 50, actors: true}
+`)
+	o, err := configured(t, path, "--bind-address", "127.0.0.3") // the flag wins
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string][2]any{
+		"portal":             {o.portalMode, "iptables"},
+		"bind (flag wins)":   {o.bindAddress, "127.0.0.3"},
+		"healthz":            {o.healthzBindAddress, "127.0.0.1:20256"},
+		"metrics":            {o.metricsBindAddress, "127.0.0.1:20249"},
+		"node":               {o.nodeName, "node-7"},
+		"kubeconfig":         {o.kubeconfig, "/etc/k.conf"},
+		"qps":                {o.kubeAPIQPS, 20.0},
+		"burst":              {o.kubeAPIBurst, 40},
+		"config sync":        {o.configSyncPeriod.String(), "5m0s"},
+		"port range":         {o.portRange, "30000-30999"},
+		"node port addrs":    {o.nodePortAddrs, "192.0.2.0/24"},
+		"sync period":        {o.syncPeriod.String(), "10s"},
+		"min sync period":    {o.minSyncPeriod.String(), "250ms"},
+		"source":             {o.source, "kube"},
+		"udp idle":           {o.udpIdleTimeout.String(), "45s"},
+		"outliers":           {o.outliers.ConsecutiveFailures, 5},
+		"max conns":          {o.limits.maxConns, int64(5000)},
+		"tcp idle":           {o.limits.tcpIdleTimeout.String(), "30m0s"},
+		"metrics port limit": {o.metricsPortsLimit, 50},
+		"metrics actors":     {o.metricsActors, true},
+	}
+	for name, c := range checks {
+		if c[0] != c[1] {
+			t.Errorf("%s: %v, want %v", name, c[0], c[1])
+		}
+	}
+}
+
+func TestConfigRejectsWithAClearError(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nbindAdress: 0.0.0.0\n", `unknown field "bindAdress"`},
+		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n", `mode "ipvs"`},
+		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nenableProfiling: true\n", "enableProfiling"},
+		{"apiVersion: kproxy.io/v1alpha1\nkind: KproxyConfiguration\nlimits: {maxConnection: 5}\n", `unknown field "maxConnection"`},
+		{"apiVersion: v1\nkind: ConfigMap\n", "want kubeproxy.config.k8s.io/v1alpha1"},
+		{"apiVersion: kproxy.io/v1alpha1\nkind: KproxyConfiguration\nudpIdleTimeout: soon\n", "udp-idle-timeout"},
+	} {
+		_, err := configured(t, writeFile(t, c.doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one naming %s", c.doc, err, c.want)
+		}
+	}
+}
+
+// --write-config-to writes what --config reads back to the same settings.
+func TestWriteConfigRoundTrips(t *testing.T) {
+	var o runOptions
+	fs := runFlags(&o)
+	args := []string{"--source", "kube", "--portal", "nftables", "--bind-address", "127.0.0.9", "--max-udp-flows", "-1",
+		"--outlier-consecutive-failures", "4", "--metrics-actors", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s"}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	var first bytes.Buffer
+	if err := writeConfig(&first, fs); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, first.String())
+	var o2 runOptions
+	fs2 := runFlags(&o2)
+	values, _, err := loadConfig(path)
+	if err != nil {
+		t.Fatalf("the written config does not load: %v\n%s", err, first.String())
+	}
+	if err := applyConfig(fs2, values); err != nil {
+		t.Fatal(err)
+	}
+	var second bytes.Buffer
+	if err := writeConfig(&second, fs2); err != nil {
+		t.Fatal(err)
+	}
+	if first.String() != second.String() {
+		t.Fatalf("round trip changed the config:\n%s\n---- became ----\n%s", first.String(), second.String())
+	}
+	if o2.bindAddress != "127.0.0.9" || o2.limits.maxFlows != -1 || !o2.metricsActors || o2.limits.tcpKeepAlive != 0 {
+		t.Errorf("round trip: %+v", o2)
+	}
+}
