@@ -215,7 +215,7 @@ func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[strin
 		"conntrack":   c.Conntrack.MaxPerCore != nil || c.Conntrack.Min != nil || c.Conntrack.TCPEstablishedTimeout != nil || c.Conntrack.TCPCloseWaitTimeout != nil,
 		"oomScoreAdj": c.OOMScoreAdj != nil, "featureGates": len(c.FeatureGates) > 0,
 		"iptables.masquerade*": c.IPTables.MasqueradeAll || c.IPTables.MasqueradeBit != nil,
-		"ipvs": c.IPVS.Scheduler != "" || len(c.IPVS.ExcludeCIDRs) > 0 || c.IPVS.StrictARP, "winkernel": c.Winkernel.NetworkName != "",
+		"ipvs":                 c.IPVS.Scheduler != "" || len(c.IPVS.ExcludeCIDRs) > 0 || c.IPVS.StrictARP, "winkernel": c.Winkernel.NetworkName != "",
 	} {
 		if set {
 			ignored = append(ignored, field)
