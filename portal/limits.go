@@ -75,66 +75,79 @@ func take(n *atomic.Int64, bound int64) bool {
 	}
 }
 
-// AcquireConn admits a new TCP connection of the service port counted in
-// s, or counts a refusal. A nil *Limits admits everything.
-func (l *Limits) AcquireConn(s *Stats) bool {
+// unit is what a limit counts: TCP connections or UDP flows.
+type unit int
+
+const (
+	conns unit = iota
+	flows
+)
+
+// counters are a service port's counters of u: held, total, refused.
+func (s *Stats) counters(u unit) (active, total, refused *atomic.Int64) {
+	if u == flows {
+		return &s.ActiveFlows, &s.Flows, &s.RefusedFlows
+	}
+	return &s.ActiveConns, &s.Conns, &s.RefusedConns
+}
+
+// bounds are the limits of u: per service port, and the process's count,
+// bound and refusals.
+func (l *Limits) bounds(u unit) (perServicePort int64, held *atomic.Int64, procMax int64, refused *atomic.Int64) {
+	if u == flows {
+		return l.FlowsPerServicePort, &l.flows, l.MaxFlows, &l.refusedFlows
+	}
+	return l.ConnsPerServicePort, &l.conns, l.MaxConns, &l.refusedConns
+}
+
+// admit takes one u for the service port counted in s (nil: not counted
+// per service port) within the bounds, or counts a refusal. A nil
+// *Limits admits everything.
+func (l *Limits) admit(s *Stats, u unit) bool {
+	var scratch atomic.Int64
+	active, total, spRefused := &scratch, &scratch, &scratch
+	if s != nil {
+		active, total, spRefused = s.counters(u)
+	}
 	if l == nil {
-		s.connOpened()
+		active.Add(1)
+		total.Add(1)
 		return true
 	}
-	var spCount atomic.Int64
-	sp := &spCount
-	if s != nil {
-		sp = &s.ActiveConns
-	}
-	if !acquire(sp, l.ConnsPerServicePort, &l.conns, l.MaxConns) {
-		l.refusedConns.Add(1)
-		s.connRefused()
+	perSP, held, procMax, refused := l.bounds(u)
+	if !acquire(active, perSP, held, procMax) {
+		refused.Add(1)
+		spRefused.Add(1)
 		return false
 	}
-	if s != nil {
-		s.Conns.Add(1)
-	}
+	total.Add(1)
 	return true
 }
+
+// release gives back what admit took.
+func (l *Limits) release(s *Stats, u unit) {
+	if s != nil {
+		active, _, _ := s.counters(u)
+		active.Add(-1)
+	}
+	if l != nil {
+		_, held, _, _ := l.bounds(u)
+		held.Add(-1)
+	}
+}
+
+// AcquireConn admits a new TCP connection of the service port counted in
+// s, or counts a refusal.
+func (l *Limits) AcquireConn(s *Stats) bool { return l.admit(s, conns) }
 
 // ReleaseConn gives back what AcquireConn took.
-func (l *Limits) ReleaseConn(s *Stats) {
-	s.connClosed()
-	if l != nil {
-		l.conns.Add(-1)
-	}
-}
+func (l *Limits) ReleaseConn(s *Stats) { l.release(s, conns) }
 
 // AcquireFlow admits a new UDP flow, as AcquireConn.
-func (l *Limits) AcquireFlow(s *Stats) bool {
-	if l == nil {
-		s.flowOpened()
-		return true
-	}
-	var spCount atomic.Int64
-	sp := &spCount
-	if s != nil {
-		sp = &s.ActiveFlows
-	}
-	if !acquire(sp, l.FlowsPerServicePort, &l.flows, l.MaxFlows) {
-		l.refusedFlows.Add(1)
-		s.flowRefused()
-		return false
-	}
-	if s != nil {
-		s.Flows.Add(1)
-	}
-	return true
-}
+func (l *Limits) AcquireFlow(s *Stats) bool { return l.admit(s, flows) }
 
 // ReleaseFlow gives back what AcquireFlow took.
-func (l *Limits) ReleaseFlow(s *Stats) {
-	s.flowClosed()
-	if l != nil {
-		l.flows.Add(-1)
-	}
-}
+func (l *Limits) ReleaseFlow(s *Stats) { l.release(s, flows) }
 
 // Counts returns the process-wide connections and flows held, and how many
 // were refused at a limit.

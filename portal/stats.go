@@ -22,31 +22,6 @@ type Stats struct {
 	RefusedFlows atomic.Int64
 }
 
-func (s *Stats) connRefused() {
-	if s != nil {
-		s.RefusedConns.Add(1)
-	}
-}
-
-func (s *Stats) flowRefused() {
-	if s != nil {
-		s.RefusedFlows.Add(1)
-	}
-}
-
-func (s *Stats) connOpened() {
-	if s != nil {
-		s.ActiveConns.Add(1)
-		s.Conns.Add(1)
-	}
-}
-
-func (s *Stats) connClosed() {
-	if s != nil {
-		s.ActiveConns.Add(-1)
-	}
-}
-
 func (s *Stats) dialFailed() {
 	if s != nil {
 		s.DialFailures.Add(1)
@@ -57,19 +32,6 @@ func (s *Stats) copied(toEndpoint, toClient int64) {
 	if s != nil {
 		s.BytesToEndpoint.Add(toEndpoint)
 		s.BytesToClient.Add(toClient)
-	}
-}
-
-func (s *Stats) flowOpened() {
-	if s != nil {
-		s.ActiveFlows.Add(1)
-		s.Flows.Add(1)
-	}
-}
-
-func (s *Stats) flowClosed() {
-	if s != nil {
-		s.ActiveFlows.Add(-1)
 	}
 }
 

@@ -44,30 +44,42 @@ type KproxyConfiguration struct {
 	LogLevel         string `json:"logLevel,omitempty"`
 	LogFormat        string `json:"logFormat,omitempty"`
 
-	Outliers *struct {
-		ConsecutiveFailures *int   `json:"consecutiveFailures,omitempty"`
-		BaseEjectionTime    string `json:"baseEjectionTime,omitempty"`
-		MaxEjectionTime     string `json:"maxEjectionTime,omitempty"`
-	} `json:"outliers,omitempty"`
-	Limits *struct {
-		MaxConnections               *int64 `json:"maxConnections,omitempty"`
-		MaxConnectionsPerServicePort *int64 `json:"maxConnectionsPerServicePort,omitempty"`
-		MaxUDPFlows                  *int64 `json:"maxUDPFlows,omitempty"`
-		MaxUDPFlowsPerServicePort    *int64 `json:"maxUDPFlowsPerServicePort,omitempty"`
-		TCPIdleTimeout               string `json:"tcpIdleTimeout,omitempty"`
-		TCPHalfCloseTimeout          string `json:"tcpHalfCloseTimeout,omitempty"`
-		TCPKeepAlive                 string `json:"tcpKeepAlive,omitempty"`
-	} `json:"limits,omitempty"`
-	Metrics *struct {
-		ServicePortsLimit *int  `json:"servicePortsLimit,omitempty"`
-		Actors            *bool `json:"actors,omitempty"`
-	} `json:"metrics,omitempty"`
-	Admin *struct {
-		EnableFaultInjection *bool  `json:"enableFaultInjection,omitempty"`
-		Address              string `json:"address,omitempty"`
-		TokenFile            string `json:"tokenFile,omitempty"`
-		AllowNonLoopback     *bool  `json:"allowNonLoopback,omitempty"`
-	} `json:"admin,omitempty"`
+	Outliers *OutlierSettings `json:"outliers,omitempty"`
+	Limits   *LimitSettings   `json:"limits,omitempty"`
+	Metrics  *MetricsSettings `json:"metrics,omitempty"`
+	Admin    *AdminSettings   `json:"admin,omitempty"`
+}
+
+// OutlierSettings is the outliers section of a KproxyConfiguration.
+type OutlierSettings struct {
+	ConsecutiveFailures *int   `json:"consecutiveFailures,omitempty"`
+	BaseEjectionTime    string `json:"baseEjectionTime,omitempty"`
+	MaxEjectionTime     string `json:"maxEjectionTime,omitempty"`
+}
+
+// LimitSettings is the limits section of a KproxyConfiguration.
+type LimitSettings struct {
+	MaxConnections               *int64 `json:"maxConnections,omitempty"`
+	MaxConnectionsPerServicePort *int64 `json:"maxConnectionsPerServicePort,omitempty"`
+	MaxUDPFlows                  *int64 `json:"maxUDPFlows,omitempty"`
+	MaxUDPFlowsPerServicePort    *int64 `json:"maxUDPFlowsPerServicePort,omitempty"`
+	TCPIdleTimeout               string `json:"tcpIdleTimeout,omitempty"`
+	TCPHalfCloseTimeout          string `json:"tcpHalfCloseTimeout,omitempty"`
+	TCPKeepAlive                 string `json:"tcpKeepAlive,omitempty"`
+}
+
+// MetricsSettings is the metrics section of a KproxyConfiguration.
+type MetricsSettings struct {
+	ServicePortsLimit *int  `json:"servicePortsLimit,omitempty"`
+	Actors            *bool `json:"actors,omitempty"`
+}
+
+// AdminSettings is the admin section of a KproxyConfiguration.
+type AdminSettings struct {
+	EnableFaultInjection *bool  `json:"enableFaultInjection,omitempty"`
+	Address              string `json:"address,omitempty"`
+	TokenFile            string `json:"tokenFile,omitempty"`
+	AllowNonLoopback     *bool  `json:"allowNonLoopback,omitempty"`
 }
 
 // maxConfigBytes bounds the config file, as manifests are bounded.
@@ -331,32 +343,12 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 		LogLevel: get("log-level"), LogFormat: get("log-format"),
 	}
 	cf, _ := strconv.Atoi(get("outlier-consecutive-failures"))
-	kc.Outliers = &struct {
-		ConsecutiveFailures *int   `json:"consecutiveFailures,omitempty"`
-		BaseEjectionTime    string `json:"baseEjectionTime,omitempty"`
-		MaxEjectionTime     string `json:"maxEjectionTime,omitempty"`
-	}{&cf, get("outlier-base-ejection-time"), get("outlier-max-ejection-time")}
-	kc.Limits = &struct {
-		MaxConnections               *int64 `json:"maxConnections,omitempty"`
-		MaxConnectionsPerServicePort *int64 `json:"maxConnectionsPerServicePort,omitempty"`
-		MaxUDPFlows                  *int64 `json:"maxUDPFlows,omitempty"`
-		MaxUDPFlowsPerServicePort    *int64 `json:"maxUDPFlowsPerServicePort,omitempty"`
-		TCPIdleTimeout               string `json:"tcpIdleTimeout,omitempty"`
-		TCPHalfCloseTimeout          string `json:"tcpHalfCloseTimeout,omitempty"`
-		TCPKeepAlive                 string `json:"tcpKeepAlive,omitempty"`
-	}{i64("max-connections"), i64("max-connections-per-service-port"), i64("max-udp-flows"), i64("max-udp-flows-per-service-port"),
+	kc.Outliers = &OutlierSettings{&cf, get("outlier-base-ejection-time"), get("outlier-max-ejection-time")}
+	kc.Limits = &LimitSettings{i64("max-connections"), i64("max-connections-per-service-port"), i64("max-udp-flows"), i64("max-udp-flows-per-service-port"),
 		get("tcp-idle-timeout"), get("tcp-half-close-timeout"), get("tcp-keepalive")}
 	spl, _ := strconv.Atoi(get("metrics-service-ports-limit"))
-	kc.Metrics = &struct {
-		ServicePortsLimit *int  `json:"servicePortsLimit,omitempty"`
-		Actors            *bool `json:"actors,omitempty"`
-	}{&spl, ptrBool("metrics-actors")}
-	kc.Admin = &struct {
-		EnableFaultInjection *bool  `json:"enableFaultInjection,omitempty"`
-		Address              string `json:"address,omitempty"`
-		TokenFile            string `json:"tokenFile,omitempty"`
-		AllowNonLoopback     *bool  `json:"allowNonLoopback,omitempty"`
-	}{ptrBool("enable-fault-injection"), get("admin-address"), get("admin-token-file"), ptrBool("admin-allow-non-loopback")}
+	kc.Metrics = &MetricsSettings{&spl, ptrBool("metrics-actors")}
+	kc.Admin = &AdminSettings{ptrBool("enable-fault-injection"), get("admin-address"), get("admin-token-file"), ptrBool("admin-allow-non-loopback")}
 	for i, doc := range []any{kp, kc} {
 		raw, err := yaml.Marshal(doc)
 		if err != nil {

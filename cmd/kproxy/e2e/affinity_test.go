@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -80,11 +79,5 @@ endpoints:
 - {addresses: ["%s"], conditions: {ready: %v}, nodeName: node}
 - {addresses: ["%s"], conditions: {ready: true}, nodeName: elsewhere}
 `, stickyCluster4, backendTCP, stickyNodePort, backendTCP, e.be.IPs4[0], localReady, e.be.IPs4[1])
-	tmp := e.manifest + ".tmp"
-	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, e.manifest); err != nil {
-		t.Fatal(err)
-	}
+	e.replaceManifest(t, doc)
 }

@@ -151,11 +151,5 @@ ports:
 - {name: dns, protocol: UDP, port: %d}
 %s
 `, dnsCluster4, backendUDP, backendUDP, endpoints)
-	tmp := e.manifest + ".tmp"
-	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, e.manifest); err != nil {
-		t.Fatal(err)
-	}
+	e.replaceManifest(t, doc)
 }

@@ -3,39 +3,17 @@
 package e2e
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kproxy/kproxy/bench/backends"
 )
-
-// procStats reads a process's open fds and resident memory.
-func procStats(pid int) (fds int, rssKiB int64) {
-	entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return len(entries), 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			rssKiB, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-		}
-	}
-	return len(entries), rssKiB
-}
 
 // TestUDPFloodBounded: 20,000 UDP clients (distinct source ports, 1,500 a
 // second, spoofable in the wild) against one service port of the real
@@ -90,26 +68,7 @@ endpoints: [{addresses: [%[4]s], conditions: {ready: true}}]
 		t.Fatal(err)
 	}
 	const flowBound = 2000
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "run", "--portal", "bind", "--bind-address", "127.0.0.1", "--source", "file:"+manifest,
-		"--healthz-bind-address", "", "--metrics-bind-address", "", "--log-level", "warn",
-		"--udp-idle-timeout", "5s", "--max-udp-flows-per-service-port", strconv.Itoa(flowBound))
-	logs := &strings.Builder{}
-	var logMu sync.Mutex
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			logMu.Lock()
-			t.Logf("kproxy log:\n%s", logs.String())
-			logMu.Unlock()
-		}
-	})
-	pid := cmd.Process.Pid
+	pid := loopbackKproxy(t, bin, manifest, "--udp-idle-timeout", "5s", "--max-udp-flows-per-service-port", strconv.Itoa(flowBound))
 
 	// Wait until all three serve.
 	deadline := time.Now().Add(15 * time.Second)
@@ -122,28 +81,7 @@ endpoints: [{addresses: [%[4]s], conditions: {ready: true}}]
 	fds0, rss0 := procStats(pid)
 
 	// Checks on the other services, every 50 ms while the flood runs.
-	var checks, failures atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			for _, err := range []error{tcpOK("127.0.40.2:80"), udpOK("127.0.40.3:53")} {
-				checks.Add(1)
-				if err != nil {
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}
-	}()
+	checks := startChecks(func() error { return tcpOK("127.0.40.2:80") }, func() error { return udpOK("127.0.40.3:53") })
 
 	// The flood: each datagram from a fresh socket, so a new source port.
 	const clients, perSecond = 20000, 1500
@@ -164,14 +102,13 @@ endpoints: [{addresses: [%[4]s], conditions: {ready: true}}]
 		}
 	}
 	floodTime := time.Since(start)
-	close(stop)
-	wg.Wait()
+	nChecks, failures, firstErr := checks.Stop()
 	fds1, rss1 := procStats(pid)
 	maxFDs, maxRSS = max(maxFDs, fds1), max(maxRSS, rss1)
 	t.Logf("flood of %d clients in %v: fds %d -> max %d, RSS %d -> max %d KiB; other services: %d checks, %d failures",
-		clients, floodTime.Round(time.Millisecond), fds0, maxFDs, rss0, maxRSS, checks.Load(), failures.Load())
-	if failures.Load() > 0 {
-		t.Errorf("other services failed %d of %d checks during the flood (first: %v)", failures.Load(), checks.Load(), firstErr.Load())
+		clients, floodTime.Round(time.Millisecond), fds0, maxFDs, rss0, maxRSS, nChecks, failures)
+	if failures > 0 {
+		t.Errorf("other services failed %d of %d checks during the flood (first: %v)", failures, nChecks, firstErr)
 	}
 	// The checks' own UDP clients hold up to ~100 flows of steady-dns.
 	if maxFDs > fds0+flowBound+150 {
@@ -194,35 +131,4 @@ endpoints: [{addresses: [%[4]s], conditions: {ready: true}}]
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// tcpOK makes one request through a TCP service (the backend says its name).
-func tcpOK(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	_, err = backends.ReadName(bufio.NewReader(c))
-	return err
-}
-
-// udpOK makes one exchange through a UDP service from a fresh socket.
-func udpOK(addr string) error {
-	c, err := net.Dial("udp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("ping")); err != nil {
-		return err
-	}
-	_, err = c.Read(make([]byte, 256))
-	return err
 }

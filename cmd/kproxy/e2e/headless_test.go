@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,11 +76,5 @@ endpoints:
 - {addresses: ["%s"], conditions: {ready: true}, nodeName: node}
 - {addresses: ["%s"], conditions: {ready: true}, nodeName: node}
 `, kpngExternal4, kpngExternal6, kpngPort, backendTCP, backendTCP, e.be.IPs4[0], e.be.IPs4[1], backendTCP, e.be.IPs6[0], e.be.IPs6[1])
-	tmp := e.manifest + ".tmp"
-	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, e.manifest); err != nil {
-		t.Fatal(err)
-	}
+	e.replaceManifest(t, doc)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"testing"
 	"time"
 )
@@ -176,11 +175,5 @@ endpoints:
 - {addresses: ["%s"], conditions: {ready: true}, nodeName: %s}
 - {addresses: ["%s"], conditions: {ready: true}, nodeName: %s}
 `, localSvcHCPort, backendTCP, backendTCP, e.be.IPs4[0], node, e.be.IPs4[1], node)
-	tmp := e.manifest + ".tmp"
-	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, e.manifest); err != nil {
-		t.Fatal(err)
-	}
+	e.replaceManifest(t, doc)
 }

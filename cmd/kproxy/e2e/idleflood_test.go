@@ -3,15 +3,11 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,26 +55,7 @@ endpoints: [{addresses: [%[3]s], conditions: {ready: true}}]
 		t.Fatal(err)
 	}
 	const bound, idleTimeout = 1000, 4 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "run", "--portal", "bind", "--bind-address", "127.0.0.1", "--source", "file:"+manifest,
-		"--healthz-bind-address", "", "--metrics-bind-address", "", "--log-level", "warn",
-		"--max-connections-per-service-port", fmt.Sprint(bound), "--tcp-idle-timeout", idleTimeout.String())
-	var logs strings.Builder
-	var logMu sync.Mutex
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			logMu.Lock()
-			t.Logf("kproxy log (end):\n%s", tailString(logs.String(), 3000))
-			logMu.Unlock()
-		}
-	})
-	pid := cmd.Process.Pid
+	pid := loopbackKproxy(t, bin, manifest, "--max-connections-per-service-port", fmt.Sprint(bound), "--tcp-idle-timeout", idleTimeout.String())
 	deadline := time.Now().Add(15 * time.Second)
 	for tcpOK("127.0.41.1:80") != nil || tcpOK("127.0.41.2:80") != nil {
 		if time.Now().After(deadline) {
@@ -88,26 +65,7 @@ endpoints: [{addresses: [%[3]s], conditions: {ready: true}}]
 	}
 	fds0, _ := procStats(pid)
 
-	var checks, failures atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			checks.Add(1)
-			if err := tcpOK("127.0.41.2:80"); err != nil {
-				failures.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-			}
-		}
-	}()
+	checks := startChecks(func() error { return tcpOK("127.0.41.2:80") })
 
 	// 15,000 connections that send nothing; the held ones stay open here.
 	const flood = 15000
@@ -163,15 +121,14 @@ endpoints: [{addresses: [%[3]s], conditions: {ready: true}}]
 			early++
 		}
 	}
-	close(stop)
-	wg.Wait()
+	nChecks, failures, firstErr := checks.Stop()
 	t.Logf("idle connections closed by kproxy: %d of %d (%d never, %d before the timeout); unrelated service: %d checks, %d failures",
-		len(held)-late, len(held), late, early, checks.Load(), failures.Load())
+		len(held)-late, len(held), late, early, nChecks, failures)
 	if late > 0 {
 		t.Errorf("%d idle connections were not closed within 10 s after the %v idle timeout", late, idleTimeout)
 	}
-	if failures.Load() > 0 {
-		t.Errorf("the unrelated service failed %d of %d checks (first: %v)", failures.Load(), checks.Load(), firstErr.Load())
+	if failures > 0 {
+		t.Errorf("the unrelated service failed %d of %d checks (first: %v)", failures, nChecks, firstErr)
 	}
 }
 
@@ -190,11 +147,4 @@ func dropReset(cs []net.Conn) []net.Conn {
 		c.Close()
 	}
 	return out
-}
-
-func tailString(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }

@@ -137,8 +137,14 @@ endpoints:
 - {addresses: ["%[6]s"], conditions: {ready: true}}
 `, gone4, goneTCP, goneUDP, backendTCP, backendUDP, e.be.IPs4[0])
 	}
+	e.replaceManifest(t, b.String())
+}
+
+// replaceManifest writes the manifest atomically (kproxy watches the file).
+func (e *env) replaceManifest(t *testing.T, doc string) {
+	t.Helper()
 	tmp := e.manifest + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, e.manifest); err != nil {
