@@ -13,65 +13,37 @@ import (
 	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
-// TestE2ENetns runs the kproxy binary in a node namespace with nftables and
-// with iptables portals (in parallel, in separate topologies), and checks
-// each mode's UDP conntrack clearing in a topology of its own.
+// TestE2ENetns runs the kproxy binary in network namespaces: each
+// scenario in a topology of its own, in parallel.
 func TestE2ENetns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end portal tests need root (network namespaces, nftables, iptables)")
 	}
 	netnstest.New(t, "probe") // skips when the kernel refuses namespaces, before the build
 	bin := buildKproxy(t)
-	t.Run("Nftables", func(t *testing.T) {
-		t.Parallel()
-		need(t, "nft")
-		testNftables(t, bin)
-	})
-	t.Run("NftablesUDPConntrack", func(t *testing.T) {
-		t.Parallel()
-		need(t, "nft")
-		testUDPConntrack(t, bin, "nftables")
-	})
-	t.Run("NftablesHealth", func(t *testing.T) {
-		t.Parallel()
-		need(t, "nft")
-		testHealth(t, bin)
-	})
-	t.Run("NftablesHeadlessNamedProxier", func(t *testing.T) {
-		t.Parallel()
-		need(t, "nft")
-		testHeadlessNamedProxier(t, bin)
-	})
-	t.Run("KPNGExampleAllIP", func(t *testing.T) {
-		t.Parallel()
-		need(t, "nft", "jq")
-		testKPNGExample(t, bin)
-	})
-	t.Run("NftablesVanishedClient", func(t *testing.T) {
-		t.Parallel()
-		need(t, "nft")
-		testVanishedClient(t, bin)
-	})
-	t.Run("IPTablesWithoutIP6tables", func(t *testing.T) {
-		t.Parallel()
-		need(t, "iptables-restore", "iptables-save", "ip6tables-save")
-		testIPTablesWithoutIP6tables(t, bin)
-	})
-	t.Run("NftablesAffinityPerScope", func(t *testing.T) {
-		t.Parallel()
-		need(t, "nft")
-		testAffinityPerScope(t, bin)
-	})
-	t.Run("IPTablesUDPConntrack", func(t *testing.T) {
-		t.Parallel()
-		need(t, "iptables-restore", "iptables-save")
-		testUDPConntrack(t, bin, "iptables")
-	})
-	t.Run("IPTables", func(t *testing.T) {
-		t.Parallel()
-		need(t, "iptables-restore", "iptables-save")
-		testIPTables(t, bin)
-	})
+	nft, ipt := []string{"nft"}, []string{"iptables-restore", "iptables-save"}
+	for _, sc := range []struct {
+		name  string
+		needs []string
+		run   func(t *testing.T, bin string)
+	}{
+		{"Nftables", nft, testNftables},
+		{"NftablesUDPConntrack", nft, func(t *testing.T, bin string) { testUDPConntrack(t, bin, "nftables") }},
+		{"NftablesHealth", nft, testHealth},
+		{"NftablesHeadlessNamedProxier", nft, testHeadlessNamedProxier},
+		{"KPNGExampleAllIP", []string{"nft", "jq"}, testKPNGExample},
+		{"NftablesVanishedClient", nft, testVanishedClient},
+		{"NftablesAffinityPerScope", nft, testAffinityPerScope},
+		{"IPTables", ipt, testIPTables},
+		{"IPTablesUDPConntrack", ipt, func(t *testing.T, bin string) { testUDPConntrack(t, bin, "iptables") }},
+		{"IPTablesWithoutIP6tables", append(ipt, "ip6tables-save"), testIPTablesWithoutIP6tables},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			need(t, sc.needs...)
+			sc.run(t, bin)
+		})
+	}
 }
 
 func need(t *testing.T, names ...string) {
