@@ -20,11 +20,14 @@ const affinitySweepInterval = 10 * time.Second
 // ServicePort while restarting, and the new one gets them back with its
 // endpoints (their idle clocks restart, so a crash can only lengthen a pin).
 type Affinity struct {
+	cfg         *Config
 	pins        *balancer.ScopedAffinity
 	cancelSweep scheduler.CancelFunc
 }
 
-func newAffinity() actor.Actor { return &Affinity{} }
+func newAffinity(cfg *Config) actor.Producer {
+	return func() actor.Actor { return &Affinity{cfg: cfg} }
+}
 
 // Receive implements actor.Actor.
 func (a *Affinity) Receive(ctx actor.Context) {
@@ -40,6 +43,9 @@ func (a *Affinity) Receive(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &messages.AffinityEntries{Entries: a.pins.Table(false).Entries(), ExternalEntries: a.pins.Table(true).Entries()})
 	case *actor.Stopping:
 		a.cancelSweep()
+		if a.cfg.handover.Load() { // the Proxier restarts: keep the pins for the next ServicePort
+			a.cfg.pins.Store(ctx.Parent().GetId(), &messages.AffinityEntries{Entries: a.pins.Table(false).Entries(), ExternalEntries: a.pins.Table(true).Entries()})
+		}
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetEndpoints:

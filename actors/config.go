@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -74,6 +76,13 @@ type Config struct {
 	rulesFaults *rules.Faulty       // set by Start when Rules and Faults are set
 	conns       *portal.ConnTracker // set by Start
 	listeners   *portal.Listeners   // set by Start; sockets outlive Portal incarnations
+	// handover is set while the Proxier restarts: protoactor stops its
+	// ServicePorts, which then keep their sockets, proxy ports, rules and
+	// affinity pins for the ServicePorts the new incarnation starts.
+	handover *atomic.Bool
+	// pins holds the affinity pins of stopped ServicePorts during a
+	// handover, by ServicePort PID id.
+	pins *sync.Map
 }
 
 func (c *Config) defaults() {

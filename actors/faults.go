@@ -15,6 +15,26 @@ import (
 // Roles that fault injection can crash.
 var crashableRoles = map[string]bool{rolePortal: true, roleBalancer: true, roleAffinity: true, roleServicePort: true}
 
+// Top actors, crashable on their own (no service port).
+const (
+	roleWatcher = "watcher"
+	roleProxier = "proxier"
+	roleRules   = "rules"
+)
+
+// CrashTop makes one of the top actors (watcher, proxier, rules) panic.
+func (p *Proxy) CrashTop(role, reason string) error {
+	pid := map[string]*actor.PID{roleWatcher: p.Watcher, roleProxier: p.Proxier, roleRules: p.RulesPID}[role]
+	if pid == nil {
+		return fmt.Errorf("crash %s: no such actor here (want watcher, proxier, or rules in a kernel portal mode)", role)
+	}
+	p.faults.Add(1)
+	p.cfg.Metrics.Fault("crash")
+	p.cfg.Log.Warn().Str("actor", role).Str("reason", reason).Msg("fault injected: crash")
+	p.System.Root.Send(pid, &messages.InjectCrash{Reason: reason})
+	return nil
+}
+
 // ErrUnknownServicePort is returned for a service port the Proxier does not have.
 var ErrUnknownServicePort = errors.New("unknown service port")
 

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -22,26 +23,36 @@ type Proxier struct {
 	ids  map[string]string // ServicePort PID id -> service port id
 }
 
+// newProxier returns the same instance on every (re)start: the desired
+// state and the reported state are kept, and a restart only replaces the
+// ServicePort actors (see restarted).
 func newProxier(cfg *Config) actor.Producer {
-	return func() actor.Actor { return &Proxier{cfg: cfg} }
+	p := &Proxier{cfg: cfg}
+	return func() actor.Actor { return p }
 }
 
 // Receive implements actor.Actor.
 func (p *Proxier) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if p.ports != nil {
+			p.restarted(ctx)
+			return
+		}
 		p.ports = map[string]*actor.PID{}
 		p.state = map[string]*messages.ServicePortState{}
 		p.last = map[string]*messages.UpsertServicePort{}
 		p.ids = map[string]string{}
+	case *actor.Restarting:
+		// protoactor stops every ServicePort now; they keep what serves.
+		p.cfg.handover.Store(true)
+	case *messages.InjectCrash:
+		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.UpsertServicePort:
 		id := m.GetServicePort().GetKey().ID()
 		pid := p.ports[id]
 		if pid == nil {
-			props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy))
-			pid = ctx.SpawnPrefix(props, servicePortPrefix(id))
-			p.ports[id] = pid
-			p.ids[pid.GetId()] = id
+			pid = p.spawn(ctx, id)
 		}
 		p.last[id] = m
 		ctx.Send(pid, m)
@@ -98,4 +109,49 @@ func (p *Proxier) serviceHealth(id string, m *messages.UpsertServicePort) {
 	}
 	k := m.GetServicePort().GetKey()
 	p.cfg.ServiceHealth.Upsert(id, k.GetNamespace(), k.GetName(), int(m.GetServicePort().GetHealthCheckNodePort()), local)
+}
+
+func (p *Proxier) spawn(ctx actor.Context, id string) *actor.PID {
+	props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy))
+	return p.adopt(id, ctx.SpawnPrefix(props, servicePortPrefix(id)))
+}
+
+func (p *Proxier) adopt(id string, pid *actor.PID) *actor.PID {
+	p.ports[id] = pid
+	p.ids[pid.GetId()] = id
+	return pid
+}
+
+// restarted starts a ServicePort again for every service port after a
+// restart of the Proxier. protoactor stopped the previous ones; during the
+// handover they kept their sockets (paused, connections and flows on),
+// proxy ports, kernel rules and affinity pins. The new ones take the same
+// names, so their PIDs are the previous ones: connections accepted before
+// keep asking the same Balancer PID (and get the new Balancer), and the
+// sockets and pins are found where they were left. Their desired state
+// with the same proxy ports comes through ChildStarted, as after a
+// ServicePort restart.
+func (p *Proxier) restarted(ctx actor.Context) {
+	old := p.ports
+	p.ports, p.ids = map[string]*actor.PID{}, map[string]string{}
+	for id := range p.last {
+		prev := old[id]
+		if prev == nil {
+			p.spawn(ctx, id)
+			continue
+		}
+		props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy))
+		pid, err := ctx.SpawnNamed(props, strings.TrimPrefix(prev.GetId(), ctx.Self().GetId()+"/"))
+		if err != nil {
+			p.cfg.Log.Error().Err(err).Str("servicePort", id).Msg("cannot start the service port again under its name")
+			p.spawn(ctx, id)
+			continue
+		}
+		p.adopt(id, pid)
+		if pins, ok := p.cfg.pins.LoadAndDelete(prev.GetId()); ok {
+			ctx.Send(pid, pins.(*messages.AffinityEntries))
+		}
+	}
+	p.cfg.handover.Store(false)
+	p.cfg.Log.Warn().Int("servicePorts", len(p.last)).Msg("proxier restarted; its service ports carried over")
 }

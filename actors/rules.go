@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -61,6 +62,8 @@ func (r *Rules) Receive(ctx actor.Context) {
 		r.stopTick()
 		r.wg.Wait() // let an in-flight transaction finish before anyone cleans up
 		r.cancel()
+	case *messages.InjectCrash:
+		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetPortalRules:
 		r.set(ctx, m)
 	case *messages.DeletePortalRules:

@@ -67,6 +67,10 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		// protoactor stops the children of a restarting actor; the Portal
 		// keeps its sockets for its successor, so no connection is reset.
 		s.cfg.listeners.Hold(portalOwner(ctx))
+	case *actor.Stopping:
+		if s.cfg.handover.Load() { // the Proxier restarts: the same, for the next ServicePort
+			s.cfg.listeners.Hold(portalOwner(ctx))
+		}
 	case *messages.AffinityEntries:
 		s.affinityEntries = m
 	case *actor.Stopped:
@@ -87,6 +91,9 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 // stopped gives back what the service port held: sockets a hold kept,
 // proxy ports, kernel rules.
 func (s *ServicePort) stopped(ctx actor.Context) {
+	if s.cfg.handover.Load() {
+		return // the Proxier restarts: the next ServicePort takes all this over
+	}
 	s.cfg.listeners.CloseOwned(portalOwner(ctx))
 	s.cfg.Stats.Delete(s.sp.GetKey().ID())
 	network, _ := portal.Network(s.sp.GetKey().GetProtocol()) // ports exist only for supported ones
@@ -266,7 +273,7 @@ func (s *ServicePort) syncExternalPort() {
 // forwarding to it), which avoids racing a stopping actor for its name.
 func (s *ServicePort) syncAffinity(ctx actor.Context) {
 	if s.sp.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP && s.children[roleAffinity] == nil {
-		s.spawn(ctx, roleAffinity, newAffinity)
+		s.spawn(ctx, roleAffinity, newAffinity(s.cfg))
 	}
 }
 

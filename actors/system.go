@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,7 @@ func Start(cfg Config) *Proxy {
 	cfg.defaults()
 	cfg.conns = portal.NewConnTracker()
 	cfg.listeners = portal.NewListeners()
+	cfg.handover, cfg.pins = &atomic.Bool{}, &sync.Map{}
 	c := &cfg
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})
@@ -66,12 +68,15 @@ func Start(cfg Config) *Proxy {
 		c.Rules = c.rulesFaults
 	}
 	if c.Rules != nil {
-		p.RulesPID, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newRules(c)), "rules")
+		p.RulesPID, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newRules(c), actor.WithGuardian(childStrategy)), "rules")
 		c.rulesPID = p.RulesPID
 	}
-	proxierProps := actor.PropsFromProducer(newProxier(c), actor.WithSupervisor(childStrategy))
+	// The top actors restart as every other, never giving up: each keeps its
+	// state across restarts (the same instance), and a restarting Proxier
+	// hands its service ports over to the next incarnation.
+	proxierProps := actor.PropsFromProducer(newProxier(c), actor.WithSupervisor(childStrategy), actor.WithGuardian(childStrategy))
 	p.Proxier, _ = system.Root.SpawnNamed(proxierProps, "proxier")
-	p.Watcher, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newWatcher(c, p.Proxier)), "watcher")
+	p.Watcher, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newWatcher(c, p.Proxier), actor.WithGuardian(childStrategy)), "watcher")
 	return p
 }
 

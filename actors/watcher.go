@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -31,18 +32,24 @@ type Watcher struct {
 	triggers map[string]time.Time
 }
 
+// newWatcher returns the same instance on every (re)start, so generations
+// go on; a restart rebuilds every service from the source's view.
 func newWatcher(cfg *Config, proxier *actor.PID) actor.Producer {
-	return func() actor.Actor {
-		return &Watcher{cfg: cfg, proxier: proxier, tracker: watcher.NewTracker(cfg.View), triggers: map[string]time.Time{}}
-	}
+	w := &Watcher{cfg: cfg, proxier: proxier, tracker: watcher.NewTracker(cfg.View), triggers: map[string]time.Time{}}
+	return func() actor.Actor { return w }
 }
 
 // Receive implements actor.Actor.
 func (w *Watcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Restarting:
-		// The new incarnation starts from an empty tracker: rebuild everything.
-		ctx.Send(ctx.Self(), &messages.SourceSynced{})
+		// A panic may have left the tracker half-way: rebuild everything
+		// (once the source has synced; until then nothing is programmed).
+		if w.synced {
+			ctx.Send(ctx.Self(), &messages.SourceSynced{})
+		}
+	case *messages.InjectCrash:
+		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.ServiceChanged:
 		w.cfg.Health.QueuedUpdate(healthStageSource)
 		w.cfg.Metrics.Queued(m.GetKind())

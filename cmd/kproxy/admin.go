@@ -133,7 +133,11 @@ func adminHandler(p *actors.Proxy) http.Handler {
 		if !decodeRequest(w, r, &req) {
 			return
 		}
-		if err := p.Crash(req.ServicePort, req.Actor, "admin API"); err != nil {
+		crash := func() error { return p.Crash(req.ServicePort, req.Actor, "admin API") }
+		if topActors[req.Actor] {
+			crash = func() error { return p.CrashTop(req.Actor, "admin API") }
+		}
+		if err := crash(); err != nil {
 			status := http.StatusBadRequest
 			if errors.Is(err, actors.ErrUnknownServicePort) {
 				status = http.StatusNotFound

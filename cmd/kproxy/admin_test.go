@@ -85,6 +85,16 @@ func TestChaosCommandDrivesAdminAPI(t *testing.T) {
 	})
 	readName(t, "127.0.33.1:18080")
 
+	// The top actors too, without a service port.
+	for _, top := range []string{"proxier", "watcher"} {
+		chaos("crash", top)
+	}
+	in.waitFor(t, "the service port carried over the proxier restart", func(m map[string]*messages.ServicePortState) bool {
+		st := m["default/web:tcp/TCP"]
+		return st.GetRestarts() == 2 && len(st.GetListenAddresses()) == 2
+	})
+	readName(t, "127.0.33.1:18080")
+
 	// Endpoint fault: dials to .11 fail, so every connection lands on .12.
 	chaos("endpoint", fmt.Sprintf("127.0.33.11:%d", port), "fail", "1m")
 	for range 10 {
@@ -114,16 +124,16 @@ func TestChaosCommandDrivesAdminAPI(t *testing.T) {
 	// restart's report clears the listen addresses until it does).
 	in.waitFor(t, "storm restarts reported", func(m map[string]*messages.ServicePortState) bool {
 		st := m["default/web:tcp/TCP"]
-		return st.GetRestarts() == int32(1+len(storm.Crashes)) && len(st.GetListenAddresses()) == 2
+		return st.GetRestarts() == int32(2+len(storm.Crashes)) && len(st.GetListenAddresses()) == 2
 	})
 	if err := json.Unmarshal(chaos("state"), &state); err != nil {
 		t.Fatal(err)
 	}
 	sp := state.State.ServicePorts
-	if len(sp) != 1 || len(sp[0].ListenAddresses) != 2 || len(sp[0].Endpoints) != 2 || sp[0].Restarts != 1+len(storm.Crashes) {
+	if len(sp) != 1 || len(sp[0].ListenAddresses) != 2 || len(sp[0].Endpoints) != 2 || sp[0].Restarts != 2+len(storm.Crashes) {
 		t.Fatalf("state view: %+v", state)
 	}
-	if want := int64(2 + len(storm.Crashes)); state.FaultsInjected != want {
+	if want := int64(4 + len(storm.Crashes)); state.FaultsInjected != want {
 		t.Fatalf("faultsInjected %d, want %d", state.FaultsInjected, want)
 	}
 

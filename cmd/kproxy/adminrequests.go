@@ -60,9 +60,12 @@ func parseAdminRequest(body []byte, req adminRequest) error {
 	return req.check()
 }
 
+// topActors are crashed without a service port.
+var topActors = map[string]bool{"watcher": true, "proxier": true, "rules": true}
+
 func (r *crashRequest) check() error {
-	if r.ServicePort == "" {
-		return fmt.Errorf("servicePort is required")
+	if r.ServicePort == "" && !topActors[r.Actor] {
+		return fmt.Errorf("servicePort is required, unless actor is watcher, proxier or rules")
 	}
 	if r.Actor == "" {
 		r.Actor = "portal"

@@ -17,6 +17,7 @@ const chaosUsage = `kproxy chaos: drive a running kproxy's fault-injection API
 
   kproxy chaos [FLAGS] state
   kproxy chaos [FLAGS] crash SERVICE_PORT [portal|balancer|affinity|serviceport]
+  kproxy chaos [FLAGS] crash watcher|proxier|rules
   kproxy chaos [FLAGS] storm --rate N --duration D [--seed S]   (N <= 100/s, D <= 10m)
   kproxy chaos [FLAGS] endpoint IP:PORT fail|stall DURATION       (DURATION <= 1h)
   kproxy chaos [FLAGS] rules DURATION   (kernel rule transactions fail; <= 10m)
@@ -54,6 +55,9 @@ func chaosCommand(args []string, out io.Writer) error {
 		req := crashRequest{ServicePort: args[1]}
 		if len(args) == 3 {
 			req.Actor = args[2]
+		}
+		if len(args) == 2 && topActors[args[1]] {
+			req = crashRequest{Actor: args[1]}
 		}
 		return client.call(http.MethodPost, base+"/crash", req)
 	case "storm":
