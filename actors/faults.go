@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -102,19 +103,55 @@ func (p *Proxy) SetRulesFault(d time.Duration) error {
 	return nil
 }
 
+// FailRules makes the next n kernel rule transactions fail, as a kernel
+// that refuses a change would. It needs Config.Faults and a kernel mode.
+func (p *Proxy) FailRules(n int) error {
+	if p.cfg.rulesFaults == nil {
+		return errors.New("rules faults: fault injection is not enabled, or the portal mode has no kernel rules")
+	}
+	p.cfg.rulesFaults.FailNext(n)
+	p.faults.Add(1)
+	p.cfg.Metrics.Fault("rules")
+	p.cfg.Log.Warn().Int("transactions", n).Msg("fault injected: kernel rules")
+	p.System.Root.Send(p.RulesPID, &messages.CheckRules{})
+	return nil
+}
+
 // ErrChaosRunning refuses a storm while another runs.
 var ErrChaosRunning = errors.New("chaos: a storm is already running")
 
 // ChaosCrash is one crash chaos mode made.
 type ChaosCrash struct {
 	At          time.Time `json:"at"`
-	ServicePort string    `json:"servicePort"`
+	ServicePort string    `json:"servicePort,omitempty"`
+	Actor       string    `json:"actor"`
 }
+
+// ChaosKinds are the actor kinds a storm can crash.
+var ChaosKinds = []string{rolePortal, roleBalancer, roleAffinity, roleServicePort, roleWatcher, roleProxier, roleRules}
 
 // Chaos crashes the Portals of random service ports, perSecond of them each
 // second, for d (or until ctx ends), choosing with a rand seeded by seed so
 // a run can be repeated. It returns the crashes it made.
 func (p *Proxy) Chaos(ctx context.Context, perSecond float64, d time.Duration, seed uint64) ([]ChaosCrash, error) {
+	return p.Storm(ctx, perSecond, d, seed, []string{rolePortal})
+}
+
+// Storm is Chaos over the given actor kinds (see ChaosKinds): each crash
+// picks a kind, then, for a service port's actor, a service port that has
+// one.
+func (p *Proxy) Storm(ctx context.Context, perSecond float64, d time.Duration, seed uint64, kinds []string) ([]ChaosCrash, error) {
+	if len(kinds) == 0 {
+		return nil, errors.New("chaos: no actor kinds")
+	}
+	for _, k := range kinds {
+		if !slices.Contains(ChaosKinds, k) {
+			return nil, fmt.Errorf("chaos: actor kind %q: want one of %v", k, ChaosKinds)
+		}
+		if k == roleRules && p.RulesPID == nil {
+			return nil, errors.New("chaos: no rules actor (bind portal)")
+		}
+	}
 	if !(perSecond > 0 && perSecond <= 100) { // also refuses NaN
 		return nil, fmt.Errorf("chaos: rate %v: want 0 < rate <= 100 per second", perSecond)
 	}
@@ -149,9 +186,19 @@ func (p *Proxy) Chaos(ctx context.Context, perSecond float64, d time.Duration, s
 			p.cfg.Log.Warn().Int("crashes", len(crashes)).Msg("chaos ended")
 			return crashes, nil
 		case <-ticker.C:
+			kind := kinds[rng.IntN(len(kinds))]
+			if !crashableRoles[kind] {
+				if p.CrashTop(kind, "chaos") == nil {
+					crashes = append(crashes, ChaosCrash{At: time.Now(), Actor: kind})
+				}
+				continue
+			}
 			st := ports[rng.IntN(len(ports))]
-			crashes = append(crashes, ChaosCrash{At: time.Now(), ServicePort: st.GetKey().ID()})
-			p.crash(st, rolePortal, "chaos")
+			if kind == roleAffinity && st.GetServicePort().GetSessionAffinity() != messages.SessionAffinity_CLIENT_IP {
+				continue // no Affinity actor there
+			}
+			crashes = append(crashes, ChaosCrash{At: time.Now(), ServicePort: st.GetKey().ID(), Actor: kind})
+			p.crash(st, kind, "chaos")
 		}
 	}
 }

@@ -154,3 +154,56 @@ func TestRulesCrashesKeepRules(t *testing.T) {
 		t.Errorf("under 20 Rules crashes: %d served, %d failed (first: %v)", ok.Load(), failed.Load(), first.Load())
 	}
 }
+
+// A storm over every actor kind of a bind-mode tree (the Rules actor
+// exists only in kernel modes), under load: nothing fails.
+func TestStormOfEveryKindLosesNothing(t *testing.T) {
+	p := Start(Config{BindAddress: "127.0.0.1", Faults: portal.NewFaults(),
+		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	w := watchState(t, p)
+	addrs := tcpBackends(t, 2)
+	var spes []*messages.ServicePortEndpoints
+	var targets []string
+	for i := range 10 {
+		sp := svcPort(fmt.Sprintf("storm-%d", i), messages.Protocol_TCP, fmt.Sprintf("127.0.22.%d", i+1), 18080)
+		sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
+		spes = append(spes, spe(sp, endpoints(addrs...)))
+		targets = append(targets, fmt.Sprintf("127.0.22.%d:18080", i+1))
+	}
+	p.Submit(snapshot(1, spes...))
+	for _, s := range spes {
+		w.listening(t, s.GetServicePort().GetKey().ID(), 2, 1)
+	}
+	stop := make(chan struct{})
+	ok, failed, first, wait := loadAll(targets, 4, stop)
+	kinds := []string{rolePortal, roleBalancer, roleAffinity, roleServicePort, roleWatcher, roleProxier}
+	crashes, err := p.Storm(context.Background(), 20, 2*time.Second, 7, kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Storm(context.Background(), 20, time.Second, 7, []string{roleRules}); err == nil {
+		t.Error("a rules storm in bind mode was accepted")
+	}
+	w.wait(t, "every service port listening", func(m map[string]*messages.ServicePortState) bool {
+		for _, s := range spes {
+			if len(m[s.GetServicePort().GetKey().ID()].GetListenAddresses()) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	close(stop)
+	wait()
+	byKind := map[string]int{}
+	for _, c := range crashes {
+		byKind[c.Actor]++
+	}
+	t.Logf("storm: %v; %d requests served, %d failed", byKind, ok.Load(), failed.Load())
+	if len(byKind) < 4 {
+		t.Errorf("the storm hit only %v", byKind)
+	}
+	if failed.Load() > 0 {
+		t.Errorf("%d requests failed in the storm (first: %v)", failed.Load(), first.Load())
+	}
+}

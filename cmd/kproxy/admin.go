@@ -152,7 +152,11 @@ func adminHandler(p *actors.Proxy) http.Handler {
 		if !decodeRequest(w, r, &req) {
 			return
 		}
-		crashes, err := p.Chaos(r.Context(), req.Rate, req.duration, req.Seed)
+		kinds := req.Kinds
+		if len(kinds) == 0 {
+			kinds = []string{"portal"}
+		}
+		crashes, err := p.Storm(r.Context(), req.Rate, req.duration, req.Seed, kinds)
 		if err != nil {
 			status := http.StatusBadRequest
 			if errors.Is(err, actors.ErrChaosRunning) {
@@ -177,6 +181,14 @@ func adminHandler(p *actors.Proxy) http.Handler {
 	mux.HandleFunc("POST /rules-fault", func(w http.ResponseWriter, r *http.Request) {
 		var req rulesFaultRequest
 		if !decodeRequest(w, r, &req) {
+			return
+		}
+		if req.Count > 0 {
+			if err := p.FailRules(req.Count); err != nil {
+				httpError(w, http.StatusBadRequest, err)
+				return
+			}
+			writeJSON(w, map[string]any{"rules": "fail", "count": req.Count})
 			return
 		}
 		if err := p.SetRulesFault(req.duration); err != nil {

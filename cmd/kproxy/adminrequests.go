@@ -28,9 +28,10 @@ type crashRequest struct {
 }
 
 type chaosRequest struct {
-	Rate     float64 `json:"rate"`
-	Duration string  `json:"duration"`
-	Seed     uint64  `json:"seed"`
+	Rate     float64  `json:"rate"`
+	Duration string   `json:"duration"`
+	Seed     uint64   `json:"seed"`
+	Kinds    []string `json:"kinds,omitempty"` // actor kinds to crash; none: portal
 	duration time.Duration
 }
 
@@ -41,8 +42,11 @@ type endpointFaultRequest struct {
 	duration time.Duration
 }
 
+// rulesFaultRequest fails rule transactions for a duration, or the next
+// count of them.
 type rulesFaultRequest struct {
-	Duration string `json:"duration"`
+	Duration string `json:"duration,omitempty"`
+	Count    int    `json:"count,omitempty"`
 	duration time.Duration
 }
 
@@ -74,6 +78,9 @@ func (r *crashRequest) check() error {
 }
 
 func (r *chaosRequest) check() error {
+	if len(r.Kinds) > 16 {
+		return fmt.Errorf("kinds: at most 16")
+	}
 	if math.IsNaN(r.Rate) || r.Rate <= 0 || r.Rate > maxChaosRate {
 		return fmt.Errorf("rate %v: want 0 < rate <= %d crashes per second", r.Rate, maxChaosRate)
 	}
@@ -94,7 +101,16 @@ func (r *endpointFaultRequest) check() error {
 	return err
 }
 
+// maxRulesFaultCount bounds a count of failing rule transactions.
+const maxRulesFaultCount = 1000
+
 func (r *rulesFaultRequest) check() error {
+	if r.Count != 0 || r.Duration == "" {
+		if r.Duration != "" || r.Count < 1 || r.Count > maxRulesFaultCount {
+			return fmt.Errorf("want a duration, or a count of 1 to %d transactions", maxRulesFaultCount)
+		}
+		return nil
+	}
 	var err error
 	r.duration, err = boundedDuration(r.Duration, maxChaosDuration)
 	return err

@@ -30,7 +30,8 @@ func FuzzAdminRequests(f *testing.F) {
 			t.Fatalf("accepted endpoint fault %+v", ep)
 		}
 		var rf rulesFaultRequest
-		if parseAdminRequest(body, &rf) == nil && (rf.duration <= 0 || rf.duration > 10*time.Minute) {
+		if parseAdminRequest(body, &rf) == nil && !(rf.Count == 0 && rf.duration > 0 && rf.duration <= 10*time.Minute) &&
+			!(rf.Duration == "" && rf.Count >= 1 && rf.Count <= maxRulesFaultCount) {
 			t.Fatalf("accepted rules fault %+v", rf)
 		}
 		var cr crashRequest

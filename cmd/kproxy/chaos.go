@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,9 +20,9 @@ const chaosUsage = `kproxy chaos: drive a running kproxy's fault-injection API
   kproxy chaos [FLAGS] state
   kproxy chaos [FLAGS] crash SERVICE_PORT [portal|balancer|affinity|serviceport]
   kproxy chaos [FLAGS] crash watcher|proxier|rules
-  kproxy chaos [FLAGS] storm --rate N --duration D [--seed S]   (N <= 100/s, D <= 10m)
+  kproxy chaos [FLAGS] storm --rate N --duration D [--seed S] [--kinds portal,proxier,...]   (N <= 100/s, D <= 10m)
   kproxy chaos [FLAGS] endpoint IP:PORT fail|stall DURATION       (DURATION <= 1h)
-  kproxy chaos [FLAGS] rules DURATION   (kernel rule transactions fail; <= 10m)
+  kproxy chaos [FLAGS] rules DURATION|N   (kernel rule transactions fail for DURATION <= 10m, or the next N)
 
 FLAGS: --admin-address ADDR (default 127.0.0.1:10260), --admin-token-file
 FILE (default: the one kproxy run wrote for that address).
@@ -65,10 +67,11 @@ func chaosCommand(args []string, out io.Writer) error {
 		rate := sf.Float64("rate", 20, "portal crashes per second")
 		d := sf.Duration("duration", 10*time.Second, "how long")
 		seed := sf.Uint64("seed", 1, "seed for choosing service ports")
+		kinds := sf.String("kinds", "portal", "comma-separated actor kinds to crash: portal, balancer, affinity, serviceport, watcher, proxier, rules")
 		if err := sf.Parse(args[1:]); err != nil {
 			return err
 		}
-		return client.call(http.MethodPost, base+"/chaos", chaosRequest{Rate: *rate, Duration: d.String(), Seed: *seed})
+		return client.call(http.MethodPost, base+"/chaos", chaosRequest{Rate: *rate, Duration: d.String(), Seed: *seed, Kinds: strings.Split(*kinds, ",")})
 	case "endpoint":
 		if len(args) != 4 {
 			return errors.New("chaos endpoint: want IP:PORT fail|stall DURATION")
@@ -76,7 +79,10 @@ func chaosCommand(args []string, out io.Writer) error {
 		return client.call(http.MethodPost, base+"/endpoint-fault", endpointFaultRequest{Endpoint: args[1], Mode: args[2], Duration: args[3]})
 	case "rules":
 		if len(args) != 2 {
-			return errors.New("chaos rules: want DURATION")
+			return errors.New("chaos rules: want DURATION, or a count N of transactions to fail")
+		}
+		if n, err := strconv.Atoi(args[1]); err == nil {
+			return client.call(http.MethodPost, base+"/rules-fault", rulesFaultRequest{Count: n})
 		}
 		return client.call(http.MethodPost, base+"/rules-fault", rulesFaultRequest{Duration: args[1]})
 	default:

@@ -58,3 +58,18 @@ func TestFake(t *testing.T) {
 		t.Fatalf("Syncs=%d Applies=%d, want 2 and 1", syncs, applies)
 	}
 }
+
+func TestFaultyFailsTheNextTransactions(t *testing.T) {
+	f := NewFaulty(NewFake())
+	f.FailNext(2)
+	ctx := context.Background()
+	for i, want := range []bool{true, true, false} {
+		err := f.Apply(ctx, nil, nil)
+		if got := errors.Is(err, ErrInjectedFault); got != want {
+			t.Fatalf("transaction %d: %v, want injected fault %v", i, err, want)
+		}
+	}
+	if ok, err := f.Present(ctx); err != nil || !ok {
+		t.Fatalf("Present after the counted faults: %v %v", ok, err)
+	}
+}

@@ -17,10 +17,14 @@ var ErrInjectedFault = errors.New("injected kernel rules fault")
 type Faulty struct {
 	Interface
 	until atomic.Int64 // Unix nanoseconds; failing before then
+	next  atomic.Int64 // transactions (Sync, Apply) still to fail
 }
 
 // NewFaulty wraps r.
 func NewFaulty(r Interface) *Faulty { return &Faulty{Interface: r} }
+
+// FailNext makes the next n transactions (Sync or Apply) fail.
+func (f *Faulty) FailNext(n int) { f.next.Store(int64(n)) }
 
 // FailFor makes calls fail for d from now.
 func (f *Faulty) FailFor(d time.Duration) { f.until.Store(time.Now().Add(d).UnixNano()) }
@@ -32,9 +36,23 @@ func (f *Faulty) fault(op string) error {
 	return nil
 }
 
+// transaction fails a transaction that FailNext counts, or that FailFor
+// covers.
+func (f *Faulty) transaction(op string) error {
+	for {
+		n := f.next.Load()
+		if n <= 0 {
+			return f.fault(op)
+		}
+		if f.next.CompareAndSwap(n, n-1) {
+			return fmt.Errorf("%s: %w (%d more to fail)", op, ErrInjectedFault, n-1)
+		}
+	}
+}
+
 // Sync implements Interface.
 func (f *Faulty) Sync(ctx context.Context, rs []Rule) error {
-	if err := f.fault("sync"); err != nil {
+	if err := f.transaction("sync"); err != nil {
 		return err
 	}
 	return f.Interface.Sync(ctx, rs)
@@ -42,7 +60,7 @@ func (f *Faulty) Sync(ctx context.Context, rs []Rule) error {
 
 // Apply implements Interface.
 func (f *Faulty) Apply(ctx context.Context, upserts, removals []Rule) error {
-	if err := f.fault("apply"); err != nil {
+	if err := f.transaction("apply"); err != nil {
 		return err
 	}
 	return f.Interface.Apply(ctx, upserts, removals)
