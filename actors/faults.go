@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal/rules"
 )
 
 // Roles that fault injection can crash.
@@ -91,28 +92,24 @@ func (p *Proxy) SetEndpointFault(endpoint, mode string, d time.Duration) error {
 // SetRulesFault makes kernel rule transactions (and presence checks) fail
 // for d. It needs Config.Faults and a kernel portal mode.
 func (p *Proxy) SetRulesFault(d time.Duration) error {
-	if p.cfg.rulesFaults == nil {
-		return errors.New("rules faults: fault injection is not enabled, or the portal mode has no kernel rules")
-	}
-	p.cfg.rulesFaults.FailFor(d)
-	p.faults.Add(1)
-	p.cfg.Metrics.Fault("rules")
-	p.cfg.Log.Warn().Dur("duration", d).Msg("fault injected: kernel rules")
-	// Without a change nothing would try: check now, as the periodic check would.
-	p.System.Root.Send(p.RulesPID, &messages.CheckRules{})
-	return nil
+	return p.rulesFault(func(f *rules.Faulty) { f.FailFor(d) }, fmt.Sprintf("for %v", d))
 }
 
 // FailRules makes the next n kernel rule transactions fail, as a kernel
 // that refuses a change would. It needs Config.Faults and a kernel mode.
 func (p *Proxy) FailRules(n int) error {
+	return p.rulesFault(func(f *rules.Faulty) { f.FailNext(n) }, fmt.Sprintf("the next %d transactions", n))
+}
+
+func (p *Proxy) rulesFault(inject func(*rules.Faulty), what string) error {
 	if p.cfg.rulesFaults == nil {
 		return errors.New("rules faults: fault injection is not enabled, or the portal mode has no kernel rules")
 	}
-	p.cfg.rulesFaults.FailNext(n)
+	inject(p.cfg.rulesFaults)
 	p.faults.Add(1)
 	p.cfg.Metrics.Fault("rules")
-	p.cfg.Log.Warn().Int("transactions", n).Msg("fault injected: kernel rules")
+	p.cfg.Log.Warn().Str("fault", what).Msg("fault injected: kernel rules")
+	// Without a change nothing would try: check now, as the periodic check would.
 	p.System.Root.Send(p.RulesPID, &messages.CheckRules{})
 	return nil
 }
