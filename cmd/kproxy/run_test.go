@@ -119,14 +119,29 @@ func (in *instance) waitListening(t *testing.T, id string, endpoints int) {
 func (in *instance) logged(msg string) bool { return strings.Contains(in.logs.String(), msg) }
 
 type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu   sync.Mutex
+	b    strings.Builder
+	grew chan struct{} // closed by the next Write, so a reader can wait for a line
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.grew != nil {
+		close(s.grew)
+		s.grew = nil
+	}
 	return s.b.Write(p)
+}
+
+// next returns the text so far and a channel closed at the next Write.
+func (s *syncBuffer) next() (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.grew == nil {
+		s.grew = make(chan struct{})
+	}
+	return s.b.String(), s.grew
 }
 
 func (s *syncBuffer) String() string {
