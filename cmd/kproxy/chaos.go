@@ -42,6 +42,12 @@ func chaosCommand(args []string, out io.Writer) error {
 		fs.Usage()
 		return errors.New("chaos: missing subcommand")
 	}
+	for _, a := range args[1:] {
+		if (a == "-h" || a == "--help" || a == "-help") && args[0] != "storm" { // storm has flags of its own
+			fs.Usage()
+			return flag.ErrHelp
+		}
+	}
 	if *tokenFile == "" {
 		*tokenFile = defaultAdminTokenFile(*admin)
 	}

@@ -3,24 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-
-	"github.com/kproxy/kproxy/watcher/kubetest"
 )
 
 // deployDocuments reads every document of every deploy/*.yaml.
@@ -70,48 +60,10 @@ func mustJSON(t *testing.T, file string, doc []byte) []byte {
 	return js
 }
 
-// Every deploy/ document is accepted by a real API server: created with a
-// server-side dry run, so admission and validation run in full (the
-// DaemonSets' host network, capabilities, probes, priority class,
-// HostProcess options).
-func TestDeployManifestsAcceptedByAPIServer(t *testing.T) {
-	s := kubetest.Start(t)
-	dc, err := discovery.NewDiscoveryClientForConfig(s.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(s.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for file, objs := range deployDocuments(t) {
-		for _, obj := range objs {
-			gvk := obj.GroupVersionKind()
-			m, err := mapper.RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
-			if err != nil {
-				t.Errorf("%s: %s %s: %v", file, gvk.Kind, obj.GetName(), err)
-				continue
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if obj.GetNamespace() != "" {
-				ri = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-			}
-			// Dry run: rbac.yaml's objects exist already (kubetest applied them).
-			_, err = ri.Create(context.Background(), obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			if err != nil && !isAlreadyExists(err) {
-				t.Errorf("%s: %s %s/%s rejected: %v", file, gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
-				continue
-			}
-			n++
-		}
-	}
-	t.Logf("%d deploy/ documents accepted", n)
-}
-
-// The ConfigMap's config is what kproxy run --config reads, and with it
-// (and nothing else) the run options validate.
+// The ConfigMap's config is what kproxy run --config reads: with it and
+// the DaemonSet's --source kube the run options validate, and nothing in
+// it is ignored. (deploy/deploy_test.go proves the manifests against the
+// real API server.)
 func TestDeployConfigMapConfigLoads(t *testing.T) {
 	var found bool
 	for _, obj := range deployDocuments(t)["configmap.yaml"] {
@@ -123,7 +75,7 @@ func TestDeployConfigMapConfigLoads(t *testing.T) {
 		path := writeFile(t, conf)
 		var o runOptions
 		fs := runFlags(&o)
-		if err := fs.Parse([]string{"--config", path}); err != nil {
+		if err := fs.Parse([]string{"--source", "kube", "--config", path}); err != nil {
 			t.Fatal(err)
 		}
 		values, ignored, err := loadConfig(path)
@@ -144,5 +96,3 @@ func TestDeployConfigMapConfigLoads(t *testing.T) {
 		t.Fatal("no ConfigMap with config.conf in deploy/")
 	}
 }
-
-func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
