@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -138,7 +139,7 @@ func parseConfig(raw []byte) (map[string]string, []string, error) {
 		switch {
 		case tm.APIVersion == kubeProxyAPIVersion && tm.Kind == "KubeProxyConfiguration":
 			var c kubeproxyconfig.KubeProxyConfiguration
-			if err := yaml.UnmarshalStrict(doc, &c); err != nil {
+			if err := decodeStrict(doc, &c); err != nil {
 				return nil, nil, fmt.Errorf("document %d (KubeProxyConfiguration): %w", n, err)
 			}
 			ign, err := kubeProxyValues(&c, values)
@@ -148,7 +149,7 @@ func parseConfig(raw []byte) (map[string]string, []string, error) {
 			ignored = append(ignored, ign...)
 		case tm.APIVersion == kproxyAPIVersion && tm.Kind == kproxyKind:
 			var c KproxyConfiguration
-			if err := yaml.UnmarshalStrict(doc, &c); err != nil {
+			if err := decodeStrict(doc, &c); err != nil {
 				return nil, nil, fmt.Errorf("document %d (%s): %w", n, kproxyKind, err)
 			}
 			kproxyValues(&c, values)
@@ -157,6 +158,22 @@ func parseConfig(raw []byte) (map[string]string, []string, error) {
 		}
 	}
 	return values, ignored, nil
+}
+
+// decodeStrict decodes one YAML document into v: unknown and duplicate
+// fields are errors naming their path ("clientConnection.qpss"), and
+// field names match case-sensitively (sigs.k8s.io/yaml alone accepts
+// "BindAddress" for "bindAddress" and names only the last path element).
+func decodeStrict(doc []byte, v any) error {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	strict, err := sigsjson.UnmarshalStrict(j, v, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
 }
 
 func setIf(values map[string]string, flag, v string) {
@@ -212,10 +229,11 @@ func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[strin
 		}
 	}
 	setIf(values, "nodeport-addresses", strings.Join(c.NodePortAddresses, ","))
-	// The sync periods of the mode in use (nftables when none is named).
-	sync, minSync := c.NFTables.SyncPeriod, c.NFTables.MinSyncPeriod
-	if c.Mode == "iptables" {
-		sync, minSync = c.IPTables.SyncPeriod, c.IPTables.MinSyncPeriod
+	// The sync periods of the mode in use; with no mode named, the
+	// iptables section's, as kube-proxy's own conversion reads them.
+	sync, minSync := c.IPTables.SyncPeriod, c.IPTables.MinSyncPeriod
+	if c.Mode == "nftables" {
+		sync, minSync = c.NFTables.SyncPeriod, c.NFTables.MinSyncPeriod
 	}
 	durationIf(values, "sync-period", sync)
 	durationIf(values, "min-sync-period", minSync)
@@ -322,12 +340,16 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 	burst, _ := strconv.Atoi(get("kube-api-burst"))
 	kp := kubeproxyconfig.KubeProxyConfiguration{
 		TypeMeta:           metav1.TypeMeta{APIVersion: kubeProxyAPIVersion, Kind: "KubeProxyConfiguration"},
-		HostnameOverride:   get("node-name"),
 		BindAddress:        get("bind-address"),
 		HealthzBindAddress: get("healthz-bind-address"),
 		MetricsBindAddress: get("metrics-bind-address"),
 		ConfigSyncPeriod:   dur("config-sync-period"),
 		PortRange:          get("port-range"),
+	}
+	// The node name only when it is not this node's default, so one file
+	// serves every node (as a ConfigMap must).
+	if n := get("node-name"); n != defaultNodeName() {
+		kp.HostnameOverride = n
 	}
 	kp.ClientConnection.Kubeconfig, kp.ClientConnection.QPS, kp.ClientConnection.Burst = get("kubeconfig"), float32(qps), int32(burst)
 	kp.NFTables.SyncPeriod, kp.NFTables.MinSyncPeriod = dur("sync-period"), dur("min-sync-period")

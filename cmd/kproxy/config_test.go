@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,7 +112,10 @@ func TestConfigRejectsWithAClearError(t *testing.T) {
 		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nbindAdress: 0.0.0.0\n", `unknown field "bindAdress"`},
 		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n", `mode "ipvs"`},
 		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nenableProfiling: true\n", "enableProfiling"},
-		{"apiVersion: kproxy.io/v1alpha1\nkind: KproxyConfiguration\nlimits: {maxConnection: 5}\n", `unknown field "maxConnection"`},
+		{"apiVersion: kproxy.io/v1alpha1\nkind: KproxyConfiguration\nlimits: {maxConnection: 5}\n", `unknown field "limits.maxConnection"`},
+		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclientConnection: {qpss: 5}\n", `unknown field "clientConnection.qpss"`},
+		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nBindAddress: 1.2.3.4\n", `unknown field "BindAddress"`},
+		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nbindAddress: 1.2.3.4\nbindAddress: 1.2.3.5\n", "bindAddress"},
 		{"apiVersion: v1\nkind: ConfigMap\n", "want kubeproxy.config.k8s.io/v1alpha1"},
 		{"apiVersion: kproxy.io/v1alpha1\nkind: KproxyConfiguration\nudpIdleTimeout: soon\n", "udp-idle-timeout"},
 	} {
@@ -154,5 +158,47 @@ func TestWriteConfigRoundTrips(t *testing.T) {
 	}
 	if o2.bindAddress != "127.0.0.9" || o2.limits.maxFlows != -1 || !o2.metricsActors || o2.limits.tcpKeepAlive != 0 {
 		t.Errorf("round trip: %+v", o2)
+	}
+}
+
+// With no mode named, the sync periods come from the iptables section, as
+// kube-proxy's own conversion reads them; with mode nftables, from its own.
+func TestConfigSyncPeriodsFollowKubeProxy(t *testing.T) {
+	doc := `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: %s
+iptables: {syncPeriod: 11s, minSyncPeriod: 110ms}
+nftables: {syncPeriod: 22s, minSyncPeriod: 220ms}
+`
+	for mode, want := range map[string]string{`""`: "11s", "iptables": "11s", "nftables": "22s"} {
+		o, err := configured(t, writeFile(t, fmt.Sprintf(doc, mode)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.syncPeriod.String(); got != want {
+			t.Errorf("mode %s: sync period %s, want %s", mode, got, want)
+		}
+	}
+}
+
+// --write-config-to leaves the node name out when it is this node's
+// default, so the file can be every node's ConfigMap.
+func TestWriteConfigLeavesTheDefaultNodeNameOut(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{nil, ""}, {[]string{"--node-name", "node-7"}, "node-7"}} {
+		var o runOptions
+		fs := runFlags(&o)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := writeConfig(&b, fs); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), fmt.Sprintf("hostnameOverride: %q", c.want)) && !strings.Contains(b.String(), "hostnameOverride: "+c.want+"\n") {
+			t.Errorf("args %v: want hostnameOverride %q in\n%s", c.args, c.want, b.String())
+		}
 	}
 }

@@ -34,11 +34,7 @@ type sourceFlags struct {
 }
 
 func (f *sourceFlags) register(fs *flag.FlagSet) {
-	hostname, _ := os.Hostname()
-	nodeName := os.Getenv("NODE_NAME")
-	if nodeName == "" {
-		nodeName = hostname
-	}
+	nodeName := defaultNodeName()
 	fs.StringVar(&f.source, "source", "", "where services come from: kube (the Kubernetes API) or file:PATH (a YAML/JSON file or directory of Service and EndpointSlice manifests)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --source kube (default $KUBECONFIG, else in-cluster)")
 	fs.StringVar(&f.master, "master", "", "API server address, overriding the kubeconfig's")
@@ -49,6 +45,15 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
 	fs.StringVar(&f.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
+}
+
+// defaultNodeName is $NODE_NAME (the downward API's), else the hostname.
+func defaultNodeName() string {
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	hostname, _ := os.Hostname()
+	return hostname
 }
 
 func (f *sourceFlags) validate() error {
