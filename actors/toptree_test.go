@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,31 +16,19 @@ import (
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
-// loadAll runs connection-per-request clients against addrs until stop,
-// counting failures.
-func loadAll(addrs []string, clients int, stop <-chan struct{}) (ok, failed *atomic.Int64, first *atomic.Value, wait func()) {
-	ok, failed, first = &atomic.Int64{}, &atomic.Int64{}, &atomic.Value{}
-	var wg sync.WaitGroup
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := i; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := roundTrip(addrs[n%len(addrs)]); err != nil {
-					failed.Add(1)
-					first.CompareAndSwap(nil, err)
-				} else {
-					ok.Add(1)
-				}
-			}
-		}()
+// failed counts the hammer's failed requests and returns the first one.
+func (h *hammer) failed() (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	var first error
+	for _, errs := range h.failures {
+		n += len(errs)
+		if first == nil && len(errs) > 0 {
+			first = errs[0]
+		}
 	}
-	return ok, failed, first, wg.Wait
+	return n, first
 }
 
 // The top of the tree is supervised like the rest: the Watcher and the
@@ -80,7 +66,7 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 	}
 
 	stop := make(chan struct{})
-	ok, failed, first, wait := loadAll(targets, 4, stop)
+	h := startHammer(targets, 4, stop)
 	for i := range 40 {
 		role := []string{roleProxier, roleWatcher}[i%2]
 		if err := p.CrashTop(role, "test"); err != nil {
@@ -101,10 +87,11 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 		roundTrip(targets[2]) // a little load after the last restart
 	}
 	close(stop)
-	wait()
-	t.Logf("40 crashes (proxier, watcher): %d requests served, %d failed", ok.Load(), failed.Load())
-	if failed.Load() > 0 {
-		t.Errorf("%d requests failed (first: %v)", failed.Load(), first.Load())
+	h.wg.Wait()
+	failed, first := h.failed()
+	t.Logf("40 crashes (proxier, watcher): %d requests served, %d failed", h.ok.Load(), failed)
+	if failed > 0 {
+		t.Errorf("%d requests failed (first: %v)", failed, first)
 	}
 	for range 5 {
 		if got := dialName(t, targets[0]); got != pinned {
@@ -133,7 +120,7 @@ func TestRulesCrashesKeepRules(t *testing.T) {
 	st := w.listening(t, sp.GetKey().ID(), 1, 1)
 	proxy := fmt.Sprintf("127.0.0.1:%d", st.GetProxyPort())
 	stop := make(chan struct{})
-	ok, failed, first, wait := loadAll([]string{proxy}, 2, stop)
+	h := startHammer([]string{proxy}, 2, stop)
 	for range 20 {
 		if err := p.CrashTop(roleRules, "test"); err != nil {
 			t.Fatal(err)
@@ -149,9 +136,9 @@ func TestRulesCrashesKeepRules(t *testing.T) {
 		return false
 	})
 	close(stop)
-	wait()
-	if failed.Load() > 0 || ok.Load() == 0 {
-		t.Errorf("under 20 Rules crashes: %d served, %d failed (first: %v)", ok.Load(), failed.Load(), first.Load())
+	h.wg.Wait()
+	if failed, first := h.failed(); failed > 0 || h.ok.Load() == 0 {
+		t.Errorf("under 20 Rules crashes: %d served, %d failed (first: %v)", h.ok.Load(), failed, first)
 	}
 }
 
@@ -176,7 +163,7 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 		w.listening(t, s.GetServicePort().GetKey().ID(), 2, 1)
 	}
 	stop := make(chan struct{})
-	ok, failed, first, wait := loadAll(targets, 4, stop)
+	h := startHammer(targets, 4, stop)
 	kinds := []string{rolePortal, roleBalancer, roleAffinity, roleServicePort, roleWatcher, roleProxier}
 	crashes, err := p.Storm(context.Background(), 20, 2*time.Second, 7, kinds)
 	if err != nil {
@@ -194,16 +181,17 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 		return true
 	})
 	close(stop)
-	wait()
+	h.wg.Wait()
+	failed, first := h.failed()
 	byKind := map[string]int{}
 	for _, c := range crashes {
 		byKind[c.Actor]++
 	}
-	t.Logf("storm: %v; %d requests served, %d failed", byKind, ok.Load(), failed.Load())
+	t.Logf("storm: %v; %d requests served, %d failed", byKind, h.ok.Load(), failed)
 	if len(byKind) < 4 {
 		t.Errorf("the storm hit only %v", byKind)
 	}
-	if failed.Load() > 0 {
-		t.Errorf("%d requests failed in the storm (first: %v)", failed.Load(), first.Load())
+	if failed > 0 {
+		t.Errorf("%d requests failed in the storm (first: %v)", failed, first)
 	}
 }

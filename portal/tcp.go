@@ -138,16 +138,11 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 	return nil, fmt.Errorf("dial endpoints: %w", lastErr)
 }
 
-// Splice copies both ways between two TCP connections until both directions
-// end, propagating half-close, and returns the bytes copied a to b and b
-// to a. *net.TCPConn to *net.TCPConn lets Go use splice(2) on Linux, so
-// bytes do not cross into user space.
-func Splice(a, b *net.TCPConn) (aToB, bToA int64) {
-	return splicePair(&pair{client: a, backend: b})
-}
-
-// splicePair is Splice, marking the pair half-closed when the first
-// direction ends (the idle reaper's shorter timeout applies then).
+// splicePair copies both ways between a proxied connection's two sockets
+// until both directions end, propagating half-close, and returns the bytes
+// copied each way. It marks the pair half-closed when the first direction
+// ends (the idle reaper's shorter timeout applies then). The copy is
+// spliceCopy: splice(2) on Linux, bytes never cross into user space.
 func splicePair(p *pair) (toBackend, toClient int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -26,14 +27,14 @@ type Services struct {
 	log   zerolog.Logger
 
 	mu       sync.Mutex
-	ports    map[string]servicePort    // by service port ID
-	services map[string]*serviceServer // by "namespace/name"
+	ports    map[string]map[string]servicePort // by "namespace/name", then service port ID
+	keyOf    map[string]string                 // service port ID -> "namespace/name"
+	services map[string]*serviceServer         // by "namespace/name"
 }
 
 type servicePort struct {
-	namespace, name string
-	port            int
-	local           int
+	port  int
+	local int
 }
 
 type serviceServer struct {
@@ -51,27 +52,35 @@ func NewServices(hosts []string, proxy *ProxyHealth, log zerolog.Logger) *Servic
 	if len(hosts) == 0 {
 		hosts = []string{""}
 	}
-	return &Services{hosts: hosts, proxy: proxy, log: log, ports: map[string]servicePort{}, services: map[string]*serviceServer{}}
+	return &Services{hosts: hosts, proxy: proxy, log: log, ports: map[string]map[string]servicePort{}, keyOf: map[string]string{}, services: map[string]*serviceServer{}}
 }
 
 // Upsert records a service port's health-check node port (0: none) and
-// its count of local ready endpoints.
+// its count of local ready endpoints. Most service ports have none: they
+// cost a map lookup.
 func (s *Services) Upsert(id, namespace, name string, port, localEndpoints int) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, had := s.ports[id]
-	if port == 0 {
-		delete(s.ports, id)
-	} else {
-		s.ports[id] = servicePort{namespace, name, port, localEndpoints}
+	key := namespace + "/" + name
+	old, had := s.keyOf[id]
+	if !had && port == 0 {
+		return
 	}
-	if had && (old.namespace != namespace || old.name != name) {
-		s.syncService(old.namespace, old.name)
+	s.forget(id)
+	if port != 0 {
+		if s.ports[key] == nil {
+			s.ports[key] = map[string]servicePort{}
+		}
+		s.ports[key][id] = servicePort{port, localEndpoints}
+		s.keyOf[id] = key
 	}
-	s.syncService(namespace, name)
+	if had && old != key {
+		s.syncService(old)
+	}
+	s.syncService(key)
 	s.retryFailed()
 }
 
@@ -82,13 +91,26 @@ func (s *Services) Delete(id string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.ports[id]
+	key, ok := s.keyOf[id]
 	if !ok {
 		return
 	}
-	delete(s.ports, id)
-	s.syncService(old.namespace, old.name)
+	s.forget(id)
+	s.syncService(key)
 	s.retryFailed()
+}
+
+// forget drops id's report.
+func (s *Services) forget(id string) {
+	key, ok := s.keyOf[id]
+	if !ok {
+		return
+	}
+	delete(s.keyOf, id)
+	delete(s.ports[key], id)
+	if len(s.ports[key]) == 0 {
+		delete(s.ports, key)
+	}
 }
 
 // Close closes every server.
@@ -104,28 +126,11 @@ func (s *Services) Close() {
 	}
 }
 
-// Ports lists the open health-check node ports by "namespace/name", for
-// tests and state.
-func (s *Services) Ports() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int{}
-	for key, svc := range s.services {
-		if svc.err == nil {
-			out[key] = svc.port
-		}
-	}
-	return out
-}
-
 // syncService makes a service's server match its ports' reports.
-func (s *Services) syncService(namespace, name string) {
-	key := namespace + "/" + name
+func (s *Services) syncService(key string) {
 	port, local := 0, 0
-	for _, p := range s.ports {
-		if p.namespace == namespace && p.name == name {
-			port, local = p.port, max(local, p.local)
-		}
+	for _, p := range s.ports[key] {
+		port, local = p.port, max(local, p.local)
 	}
 	svc := s.services[key]
 	if svc != nil && svc.port != port {
@@ -138,6 +143,7 @@ func (s *Services) syncService(namespace, name string) {
 		return
 	}
 	if svc == nil {
+		namespace, name, _ := strings.Cut(key, "/")
 		svc = &serviceServer{namespace: namespace, name: name, port: port}
 		s.services[key] = svc
 		s.open(svc)
