@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/balancer"
@@ -68,6 +69,9 @@ type Config struct {
 	Reaper *portal.IdleReaper
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
+	// Tracer, when set, traces changes, crashes and (sampled)
+	// connections; nil traces nothing.
+	Tracer trace.Tracer
 	// MinSyncPeriod is how long the Watcher coalesces source events
 	// before applying them.
 	MinSyncPeriod time.Duration
@@ -83,6 +87,9 @@ type Config struct {
 	// pins holds the affinity pins of stopped ServicePorts during a
 	// handover, by ServicePort PID id.
 	pins *sync.Map
+	// crashes holds, by PID id, the trace context of an actor's last
+	// failure until its next incarnation starts (tracing only).
+	crashes *sync.Map
 }
 
 func (c *Config) defaults() {

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kproxy/kproxy/messages"
@@ -36,6 +38,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if p.ports != nil {
+			p.cfg.traceRestart(ctx)
 			p.restarted(ctx)
 			return
 		}
@@ -49,14 +52,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.UpsertServicePort:
-		id := m.GetServicePort().GetKey().ID()
-		pid := p.ports[id]
-		if pid == nil {
-			pid = p.spawn(ctx, id)
-		}
-		p.last[id] = m
-		ctx.Send(pid, m)
-		p.serviceHealth(id, m)
+		p.upsert(ctx, m)
 	case *messages.ChildStarted:
 		id, ok := p.ids[ctx.Sender().GetId()]
 		if !ok || p.last[id] == nil {
@@ -66,10 +62,13 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		up.ProxyPort = p.state[id].GetProxyPort()
 		up.ExternalProxyPort = p.state[id].GetExternalProxyPort()
 		up.Restarts = p.state[id].GetRestarts() + 1
+		up.Trace = nil // a restart, not the change that last came
 		ctx.Respond(up)
 	case *messages.DeleteServicePort:
 		id := m.GetKey().ID()
 		if pid := p.ports[id]; pid != nil {
+			span, _ := p.cfg.childSpan(m.GetTrace(), spanProxierDelete, trace.WithAttributes(attrServicePort.String(id), attrGeneration.Int64(m.GetGeneration())))
+			defer span.End()
 			ctx.Stop(pid)
 			delete(p.ports, id)
 			delete(p.state, id)
@@ -96,6 +95,23 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		})
 		ctx.Respond(snap)
 	}
+}
+
+// upsert hands a service port's desired state to its ServicePort,
+// starting one for a new service port.
+func (p *Proxier) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
+	id := m.GetServicePort().GetKey().ID()
+	span, tc := p.cfg.childSpan(m.GetTrace(), spanProxierUpsert, trace.WithAttributes(attrServicePort.String(id), attrGeneration.Int64(m.GetGeneration())))
+	defer span.End()
+	pid := p.ports[id]
+	if pid == nil {
+		pid = p.spawn(ctx, id)
+		span.SetAttributes(attribute.Bool("kproxy.new", true))
+	}
+	m.Trace = tc
+	p.last[id] = m
+	ctx.Send(pid, m)
+	p.serviceHealth(id, m)
 }
 
 // serviceHealth tells the health-check node ports a service port's local

@@ -38,11 +38,14 @@ type Rules struct {
 	inFlight    bool
 	batch       int64
 	pending     map[string][]rules.Rule // the in-flight batch's desired rules
-	ctx         context.Context
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	timers      *scheduler.TimerScheduler
-	stopTick    scheduler.CancelFunc
+	// traces are the trace contexts of the changes waiting for the next
+	// transaction, by service port (tracing only).
+	traces   map[string]*messages.TraceContext
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	timers   *scheduler.TimerScheduler
+	stopTick scheduler.CancelFunc
 }
 
 // newRules returns the same instance on every (re)start: the desired rules
@@ -65,8 +68,10 @@ func (r *Rules) Receive(ctx actor.Context) {
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetPortalRules:
+		r.traced(m.GetServicePort().GetKey().ID(), m.GetTrace())
 		r.set(ctx, m)
 	case *messages.DeletePortalRules:
+		r.traced(m.GetKey().ID(), m.GetTrace())
 		r.changed(ctx, m.GetKey().ID(), nil)
 	case *messages.RulesApplied:
 		r.finished(ctx, m)
@@ -82,6 +87,7 @@ func (r *Rules) Receive(ctx actor.Context) {
 // started (re)starts with a full sync: the kernel may hold a crashed
 // predecessor's rules.
 func (r *Rules) started(ctx actor.Context) {
+	r.cfg.traceRestart(ctx)
 	if r.desired == nil {
 		r.desired, r.applied, r.dirty = map[string][]rules.Rule{}, map[string][]rules.Rule{}, map[string]bool{}
 	}
@@ -180,6 +186,7 @@ func (r *Rules) kick(ctx actor.Context) {
 	r.needSync = false
 	r.inFlight = true
 	self, root, batch := ctx.Self(), ctx.ActorSystem().Root, r.batch
+	span := r.transactionSpan(full, batch, len(upserts), len(removals))
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -190,6 +197,7 @@ func (r *Rules) kick(ctx actor.Context) {
 		} else {
 			err = r.rules.Apply(r.ctx, upserts, removals)
 		}
+		endTransactionSpan(span, err)
 		if err == nil || errors.Is(err, rules.ErrFamilyUnavailable) {
 			r.cfg.Metrics.Synced(full, time.Since(start))
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
@@ -42,7 +44,7 @@ func Start(cfg Config) *Proxy {
 	cfg.defaults()
 	cfg.conns = portal.NewConnTracker()
 	cfg.listeners = portal.NewListeners()
-	cfg.handover, cfg.pins = &atomic.Bool{}, &sync.Map{}
+	cfg.handover, cfg.pins, cfg.crashes = &atomic.Bool{}, &sync.Map{}, &sync.Map{}
 	c := &cfg
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})
@@ -58,6 +60,7 @@ func Start(cfg Config) *Proxy {
 	p.sub = system.EventStream.Subscribe(func(evt any) {
 		if e, ok := evt.(*actor.SupervisorEvent); ok {
 			p.restarts.Add(1)
+			c.traceFailure(e)
 			cfg.Metrics.Restarted(roleOf(e.Child.GetId()))
 			cfg.Log.Warn().Str("actor", e.Child.GetId()).Str("reason", fmt.Sprint(e.Reason)).
 				Str("directive", e.Directive.String()).Msg("actor failed")
@@ -81,9 +84,17 @@ func Start(cfg Config) *Proxy {
 }
 
 // SourceChanged tells the Watcher that a service of an incremental source
-// changed ("" for every service). Informer callbacks call only this.
+// changed ("" for every service). Informer callbacks call only this. With
+// tracing on, the event is the root of the change's trace.
 func (p *Proxy) SourceChanged(service, kind string) {
-	p.System.Root.Send(p.Watcher, &messages.ServiceChanged{Service: service, Kind: kind})
+	msg := &messages.ServiceChanged{Service: service, Kind: kind}
+	if p.cfg.Tracer != nil && service != "" {
+		span, tc := p.cfg.rootSpan(spanSourceEvent, trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(attrService.String(service), attribute.String("kproxy.kind", kind)))
+		span.End()
+		msg.Trace = tc
+	}
+	p.System.Root.Send(p.Watcher, msg)
 }
 
 // SourceSynced tells the Watcher that the incremental source's caches are

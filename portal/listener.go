@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Listener is one open socket. It is served by at most one goroutine at a
@@ -40,6 +41,13 @@ type ListenerOptions struct {
 	Log            zerolog.Logger
 	// Faults, when set, injects endpoint dial faults (off by default).
 	Faults *Faults
+	// Tracer traces connections (sampled by its provider); nil traces
+	// none. ServicePort names them.
+	Tracer      trace.Tracer
+	ServicePort string
+	// OnFirstAccept, when set, is called once a TCP listener accepts its
+	// first connection (a restarted Portal's restart-to-serving span).
+	OnFirstAccept func()
 	// OnFailure is called from the serving goroutine when the socket fails
 	// (not when it is closed or paused), or when that goroutine panics.
 	OnFailure func(spec ListenSpec, err error)
@@ -96,7 +104,8 @@ func (l *Listener) Serve(o ListenerOptions) {
 		var err error
 		if l.tcp != nil {
 			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
-				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: log}
+				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: log,
+				Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept}
 			err = tcp.Serve(l.tcp, stop)
 		} else {
 			err = l.flows.Serve(l.udp, UDPOptions{Picker: o.Picker, External: l.Spec.External,

@@ -48,6 +48,7 @@ type runOptions struct {
 	metricsPortsLimit  int
 	metricsActors      bool
 	syncPeriod         time.Duration
+	tracing            tracingFlags
 
 	enableFaultInjection  bool
 	adminAddress          string
@@ -75,6 +76,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.IntVar(&o.metricsPortsLimit, "metrics-service-ports-limit", 1000, "per service port metrics for at most this many service ports (bounded series); 0 turns them off")
 	fs.BoolVar(&o.metricsActors, "metrics-actors", false, "also export protoactor's own actor metrics (mailbox length, receive duration, spawns, restarts, dead letters); they cost a little on every actor message")
 	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
+	o.tracing.register(fs)
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	fs.BoolVar(&o.enableFaultInjection, "enable-fault-injection", false, "serve the fault-injection admin API (crash actors, chaos, endpoint faults, state) on --admin-address")
@@ -120,6 +122,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.outliers.ConsecutiveFailures > 0 && (o.outliers.BaseEjection <= 0 || o.outliers.MaxEjection < o.outliers.BaseEjection) {
 		return fmt.Errorf("--outlier-base-ejection-time %v, --outlier-max-ejection-time %v: want 0 < base <= max", o.outliers.BaseEjection, o.outliers.MaxEjection)
+	}
+	if err := o.tracing.validate(); err != nil {
+		return err
 	}
 	if o.enableFaultInjection {
 		return checkAdminAddress(o.adminAddress, o.adminAllowNonLoopback)
@@ -217,6 +222,12 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	if o.enableFaultInjection {
 		cfg.Faults = portal.NewFaults()
 	}
+	tracer, stopTracing, err := o.tracing.start(ctx, o.nodeName, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(context.Background())
+	cfg.Tracer = tracer
 	src, err := o.newSource(log)
 	if err != nil {
 		return err
