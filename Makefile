@@ -71,6 +71,7 @@ vet:
 bench:
 	$(GO) test -run '^$$' -bench 'TCP' -benchtime 10x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench PortalRestart -benchtime 100x -count 1 ./bench/
+	$(GO) test -run '^$$' -bench TracingConnectionRate -benchtime 10x -count 1 ./bench/
 
 # protoc from Debian's protobuf-compiler, protoc-gen-go from the Go module proxy.
 tools:
