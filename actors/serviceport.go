@@ -215,7 +215,11 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		attrGeneration.Int64(s.generation), attrEndpoints.Int(len(s.endpoints)), attribute.Bool("kproxy.new", first),
 		attribute.Bool("kproxy.service_port_changed", spChanged), attribute.Bool("kproxy.endpoints_changed", epChanged)))
 	defer span.End()
-	s.trace = tc
+	if first || spChanged || epChanged {
+		// What follows belongs to this change; a re-send that changes
+		// nothing (the answer to ChildStarted) leaves the last one's.
+		s.trace = tc
+	}
 
 	if first {
 		s.state.Restarts = m.GetRestarts() // a restarted ServicePort counts on

@@ -63,18 +63,26 @@ func (w *spanWaiter) wait(t *testing.T, name string, ok func(sdktrace.ReadOnlySp
 	}
 }
 
-// parent returns the ended span that is s's parent.
+// parent returns s's parent once it has ended (a parent may end after
+// its children: the Watcher's flush span ends once every change is sent).
 func (w *spanWaiter) parent(t *testing.T, s sdktrace.ReadOnlySpan) sdktrace.ReadOnlySpan {
 	t.Helper()
+	timer := time.AfterFunc(10*time.Second, w.cond.Broadcast)
+	defer timer.Stop()
+	deadline := time.Now().Add(10 * time.Second)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, p := range w.spans {
-		if p.SpanContext().SpanID() == s.Parent().SpanID() && p.SpanContext().TraceID() == s.SpanContext().TraceID() {
-			return p
+	for {
+		for _, p := range w.spans {
+			if p.SpanContext().SpanID() == s.Parent().SpanID() && p.SpanContext().TraceID() == s.SpanContext().TraceID() {
+				return p
+			}
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("span %s: parent %s not found", s.Name(), s.Parent().SpanID())
+		}
+		w.cond.Wait()
 	}
-	t.Fatalf("span %s: parent %s not found", s.Name(), s.Parent().SpanID())
-	return nil
 }
 
 // chain walks from s up to the trace's root and returns the span names,
@@ -105,6 +113,11 @@ func startTracedProxy(t *testing.T) (*Proxy, *spanWaiter) {
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	p.SourceSynced()
+	// Answered after the SourceSynced before it: the resync it starts is
+	// over, so the test's changes are events, not part of it.
+	if _, err := p.WatcherStats(); err != nil {
+		t.Fatal(err)
+	}
 	return p, spans
 }
 

@@ -168,13 +168,9 @@ func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		toBackend = copyHalf(p.backend, p.client)
-		if p.halfClosed.CompareAndSwap(false, true) {
-			clientFirst = true
-		}
+		toBackend = copyHalf(p.backend, p.client, func() { clientFirst = p.halfClosed.CompareAndSwap(false, true) })
 	}()
-	toClient = copyHalf(p.client, p.backend)
-	p.halfClosed.Store(true)
+	toClient = copyHalf(p.client, p.backend, func() { p.halfClosed.Store(true) })
 	wg.Wait()
 	p.client.Close()
 	p.backend.Close()
@@ -182,9 +178,11 @@ func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
 }
 
 // copyHalf copies src to dst, then closes dst's write side so the peer sees EOF
-// while the other direction goes on.
-func copyHalf(dst, src *net.TCPConn) int64 {
+// while the other direction goes on. ended runs as soon as the copy ends,
+// before the peer can see it (so the first direction to end is known).
+func copyHalf(dst, src *net.TCPConn, ended func()) int64 {
 	n, err := spliceCopy(dst, src)
+	ended()
 	if err != nil {
 		// An error one way (reset) ends both ways.
 		dst.Close()

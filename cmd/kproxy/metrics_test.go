@@ -141,7 +141,7 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 		for _, f := range tr.named("watcher.flush") {
 			if v, ok := f.tag("kproxy.trigger_time").(string); ok {
 				at, err := time.Parse(time.RFC3339Nano, v)
-				return err == nil && at.Sub(trigger).Abs() < time.Millisecond
+				return err == nil && at.Sub(trigger).Abs() < time.Millisecond && len(tr.chain(f)) == 3 // flush, window, event
 			}
 		}
 		return false

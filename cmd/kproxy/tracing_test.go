@@ -48,10 +48,13 @@ func TestTracesReachJaeger(t *testing.T) {
 
 	// The change's trace: Balancer → ServicePort → Proxier → flush →
 	// window → source event, with the service port and counts.
-	change := eventually(t, j, "the endpoint change's trace", opSetEndpoints, func(tr jaegerTrace) bool {
+	want := []string{"balancer.set_endpoints", "serviceport.apply", "proxier.upsert", "watcher.flush", "watcher.coalesce", "source.event"}
+	// Spans arrive in batches, a parent possibly after its children:
+	// wait for the whole chain.
+	change := eventually(t, j, "the endpoint change's whole trace", opSetEndpoints, func(tr jaegerTrace) bool {
 		for _, s := range tr.named(opSetEndpoints) {
 			if fmt.Sprint(s.tag("kproxy.endpoints")) == "2" {
-				return true
+				return len(tr.chain(s)) == len(want)
 			}
 		}
 		return false
@@ -62,7 +65,6 @@ func TestTracesReachJaeger(t *testing.T) {
 			set = s
 		}
 	}
-	want := []string{"balancer.set_endpoints", "serviceport.apply", "proxier.upsert", "watcher.flush", "watcher.coalesce", "source.event"}
 	if got := change.chain(set); !slices.Equal(got, want) {
 		t.Fatalf("change trace chain = %v, want %v", got, want)
 	}
@@ -86,7 +88,7 @@ func TestTracesReachJaeger(t *testing.T) {
 	conn := eventually(t, j, "a connection trace with a failed dial", "connection", func(tr jaegerTrace) bool {
 		for _, d := range tr.named("dial") {
 			if len(d.Logs) > 0 {
-				return true
+				return len(tr.chain(d)) == 2 && len(tr.named("pick")) == 2
 			}
 		}
 		return false
@@ -110,7 +112,9 @@ func TestTracesReachJaeger(t *testing.T) {
 	}
 
 	// The crash: supervisor → restart → first accept.
-	crash := eventually(t, j, "the crash's trace", "portal.first_accept", nil)
+	crash := eventually(t, j, "the crash's trace", "portal.first_accept", func(tr jaegerTrace) bool {
+		return len(tr.Spans) == 3
+	})
 	first := crash.named("portal.first_accept")[0]
 	if got := crash.chain(first); !slices.Equal(got, []string{"portal.first_accept", "actor.restart", "supervisor.failure"}) {
 		t.Errorf("crash chain = %v", got)
