@@ -69,6 +69,10 @@ type Config struct {
 	Reaper *portal.IdleReaper
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
+	// RecoveredPorts are the proxy ports a previous kproxy process used,
+	// by service port ID: taken again where still free, so the kernel
+	// rules it left (and a successor overlapping with it) stay right.
+	RecoveredPorts map[string]ProxyPorts
 	// Tracer, when set, traces changes, crashes and (sampled)
 	// connections; nil traces nothing.
 	Tracer trace.Tracer
@@ -87,9 +91,18 @@ type Config struct {
 	// pins holds the affinity pins of stopped ServicePorts during a
 	// handover, by ServicePort PID id.
 	pins *sync.Map
+	// stopping is set while the whole tree stops (the process exits).
+	stopping *atomic.Bool
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map
+}
+
+// ProxyPorts are a service port's proxy ports (External: the second one
+// for external traffic under a Local policy, or 0).
+type ProxyPorts struct {
+	Proxy    int `json:"proxy"`
+	External int `json:"external,omitempty"`
 }
 
 func (c *Config) defaults() {

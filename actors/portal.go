@@ -181,11 +181,10 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 		}
 		if l == nil {
 			var err error
-			if l, err = portal.Open(spec); err != nil {
+			if l, err = p.cfg.listeners.Open(p.owner, spec); err != nil {
 				p.failed[spec.Address] = err
 				continue
 			}
-			p.cfg.listeners.Put(p.owner, l)
 		}
 		if p.serving[spec.Address] == nil {
 			l.Serve(p.listenerOptions(ctx))

@@ -23,6 +23,9 @@ type Proxier struct {
 	// that restarted (its children and state are rebuilt from it).
 	last map[string]*messages.UpsertServicePort
 	ids  map[string]string // ServicePort PID id -> service port id
+	// first is set when the source's first state has been handed out
+	// (FlushApplied), complete once every service port reported since.
+	first, complete bool
 }
 
 // newProxier returns the same instance on every (re)start: the desired
@@ -85,6 +88,10 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		}
 		p.state[id] = m
 		ctx.ActorSystem().EventStream.Publish(m)
+		p.checkComplete(ctx)
+	case *messages.FlushApplied:
+		p.first = true
+		p.checkComplete(ctx)
 	case *messages.GetState:
 		snap := &messages.StateSnapshot{}
 		for _, st := range p.state {
@@ -112,6 +119,23 @@ func (p *Proxier) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 	p.last[id] = m
 	ctx.Send(pid, m)
 	p.serviceHealth(id, m)
+}
+
+// checkComplete tells the Rules actor, once, that every service port of
+// the source's first state has reported, so has sent its rules (a
+// ServicePort sends them before its report): a full sync now replaces
+// the table with a complete one.
+func (p *Proxier) checkComplete(ctx actor.Context) {
+	if !p.first || p.complete || p.cfg.rulesPID == nil {
+		return
+	}
+	for id := range p.ports {
+		if p.state[id] == nil {
+			return
+		}
+	}
+	p.complete = true
+	ctx.Send(p.cfg.rulesPID, &messages.DesiredStateComplete{})
 }
 
 // serviceHealth tells the health-check node ports a service port's local

@@ -33,6 +33,14 @@ type Rules struct {
 	dirty   map[string]bool
 
 	needSync bool
+	// complete is set once the source's first state is all here
+	// (DesiredStateComplete): no transaction runs before, so a restarted
+	// kproxy never replaces the rules its predecessor left with a partial
+	// table.
+	complete bool
+	// checkLater is a check asked for while a transaction ran (an injected
+	// fault asks for one at once): it runs when the transaction ends.
+	checkLater bool
 	// unavailable is the last report of rules an IP family lacks, logged once.
 	unavailable string
 	inFlight    bool
@@ -77,6 +85,11 @@ func (r *Rules) Receive(ctx actor.Context) {
 		r.finished(ctx, m)
 	case *messages.RetryRules:
 		r.kick(ctx)
+	case *messages.DesiredStateComplete:
+		if !r.complete {
+			r.complete = true
+			r.kick(ctx)
+		}
 	case *messages.CheckRules:
 		r.check(ctx)
 	case *messages.RulesPresent:
@@ -96,8 +109,15 @@ func (r *Rules) started(ctx actor.Context) {
 	r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
 	r.stopTick = r.timers.SendRepeatedly(rulesCheckInterval, rulesCheckInterval, ctx.Self(), &messages.CheckRules{})
 	r.needSync = true
+	if !r.complete {
+		// Should the Proxier never say so (a bug), program what there is.
+		r.timers.SendOnce(desiredStateWait, ctx.Self(), &messages.DesiredStateComplete{})
+	}
 	r.kick(ctx)
 }
+
+// desiredStateWait bounds the wait for DesiredStateComplete.
+const desiredStateWait = 30 * time.Second
 
 // set records what one service port needs now.
 func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
@@ -126,9 +146,14 @@ func (r *Rules) changed(ctx actor.Context, id string, rs []rules.Rule) {
 
 // check asks, off Receive, whether the rules are still in the kernel.
 func (r *Rules) check(ctx actor.Context) {
-	if r.inFlight || r.needSync {
+	if r.needSync || !r.complete {
 		return
 	}
+	if r.inFlight {
+		r.checkLater = true
+		return
+	}
+	r.checkLater = false
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	r.wg.Add(1)
 	go func() {
@@ -152,7 +177,7 @@ func (r *Rules) kick(ctx actor.Context) {
 	if r.needSync || len(r.dirty) > 0 {
 		r.cfg.Health.QueuedUpdate(healthStageRules) // keeps the oldest queued time
 	}
-	if r.inFlight || (!r.needSync && len(r.dirty) == 0) {
+	if !r.complete || r.inFlight || (!r.needSync && len(r.dirty) == 0) {
 		return
 	}
 	r.batch++
@@ -315,4 +340,7 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	}
 	r.cfg.Metrics.PortalRules(n)
 	r.kick(ctx)
+	if r.checkLater && !r.inFlight {
+		r.check(ctx)
+	}
 }

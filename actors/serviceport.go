@@ -108,7 +108,7 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 			s.cfg.Ports.Release(network, port)
 		}
 	}
-	if s.rulesSent != nil {
+	if s.rulesSent != nil && !s.cfg.stopping.Load() {
 		ctx.Send(s.cfg.rulesPID, &messages.DeletePortalRules{Key: s.sp.GetKey()})
 	}
 }
@@ -229,6 +229,9 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		case m.GetProxyPort() != 0:
 			// Restarted: keep the ports kernel rules point at.
 			s.proxyPort, s.extPort = int(m.GetProxyPort()), int(m.GetExternalProxyPort())
+		case s.cfg.Ports.Claim(network, s.cfg.RecoveredPorts[s.sp.GetKey().ID()].Proxy):
+			// A previous process's port, still ours to take: its rules stay right.
+			s.proxyPort = s.cfg.RecoveredPorts[s.sp.GetKey().ID()].Proxy
 		default:
 			s.proxyPort, err = s.cfg.Ports.Allocate(network)
 		}
@@ -278,6 +281,10 @@ func (s *ServicePort) syncExternalPort() {
 		return
 	}
 	network, _ := portal.Network(s.sp.GetKey().GetProtocol()) // proxyPort != 0: supported
+	if prev := s.cfg.RecoveredPorts[s.sp.GetKey().ID()].External; s.cfg.Ports.Claim(network, prev) {
+		s.extPort = prev
+		return
+	}
 	port, err := s.cfg.Ports.Allocate(network)
 	if err != nil {
 		s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Msg("cannot allocate external proxy port; external traffic uses the cluster scope")
@@ -343,8 +350,10 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	}
 	s.cfg.Log.Info().Str("servicePort", st.Key.ID()).Strs("listen", st.ListenAddresses).
 		Strs("endpoints", eps).Int32("proxyPort", st.ProxyPort).Msg(event)
-	ctx.Request(ctx.Parent(), proto.CloneOf(st)) // Request: the Proxier checks the sender
+	// Rules first: once the Proxier has every service port's report, the
+	// Rules actor has their rules (DesiredStateComplete).
 	s.syncRules(ctx)
+	ctx.Request(ctx.Parent(), proto.CloneOf(st)) // Request: the Proxier checks the sender
 }
 
 // syncRules tells the Rules actor what this service port needs, when that

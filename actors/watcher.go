@@ -30,6 +30,8 @@ type Watcher struct {
 	// observed for kubeproxy_network_programming_duration_seconds, so
 	// each is observed once.
 	triggers map[string]time.Time
+	// applied is set once the first flush is followed by FlushApplied.
+	applied bool
 	// traced is, per service, the trace of the first source event of
 	// the open coalescing window (tracing only).
 	traced map[string]*pendingTrace
@@ -65,6 +67,10 @@ func (w *Watcher) Receive(ctx actor.Context) {
 		w.synced = true
 		w.tracker.Mark("")
 		w.flush(ctx)
+		if !w.applied {
+			w.applied = true
+			ctx.Send(w.proxier, &messages.FlushApplied{Generation: w.generation})
+		}
 	case *messages.FlushChanges:
 		w.armed = false
 		w.flush(ctx)

@@ -2141,6 +2141,93 @@ func (x *TraceContext) GetTracestate() string {
 	return ""
 }
 
+// FlushApplied follows the Watcher's first flush to the Proxier (after the
+// flush's upserts and deletes, so it arrives after them): the first
+// desired state is complete once every service port it started reports.
+type FlushApplied struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    int64                  `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlushApplied) Reset() {
+	*x = FlushApplied{}
+	mi := &file_messages_protocol_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushApplied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushApplied) ProtoMessage() {}
+
+func (x *FlushApplied) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushApplied.ProtoReflect.Descriptor instead.
+func (*FlushApplied) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *FlushApplied) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// DesiredStateComplete tells the Rules actor that every service port of
+// the source's first state has sent its rules: the first full sync may
+// replace the table now. Before it, a full sync would wipe the rules a
+// previous kproxy left for traffic this one is about to serve.
+type DesiredStateComplete struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DesiredStateComplete) Reset() {
+	*x = DesiredStateComplete{}
+	mi := &file_messages_protocol_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DesiredStateComplete) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DesiredStateComplete) ProtoMessage() {}
+
+func (x *DesiredStateComplete) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DesiredStateComplete.ProtoReflect.Descriptor instead.
+func (*DesiredStateComplete) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{36}
+}
+
 var File_messages_protocol_proto protoreflect.FileDescriptor
 
 const file_messages_protocol_proto_rawDesc = "" +
@@ -2287,7 +2374,12 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\x02 \x01(\tR\n" +
-	"tracestate*\xdf\x01\n" +
+	"tracestate\".\n" +
+	"\fFlushApplied\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\"\x16\n" +
+	"\x14DesiredStateComplete*\xdf\x01\n" +
 	"\vFailureCode\x12\x18\n" +
 	"\x14FAILURE_CODE_UNKNOWN\x10\x00\x12\x12\n" +
 	"\x0eADDRESS_IN_USE\x10\x01\x12\x19\n" +
@@ -2312,78 +2404,80 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_messages_protocol_proto_goTypes = []any{
-	(FailureCode)(0),          // 0: kproxy.v1.FailureCode
-	(*UpsertServicePort)(nil), // 1: kproxy.v1.UpsertServicePort
-	(*DeleteServicePort)(nil), // 2: kproxy.v1.DeleteServicePort
-	(*SetEndpoints)(nil),      // 3: kproxy.v1.SetEndpoints
-	(*ConfigurePortal)(nil),   // 4: kproxy.v1.ConfigurePortal
-	(*ChildStarted)(nil),      // 5: kproxy.v1.ChildStarted
-	(*PickEndpoint)(nil),      // 6: kproxy.v1.PickEndpoint
-	(*Picked)(nil),            // 7: kproxy.v1.Picked
-	(*DialOutcome)(nil),       // 8: kproxy.v1.DialOutcome
-	(*ProbeEndpoint)(nil),     // 9: kproxy.v1.ProbeEndpoint
-	(*EndpointEjections)(nil), // 10: kproxy.v1.EndpointEjections
-	(*EjectedEndpoint)(nil),   // 11: kproxy.v1.EjectedEndpoint
-	(*AffinityLookup)(nil),    // 12: kproxy.v1.AffinityLookup
-	(*ListenerReady)(nil),     // 13: kproxy.v1.ListenerReady
-	(*RetryProxyPort)(nil),    // 14: kproxy.v1.RetryProxyPort
-	(*RetryListen)(nil),       // 15: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),     // 16: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),    // 17: kproxy.v1.ListenerFailed
-	(*GetState)(nil),          // 18: kproxy.v1.GetState
-	(*ServicePortState)(nil),  // 19: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),     // 20: kproxy.v1.StateSnapshot
-	(*InjectCrash)(nil),       // 21: kproxy.v1.InjectCrash
-	(*AffinityEntries)(nil),   // 22: kproxy.v1.AffinityEntries
-	(*ServiceChanged)(nil),    // 23: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),      // 24: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),      // 25: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),   // 26: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),      // 27: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),    // 28: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil), // 29: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),      // 30: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),        // 31: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),      // 32: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),        // 33: kproxy.v1.RetryRules
-	(*Failure)(nil),           // 34: kproxy.v1.Failure
-	(*TraceContext)(nil),      // 35: kproxy.v1.TraceContext
-	nil,                       // 36: kproxy.v1.AffinityEntries.EntriesEntry
-	nil,                       // 37: kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	(*ServicePort)(nil),       // 38: kproxy.v1.ServicePort
-	(*Endpoint)(nil),          // 39: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),    // 40: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),      // 41: kproxy.v1.SessionAffinity
+	(FailureCode)(0),             // 0: kproxy.v1.FailureCode
+	(*UpsertServicePort)(nil),    // 1: kproxy.v1.UpsertServicePort
+	(*DeleteServicePort)(nil),    // 2: kproxy.v1.DeleteServicePort
+	(*SetEndpoints)(nil),         // 3: kproxy.v1.SetEndpoints
+	(*ConfigurePortal)(nil),      // 4: kproxy.v1.ConfigurePortal
+	(*ChildStarted)(nil),         // 5: kproxy.v1.ChildStarted
+	(*PickEndpoint)(nil),         // 6: kproxy.v1.PickEndpoint
+	(*Picked)(nil),               // 7: kproxy.v1.Picked
+	(*DialOutcome)(nil),          // 8: kproxy.v1.DialOutcome
+	(*ProbeEndpoint)(nil),        // 9: kproxy.v1.ProbeEndpoint
+	(*EndpointEjections)(nil),    // 10: kproxy.v1.EndpointEjections
+	(*EjectedEndpoint)(nil),      // 11: kproxy.v1.EjectedEndpoint
+	(*AffinityLookup)(nil),       // 12: kproxy.v1.AffinityLookup
+	(*ListenerReady)(nil),        // 13: kproxy.v1.ListenerReady
+	(*RetryProxyPort)(nil),       // 14: kproxy.v1.RetryProxyPort
+	(*RetryListen)(nil),          // 15: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),        // 16: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),       // 17: kproxy.v1.ListenerFailed
+	(*GetState)(nil),             // 18: kproxy.v1.GetState
+	(*ServicePortState)(nil),     // 19: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),        // 20: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),          // 21: kproxy.v1.InjectCrash
+	(*AffinityEntries)(nil),      // 22: kproxy.v1.AffinityEntries
+	(*ServiceChanged)(nil),       // 23: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),         // 24: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),         // 25: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),      // 26: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),         // 27: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),       // 28: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil),    // 29: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),         // 30: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),           // 31: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),         // 32: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),           // 33: kproxy.v1.RetryRules
+	(*Failure)(nil),              // 34: kproxy.v1.Failure
+	(*TraceContext)(nil),         // 35: kproxy.v1.TraceContext
+	(*FlushApplied)(nil),         // 36: kproxy.v1.FlushApplied
+	(*DesiredStateComplete)(nil), // 37: kproxy.v1.DesiredStateComplete
+	nil,                          // 38: kproxy.v1.AffinityEntries.EntriesEntry
+	nil,                          // 39: kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	(*ServicePort)(nil),          // 40: kproxy.v1.ServicePort
+	(*Endpoint)(nil),             // 41: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),       // 42: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),         // 43: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	38, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	39, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	40, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	41, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
 	35, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
-	40, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	42, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
 	35, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
-	39, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	41, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	41, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	43, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
 	22, // 7: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
 	35, // 8: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
-	38, // 9: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	40, // 9: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
 	35, // 10: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
 	11, // 11: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
 	34, // 12: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
 	34, // 13: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	40, // 14: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	38, // 15: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	39, // 16: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	42, // 14: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	40, // 15: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	41, // 16: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
 	34, // 17: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
 	11, // 18: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
 	19, // 19: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	36, // 20: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	37, // 21: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	38, // 20: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	39, // 21: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
 	35, // 22: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
-	38, // 23: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	40, // 23: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
 	35, // 24: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
-	40, // 25: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	42, // 25: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
 	35, // 26: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
 	34, // 27: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
 	34, // 28: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
@@ -2407,7 +2501,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -103,7 +103,9 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 		clientIP = a.IP.String()
 	}
 	ct := p.traceConn(client)
+	dialed := p.Conns.Dialing()
 	backend, err := p.dial(clientIP, ct)
+	dialed()
 	if err != nil {
 		p.Log.Debug().Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 		ct.failed(err)
