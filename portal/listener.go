@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
