@@ -44,6 +44,9 @@ type KproxyConfiguration struct {
 	UDPIdleTimeout   string `json:"udpIdleTimeout,omitempty"`
 	LogLevel         string `json:"logLevel,omitempty"`
 	LogFormat        string `json:"logFormat,omitempty"`
+	// Hand-over to the next process.
+	ShutdownGracePeriod string  `json:"shutdownGracePeriod,omitempty"`
+	ProxyPortsFile      *string `json:"proxyPortsFile,omitempty"`
 
 	Outliers *OutlierSettings `json:"outliers,omitempty"`
 	Limits   *LimitSettings   `json:"limits,omitempty"`
@@ -305,6 +308,10 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 		}
 		boolean("metrics-actors", m.Actors)
 	}
+	setIf(values, "shutdown-grace-period", c.ShutdownGracePeriod)
+	if c.ProxyPortsFile != nil {
+		values["proxy-ports-file"] = *c.ProxyPortsFile // "" turns it off
+	}
 	if t := c.Tracing; t != nil {
 		setIf(values, "tracing-endpoint", t.Endpoint)
 		if t.SamplingRatePerMillion != nil {
@@ -385,6 +392,9 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 	spl, _ := strconv.Atoi(get("metrics-service-ports-limit"))
 	kc.Metrics = &MetricsSettings{&spl, ptrBool("metrics-actors")}
 	kc.Admin = &AdminSettings{ptrBool("enable-fault-injection"), get("admin-address"), get("admin-token-file"), ptrBool("admin-allow-non-loopback")}
+	kc.ShutdownGracePeriod = get("shutdown-grace-period")
+	ppf := get("proxy-ports-file")
+	kc.ProxyPortsFile = &ppf
 	rate, _ := strconv.Atoi(get("tracing-sampling-rate-per-million"))
 	rate32 := int32(rate)
 	kc.Tracing = &TracingSettings{get("tracing-endpoint"), &rate32}
