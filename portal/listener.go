@@ -62,13 +62,13 @@ func Open(spec ListenSpec) (*Listener, error) {
 		// No keepalive probes on proxied connections: a userspace proxy
 		// sets 4 socket options per connection for them, the clients and
 		// endpoints run their own.
-		ln, err := (&net.ListenConfig{KeepAlive: -1, Control: reusePort}).Listen(context.Background(), "tcp", spec.Address)
+		ln, err := (&net.ListenConfig{KeepAlive: -1, Control: socketOptions(spec.Mark)}).Listen(context.Background(), "tcp", spec.Address)
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}
 		l.tcp = ln.(*net.TCPListener)
 	case "udp":
-		pc, err := (&net.ListenConfig{Control: reusePort}).ListenPacket(context.Background(), "udp", spec.Address)
+		pc, err := (&net.ListenConfig{Control: socketOptions(spec.Mark)}).ListenPacket(context.Background(), "udp", spec.Address)
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}

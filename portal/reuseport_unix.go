@@ -28,6 +28,29 @@ func reusePort(_, _ string, c syscall.RawConn) error {
 	return serr
 }
 
+// socketOptions are a portal socket's options before it binds:
+// SO_REUSEPORT, and SO_MARK when mark is not 0.
+func socketOptions(mark int) func(network, address string, c syscall.RawConn) error {
+	if mark == 0 {
+		return reusePort
+	}
+	return func(network, address string, c syscall.RawConn) error {
+		if err := reusePort(network, address, c); err != nil {
+			return err
+		}
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, mark)
+		}); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("set SO_MARK: %w", serr)
+		}
+		return nil
+	}
+}
+
 // probeShared binds (without listening, so no connection can land on it)
 // a socket with SO_REUSEPORT to host:port: it succeeds on a free port and
 // on one the previous kproxy process still holds, and fails on a port

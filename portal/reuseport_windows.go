@@ -11,3 +11,6 @@ func probeShared(network, host string, port int) error {
 	_, err := probe(network, host, port)
 	return err
 }
+
+// socketOptions: no socket marks on Windows.
+func socketOptions(int) func(network, address string, c syscall.RawConn) error { return reusePort }
