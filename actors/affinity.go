@@ -24,6 +24,10 @@ type Affinity struct {
 	cfg         *Config
 	pins        *balancer.ScopedAffinity
 	cancelSweep scheduler.CancelFunc
+	// configured is set once the first SetEndpoints (with the pins a
+	// predecessor saved) arrived: before, this incarnation's pins are not
+	// the service port's, and a handover must not save them.
+	configured bool
 }
 
 func newAffinity(cfg *Config) actor.Producer {
@@ -45,7 +49,7 @@ func (a *Affinity) Receive(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &messages.AffinityEntries{Entries: a.pins.Table(false).Entries(), ExternalEntries: a.pins.Table(true).Entries()})
 	case *actor.Stopping:
 		a.cancelSweep()
-		if a.cfg.handover.Load() { // the Proxier restarts: keep the pins for the next ServicePort
+		if a.configured { // its ServicePort restarts, or the Proxier: keep the pins for the next incarnation
 			a.cfg.pins.Store(ctx.Parent().GetId(), &messages.AffinityEntries{Entries: a.pins.Table(false).Entries(), ExternalEntries: a.pins.Table(true).Entries()})
 		}
 	case *messages.InjectCrash:
@@ -65,6 +69,7 @@ func (a *Affinity) Receive(ctx actor.Context) {
 // setEndpoints applies the timeout, takes back the pins a previous
 // incarnation saved, and drops the pins whose endpoint left its scope.
 func (a *Affinity) setEndpoints(m *messages.SetEndpoints) {
+	a.configured = true
 	a.pins.SetTTL(time.Duration(m.GetAffinityTimeoutSeconds()) * time.Second)
 	for client, ep := range m.GetAffinityEntries().GetEntries() {
 		a.pins.Table(false).Record(client, ep)

@@ -88,8 +88,9 @@ type Config struct {
 	// ServicePorts, which then keep their sockets, proxy ports, rules and
 	// affinity pins for the ServicePorts the new incarnation starts.
 	handover *atomic.Bool
-	// pins holds the affinity pins of stopped ServicePorts during a
-	// handover, by ServicePort PID id.
+	// pins holds the affinity pins of ServicePorts that restart (or stop
+	// during a handover), by ServicePort PID id, until the next
+	// incarnation takes them.
 	pins *sync.Map
 	// stopping is set while the whole tree stops (the process exits).
 	stopping *atomic.Bool

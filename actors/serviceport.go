@@ -65,17 +65,24 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		s.started = map[string]bool{}
 		s.children = map[string]*actor.PID{}
 		s.state = &messages.ServicePortState{}
+		if pins, ok := s.cfg.pins.LoadAndDelete(ctx.Self().GetId()); ok {
+			// This actor restarted: its Affinity saved its pins on the way down.
+			s.affinityEntries = pins.(*messages.AffinityEntries)
+		}
 		// After a restart of this actor the Proxier re-sends the desired state.
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleServicePort})
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *actor.Restarting:
 		// protoactor stops the children of a restarting actor; the Portal
-		// keeps its sockets for its successor, so no connection is reset.
+		// keeps its sockets for its successor, so no connection is reset,
+		// and the Affinity its pins.
 		s.cfg.listeners.Hold(portalOwner(ctx))
+		s.keepPins(ctx)
 	case *actor.Stopping:
 		if s.cfg.handover.Load() { // the Proxier restarts: the same, for the next ServicePort
 			s.cfg.listeners.Hold(portalOwner(ctx))
+			s.keepPins(ctx)
 		}
 	case *messages.AffinityEntries:
 		s.affinityEntries = m
@@ -94,12 +101,23 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 	}
 }
 
+// keepPins saves pins not yet handed to an Affinity (it restarted and
+// this actor is going down before passing them on). An Affinity that has
+// its pins saves them after this (children stop after their parent's
+// Stopping), under the same key.
+func (s *ServicePort) keepPins(ctx actor.Context) {
+	if s.affinityEntries != nil {
+		s.cfg.pins.Store(ctx.Self().GetId(), s.affinityEntries)
+	}
+}
+
 // stopped gives back what the service port held: sockets a hold kept,
 // proxy ports, kernel rules.
 func (s *ServicePort) stopped(ctx actor.Context) {
 	if s.cfg.handover.Load() {
 		return // the Proxier restarts: the next ServicePort takes all this over
 	}
+	s.cfg.pins.Delete(ctx.Self().GetId()) // the service port is gone, its pins with it
 	s.cfg.listeners.CloseOwned(portalOwner(ctx))
 	s.cfg.Stats.Delete(s.sp.GetKey().ID())
 	network, _ := portal.Network(s.sp.GetKey().GetProtocol()) // ports exist only for supported ones

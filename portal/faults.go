@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -22,6 +23,9 @@ var ErrInjectedFault = errors.New("injected endpoint fault")
 type Faults struct {
 	mu sync.Mutex
 	m  map[string]fault
+	// accept is, by service port, until when its TCP listeners' accepts
+	// fail with EMFILE.
+	accept map[string]time.Time
 }
 
 type fault struct {
@@ -30,7 +34,38 @@ type fault struct {
 }
 
 // NewFaults returns an empty fault table.
-func NewFaults() *Faults { return &Faults{m: map[string]fault{}} }
+func NewFaults() *Faults { return &Faults{m: map[string]fault{}, accept: map[string]time.Time{}} }
+
+// SetAcceptFault makes accepts on servicePort's TCP listeners fail with
+// EMFILE for d, as when the process runs out of file descriptors: new
+// connections wait in the listen backlog meanwhile.
+func (f *Faults) SetAcceptFault(servicePort string, d time.Duration) {
+	f.mu.Lock()
+	f.accept[servicePort] = time.Now().Add(d)
+	f.mu.Unlock()
+}
+
+// ErrInjectedEMFILE is an accept failed by fault injection.
+var ErrInjectedEMFILE = fmt.Errorf("injected accept fault: %w", syscall.EMFILE)
+
+// AcceptFault returns ErrInjectedEMFILE while servicePort's accept fault
+// lasts.
+func (f *Faults) AcceptFault(servicePort string) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	until, ok := f.accept[servicePort]
+	switch {
+	case !ok:
+		return nil
+	case time.Now().After(until):
+		delete(f.accept, servicePort)
+		return nil
+	}
+	return ErrInjectedEMFILE
+}
 
 // Set makes dials to endpoint ("ip:port") fail or stall for d.
 func (f *Faults) Set(endpoint, mode string, d time.Duration) error {

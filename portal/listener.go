@@ -153,6 +153,20 @@ func (l *Listener) Close() {
 	}
 }
 
+// Break shuts the TCP listening socket down under its serving goroutine
+// (fault injection): the goroutine reports the failure, as for a socket
+// the kernel broke.
+func (l *Listener) Break() error {
+	if l.tcp == nil {
+		return fmt.Errorf("break %s: only TCP listeners can be broken", l.Spec.Address)
+	}
+	rc, err := l.tcp.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return breakSocket(rc)
+}
+
 // RetainEndpoints ends UDP flows to endpoints no longer in the set.
 func (l *Listener) RetainEndpoints(keep func(string) bool) {
 	if l.flows != nil {

@@ -85,3 +85,14 @@ func probeShared(network, host string, port int) error {
 	}
 	return nil
 }
+
+// breakSocket shuts a listening socket down under its serving goroutine,
+// as a socket broken by the kernel or a stray close would be: accept
+// fails with EINVAL, and the Portal is restarted and opens it again.
+func breakSocket(c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = unix.Shutdown(int(fd), unix.SHUT_RDWR) }); err != nil {
+		return err
+	}
+	return serr
+}

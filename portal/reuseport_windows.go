@@ -14,3 +14,6 @@ func probeShared(network, host string, port int) error {
 
 // socketOptions: no socket marks on Windows.
 func socketOptions(int) func(network, address string, c syscall.RawConn) error { return reusePort }
+
+// breakSocket is not offered on Windows.
+func breakSocket(syscall.RawConn) error { return syscall.EWINDOWS }

@@ -20,6 +20,15 @@ type Stats struct {
 	// Refused at a limit (see Limits).
 	RefusedConns atomic.Int64
 	RefusedFlows atomic.Int64
+	// AcceptFailures counts accepts that failed and were retried (fd
+	// exhaustion, injected or real).
+	AcceptFailures atomic.Int64
+}
+
+func (s *Stats) acceptFailed() {
+	if s != nil {
+		s.AcceptFailures.Add(1)
+	}
 }
 
 func (s *Stats) dialFailed() {

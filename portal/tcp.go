@@ -54,7 +54,7 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 		}
 	}
 	for {
-		conn, err := ln.AcceptTCP()
+		conn, err := p.accept(ln)
 		if err != nil {
 			if isTimeout(err) {
 				if stopped(stop) {
@@ -67,7 +67,11 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 				if ok, held := acceptErrors.Allow(); ok {
 					p.Log.Warn().Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
 				}
+				p.Stats.acceptFailed()
 				time.Sleep(50 * time.Millisecond)
+				if stopped(stop) {
+					return nil // paused meanwhile
+				}
 				continue
 			}
 			return err
@@ -85,6 +89,16 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 		}
 		go p.handle(conn)
 	}
+}
+
+// accept accepts the next connection, unless an injected accept fault
+// says the process is out of file descriptors (the connection waits in the
+// backlog, as with a real EMFILE).
+func (p *TCPProxy) accept(ln *net.TCPListener) (*net.TCPConn, error) {
+	if err := p.Faults.AcceptFault(p.ServicePort); err != nil {
+		return nil, err
+	}
+	return ln.AcceptTCP()
 }
 
 func (p *TCPProxy) handle(client *net.TCPConn) {

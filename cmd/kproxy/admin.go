@@ -178,6 +178,21 @@ func adminHandler(p *actors.Proxy) http.Handler {
 		}
 		writeJSON(w, map[string]string{"endpoint": req.Endpoint, "mode": req.Mode, "duration": req.duration.String()})
 	})
+	mux.HandleFunc("POST /listener-fault", func(w http.ResponseWriter, r *http.Request) {
+		var req listenerFaultRequest
+		if !decodeRequest(w, r, &req) {
+			return
+		}
+		if err := p.SetListenerFault(req.ServicePort, req.Fault, req.duration); err != nil {
+			status := http.StatusBadRequest
+			if errors.Is(err, actors.ErrUnknownServicePort) {
+				status = http.StatusNotFound
+			}
+			httpError(w, status, err)
+			return
+		}
+		writeJSON(w, map[string]string{"servicePort": req.ServicePort, "fault": req.Fault, "duration": req.duration.String()})
+	})
 	mux.HandleFunc("POST /rules-fault", func(w http.ResponseWriter, r *http.Request) {
 		var req rulesFaultRequest
 		if !decodeRequest(w, r, &req) {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/portal"
 )
 
@@ -48,6 +49,33 @@ type rulesFaultRequest struct {
 	Duration string `json:"duration,omitempty"`
 	Count    int    `json:"count,omitempty"`
 	duration time.Duration
+}
+
+// listenerFaultRequest breaks a service port's TCP listeners, or makes
+// their accepts fail with EMFILE for a duration.
+type listenerFaultRequest struct {
+	ServicePort string `json:"servicePort"`
+	Fault       string `json:"fault"`
+	Duration    string `json:"duration,omitempty"`
+	duration    time.Duration
+}
+
+func (r *listenerFaultRequest) check() error {
+	if r.ServicePort == "" {
+		return fmt.Errorf("servicePort is required")
+	}
+	switch r.Fault {
+	case actors.ListenerFaultBreak:
+		if r.Duration != "" {
+			return fmt.Errorf("a break takes no duration")
+		}
+		return nil
+	case actors.ListenerFaultEMFILE:
+		var err error
+		r.duration, err = boundedDuration(r.Duration, maxFaultDuration)
+		return err
+	}
+	return fmt.Errorf("fault %q: want %s or %s", r.Fault, actors.ListenerFaultBreak, actors.ListenerFaultEMFILE)
 }
 
 // parseAdminRequest decodes one JSON object (unknown fields are errors)

@@ -34,6 +34,11 @@ func FuzzAdminRequests(f *testing.F) {
 			!(rf.Duration == "" && rf.Count >= 1 && rf.Count <= maxRulesFaultCount) {
 			t.Fatalf("accepted rules fault %+v", rf)
 		}
+		var lf listenerFaultRequest
+		if parseAdminRequest(body, &lf) == nil && (lf.ServicePort == "" || (lf.Fault != "break" && lf.Fault != "emfile") ||
+			(lf.Fault == "emfile" && (lf.duration <= 0 || lf.duration > maxFaultDuration))) {
+			t.Fatalf("accepted listener fault %+v", lf)
+		}
 		var cr crashRequest
 		if parseAdminRequest(body, &cr) == nil && ((cr.ServicePort == "" && !topActors[cr.Actor]) || cr.Actor == "") {
 			t.Fatalf("accepted crash %+v", cr)

@@ -22,6 +22,8 @@ const chaosUsage = `kproxy chaos: drive a running kproxy's fault-injection API
   kproxy chaos [FLAGS] crash watcher|proxier|rules
   kproxy chaos [FLAGS] storm --rate N --duration D [--seed S] [--kinds portal,proxier,...]   (N <= 100/s, D <= 10m)
   kproxy chaos [FLAGS] endpoint IP:PORT fail|stall DURATION       (DURATION <= 1h)
+  kproxy chaos [FLAGS] listener SERVICE_PORT break        (shut its TCP listening sockets down under it)
+  kproxy chaos [FLAGS] listener SERVICE_PORT emfile DURATION   (accepts fail with EMFILE, DURATION <= 1h)
   kproxy chaos [FLAGS] rules DURATION|N   (kernel rule transactions fail for DURATION <= 10m, or the next N)
 
 FLAGS: --admin-address ADDR (default 127.0.0.1:10260), --admin-token-file
@@ -56,6 +58,15 @@ func chaosCommand(args []string, out io.Writer) error {
 	switch args[0] {
 	case "state":
 		return client.call(http.MethodGet, base+"/state", nil)
+	case "listener":
+		if len(args) < 3 || len(args) > 4 {
+			return errors.New("chaos listener: want SERVICE_PORT break, or SERVICE_PORT emfile DURATION")
+		}
+		req := listenerFaultRequest{ServicePort: args[1], Fault: args[2]}
+		if len(args) == 4 {
+			req.Duration = args[3]
+		}
+		return client.call(http.MethodPost, base+"/listener-fault", req)
 	case "crash":
 		if len(args) < 2 || len(args) > 3 {
 			return errors.New("chaos crash: want SERVICE_PORT [ACTOR]")

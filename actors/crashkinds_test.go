@@ -1,0 +1,210 @@
+package actors
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
+)
+
+// crashTree is 51 service ports in nftables mode (fake kernel rules, so
+// clients dial the proxy ports on loopback): the first, with ClientIP
+// affinity, is the one crashed; clients hammer it and the 50 others.
+type crashTree struct {
+	p       *Proxy
+	w       *stateWaiter
+	id      string
+	target  string   // the crashed service port's proxy address
+	others  []string // the others'
+	restart chan string
+}
+
+func startCrashTree(t *testing.T, faults *portal.Faults) *crashTree {
+	t.Helper()
+	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Faults: faults,
+		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	ct := &crashTree{p: p, w: watchState(t, p), restart: make(chan string, 1024)}
+	sub := p.System.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok {
+			ct.restart <- roleOf(e.Child.GetId())
+		}
+	})
+	t.Cleanup(func() { p.System.EventStream.Unsubscribe(sub) })
+	addrs := tcpBackends(t, 2)
+	var spes []*messages.ServicePortEndpoints
+	for i := range 51 {
+		sp := svcPort(fmt.Sprintf("k%02d", i), messages.Protocol_TCP, fmt.Sprintf("198.18.3.%d", i+1), 80)
+		if i == 0 {
+			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
+		}
+		spes = append(spes, spe(sp, endpoints(addrs...)))
+	}
+	p.Submit(snapshot(1, spes...))
+	for i, s := range spes {
+		st := ct.w.listening(t, s.GetServicePort().GetKey().ID(), 1, 1)
+		addr := net.JoinHostPort("127.0.0.1", itoa(st.GetProxyPort()))
+		if i == 0 {
+			ct.id, ct.target = st.GetKey().ID(), addr
+		} else {
+			ct.others = append(ct.others, addr)
+		}
+	}
+	return ct
+}
+
+// Crash each actor kind 100 times under load on the crashed service port
+// and 50 others: no connection fails anywhere, a connection established
+// before each crash completes after it, the affinity pin and the proxy
+// port stay, and the restart-to-serving time (crash to the next
+// successful connection through the crashed port) is reported per kind.
+func TestCrashEachKindRepeatedly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("700 crashes")
+	}
+	ct := startCrashTree(t, nil)
+	pinned := dialName(t, ct.target)
+	proxyPort := ct.target
+	stop := make(chan struct{})
+	hCrashed := startHammer([]string{ct.target}, 2, stop)
+	hOthers := startHammer(ct.others, 4, stop)
+	for _, kind := range []string{rolePortal, roleBalancer, roleAffinity, roleServicePort, roleWatcher, roleProxier, roleRules} {
+		var times []time.Duration
+		for i := 1; i <= 100; i++ {
+			held, err := net.Dial("tcp", ct.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held.SetDeadline(time.Now().Add(10 * time.Second))
+			hr := bufio.NewReader(held)
+			if _, err := backends.ReadName(hr); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			switch kind {
+			case roleWatcher, roleProxier, roleRules:
+				err = ct.p.CrashTop(kind, "test")
+			default:
+				err = ct.p.Crash(ct.id, kind, "test")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case got := <-ct.restart:
+				if got != kind {
+					t.Fatalf("%s crash %d: %s restarted", kind, i, got)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s crash %d: no restart", kind, i)
+			}
+			for {
+				if err := roundTrip(ct.target); err == nil {
+					break
+				} else if time.Since(start) > 10*time.Second {
+					t.Fatalf("%s crash %d: not serving 10 s later: %v", kind, i, err)
+				}
+			}
+			times = append(times, time.Since(start))
+			io.WriteString(held, "after crash\n")
+			if line, err := hr.ReadString('\n'); err != nil || line != "after crash\n" {
+				t.Fatalf("%s crash %d: a connection established before the crash broke: %q %v", kind, i, line, err)
+			}
+			held.Close()
+			// Under the supervisor's burst (20 restarts/s): every restart immediate.
+			time.Sleep(55 * time.Millisecond)
+		}
+		t.Logf("%-11s 100 crashes: restart to serving p50 %v, p99 %v, max %v", kind,
+			percentile(times, 0.5).Round(time.Microsecond), percentile(times, 0.99).Round(time.Microsecond), percentile(times, 1).Round(time.Microsecond))
+		if got := dialName(t, ct.target); got != pinned {
+			t.Errorf("after the %s crashes the affinity pin moved from %s to %s", kind, pinned, got)
+		}
+	}
+	close(stop)
+	hCrashed.wg.Wait()
+	hOthers.wg.Wait()
+	for addr, errs := range hOthers.failures {
+		t.Errorf("%s (not crashed): %d failed connections, first: %v", addr, len(errs), errs[0])
+	}
+	for _, errs := range hCrashed.failures {
+		t.Errorf("crashed service port: %d failed connections, first: %v", len(errs), errs[0])
+	}
+	t.Logf("connections ok: crashed service port %d, the 50 others %d", hCrashed.ok.Load(), hOthers.ok.Load())
+	if hCrashed.ok.Load() == 0 || hOthers.ok.Load() == 0 {
+		t.Fatal("the clients made no connections")
+	}
+	if proxyPort != ct.target {
+		t.Error("the proxy port changed")
+	}
+}
+
+// Listener faults that look like real ones, under load: a listening socket
+// shut down under its Portal (the Portal is restarted and opens it again),
+// and accepts failing with EMFILE for 2 s (connections wait in the
+// backlog). The service recovers by itself; failures are counted, and the
+// 50 other service ports lose nothing.
+func TestListenerFaultsRecover(t *testing.T) {
+	ct := startCrashTree(t, portal.NewFaults())
+	stop := make(chan struct{})
+	hCrashed := startHammer([]string{ct.target}, 2, stop)
+	hOthers := startHammer(ct.others, 4, stop)
+	for i := 1; i <= 5; i++ {
+		before := hCrashed.ok.Load()
+		if err := ct.p.SetListenerFault(ct.id, ListenerFaultBreak, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-ct.restart:
+			if got != rolePortal {
+				t.Fatalf("break %d: %s restarted, want the portal", i, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("break %d: the Portal was not restarted", i)
+		}
+		waitOK(t, hCrashed, before+10)
+	}
+	failedBreak, first := hCrashed.failed()
+	t.Logf("5 broken listeners: %d connections failed on the broken service port (first: %v)", failedBreak, first)
+
+	before := hCrashed.ok.Load()
+	start := time.Now()
+	if err := ct.p.SetListenerFault(ct.id, ListenerFaultEMFILE, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitOK(t, hCrashed, before+10)
+	failedAll, _ := hCrashed.failed()
+	t.Logf("accept EMFILE for 2 s: serving again %v after it began, %d more failed connections", time.Since(start).Round(time.Millisecond), failedAll-failedBreak)
+	if failedAll != failedBreak {
+		t.Errorf("%d connections failed during the EMFILE fault, want 0 (they wait in the backlog)", failedAll-failedBreak)
+	}
+	close(stop)
+	hCrashed.wg.Wait()
+	hOthers.wg.Wait()
+	for addr, errs := range hOthers.failures {
+		t.Errorf("%s (no fault): %d failed connections, first: %v", addr, len(errs), errs[0])
+	}
+}
+
+// waitOK waits until the hammer has served n requests in all.
+func waitOK(t *testing.T, h *hammer, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for h.ok.Load() < n {
+		if time.Now().After(deadline) {
+			f, first := h.failed()
+			t.Fatalf("the service did not recover within 15 s (%d ok, %d failed, first %v)", h.ok.Load(), f, first)
+		}
+		time.Sleep(5 * time.Millisecond) // a counter: nothing to await
+	}
+}
