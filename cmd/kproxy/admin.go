@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // DefaultAdminAddress is where the fault-injection admin API listens.
@@ -47,7 +48,7 @@ func checkAdminAddress(addr string, allowNonLoopback bool) error {
 // the admin address, no foreign Origin, and POSTs a JSON body: a web page
 // the operator visits can neither read the state (DNS rebinding) nor
 // drive faults (form or text/plain POSTs, which need no CORS preflight).
-func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, log zerolog.Logger) (net.Addr, error) {
+func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) (net.Addr, error) {
 	token, err := writeAdminToken(tokenFile)
 	if err != nil {
 		return nil, err
@@ -56,7 +57,7 @@ func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, lo
 	if err != nil {
 		return nil, fmt.Errorf("admin API: %w", err)
 	}
-	srv := &http.Server{Handler: guardAdmin(adminHandler(p), token, adminHosts(addr, ln.Addr())), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: guardAdmin(adminHandler(p, api, log), token, adminHosts(addr, ln.Addr())), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	go func() {
 		<-ctx.Done()
@@ -110,7 +111,8 @@ func guardAdmin(next http.Handler, token string, hosts map[string]bool) http.Han
 	})
 }
 
-func adminHandler(p *actors.Proxy) http.Handler {
+// api is nil unless the source is the API server.
+func adminHandler(p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
 		snap, err := p.State(5 * time.Second)
@@ -192,6 +194,19 @@ func adminHandler(p *actors.Proxy) http.Handler {
 			return
 		}
 		writeJSON(w, map[string]string{"servicePort": req.ServicePort, "fault": req.Fault, "duration": req.duration.String()})
+	})
+	mux.HandleFunc("POST /apiserver-fault", func(w http.ResponseWriter, r *http.Request) {
+		var req apiserverFaultRequest
+		if !decodeRequest(w, r, &req) {
+			return
+		}
+		if api == nil {
+			httpError(w, http.StatusBadRequest, errors.New("the source is not the API server (--source kube)"))
+			return
+		}
+		n := api.Break()
+		log.Warn().Int("connections", n).Msg("fault injected: connections to the API server broken")
+		writeJSON(w, map[string]any{"apiserver": "break", "connectionsClosed": n})
 	})
 	mux.HandleFunc("POST /rules-fault", func(w http.ResponseWriter, r *http.Request) {
 		var req rulesFaultRequest

@@ -51,6 +51,19 @@ type rulesFaultRequest struct {
 	duration time.Duration
 }
 
+// apiserverFaultRequest breaks the connections to the API server (the
+// informers' watches with them).
+type apiserverFaultRequest struct {
+	Fault string `json:"fault"`
+}
+
+func (r *apiserverFaultRequest) check() error {
+	if r.Fault != "break" {
+		return fmt.Errorf("fault %q: want break", r.Fault)
+	}
+	return nil
+}
+
 // listenerFaultRequest breaks a service port's TCP listeners, or makes
 // their accepts fail with EMFILE for a duration.
 type listenerFaultRequest struct {

@@ -39,6 +39,10 @@ func FuzzAdminRequests(f *testing.F) {
 			(lf.Fault == "emfile" && (lf.duration <= 0 || lf.duration > maxFaultDuration))) {
 			t.Fatalf("accepted listener fault %+v", lf)
 		}
+		var af apiserverFaultRequest
+		if parseAdminRequest(body, &af) == nil && af.Fault != "break" {
+			t.Fatalf("accepted apiserver fault %+v", af)
+		}
 		var cr crashRequest
 		if parseAdminRequest(body, &cr) == nil && ((cr.ServicePort == "" && !topActors[cr.Actor]) || cr.Actor == "") {
 			t.Fatalf("accepted crash %+v", cr)

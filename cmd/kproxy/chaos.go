@@ -24,6 +24,7 @@ const chaosUsage = `kproxy chaos: drive a running kproxy's fault-injection API
   kproxy chaos [FLAGS] endpoint IP:PORT fail|stall DURATION       (DURATION <= 1h)
   kproxy chaos [FLAGS] listener SERVICE_PORT break        (shut its TCP listening sockets down under it)
   kproxy chaos [FLAGS] listener SERVICE_PORT emfile DURATION   (accepts fail with EMFILE, DURATION <= 1h)
+  kproxy chaos [FLAGS] apiserver break   (close kproxy's connections to the API server, its watches with them)
   kproxy chaos [FLAGS] rules DURATION|N   (kernel rule transactions fail for DURATION <= 10m, or the next N)
 
 FLAGS: --admin-address ADDR (default 127.0.0.1:10260), --admin-token-file
@@ -94,6 +95,11 @@ func chaosCommand(args []string, out io.Writer) error {
 			return errors.New("chaos endpoint: want IP:PORT fail|stall DURATION")
 		}
 		return client.call(http.MethodPost, base+"/endpoint-fault", endpointFaultRequest{Endpoint: args[1], Mode: args[2], Duration: args[3]})
+	case "apiserver":
+		if len(args) != 2 {
+			return errors.New("chaos apiserver: want break")
+		}
+		return client.call(http.MethodPost, base+"/apiserver-fault", apiserverFaultRequest{Fault: args[1]})
 	case "rules":
 		if len(args) != 2 {
 			return errors.New("chaos rules: want DURATION, or a count N of transactions to fail")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -31,38 +33,15 @@ func TestKubeAPIServerOutage(t *testing.T) {
 	webAddr := web.Spec.ClusterIP + ":18080"
 
 	// Clients run through the whole outage.
-	stop := make(chan struct{})
-	var ok, failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := tryReadName(webAddr); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				} else {
-					ok.Add(1)
-				}
-				time.Sleep(5 * time.Millisecond) // pace the load; not synchronisation
-			}
-		}()
-	}
+	l := startLoad(webAddr)
 
 	stopping := time.Now()
 	s.Stop(t)
 	down := time.Now()
 	t.Logf("API server stopped in %v", down.Sub(stopping).Round(time.Millisecond))
-	okBefore := ok.Load()
+	okBefore := l.ok.Load()
 	time.Sleep(5 * time.Second) // the outage itself is what is tested
-	if ok.Load() == okBefore {
+	if l.ok.Load() == okBefore {
 		t.Fatal("no connection succeeded while the API server was down")
 	}
 	s.Restart(t)
@@ -79,15 +58,100 @@ func TestKubeAPIServerOutage(t *testing.T) {
 	if got := readName(t, api.Spec.ClusterIP+":18081"); got != netip.AddrPortFrom(ip2, 8080).String() {
 		t.Fatalf("new service reached %s", got)
 	}
-	close(stop)
-	wg.Wait()
-	if failed.Load() != 0 {
-		t.Fatalf("%d of %d connections failed across the outage; first: %v", failed.Load(), ok.Load()+failed.Load(), firstErr.Load())
-	}
-	t.Logf("%d connections across the outage, none failed", ok.Load())
+	l.stopAndCheck(t, "across the outage")
 	if !in.logged("API server unreachable") || !in.logged("API server reachable again") {
 		t.Error("the outage was not logged")
 	}
+}
+
+// load is two clients dialing a service in a loop, each connection
+// reading the backend's name.
+type load struct {
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	ok, failed atomic.Int64
+	firstErr   atomic.Value
+}
+
+func startLoad(addr string) *load {
+	l := &load{stop: make(chan struct{})}
+	for range 2 {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				if _, err := tryReadName(addr); err != nil {
+					l.failed.Add(1)
+					l.firstErr.CompareAndSwap(nil, err)
+				} else {
+					l.ok.Add(1)
+				}
+				time.Sleep(5 * time.Millisecond) // pace the load; not synchronisation
+			}
+		}()
+	}
+	return l
+}
+
+// stopAndCheck stops the clients and fails the test if any connection failed.
+func (l *load) stopAndCheck(t *testing.T, during string) {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	if l.failed.Load() != 0 {
+		t.Fatalf("%d of %d connections failed %s; first: %v", l.failed.Load(), l.ok.Load()+l.failed.Load(), during, l.firstErr.Load())
+	}
+	if l.ok.Load() == 0 {
+		t.Fatal("the clients made no connection")
+	}
+	t.Logf("%d connections %s, none failed", l.ok.Load(), during)
+}
+
+// The API server's connections break under the informers five times
+// (kproxy chaos apiserver break), with traffic flowing: no connection
+// fails, and a change made after each break is applied (client-go
+// re-lists and re-watches by itself).
+func TestKubeWatchBreak(t *testing.T) {
+	s := kubetest.Start(t)
+	bn := kubetest.NewBackendNet(t)
+	ip1, ip2 := bn.AddIP(t), bn.AddIP(t)
+	kubeBackends(t, bn, 8080, ip1, ip2)
+	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
+	web := k.service("web", 18080, intstr.FromInt32(8080), nil)
+	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String())))
+	admin := freeAddr(t)
+	in := startKubeKproxy(t, s, func(o *runOptions) { o.enableFaultInjection, o.adminAddress = true, admin })
+	e1, e2 := netip.AddrPortFrom(ip1, 8080).String(), netip.AddrPortFrom(ip2, 8080).String()
+	in.endpointsAre(t, "default/web:tcp/TCP", e1)
+	l := startLoad(web.Spec.ClusterIP + ":18080")
+
+	var applied []time.Duration
+	for i := range 5 {
+		var out bytes.Buffer
+		if err := chaosCommand([]string{"--admin-address", admin, "apiserver", "break"}, &out); err != nil {
+			t.Fatalf("kproxy chaos apiserver break: %v: %s", err, out.String())
+		}
+		var res struct{ ConnectionsClosed int }
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.ConnectionsClosed == 0 {
+			t.Fatalf("break %d: closed no connection to the API server: %s %v", i, out.String(), err)
+		}
+		broke := time.Now()
+		want := []string{e1}
+		eps := []ep{readyEP(ip1.String())}
+		if i%2 == 0 {
+			want, eps = []string{e1, e2}, append(eps, readyEP(ip2.String()))
+		}
+		k.apply(k.slice("web", "web-a", 8080, eps...))
+		in.endpointsAre(t, "default/web:tcp/TCP", want...)
+		applied = append(applied, time.Since(broke))
+	}
+	t.Logf("a change made just after each of 5 breaks applied after %v", applied)
+	l.stopAndCheck(t, "across 5 broken API server connections")
 }
 
 // 2,000 services with 5 endpoints each created in a burst are all

@@ -252,7 +252,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	proxy := actors.Start(cfg)
 	startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
 	if o.enableFaultInjection {
-		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, log); err != nil {
+		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, o.apiConns, log); err != nil {
 			proxy.Stop(context.Background())
 			return err
 		}

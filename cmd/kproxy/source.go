@@ -31,6 +31,9 @@ type sourceFlags struct {
 	filePollInterval time.Duration
 	nodeName         string
 	serviceProxyName string
+	// apiConns are the connections to the API server (--source kube), for
+	// the admin API's fault that breaks them.
+	apiConns *watcher.APIConns
 }
 
 func (f *sourceFlags) register(fs *flag.FlagSet) {
@@ -102,6 +105,9 @@ func (f *sourceFlags) kubeClient() (kubernetes.Interface, error) {
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.UserAgent = "kproxy/" + version
+	if f.apiConns != nil {
+		cfg.Dial = f.apiConns.DialContext
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -130,6 +136,7 @@ func (f *sourceFlags) newSource(log zerolog.Logger) (source, error) {
 		return watcher.NewFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
 	}
 	routeKlog(log)
+	f.apiConns = watcher.NewAPIConns()
 	client, err := f.kubeClient()
 	if err != nil {
 		return nil, err
