@@ -115,6 +115,9 @@ func StartUDP(name, addr string) (*UDP, error) {
 // Addr is the backend's "ip:port".
 func (b *UDP) Addr() string { return b.conn.LocalAddr().String() }
 
+// Port is the backend's port.
+func (b *UDP) Port() int { return b.conn.LocalAddr().(*net.UDPAddr).Port }
+
 func (b *UDP) serve() {
 	defer close(b.done)
 	buf := make([]byte, 64*1024)

@@ -1,0 +1,192 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// applyLimit is how long a change may take to reach traffic before it
+// counts as not applied.
+const applyLimit = 30 * time.Second
+
+// runChurn moves S services' endpoints at R changes per second through
+// the file source while a paced load runs over all of them, and measures
+// each change's latency from the rewritten file to the first connection
+// that reaches the new endpoint.
+func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
+	o := e.o
+	pool := e.backends.IPs
+	m := &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: 100, tcpPort: e.backends.TCPPort, udpPort: e.backends.UDPPort}
+	owner := make([]int, o.Services) // index into pool of each service's one endpoint
+	for i := range o.Services {
+		owner[i] = i % len(pool)
+		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: true, Endpoints: []string{pool[owner[i]]}})
+	}
+	if err := m.writeAll(); err != nil {
+		return err
+	}
+	kp, _, err := startKproxy(o, e.dir, m.dir, false)
+	if err != nil {
+		return err
+	}
+	defer kp.Stop()
+	smp := startSampler(time.Now(), e.live, timelineInterval(o.Duration), kp)
+	defer func() { res.Timeline = smp.stop() }()
+	kt := target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Services, false)}
+	if _, err := e.awaitReady(ctx, kt, false, time.Now()); err != nil {
+		return err
+	}
+
+	// Traffic through every service meanwhile; its failures are counted.
+	type loadOut struct {
+		r     *loadResult
+		round Round
+		err   error
+	}
+	loadDone := make(chan loadOut, 1)
+	go func() {
+		r, round, err := e.loadRound(ctx, kt, loadSpec{Mode: ModeConn, Clients: o.Clients, Duration: o.Duration, Size: o.Size, Rate: o.LoadRate, MaxOps: 1 << 40},
+			fmt.Sprintf("churn: %d services, %.0f changes/s", o.Services, o.ChurnRate))
+		loadDone <- loadOut{r, round, err}
+	}()
+
+	d := &ChurnDetail{Source: "file", Changes: max(1, int(o.ChurnRate*o.Duration.Seconds()))}
+	var mu sync.Mutex
+	gen := make([]int, o.Services)
+	hist := newHist()
+	perSecond := map[int]float64{}
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Duration(float64(time.Second) / o.ChurnRate))
+	defer tick.Stop()
+	begin := time.Now()
+	var werr error
+	for j := 0; j < d.Changes && werr == nil; j++ {
+		select {
+		case <-ctx.Done():
+			werr = ctx.Err()
+			continue
+		case <-tick.C:
+		}
+		i := j % o.Services
+		owner[i] = (owner[i] + 1) % len(pool)
+		want := pool[owner[i]]
+		mu.Lock()
+		gen[i]++
+		g := gen[i]
+		mu.Unlock()
+		changed := time.Now()
+		if werr = m.set(i, []string{want}); werr != nil {
+			break
+		}
+		second := int(changed.Sub(begin).Seconds())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat, outcome := awaitEndpoint(ctx, kt.addrs[i], want, changed, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return gen[i] != g
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			switch outcome {
+			case applied:
+				d.Applied++
+				hist.RecordValue(max(lat.Microseconds(), 1))
+				perSecond[second] = max(perSecond[second], float64(lat.Microseconds())/1000)
+			case superseded:
+				d.Superseded++
+			default:
+				d.NotApplied++
+			}
+		}()
+	}
+	wg.Wait()
+	out := <-loadDone
+	if werr != nil {
+		return werr
+	}
+	if out.err != nil {
+		return out.err
+	}
+	d.Latency = curve(TargetKproxy, "change-to-applied", hist)
+	d.Requests, d.FailedReqs, d.ErrorSamples = out.r.Ops, out.r.Errors, out.r.ErrSamples
+	seconds := make([]int, 0, len(perSecond))
+	for s := range perSecond {
+		seconds = append(seconds, s)
+	}
+	slices.Sort(seconds)
+	for _, s := range seconds {
+		d.PerSecond = append(d.PerSecond, ChurnSeconds{Second: s, Max: perSecond[s]})
+	}
+	res.Churn = d
+	res.Rounds = append(res.Rounds, out.round)
+	k := func(v float64) map[string]float64 { return map[string]float64{TargetKproxy: v} }
+	label := fmt.Sprintf("%d services, %.0f changes/s: ", o.Services, o.ChurnRate)
+	ms := func(q float64) float64 { return float64(hist.ValueAtQuantile(q)) / 1000 }
+	res.Figures = append(res.Figures,
+		figure(label+"change→applied p50", "ms", true, k(ms(50))),
+		figure(label+"change→applied p99", "ms", true, k(ms(99))),
+		figure(label+"change→applied max", "ms", true, k(ms(100))),
+		figure(label+"changes not applied in 30 s", "", true, k(float64(d.NotApplied))),
+		figure(label+"requests meanwhile", "", false, k(float64(d.Requests))),
+		figure(label+"failed requests", "", true, k(float64(d.FailedReqs))),
+		figure(label+"CPU", "s", true, k(out.round.CPUSeconds)))
+	e.logf("  churn: %d changes, %d applied (p50 %.1f ms, p99 %.1f ms, max %.1f ms), %d superseded, %d not applied; %d requests, %d failed",
+		d.Changes, d.Applied, ms(50), ms(99), ms(100), d.Superseded, d.NotApplied, d.Requests, d.FailedReqs)
+	return nil
+}
+
+type outcome int
+
+const (
+	applied outcome = iota
+	superseded
+	notApplied
+)
+
+// churnProbePause paces the connections that look for the new endpoint:
+// kproxy announces nothing per change, so probing is how a client sees it.
+const churnProbePause = 2 * time.Millisecond
+
+// awaitEndpoint connects to addr until a connection reaches the backend
+// named want, and returns how long after changed that was.
+func awaitEndpoint(ctx context.Context, addr, want string, changed time.Time, stale func() bool) (time.Duration, outcome) {
+	for {
+		if stale() {
+			return 0, superseded
+		}
+		if name, err := readName(addr); err == nil && name == want {
+			return time.Since(changed), applied
+		}
+		if time.Since(changed) > applyLimit {
+			return 0, notApplied
+		}
+		select {
+		case <-ctx.Done():
+			return 0, notApplied
+		case <-time.After(churnProbePause):
+		}
+	}
+}
+
+// readName connects and reads the backend's name line.
+func readName(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return line[:len(line)-1], nil
+}

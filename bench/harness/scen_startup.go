@@ -1,0 +1,113 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// runStartup starts kproxy (and HAProxy) on N service ports, Rounds times
+// in turn, and measures the time until every port listens and forwards,
+// and the process's size once they do.
+func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
+	o := e.o
+	m, err := e.writeServices(o.Ports, true, false, e.backends.IPs)
+	if err != nil {
+		return err
+	}
+	names := []string{TargetKproxy}
+	if o.compares(TargetHAProxy) {
+		names = append(names, TargetHAProxy)
+	}
+	type sizes struct{ listen, forward, rss, fds, threads, goroutines, floor []float64 }
+	got := map[string]*sizes{}
+	for r := range o.Rounds {
+		for j := range names {
+			name := names[(r+j)%len(names)]
+			if got[name] == nil {
+				got[name] = &sizes{}
+			}
+			g := got[name]
+			var p *Proc
+			var err error
+			if name == TargetKproxy {
+				p, _, err = startKproxy(o, e.dir, m.dir, false)
+			} else {
+				p, err = startHAProxy(o.HAProxy, e.dir, o.Ports, e.backends)
+			}
+			if err != nil {
+				return err
+			}
+			t := target{name: name, proc: p, addrs: serviceAddrs(map[string]byte{TargetKproxy: kproxyNet, TargetHAProxy: haproxyNet}[name], o.Ports, false)}
+			var smp *sampler
+			if r < len(names) { // the first start of each: its timeline
+				smp = startSampler(p.Started(), e.live, 100*time.Millisecond, p)
+			}
+			e.progress.step(fmt.Sprintf("startup %s: round %d/%d", name, r+1, o.Rounds), 0)
+			ready, err := e.awaitReady(ctx, t, false, p.Started())
+			if err != nil {
+				if smp != nil {
+					res.Timeline = append(res.Timeline, smp.stop()...)
+				}
+				p.Stop()
+				return err
+			}
+			pt, err := procFigures(p)
+			if err != nil {
+				p.Stop()
+				return err
+			}
+			// Probing ports that are all ready again shows the probe's own
+			// floor: how long it takes to see N ports at all.
+			floorStart := time.Now()
+			floor, err := awaitForwarding(ctx, p, t.addrs, false, floorStart, o.ReadyTimeout)
+			if smp != nil {
+				res.Timeline = append(res.Timeline, smp.stop()...)
+			}
+			p.Stop()
+			if err != nil {
+				return fmt.Errorf("%s: probe again: %w", name, err)
+			}
+			g.listen = append(g.listen, slices.Max(ready.Listen).Seconds())
+			g.forward = append(g.forward, slices.Max(ready.Forward).Seconds())
+			g.floor = append(g.floor, slices.Max(floor.Forward).Seconds())
+			g.rss = append(g.rss, float64(pt.RSS))
+			g.fds = append(g.fds, float64(pt.FDs))
+			g.threads = append(g.threads, float64(pt.Threads))
+			g.goroutines = append(g.goroutines, float64(pt.Goroutines))
+			if r < len(names) {
+				fw := make([]float64, len(ready.Forward))
+				for i, d := range ready.Forward {
+					fw[i] = d.Seconds()
+				}
+				slices.Sort(fw)
+				res.Ready = append(res.Ready, ReadyCurve{Target: name, Seconds: fw})
+			}
+			e.logf("  startup %-8s round %d: all listening %.3fs, all forwarding %.3fs, RSS %.1f MiB, %d fds, %d goroutines",
+				name, r+1, slices.Max(ready.Listen).Seconds(), slices.Max(ready.Forward).Seconds(), float64(pt.RSS)/(1<<20), pt.FDs, pt.Goroutines)
+		}
+	}
+	n := float64(o.Ports)
+	vals := func(f func(*sizes) []float64, scale float64) map[string]float64 {
+		out := map[string]float64{}
+		for name, g := range got {
+			if v := median(f(g)); v != 0 {
+				out[name] = v * scale
+			}
+		}
+		return out
+	}
+	label := fmt.Sprintf("%d ports: ", o.Ports)
+	res.Figures = append(res.Figures,
+		figure(label+"all listening", "s", true, vals(func(g *sizes) []float64 { return g.listen }, 1)),
+		figure(label+"all forwarding", "s", true, vals(func(g *sizes) []float64 { return g.forward }, 1)),
+		figure(label+"RSS", "MiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1.0/(1<<20))),
+		figure(label+"RSS per port", "KiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1/(1024*n))),
+		figure(label+"fds per port", "", true, vals(func(g *sizes) []float64 { return g.fds }, 1/n)),
+		figure(label+"threads", "", true, vals(func(g *sizes) []float64 { return g.threads }, 1)),
+		figure(label+"goroutines per port", "", true, vals(func(g *sizes) []float64 { return g.goroutines }, 1/n)),
+		figure(label+"probe floor (ready ports probed again)", "s", true, vals(func(g *sizes) []float64 { return g.floor }, 1)))
+	res.Notes = append(res.Notes, fmt.Sprintf("times are from the process's start to the last port's first accepted connection (listening) and first reply from a backend (forwarding), as seen by %d probing clients retrying every %v; the probe floor is the same probe over ports already up", probeWorkers, retryPause))
+	return nil
+}

@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints every scenario's figures as one table, with kproxy's
+// ratio to direct and to HAProxy where both were measured in the run.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tfigure\tunit\tdirect\thaproxy\tkproxy\tkproxy/direct\tkproxy/haproxy\t")
+	for _, s := range r.Scenarios {
+		if s.Error != "" {
+			fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\t\t\t\t\n", s.Name, firstLine(s.Error))
+		}
+		for _, f := range s.Figures {
+			cell := func(t string) string {
+				v, ok := f.Values[t]
+				if !ok {
+					return "—"
+				}
+				return formatNumber(v)
+			}
+			ratio := func(t string) string {
+				k, ok1 := f.Values[TargetKproxy]
+				v, ok2 := f.Values[t]
+				if !ok1 || !ok2 || v == 0 {
+					return "—"
+				}
+				return strconv.FormatFloat(k/v, 'f', 2, 64)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, f.Name, f.Unit,
+				cell(TargetDirect), cell(TargetHAProxy), cell(TargetKproxy), ratio(TargetDirect), ratio(TargetHAProxy))
+		}
+	}
+	return tw.Flush()
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// formatNumber prints about three significant digits, with thousands
+// separated: 98,755; 139.5; 0.327.
+func formatNumber(v float64) string {
+	switch a := max(v, -v); {
+	case a == 0:
+		return "0"
+	case a >= 1000:
+		s := strconv.FormatFloat(v, 'f', 0, 64)
+		neg := strings.HasPrefix(s, "-")
+		s = strings.TrimPrefix(s, "-")
+		var b strings.Builder
+		for i, c := range s {
+			if i > 0 && (len(s)-i)%3 == 0 {
+				b.WriteByte(',')
+			}
+			b.WriteRune(c)
+		}
+		if neg {
+			return "-" + b.String()
+		}
+		return b.String()
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
