@@ -18,26 +18,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\t\t\t\t\n", s.Name, firstLine(s.Error))
 		}
 		for _, f := range s.Figures {
-			cell := func(t string) string {
-				v, ok := f.Values[t]
-				if !ok {
-					return "—"
-				}
-				return formatNumber(v)
-			}
-			ratio := func(t string) string {
-				k, ok1 := f.Values[TargetKproxy]
-				v, ok2 := f.Values[t]
-				if !ok1 || !ok2 || v == 0 {
-					return "—"
-				}
-				return strconv.FormatFloat(k/v, 'f', 2, 64)
-			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, f.Name, f.Unit,
-				cell(TargetDirect), cell(TargetHAProxy), cell(TargetKproxy), ratio(TargetDirect), ratio(TargetHAProxy))
+				cellValue(f, TargetDirect), cellValue(f, TargetHAProxy), cellValue(f, TargetKproxy), ratioValue(f, TargetDirect), ratioValue(f, TargetHAProxy))
 		}
 	}
 	return tw.Flush()
+}
+
+// cellValue is a target's value, or a dash when it was not measured.
+func cellValue(f Figure, t string) string {
+	v, ok := f.Values[t]
+	if !ok {
+		return "—"
+	}
+	return formatNumber(v)
+}
+
+// ratioValue is kproxy's value over t's.
+func ratioValue(f Figure, t string) string {
+	k, ok1 := f.Values[TargetKproxy]
+	v, ok2 := f.Values[t]
+	if !ok1 || !ok2 || v == 0 {
+		return "—"
+	}
+	return strconv.FormatFloat(k/v, 'f', 2, 64)
 }
 
 func firstLine(s string) string {
@@ -66,7 +70,7 @@ func formatNumber(v float64) string {
 			return "-" + b.String()
 		}
 		return b.String()
-	case a >= 100:
+	case a >= 100 || v == float64(int64(v)): // counts print as integers
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 10:
 		return strconv.FormatFloat(v, 'f', 1, 64)

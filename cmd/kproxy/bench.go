@@ -200,6 +200,9 @@ func writeFileWith(path string, write func(io.Writer) error) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // a report to share, not a secret
+		return err
+	}
 	return os.Rename(tmp.Name(), path)
 }
 
