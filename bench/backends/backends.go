@@ -183,6 +183,9 @@ func StartSink(addr string) (*Sink, error) {
 // Addr is the sink's "ip:port".
 func (s *Sink) Addr() string { return s.ln.Addr().String() }
 
+// Port is the sink's port.
+func (s *Sink) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+
 // Close stops accepting; open connections end when their clients close.
 func (s *Sink) Close() {
 	s.ln.Close()

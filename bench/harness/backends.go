@@ -8,15 +8,18 @@ import (
 )
 
 // Backends are the endpoints every service shares: a TCP and a UDP echo
-// backend on each of m loopback addresses, all on the same two ports (an
+// backend and a TCP sink on each of m loopback addresses, all on the same
+// three ports (an
 // EndpointSlice names one port for all its endpoints). Each answers with
 // its IP as its name, so a client sees which endpoint it reached.
 type Backends struct {
-	IPs     []string
-	TCPPort int
-	UDPPort int
-	tcp     []*backends.TCP
-	udp     []*backends.UDP
+	IPs      []string
+	TCPPort  int
+	UDPPort  int
+	SinkPort int // bulk: reads and discards
+	tcp      []*backends.TCP
+	udp      []*backends.UDP
+	sinks    []*backends.Sink
 }
 
 // startBackends starts m of each; the port is the one the kernel gives
@@ -51,6 +54,13 @@ func tryBackends(m int) (*Backends, error) {
 		}
 		b.udp = append(b.udp, u)
 		b.UDPPort = u.Port()
+		s, err := backends.StartSink(ip + ":" + strconv.Itoa(b.SinkPort))
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.sinks = append(b.sinks, s)
+		b.SinkPort = s.Port()
 		b.IPs = append(b.IPs, ip)
 	}
 	return b, nil
@@ -63,5 +73,8 @@ func (b *Backends) Close() {
 	}
 	for _, u := range b.udp {
 		u.Close()
+	}
+	for _, s := range b.sinks {
+		s.Close()
 	}
 }

@@ -8,9 +8,9 @@ import (
 )
 
 // writeHAProxyConfig writes HAProxy's equivalent of n TCP service ports:
-// one listen section per port (its own frontend and round-robin backend,
+// one listen section per port (and per bulk port, to the sinks) (its own frontend and round-robin backend,
 // as kproxy has a balancer per service port), tcp mode, 2 threads.
-func writeHAProxyConfig(dir string, n int, b *Backends) (string, error) {
+func writeHAProxyConfig(dir string, n int, b *Backends, bulk bool) (string, error) {
 	var c strings.Builder
 	// maxconn bounds HAProxy's fd needs (2 per connection plus the
 	// listeners) within the harness's fd limit.
@@ -21,6 +21,12 @@ func writeHAProxyConfig(dir string, n int, b *Backends) (string, error) {
 		for k, ip := range b.IPs {
 			fmt.Fprintf(&c, "  server e%d %s:%d\n", k, ip, b.TCPPort)
 		}
+		if bulk {
+			fmt.Fprintf(&c, "listen %s-bulk\n  bind %s:%d\n", serviceName(i), hostIP(haproxyNet, i), bulkServicePort)
+			for k, ip := range b.IPs {
+				fmt.Fprintf(&c, "  server e%d %s:%d\n", k, ip, b.SinkPort)
+			}
+		}
 	}
 	path := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(c.String()), 0o644); err != nil {
@@ -30,8 +36,8 @@ func writeHAProxyConfig(dir string, n int, b *Backends) (string, error) {
 }
 
 // startHAProxy runs HAProxy in the foreground (-db) on that config.
-func startHAProxy(bin, dir string, n int, b *Backends) (*Proc, error) {
-	cfg, err := writeHAProxyConfig(dir, n, b)
+func startHAProxy(bin, dir string, n int, b *Backends, bulk bool) (*Proc, error) {
+	cfg, err := writeHAProxyConfig(dir, n, b, bulk)
 	if err != nil {
 		return nil, err
 	}

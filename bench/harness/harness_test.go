@@ -66,7 +66,7 @@ func TestAddressPlan(t *testing.T) {
 
 func TestHAProxyConfig(t *testing.T) {
 	b := &Backends{IPs: []string{"127.1.0.1", "127.1.0.2"}, TCPPort: 9000}
-	path, err := writeHAProxyConfig(t.TempDir(), 3, b)
+	path, err := writeHAProxyConfig(t.TempDir(), 3, b, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +98,9 @@ func TestLoadModesDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for _, mode := range []string{ModeKeepAlive, ModeConn, ModeUDP} {
+	for _, mode := range []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk} {
 		t.Run(mode, func(t *testing.T) {
-			addrs := directAddrs(b, 3, mode == ModeUDP)
+			addrs := directAddrs(b, 3, mode)
 			start := time.Now()
 			res, err := runLoad(context.Background(), loadSpec{Mode: mode, Addrs: addrs, Clients: 2, Duration: 5 * time.Second, MaxOps: 300, Size: 64, PerConn: 10})
 			if err != nil {
@@ -124,7 +124,7 @@ func TestLoadModesDirect(t *testing.T) {
 	}
 	// Bounded by time: a load with no count bound ends after its duration.
 	start := time.Now()
-	if _, err := runLoad(context.Background(), loadSpec{Mode: ModeConn, Addrs: directAddrs(b, 2, false), Clients: 2, Duration: 200 * time.Millisecond, Size: 8, Rate: 200}); err != nil {
+	if _, err := runLoad(context.Background(), loadSpec{Mode: ModeConn, Addrs: directAddrs(b, 2, ModeConn), Clients: 2, Duration: 200 * time.Millisecond, Size: 8, Rate: 200}); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 3*time.Second {

@@ -22,7 +22,11 @@ const (
 	ModeKeepAlive = "keepalive" // requests over a connection, PerConn of them, then the next port
 	ModeConn      = "conn"      // a new TCP connection per request
 	ModeUDP       = "udp"       // one datagram and its echo per request
+	ModeBulk      = "bulk"      // one connection per client to a sink; a request is bulkOp bytes written
 )
+
+// bulkOp is one bulk "request": 1 MiB, in 256 KiB writes.
+const bulkOp = 1 << 20
 
 // requestTimeout bounds one TCP request, udpTimeout one datagram's echo:
 // a request that takes longer is an error (a lost datagram).
@@ -39,7 +43,7 @@ type loadSpec struct {
 	Duration time.Duration
 	MaxOps   int64 // stops at this many requests even before Duration
 	Size     int   // request (and echo) bytes
-	PerConn  int   // keepalive: requests per connection
+	PerConn  int   // keepalive and bulk: requests per connection
 	Rate     float64
 	Live     *live // counts as it goes, for the timeline and the progress bar
 }
@@ -127,6 +131,7 @@ type client struct {
 	seq     uint64
 	payload []byte
 	buf     []byte
+	bulk    []byte
 }
 
 func (cl *client) run(ctx context.Context, issued *atomic.Int64, start time.Time) {
@@ -180,6 +185,8 @@ func (cl *client) run(ctx context.Context, issued *atomic.Int64, start time.Time
 		case ModeUDP:
 			port = cl.own[k%len(cl.own)]
 			err = cl.udpRequest(port)
+		case ModeBulk:
+			port, err = cl.bulkRequest()
 		default:
 			err = fmt.Errorf("unknown mode %q", spec.Mode)
 		}
@@ -240,6 +247,33 @@ func (cl *client) keepAliveRequest() (int, error) {
 	if err := cl.echo(cl.conn, cl.rd); err != nil {
 		cl.close()
 		return port, err
+	}
+	return port, nil
+}
+
+// bulkRequest writes bulkOp bytes over the client's connection, moving
+// to its next port after PerConn of them (or an error), as keepalive does.
+func (cl *client) bulkRequest() (int, error) {
+	if cl.conn == nil || cl.used >= cl.spec.PerConn {
+		cl.close()
+		cl.cur = (cl.cur + 1) % len(cl.own)
+		c, err := net.DialTimeout("tcp", cl.spec.Addrs[cl.own[cl.cur]], requestTimeout)
+		if err != nil {
+			return cl.own[cl.cur], err
+		}
+		cl.conn, cl.used = c, 0
+		if len(cl.bulk) == 0 {
+			cl.bulk = make([]byte, 256<<10)
+		}
+	}
+	port := cl.own[cl.cur]
+	cl.used++
+	cl.conn.SetDeadline(time.Now().Add(requestTimeout))
+	for sent := 0; sent < bulkOp; sent += len(cl.bulk) {
+		if _, err := cl.conn.Write(cl.bulk); err != nil {
+			cl.close()
+			return port, fmt.Errorf("write: %w", err)
+		}
 	}
 	return port, nil
 }

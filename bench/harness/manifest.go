@@ -10,9 +10,9 @@ import (
 // service is one Service of the file source: a cluster IP, a TCP and/or
 // UDP port, and the IPs of its endpoints.
 type service struct {
-	IP        string
-	TCP, UDP  bool
-	Endpoints []string
+	IP             string
+	TCP, UDP, Bulk bool
+	Endpoints      []string
 }
 
 // manifests writes services as Service and EndpointSlice manifests into a
@@ -23,6 +23,7 @@ type manifests struct {
 	perFile  int
 	tcpPort  int // the backends' ports: the services' target ports
 	udpPort  int
+	sinkPort int
 	services []service
 }
 
@@ -74,12 +75,18 @@ func (m *manifests) writeService(b *strings.Builder, i int) {
 	if s.UDP {
 		fmt.Fprintf(b, "  - {name: udp, protocol: UDP, port: %d, targetPort: %d}\n", udpServicePort, m.udpPort)
 	}
+	if s.Bulk {
+		fmt.Fprintf(b, "  - {name: bulk, protocol: TCP, port: %d, targetPort: %d}\n", bulkServicePort, m.sinkPort)
+	}
 	fmt.Fprintf(b, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: %s, namespace: bench, labels: {kubernetes.io/service-name: %s}}\naddressType: IPv4\nports:\n", name, name)
 	if s.TCP {
 		fmt.Fprintf(b, "- {name: tcp, protocol: TCP, port: %d}\n", m.tcpPort)
 	}
 	if s.UDP {
 		fmt.Fprintf(b, "- {name: udp, protocol: UDP, port: %d}\n", m.udpPort)
+	}
+	if s.Bulk {
+		fmt.Fprintf(b, "- {name: bulk, protocol: TCP, port: %d}\n", m.sinkPort)
 	}
 	b.WriteString("endpoints:\n")
 	for _, ip := range s.Endpoints {

@@ -48,9 +48,9 @@ func (e *env) loadRound(ctx context.Context, t target, spec loadSpec, label stri
 }
 
 // awaitReady waits until every address of t forwards, reporting progress.
-func (e *env) awaitReady(ctx context.Context, t target, udp bool, start time.Time) (*readiness, error) {
+func (e *env) awaitReady(ctx context.Context, t target, mode string, start time.Time) (*readiness, error) {
 	e.progress.step(fmt.Sprintf("%s: %d ports coming up", t.name, len(t.addrs)), 0)
-	r, err := awaitForwarding(ctx, t.proc, t.addrs, udp, start, e.o.ReadyTimeout)
+	r, err := awaitForwarding(ctx, t.proc, t.addrs, mode, start, e.o.ReadyTimeout)
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", t.name, err)
 	}

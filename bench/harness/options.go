@@ -30,7 +30,7 @@ type Options struct {
 	Ports     int           `json:"ports"`     // N service ports
 	Endpoints int           `json:"endpoints"` // M endpoints (backends) each
 	Clients   int           `json:"clients"`   // C concurrent clients
-	Modes     []string      `json:"modes"`     // keepalive, conn, udp
+	Modes     []string      `json:"modes"`     // keepalive, conn, udp, bulk
 	Rounds    int           `json:"rounds"`    // interleaved rounds per target
 	Duration  time.Duration `json:"duration"`  // one round; the storm and the churn last as long
 	Size      int           `json:"size"`      // request bytes
@@ -64,7 +64,7 @@ func (o *Options) Defaults() {
 	def(&o.PerConn, 100)
 	def(&o.Services, o.Ports)
 	if len(o.Modes) == 0 {
-		o.Modes = []string{ModeKeepAlive, ModeConn, ModeUDP}
+		o.Modes = []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk}
 	}
 	if o.Duration == 0 {
 		o.Duration = 5 * time.Second
@@ -110,8 +110,8 @@ func (o *Options) Validate() error {
 		return errors.New("duration and rates must be positive")
 	}
 	for _, m := range o.Modes {
-		if !slices.Contains([]string{ModeKeepAlive, ModeConn, ModeUDP}, m) {
-			return fmt.Errorf("mode %q: want keepalive, conn or udp", m)
+		if !slices.Contains([]string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk}, m) {
+			return fmt.Errorf("mode %q: want keepalive, conn, udp or bulk", m)
 		}
 	}
 	for _, c := range o.Compare {

@@ -28,7 +28,7 @@ const retryPause = 5 * time.Millisecond
 // awaitForwarding probes every address until it forwards (a TCP client
 // reads the backend's name; a UDP one gets its echo), or fails when the
 // process exits, ctx ends or limit passes.
-func awaitForwarding(ctx context.Context, p *Proc, addrs []string, udp bool, start time.Time, limit time.Duration) (*readiness, error) {
+func awaitForwarding(ctx context.Context, p *Proc, addrs []string, mode string, start time.Time, limit time.Duration) (*readiness, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	if p != nil {
@@ -48,7 +48,7 @@ func awaitForwarding(ctx context.Context, p *Proc, addrs []string, udp bool, sta
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				listen, forward, ok := probeUntil(ctx, addrs[i], udp, start)
+				listen, forward, ok := probeUntil(ctx, addrs[i], mode, start)
 				if !ok {
 					return
 				}
@@ -86,9 +86,9 @@ feed:
 }
 
 // probeUntil dials addr until it forwards; ok is false when ctx ended first.
-func probeUntil(ctx context.Context, addr string, udp bool, start time.Time) (listen, forward time.Duration, ok bool) {
+func probeUntil(ctx context.Context, addr string, mode string, start time.Time) (listen, forward time.Duration, ok bool) {
 	for {
-		accepted, forwarded := probeOnce(addr, udp)
+		accepted, forwarded := probeOnce(addr, mode)
 		if accepted && listen == 0 {
 			listen = time.Since(start)
 		}
@@ -103,9 +103,10 @@ func probeUntil(ctx context.Context, addr string, udp bool, start time.Time) (li
 	}
 }
 
-// probeOnce makes one connection (or one datagram exchange).
-func probeOnce(addr string, udp bool) (accepted, forwarded bool) {
-	if udp {
+// probeOnce makes one connection (or one datagram exchange). A sink
+// (bulk) says nothing: a connection it accepts is all a probe sees.
+func probeOnce(addr string, mode string) (accepted, forwarded bool) {
+	if mode == ModeUDP {
 		c, err := net.Dial("udp", addr)
 		if err != nil {
 			return false, false
@@ -125,6 +126,9 @@ func probeOnce(addr string, udp bool) (accepted, forwarded bool) {
 		return false, false
 	}
 	defer c.Close()
+	if mode == ModeBulk {
+		return true, true
+	}
 	c.SetDeadline(time.Now().Add(2 * time.Second))
 	_, err = bufio.NewReader(c).ReadString('\n')
 	return true, err == nil

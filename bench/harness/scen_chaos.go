@@ -13,7 +13,7 @@ import (
 // failures on the ports the storm crashed apart from the untouched ones.
 func runChaos(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
-	m, err := e.writeServices(o.Ports, true, false, e.backends.IPs)
+	m, err := e.writeServices(o.Ports, []string{ModeConn})
 	if err != nil {
 		return err
 	}
@@ -24,8 +24,8 @@ func runChaos(ctx context.Context, e *env, res *ScenarioResult) error {
 	defer kp.Stop()
 	smp := startSampler(time.Now(), e.live, timelineInterval(2*o.Duration), kp)
 	defer func() { res.Timeline = smp.stop() }()
-	kt := target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, false)}
-	if _, err := e.awaitReady(ctx, kt, false, time.Now()); err != nil {
+	kt := target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, ModeConn)}
+	if _, err := e.awaitReady(ctx, kt, ModeConn, time.Now()); err != nil {
 		return err
 	}
 	spec := loadSpec{Mode: ModeConn, Clients: o.Clients, Duration: o.Duration, Size: o.Size, Rate: o.LoadRate, MaxOps: 1 << 40}

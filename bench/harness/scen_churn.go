@@ -22,7 +22,7 @@ const applyLimit = 30 * time.Second
 func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
 	pool := e.backends.IPs
-	m := &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: 100, tcpPort: e.backends.TCPPort, udpPort: e.backends.UDPPort}
+	m := &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: 100, tcpPort: e.backends.TCPPort, udpPort: e.backends.UDPPort, sinkPort: e.backends.SinkPort}
 	owner := make([]int, o.Services) // index into pool of each service's one endpoint
 	for i := range o.Services {
 		owner[i] = i % len(pool)
@@ -38,8 +38,8 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	defer kp.Stop()
 	smp := startSampler(time.Now(), e.live, timelineInterval(o.Duration), kp)
 	defer func() { res.Timeline = smp.stop() }()
-	kt := target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Services, false)}
-	if _, err := e.awaitReady(ctx, kt, false, time.Now()); err != nil {
+	kt := target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Services, ModeConn)}
+	if _, err := e.awaitReady(ctx, kt, ModeConn, time.Now()); err != nil {
 		return err
 	}
 
@@ -153,7 +153,7 @@ const (
 
 // churnProbePause paces the connections that look for the new endpoint:
 // kproxy announces nothing per change, so probing is how a client sees it.
-const churnProbePause = 2 * time.Millisecond
+const churnProbePause = 5 * time.Millisecond
 
 // awaitEndpoint connects to addr until a connection reaches the backend
 // named want, and returns how long after changed that was.

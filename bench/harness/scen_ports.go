@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -13,9 +14,7 @@ import (
 // kproxy and what it is compared with, in interleaved rounds.
 func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
-	udp := o.hasMode(ModeUDP)
-	tcp := o.hasMode(ModeKeepAlive) || o.hasMode(ModeConn)
-	m, err := e.writeServices(o.Ports, tcp, udp, e.backends.IPs)
+	m, err := e.writeServices(o.Ports, o.Modes)
 	if err != nil {
 		return err
 	}
@@ -25,9 +24,10 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 	}
 	defer kp.Stop()
 	procs := []*Proc{kp}
+	tcpModes := slices.DeleteFunc(slices.Clone(o.Modes), func(m string) bool { return m == ModeUDP })
 	var hp *Proc
-	if o.compares(TargetHAProxy) && tcp {
-		if hp, err = startHAProxy(o.HAProxy, e.dir, o.Ports, e.backends); err != nil {
+	if o.compares(TargetHAProxy) && len(tcpModes) > 0 {
+		if hp, err = startHAProxy(o.HAProxy, e.dir, o.Ports, e.backends, o.hasMode(ModeBulk)); err != nil {
 			return err
 		}
 		defer hp.Stop()
@@ -37,30 +37,23 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 	smp := startSampler(time.Now(), e.live, timelineInterval(plan), procs...)
 	defer func() { res.Timeline = smp.stop() }()
 
-	kt := target{name: TargetKproxy, proc: kp}
-	if tcp {
-		kt.addrs = serviceAddrs(kproxyNet, o.Ports, false)
-		if _, err := e.awaitReady(ctx, kt, false, time.Now()); err != nil {
+	for _, mode := range o.Modes {
+		if _, err := e.awaitReady(ctx, target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, mode)}, mode, time.Now()); err != nil {
 			return err
 		}
-	}
-	if udp {
-		if _, err := e.awaitReady(ctx, target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, true)}, true, time.Now()); err != nil {
-			return err
-		}
-	}
-	if hp != nil {
-		if _, err := e.awaitReady(ctx, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, false)}, false, time.Now()); err != nil {
-			return err
+		if hp != nil && mode != ModeUDP {
+			if _, err := e.awaitReady(ctx, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, mode)}, mode, time.Now()); err != nil {
+				return err
+			}
 		}
 	}
 	for _, mode := range o.Modes {
-		targets := []target{{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, mode == ModeUDP)}}
+		targets := []target{{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, mode)}}
 		if o.compares(TargetDirect) {
-			targets = append(targets, target{name: TargetDirect, addrs: directAddrs(e.backends, o.Ports, mode == ModeUDP)})
+			targets = append(targets, target{name: TargetDirect, addrs: directAddrs(e.backends, o.Ports, mode)})
 		}
 		if hp != nil && mode != ModeUDP { // HAProxy proxies no UDP
-			targets = append(targets, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, false)})
+			targets = append(targets, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, mode)})
 		}
 		if err := e.portsMode(ctx, res, mode, targets); err != nil {
 			return err
@@ -71,6 +64,9 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s after the load: RSS %.1f MiB, %d fds, %d threads, %d goroutines",
 				p.Name, float64(pt.RSS)/(1<<20), pt.FDs, pt.Threads, pt.Goroutines))
 		}
+	}
+	if o.hasMode(ModeBulk) {
+		res.Notes = append(res.Notes, fmt.Sprintf("bulk: each client streams to a sink over one connection; a request is %d MiB written", bulkOp>>20))
 	}
 	return nil
 }
@@ -123,6 +119,20 @@ func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, t
 		p99[t.name] = float64(h.ValueAtQuantile(99))
 		res.Latency = append(res.Latency, curve(t.name, mode, h))
 	}
+	if mode == ModeBulk { // a request is bulkOp bytes: report bits and CPU per GiB
+		scale := func(v map[string]float64, f float64) map[string]float64 {
+			out := map[string]float64{}
+			for k, x := range v {
+				out[k] = x * f
+			}
+			return out
+		}
+		res.Figures = append(res.Figures,
+			figure("bulk: throughput", "Gbit/s", false, scale(rate, bulkOp*8/1e9)),
+			figure("bulk: CPU per GiB", "ms", true, scale(cpu, (1<<30)/bulkOp/1000)),
+			figure("bulk: failed writes", "", true, failed))
+		return nil
+	}
 	res.Figures = append(res.Figures,
 		figure(mode+": requests/s", "req/s", false, rate),
 		figure(mode+": CPU per request", "µs", true, cpu),
@@ -132,12 +142,16 @@ func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, t
 	return nil
 }
 
-// writeServices writes n services with the given endpoints, 1,000 to a file.
-func (e *env) writeServices(n int, tcp, udp bool, endpoints []string) (*manifests, error) {
-	m := &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: 1000, tcpPort: e.backends.TCPPort, udpPort: e.backends.UDPPort}
-	eps := endpoints[:min(e.o.Endpoints, len(endpoints))]
+// writeServices writes n services with ports for the load modes and
+// the first M backends as endpoints, 1,000 services to a file.
+func (e *env) writeServices(n int, modes []string) (*manifests, error) {
+	b := e.backends
+	m := &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: 1000, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort}
+	eps := b.IPs[:min(e.o.Endpoints, len(b.IPs))]
+	tcp := slices.Contains(modes, ModeKeepAlive) || slices.Contains(modes, ModeConn)
 	for i := range n {
-		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: tcp, UDP: udp, Endpoints: eps})
+		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: tcp, UDP: slices.Contains(modes, ModeUDP),
+			Bulk: slices.Contains(modes, ModeBulk), Endpoints: eps})
 	}
 	return m, m.writeAll()
 }

@@ -12,7 +12,7 @@ import (
 // and the process's size once they do.
 func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
-	m, err := e.writeServices(o.Ports, true, false, e.backends.IPs)
+	m, err := e.writeServices(o.Ports, []string{ModeConn})
 	if err != nil {
 		return err
 	}
@@ -34,18 +34,18 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			if name == TargetKproxy {
 				p, _, err = startKproxy(o, e.dir, m.dir, false)
 			} else {
-				p, err = startHAProxy(o.HAProxy, e.dir, o.Ports, e.backends)
+				p, err = startHAProxy(o.HAProxy, e.dir, o.Ports, e.backends, false)
 			}
 			if err != nil {
 				return err
 			}
-			t := target{name: name, proc: p, addrs: serviceAddrs(map[string]byte{TargetKproxy: kproxyNet, TargetHAProxy: haproxyNet}[name], o.Ports, false)}
+			t := target{name: name, proc: p, addrs: serviceAddrs(map[string]byte{TargetKproxy: kproxyNet, TargetHAProxy: haproxyNet}[name], o.Ports, ModeConn)}
 			var smp *sampler
 			if r < len(names) { // the first start of each: its timeline
 				smp = startSampler(p.Started(), e.live, 100*time.Millisecond, p)
 			}
 			e.progress.step(fmt.Sprintf("startup %s: round %d/%d", name, r+1, o.Rounds), 0)
-			ready, err := e.awaitReady(ctx, t, false, p.Started())
+			ready, err := e.awaitReady(ctx, t, ModeConn, p.Started())
 			if err != nil {
 				if smp != nil {
 					res.Timeline = append(res.Timeline, smp.stop()...)
@@ -61,7 +61,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			// Probing ports that are all ready again shows the probe's own
 			// floor: how long it takes to see N ports at all.
 			floorStart := time.Now()
-			floor, err := awaitForwarding(ctx, p, t.addrs, false, floorStart, o.ReadyTimeout)
+			floor, err := awaitForwarding(ctx, p, t.addrs, ModeConn, floorStart, o.ReadyTimeout)
 			if smp != nil {
 				res.Timeline = append(res.Timeline, smp.stop()...)
 			}

@@ -13,8 +13,9 @@ const (
 	kproxyNet  = 2 // 127.2.0.0/16: kproxy's service IPs
 	haproxyNet = 3 // 127.3.0.0/16: HAProxy's frontends
 
-	tcpServicePort = 8080
-	udpServicePort = 8053
+	tcpServicePort  = 8080
+	udpServicePort  = 8053
+	bulkServicePort = 8081 // to the sinks
 
 	// maxPorts is how many addresses one /16 gives (no .0.0, no broadcast).
 	maxPorts = 65534
@@ -26,12 +27,20 @@ func hostIP(net byte, i int) string {
 	return fmt.Sprintf("127.%d.%d.%d", net, n>>8, n&0xff)
 }
 
-// serviceAddrs are the n service addresses of one party for a protocol.
-func serviceAddrs(net byte, n int, udp bool) []string {
-	port := tcpServicePort
-	if udp {
-		port = udpServicePort
+// servicePort is the port a load mode uses.
+func servicePort(mode string) int {
+	switch mode {
+	case ModeUDP:
+		return udpServicePort
+	case ModeBulk:
+		return bulkServicePort
 	}
+	return tcpServicePort
+}
+
+// serviceAddrs are the n service addresses of one party for a load mode.
+func serviceAddrs(net byte, n int, mode string) []string {
+	port := servicePort(mode)
 	out := make([]string, n)
 	for i := range out {
 		out[i] = hostIP(net, i) + ":" + strconv.Itoa(port)
@@ -52,15 +61,14 @@ func serviceIndex(name string) (int, bool) {
 
 // directAddrs are what a client connects to without a proxy: service
 // port i's share of the backends, round-robin, as a proxy would spread it.
-func directAddrs(b *Backends, n int, udp bool) []string {
+func directAddrs(b *Backends, n int, mode string) []string {
+	port := map[string]int{ModeUDP: b.UDPPort, ModeBulk: b.SinkPort}[mode]
+	if port == 0 {
+		port = b.TCPPort
+	}
 	out := make([]string, n)
 	for i := range out {
-		ip := b.IPs[i%len(b.IPs)]
-		if udp {
-			out[i] = net.JoinHostPort(ip, strconv.Itoa(b.UDPPort))
-		} else {
-			out[i] = net.JoinHostPort(ip, strconv.Itoa(b.TCPPort))
-		}
+		out[i] = net.JoinHostPort(b.IPs[i%len(b.IPs)], strconv.Itoa(port))
 	}
 	return out
 }

@@ -26,8 +26,9 @@ against direct connections and HAProxy in the same run
 
 Scenarios:
   startup  time until N service ports listen and forward; RSS, fds, goroutines per port
-  ports    N ports x M endpoints, C clients, modes keepalive, conn, udp: requests/s,
-           latency percentiles, CPU per request from /proc, in interleaved rounds
+  ports    N ports x M endpoints, C clients, modes keepalive, conn, udp, bulk:
+           requests/s (bulk: Gbit/s), latency percentiles, CPU per request (bulk:
+           per GiB) of each proxy process from /proc, in interleaved rounds
   churn    endpoint changes at R/s across S services through the file source, with
            traffic flowing: change-to-applied latency, failed requests
   chaos    a crash storm through the admin API during load: failures on crashed and
@@ -46,11 +47,11 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.Ports, "ports", 100, "N: service ports")
 	fs.IntVar(&o.Endpoints, "endpoints", 2, "M: endpoints (backends) per service port")
 	fs.IntVar(&o.Clients, "clients", 16, "C: concurrent clients, spread over all ports")
-	modes := fs.String("modes", "keepalive,conn,udp", "ports: load modes (keepalive: requests over a connection; conn: a connection per request; udp)")
+	modes := fs.String("modes", "keepalive,conn,udp,bulk", "ports: load modes (keepalive: requests over a connection; conn: a connection per request; udp: a datagram and its echo; bulk: streams to a sink, 1 MiB a request)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "interleaved rounds per target (medians are reported); startup: starts per proxy")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "one round of load; the churn and the storm last as long")
 	fs.IntVar(&o.Size, "size", 64, "bytes per request (echoed)")
-	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive: requests per connection before the client moves to its next port")
+	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive and bulk: requests per connection before the client moves to its next port")
 	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), comma-separated")
 	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
