@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +172,23 @@ func TestReportRenders(t *testing.T) {
 	// latency, requests/s and CPU bars, requests/s, RSS, fds and goroutines over time
 	if n := strings.Count(html.String(), "echarts.init"); n != 7 {
 		t.Errorf("%d charts, want 7", n)
+	}
+}
+
+// A listener appears in /proc/net/tcp: the startup scenario's listening time.
+func TestWatchListeners(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.2.250.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	wait, err := watchListeners(ctx, []string{ln.Addr().String()}, time.Now())
+	if err != nil {
+		t.Skip(err)
+	}
+	if got := wait(); got[0] <= 0 {
+		t.Fatalf("listener not seen: %v", got)
 	}
 }

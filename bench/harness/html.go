@@ -87,14 +87,15 @@ func scenarioCharts(s *ScenarioResult) []render.Renderer {
 		series := map[string][][2]float64{}
 		var names []string
 		for _, c := range s.Ready {
-			names = append(names, c.Target)
+			name := c.Target + " " + c.Kind
+			names = append(names, name)
 			step := max(1, len(c.Seconds)/500)
 			for i := 0; i < len(c.Seconds); i += step {
-				series[c.Target] = append(series[c.Target], [2]float64{c.Seconds[i], float64(i + 1)})
+				series[name] = append(series[name], [2]float64{c.Seconds[i], float64(i + 1)})
 			}
-			series[c.Target] = append(series[c.Target], [2]float64{c.Seconds[len(c.Seconds)-1], float64(len(c.Seconds))})
+			series[name] = append(series[name], [2]float64{c.Seconds[len(c.Seconds)-1], float64(len(c.Seconds))})
 		}
-		out = append(out, lineXY("ports forwarding since the process started", "s", "ports", names, series))
+		out = append(out, lineXY("ports listening and forwarding since the process started", "s", "ports", names, series))
 	}
 	if s.Churn != nil {
 		out = append(out, latencyChart("change → applied latency", []LatencyCurve{s.Churn.Latency}, s.Churn.Latency.Mode))

@@ -87,10 +87,11 @@ func curve(target, mode string, h *hdrhistogram.Histogram) LatencyCurve {
 	return c
 }
 
-// ReadyCurve is when each port of a target first forwarded (sorted), from
-// the process's start: ports forwarding over time.
+// ReadyCurve is when each port of a target first listened or forwarded
+// (sorted), from the process's start: ports up over time.
 type ReadyCurve struct {
 	Target  string    `json:"target"`
+	Kind    string    `json:"kind"` // listening or forwarding
 	Seconds []float64 `json:"seconds"`
 }
 
