@@ -184,11 +184,12 @@ func TestWatchListeners(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	wait, err := watchListeners(ctx, []string{ln.Addr().String()}, time.Now())
+	w, err := watchListeners(ctx, []string{ln.Addr().String()}, time.Now())
 	if err != nil {
 		t.Skip(err)
 	}
-	if got := wait(); got[0] <= 0 {
+	<-w.listening(0)
+	if got := w.times(); got[0] <= 0 {
 		t.Fatalf("listener not seen: %v", got)
 	}
 }

@@ -49,8 +49,12 @@ func (e *env) loadRound(ctx context.Context, t target, spec loadSpec, label stri
 
 // awaitReady waits until every address of t forwards, reporting progress.
 func (e *env) awaitReady(ctx context.Context, t target, mode string, start time.Time) (*readiness, error) {
+	return e.awaitReadyGated(ctx, t, mode, start, nil)
+}
+
+func (e *env) awaitReadyGated(ctx context.Context, t target, mode string, start time.Time, gate func(int) <-chan struct{}) (*readiness, error) {
 	e.progress.step(fmt.Sprintf("%s: %d ports coming up", t.name, len(t.addrs)), 0)
-	r, err := awaitForwarding(ctx, t.proc, t.addrs, mode, start, e.o.ReadyTimeout)
+	r, err := awaitForwarding(ctx, t.proc, t.addrs, mode, start, e.o.ReadyTimeout, gate)
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", t.name, err)
 	}

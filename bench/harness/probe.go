@@ -27,8 +27,10 @@ const retryPause = 5 * time.Millisecond
 
 // awaitForwarding probes every address until it forwards (a TCP client
 // reads the backend's name; a UDP one gets its echo), or fails when the
-// process exits, ctx ends or limit passes.
-func awaitForwarding(ctx context.Context, p *Proc, addrs []string, mode string, start time.Time, limit time.Duration) (*readiness, error) {
+// process exits, ctx ends or limit passes. With gate, an address is first
+// probed once gate(i) is closed (it listens), so no probe loads the
+// proxy by dialing ports that are not open yet.
+func awaitForwarding(ctx context.Context, p *Proc, addrs []string, mode string, start time.Time, limit time.Duration, gate func(int) <-chan struct{}) (*readiness, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	if p != nil {
@@ -48,6 +50,13 @@ func awaitForwarding(ctx context.Context, p *Proc, addrs []string, mode string, 
 		go func() {
 			defer wg.Done()
 			for i := range work {
+				if gate != nil {
+					select {
+					case <-gate(i):
+					case <-ctx.Done():
+						return
+					}
+				}
 				listen, forward, ok := probeUntil(ctx, addrs[i], mode, start)
 				if !ok {
 					return

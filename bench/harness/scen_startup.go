@@ -61,8 +61,12 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			}
 			e.progress.step(fmt.Sprintf("startup %s: round %d/%d", name, r+1, o.Rounds), 0)
 			wctx, stopWatch := context.WithCancel(ctx)
-			listening, werr := watchListeners(wctx, t.addrs, p.Started())
-			ready, err := e.awaitReady(ctx, t, ModeConn, p.Started())
+			watch, werr := watchListeners(wctx, t.addrs, p.Started())
+			var gate func(int) <-chan struct{}
+			if werr == nil {
+				gate = watch.listening
+			}
+			ready, err := e.awaitReadyGated(ctx, t, ModeConn, p.Started(), gate)
 			if err != nil {
 				stopWatch()
 				if smp != nil {
@@ -75,7 +79,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			// at its next scan.
 			listen := ready.Listen
 			if werr == nil {
-				listen = listening()
+				listen = watch.times()
 			}
 			stopWatch()
 			pt, err := procFigures(p)
@@ -86,7 +90,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			// Probing ports that are all ready again shows the probe's own
 			// floor: how long it takes to see N ports at all.
 			floorStart := time.Now()
-			floor, err := awaitForwarding(ctx, p, t.addrs, ModeConn, floorStart, o.ReadyTimeout)
+			floor, err := awaitForwarding(ctx, p, t.addrs, ModeConn, floorStart, o.ReadyTimeout, nil)
 			if smp != nil {
 				res.Timeline = append(res.Timeline, smp.stop()...)
 			}
@@ -128,6 +132,6 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"threads", "", true, vals(func(g *sizes) []float64 { return g.threads }, 1)),
 		figure(label+"goroutines per port", "", true, vals(func(g *sizes) []float64 { return g.goroutines }, 1/n)),
 		figure(label+"probe floor (ready ports probed again)", "s", true, vals(func(g *sizes) []float64 { return g.floor }, 1)))
-	res.Notes = append(res.Notes, fmt.Sprintf("times are from the process's start until the last port listens (its socket in /proc/net/tcp, read every %v) and forwards (its first reply from a backend, seen by %d probing clients retrying every %v: an upper bound, since probing N ports takes time of its own, the probe floor: the same probe over ports already up)", listenScanInterval, probeWorkers, retryPause))
+	res.Notes = append(res.Notes, fmt.Sprintf("times are from the process's start until the last port listens (its listening socket as the kernel's sock_diag lists it, asked every %v) and forwards (its first reply from a backend, seen by %d probing clients once the port listens, retrying every %v: an upper bound, since probing N ports takes time of its own, the probe floor: the same probe over ports already up)", listenScanInterval, probeWorkers, retryPause))
 	return nil
 }
