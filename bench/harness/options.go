@@ -43,6 +43,10 @@ type Options struct {
 	ChaosKinds []string `json:"chaosKinds"` // chaos: actor kinds
 	Seed       uint64   `json:"seed"`
 
+	// ChurnSource, when set, holds the churn scenario's services instead
+	// of manifest files (a test's real API server).
+	ChurnSource ChurnSource `json:"-"`
+
 	ReadyTimeout time.Duration `json:"readyTimeout"` // how long ports may take to forward
 	WorkDir      string        `json:"-"`            // manifests, configs, logs
 	Progress     io.Writer     `json:"-"`            // a terminal for the progress bar, or nil

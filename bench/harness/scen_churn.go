@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -21,24 +20,27 @@ const applyLimit = 30 * time.Second
 // that reaches the new endpoint.
 func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
-	pool := e.backends.IPs
-	m := &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: 100, tcpPort: e.backends.TCPPort, udpPort: e.backends.UDPPort, sinkPort: e.backends.SinkPort}
-	owner := make([]int, o.Services) // index into pool of each service's one endpoint
-	for i := range o.Services {
+	src := o.ChurnSource
+	if src == nil {
+		f, err := newFileChurn(e, o.Services)
+		if err != nil {
+			return err
+		}
+		src = f
+	}
+	pool, addrs := src.Pool(), src.Addrs()
+	owner := make([]int, len(addrs)) // index into pool of each service's one endpoint
+	for i := range owner {
 		owner[i] = i % len(pool)
-		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: true, Endpoints: []string{pool[owner[i]]}})
 	}
-	if err := m.writeAll(); err != nil {
-		return err
-	}
-	kp, _, err := startKproxy(o, e.dir, m.dir, false)
+	kp, _, err := startKproxySource(o, e.dir, src.KproxyArgs(), false)
 	if err != nil {
 		return err
 	}
 	defer kp.Stop()
 	smp := startSampler(time.Now(), e.live, timelineInterval(o.Duration), kp)
 	defer func() { res.Timeline = smp.stop() }()
-	kt := target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Services, ModeConn)}
+	kt := target{name: TargetKproxy, proc: kp, addrs: addrs}
 	if _, err := e.awaitReady(ctx, kt, ModeConn, time.Now()); err != nil {
 		return err
 	}
@@ -52,13 +54,13 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	loadDone := make(chan loadOut, 1)
 	go func() {
 		r, round, err := e.loadRound(ctx, kt, loadSpec{Mode: ModeConn, Clients: o.Clients, Duration: o.Duration, Size: o.Size, Rate: o.LoadRate, MaxOps: 1 << 40},
-			fmt.Sprintf("churn: %d services, %.0f changes/s", o.Services, o.ChurnRate))
+			fmt.Sprintf("churn: %d services, %.0f changes/s", len(addrs), o.ChurnRate))
 		loadDone <- loadOut{r, round, err}
 	}()
 
-	d := &ChurnDetail{Source: "file", Changes: max(1, int(o.ChurnRate*o.Duration.Seconds()))}
+	d := &ChurnDetail{Source: src.Name(), Changes: max(1, int(o.ChurnRate*o.Duration.Seconds()))}
 	var mu sync.Mutex
-	gen := make([]int, o.Services)
+	gen := make([]int, len(addrs))
 	hist := newHist()
 	perSecond := map[int]float64{}
 	var wg sync.WaitGroup
@@ -73,7 +75,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 			continue
 		case <-tick.C:
 		}
-		i := j % o.Services
+		i := j % len(addrs)
 		owner[i] = (owner[i] + 1) % len(pool)
 		want := pool[owner[i]]
 		mu.Lock()
@@ -81,7 +83,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		g := gen[i]
 		mu.Unlock()
 		changed := time.Now()
-		if werr = m.set(i, []string{want}); werr != nil {
+		if werr = src.Set(ctx, i, want); werr != nil {
 			break
 		}
 		second := int(changed.Sub(begin).Seconds())
@@ -107,6 +109,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 			}
 		}()
 	}
+	achieved := float64(d.Changes) / time.Since(begin).Seconds()
 	wg.Wait()
 	out := <-loadDone
 	if werr != nil {
@@ -128,9 +131,10 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	res.Churn = d
 	res.Rounds = append(res.Rounds, out.round)
 	k := func(v float64) map[string]float64 { return map[string]float64{TargetKproxy: v} }
-	label := fmt.Sprintf("%d services, %.0f changes/s: ", o.Services, o.ChurnRate)
+	label := fmt.Sprintf("%s source, %d services, %.0f changes/s: ", src.Name(), len(addrs), o.ChurnRate)
 	ms := func(q float64) float64 { return float64(hist.ValueAtQuantile(q)) / 1000 }
 	res.Figures = append(res.Figures,
+		figure(label+"changes made per second", "/s", false, k(achieved)),
 		figure(label+"change→applied p50", "ms", true, k(ms(50))),
 		figure(label+"change→applied p99", "ms", true, k(ms(99))),
 		figure(label+"change→applied max", "ms", true, k(ms(100))),
