@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"path/filepath"
+	"sync"
 )
 
 // ChurnSource holds the churn scenario's services (one TCP port each, one
@@ -18,13 +19,15 @@ type ChurnSource interface {
 	// services' target port, and answers with its IP as its name. Service
 	// i starts with Pool()[i%len(Pool())].
 	Pool() []string
-	// Set makes endpoint service i's only endpoint.
+	// Set makes endpoint service i's only endpoint. It is called
+	// concurrently, for different services.
 	Set(ctx context.Context, i int, endpoint string) error
 }
 
 // fileChurn is the file source: a directory of manifests, 100 services to
 // a file, so a change rewrites one small file.
 type fileChurn struct {
+	mu    sync.Mutex // Set is called concurrently; files are written one at a time
 	m     *manifests
 	pool  []string
 	addrs []string
@@ -46,5 +49,7 @@ func (f *fileChurn) Addrs() []string      { return f.addrs }
 func (f *fileChurn) Pool() []string       { return f.pool }
 
 func (f *fileChurn) Set(_ context.Context, i int, endpoint string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.m.set(i, []string{endpoint})
 }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -64,32 +65,62 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	hist := newHist()
 	perSecond := map[int]float64{}
 	var wg sync.WaitGroup
+	// Changes are made on schedule, each in its own goroutine (an API
+	// write takes milliseconds; one after another would cap the rate),
+	// at most maxInFlight at once, and in order per service.
+	const maxInFlight = 256
+	sem := make(chan struct{}, maxInFlight)
+	last := make([]chan struct{}, len(addrs)) // closed when the service's latest change is written
+	var setErr error
 	tick := time.NewTicker(time.Duration(float64(time.Second) / o.ChurnRate))
 	defer tick.Stop()
 	begin := time.Now()
-	var werr error
-	for j := 0; j < d.Changes && werr == nil; j++ {
+	made := 0
+	for ; made < d.Changes; made++ {
+		mu.Lock()
+		failed := setErr != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
 		select {
 		case <-ctx.Done():
-			werr = ctx.Err()
-			continue
 		case <-tick.C:
 		}
-		i := j % len(addrs)
+		if ctx.Err() != nil {
+			mu.Lock()
+			setErr = cmp.Or(setErr, ctx.Err())
+			mu.Unlock()
+			break
+		}
+		i := made % len(addrs)
 		owner[i] = (owner[i] + 1) % len(pool)
 		want := pool[owner[i]]
 		mu.Lock()
 		gen[i]++
 		g := gen[i]
 		mu.Unlock()
-		changed := time.Now()
-		if werr = src.Set(ctx, i, want); werr != nil {
-			break
-		}
-		second := int(changed.Sub(begin).Seconds())
+		prev, written := last[i], make(chan struct{})
+		last[i] = written
+		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if prev != nil {
+				<-prev
+			}
+			changed := time.Now()
+			err := src.Set(ctx, i, want)
+			close(written)
+			<-sem
+			if err != nil {
+				mu.Lock()
+				setErr = cmp.Or(setErr, err)
+				d.NotApplied++
+				mu.Unlock()
+				return
+			}
+			second := int(changed.Sub(begin).Seconds())
 			lat, outcome := awaitEndpoint(ctx, kt.addrs[i], want, changed, func() bool {
 				mu.Lock()
 				defer mu.Unlock()
@@ -109,11 +140,12 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 			}
 		}()
 	}
-	achieved := float64(d.Changes) / time.Since(begin).Seconds()
+	achieved := float64(made) / time.Since(begin).Seconds()
+	d.Changes = made
 	wg.Wait()
 	out := <-loadDone
-	if werr != nil {
-		return werr
+	if setErr != nil {
+		return setErr
 	}
 	if out.err != nil {
 		return out.err
