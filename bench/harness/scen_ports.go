@@ -145,8 +145,12 @@ func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, t
 // writeServices writes n services with ports for the load modes and
 // the first M backends as endpoints, 1,000 services to a file.
 func (e *env) writeServices(n int, modes []string) (*manifests, error) {
+	return e.writeServicesIn(filepath.Join(e.dir, "manifests"), n, modes)
+}
+
+func (e *env) writeServicesIn(dir string, n int, modes []string) (*manifests, error) {
 	b := e.backends
-	m := &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: 1000, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort}
+	m := &manifests{dir: dir, perFile: 1000, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort}
 	eps := b.IPs[:min(e.o.Endpoints, len(b.IPs))]
 	tcp := slices.Contains(modes, ModeKeepAlive) || slices.Contains(modes, ModeConn)
 	for i := range n {

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -11,6 +12,17 @@ import (
 // up: fine enough for startup figures, rare enough that reading a table
 // of thousands of sockets costs the machine little.
 const listenScanInterval = 25 * time.Millisecond
+
+// perPort is (RSS with n ports - RSS with one) / (n-1), in KiB.
+func perPort(base, rss map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for name, b := range base {
+		if r, ok := rss[name]; ok && n > 1 {
+			out[name] = (r - b) / float64(n-1) / 1024
+		}
+	}
+	return out
+}
 
 // readyCurve is the sorted times at which ports reached a state.
 func readyCurve(target, kind string, times []time.Duration) ReadyCurve {
@@ -35,6 +47,40 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 	if o.compares(TargetHAProxy) {
 		names = append(names, TargetHAProxy)
 	}
+	start := func(name, dir string, n int) (*Proc, error) {
+		if name == TargetKproxy {
+			p, _, err := startKproxy(o, e.dir, dir, false)
+			return p, err
+		}
+		return startHAProxy(o.HAProxy, e.dir, n, e.backends, false)
+	}
+	// Each proxy's size with one port: what a port costs is the growth
+	// from there, not the size over N (a process has a size of its own).
+	base := map[string]float64{}
+	if o.Ports > 1 {
+		m1, err := e.writeServicesIn(filepath.Join(e.dir, "manifests-1"), 1, []string{ModeConn})
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			p, err := start(name, m1.dir, 1)
+			if err != nil {
+				return err
+			}
+			t := target{name: name, proc: p, addrs: serviceAddrs(map[string]byte{TargetKproxy: kproxyNet, TargetHAProxy: haproxyNet}[name], 1, ModeConn)}
+			_, err = e.awaitReady(ctx, t, ModeConn, p.Started())
+			if err == nil {
+				var pt ProcPoint
+				if pt, err = procFigures(p); err == nil {
+					base[name] = float64(pt.RSS)
+				}
+			}
+			p.Stop()
+			if err != nil {
+				return fmt.Errorf("%s with one port: %w", name, err)
+			}
+		}
+	}
 	type sizes struct{ listen, forward, rss, fds, threads, goroutines, floor []float64 }
 	got := map[string]*sizes{}
 	for r := range o.Rounds {
@@ -44,13 +90,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 				got[name] = &sizes{}
 			}
 			g := got[name]
-			var p *Proc
-			var err error
-			if name == TargetKproxy {
-				p, _, err = startKproxy(o, e.dir, m.dir, false)
-			} else {
-				p, err = startHAProxy(o.HAProxy, e.dir, o.Ports, e.backends, false)
-			}
+			p, err := start(name, m.dir, o.Ports)
 			if err != nil {
 				return err
 			}
@@ -127,7 +167,8 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"all listening", "s", true, vals(func(g *sizes) []float64 { return g.listen }, 1)),
 		figure(label+"all forwarding", "s", true, vals(func(g *sizes) []float64 { return g.forward }, 1)),
 		figure(label+"RSS", "MiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1.0/(1<<20))),
-		figure(label+"RSS per port", "KiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1/(1024*n))),
+		figure(label+"RSS over N", "KiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1/(1024*n))),
+		figure(label+"RSS per port above one port", "KiB", true, perPort(base, vals(func(g *sizes) []float64 { return g.rss }, 1), o.Ports)),
 		figure(label+"fds per port", "", true, vals(func(g *sizes) []float64 { return g.fds }, 1/n)),
 		figure(label+"threads", "", true, vals(func(g *sizes) []float64 { return g.threads }, 1)),
 		figure(label+"goroutines per port", "", true, vals(func(g *sizes) []float64 { return g.goroutines }, 1/n)),
