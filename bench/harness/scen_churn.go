@@ -1,19 +1,13 @@
 package harness
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"time"
 )
-
-// applyLimit is how long a change may take to reach traffic before it
-// counts as not applied.
-const applyLimit = 30 * time.Second
 
 // runChurn moves S services' endpoints at R changes per second through
 // the file source while a paced load runs over all of them, and measures
@@ -65,6 +59,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	hist := newHist()
 	perSecond := map[int]float64{}
 	var wg sync.WaitGroup
+	probes := startProber(ctx, d.Changes)
 	// Changes are made on schedule, each in its own goroutine (an API
 	// write takes milliseconds; one after another would cap the rate),
 	// at most maxInFlight at once, and in order per service.
@@ -121,29 +116,36 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 				return
 			}
 			second := int(changed.Sub(begin).Seconds())
-			lat, outcome := awaitEndpoint(ctx, kt.addrs[i], want, changed, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return gen[i] != g
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			switch outcome {
-			case applied:
-				d.Applied++
-				hist.RecordValue(max(lat.Microseconds(), 1))
-				perSecond[second] = max(perSecond[second], float64(lat.Microseconds())/1000)
-			case superseded:
-				d.Superseded++
-			default:
-				d.NotApplied++
-			}
+			probes.add(&pendingChange{addr: kt.addrs[i], want: want, changed: changed,
+				stale: func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return gen[i] != g
+				},
+				done: func(lat time.Duration, oc outcome) {
+					mu.Lock()
+					defer mu.Unlock()
+					switch oc {
+					case applied:
+						d.Applied++
+						hist.RecordValue(max(lat.Microseconds(), 1))
+						perSecond[second] = max(perSecond[second], float64(lat.Microseconds())/1000)
+					case superseded:
+						d.Superseded++
+					default:
+						d.NotApplied++
+					}
+				}})
 		}()
 	}
 	achieved := float64(made) / time.Since(begin).Seconds()
 	d.Changes = made
 	wg.Wait()
+	perr := probes.wait(ctx)
 	out := <-loadDone
+	if perr != nil {
+		return perr
+	}
 	if setErr != nil {
 		return setErr
 	}
@@ -174,55 +176,8 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"requests meanwhile", "", false, k(float64(d.Requests))),
 		figure(label+"failed requests", "", true, k(float64(d.FailedReqs))),
 		figure(label+"CPU", "s", true, k(out.round.CPUSeconds)))
+	res.Notes = append(res.Notes, fmt.Sprintf("change→applied: from the write (the file renamed into place, or the API update sent) to the first connection that reaches the new endpoint; %d probing clients take pending changes in turn, pausing %v after a probe that did not see its change, so probing adds a bounded load however many changes are pending", churnProbers, churnProbePause))
 	e.logf("  churn: %d changes, %d applied (p50 %.1f ms, p99 %.1f ms, max %.1f ms), %d superseded, %d not applied; %d requests, %d failed",
 		d.Changes, d.Applied, ms(50), ms(99), ms(100), d.Superseded, d.NotApplied, d.Requests, d.FailedReqs)
 	return nil
-}
-
-type outcome int
-
-const (
-	applied outcome = iota
-	superseded
-	notApplied
-)
-
-// churnProbePause paces the connections that look for the new endpoint:
-// kproxy announces nothing per change, so probing is how a client sees it.
-const churnProbePause = 5 * time.Millisecond
-
-// awaitEndpoint connects to addr until a connection reaches the backend
-// named want, and returns how long after changed that was.
-func awaitEndpoint(ctx context.Context, addr, want string, changed time.Time, stale func() bool) (time.Duration, outcome) {
-	for {
-		if stale() {
-			return 0, superseded
-		}
-		if name, err := readName(addr); err == nil && name == want {
-			return time.Since(changed), applied
-		}
-		if time.Since(changed) > applyLimit {
-			return 0, notApplied
-		}
-		select {
-		case <-ctx.Done():
-			return 0, notApplied
-		case <-time.After(churnProbePause):
-		}
-	}
-}
-
-// readName connects and reads the backend's name line.
-func readName(addr string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	return line[:len(line)-1], nil
 }
