@@ -34,7 +34,9 @@ type Options struct {
 	Rounds    int           `json:"rounds"`    // interleaved rounds per target
 	Duration  time.Duration `json:"duration"`  // one round; the storm and the churn last as long
 	Size      int           `json:"size"`      // request bytes
-	PerConn   int           `json:"perConn"`   // keepalive: requests per connection
+	PerConn   int           `json:"perConn"`   // keepalive and bulk: requests per connection
+	// MaxRequests bounds one round by count as Duration does by time.
+	MaxRequests int64 `json:"maxRequests"`
 
 	Services   int      `json:"services"`   // churn: S services
 	ChurnRate  float64  `json:"churnRate"`  // churn: endpoint updates per second
@@ -67,6 +69,9 @@ func (o *Options) Defaults() {
 	def(&o.Size, 64)
 	def(&o.PerConn, 100)
 	def(&o.Services, o.Ports)
+	if o.MaxRequests == 0 {
+		o.MaxRequests = 10_000_000
+	}
 	if len(o.Modes) == 0 {
 		o.Modes = []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk}
 	}
@@ -107,8 +112,8 @@ func (o *Options) Validate() error {
 	if o.Endpoints < 1 || o.Endpoints > 250 {
 		return fmt.Errorf("endpoints %d: want 1 to 250", o.Endpoints)
 	}
-	if o.Clients < 1 || o.Rounds < 1 || o.Size < 1 || o.PerConn < 1 {
-		return errors.New("clients, rounds, size and requests per connection must be positive")
+	if o.Clients < 1 || o.Rounds < 1 || o.Size < 1 || o.PerConn < 1 || o.MaxRequests < 1 {
+		return errors.New("clients, rounds, size, requests per connection and max requests must be positive")
 	}
 	if o.Duration <= 0 || o.ChurnRate <= 0 || o.ChaosRate <= 0 || o.LoadRate < 0 {
 		return errors.New("duration and rates must be positive")

@@ -28,7 +28,7 @@ func runChaos(ctx context.Context, e *env, res *ScenarioResult) error {
 	if _, err := e.awaitReady(ctx, kt, ModeConn, time.Now()); err != nil {
 		return err
 	}
-	spec := loadSpec{Mode: ModeConn, Clients: o.Clients, Duration: o.Duration, Size: o.Size, Rate: o.LoadRate, MaxOps: 1 << 40}
+	spec := loadSpec{Mode: ModeConn, Clients: o.Clients, Duration: o.Duration, Size: o.Size, Rate: o.LoadRate, MaxOps: o.MaxRequests}
 	_, calm, err := e.loadRound(ctx, kt, spec, "chaos: without faults")
 	if err != nil {
 		return err

@@ -48,7 +48,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	}
 	loadDone := make(chan loadOut, 1)
 	go func() {
-		r, round, err := e.loadRound(ctx, kt, loadSpec{Mode: ModeConn, Clients: o.Clients, Duration: o.Duration, Size: o.Size, Rate: o.LoadRate, MaxOps: 1 << 40},
+		r, round, err := e.loadRound(ctx, kt, loadSpec{Mode: ModeConn, Clients: o.Clients, Duration: o.Duration, Size: o.Size, Rate: o.LoadRate, MaxOps: o.MaxRequests},
 			fmt.Sprintf("churn: %d services, %.0f changes/s", len(addrs), o.ChurnRate))
 		loadDone <- loadOut{r, round, err}
 	}()

@@ -52,6 +52,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "one round of load; the churn and the storm last as long")
 	fs.IntVar(&o.Size, "size", 64, "bytes per request (echoed)")
 	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive and bulk: requests per connection before the client moves to its next port")
+	fs.Int64Var(&o.MaxRequests, "max-requests", 10_000_000, "one round ends after this many requests if its duration has not passed")
 	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), comma-separated")
 	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
