@@ -31,6 +31,8 @@ import (
 // change-to-applied latency from the update to the first connection that
 // reaches the new endpoint. Small by default; larger with
 // KPROXY_BENCH_CHURN_SERVICES, _RATE and _DURATION, e.g.
+// (KPROXY_BENCH_KPROXY=bin/kproxy measures a build of kproxy instead of
+// this test binary)
 //
 //	KPROXY_BENCH_CHURN_SERVICES=10000 KPROXY_BENCH_CHURN_RATE=1000 KPROXY_BENCH_CHURN_DURATION=10s \
 //	  go test -run TestBenchChurnKube -v ./cmd/kproxy/
@@ -65,11 +67,16 @@ func TestBenchChurnKube(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d services and slices created", services)
+	// The kproxy under test: this test binary, or a build of kproxy
+	// ($KPROXY_BENCH_KPROXY, e.g. bin/kproxy, or one made to profile).
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(asKproxyEnv, "1") // this test binary is the kproxy under test
+	t.Setenv(asKproxyEnv, "1")
+	if bin := os.Getenv("KPROXY_BENCH_KPROXY"); bin != "" {
+		exe = bin
+	}
 	rep, err := harness.Run(context.Background(), harness.Options{
 		Kproxy: exe, KproxyArgs: []string{"--kubeconfig", s.KproxyKubeconfig},
 		Services: services, ChurnRate: rate, Duration: duration, Clients: 4, LoadRate: 500,
