@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -191,5 +192,18 @@ func TestWatchListeners(t *testing.T) {
 	<-w.listening(0)
 	if got := w.times(); got[0] <= 0 {
 		t.Fatalf("listener not seen: %v", got)
+	}
+}
+
+func TestBucketQuantile(t *testing.T) {
+	bs := []bucket{{0.1, 50}, {0.5, 99}, {1, 100}, {math.Inf(1), 100}}
+	if q := bucketQuantile(bs, 0.5); q != 0.1 {
+		t.Errorf("p50 = %v, want 0.1", q)
+	}
+	if q := bucketQuantile(bs, 0.99); q != 0.5 {
+		t.Errorf("p99 = %v, want 0.5", q)
+	}
+	if q := bucketQuantile([]bucket{{1, 0}}, 0.5); !math.IsNaN(q) {
+		t.Errorf("empty: %v", q)
 	}
 }

@@ -110,7 +110,7 @@ func scenarioCharts(s *ScenarioResult) []render.Renderer {
 		bar := charts.NewBar()
 		bar.SetGlobalOptions(charts.WithTitleOpts(opts.Title{Title: "requests during the storm"}), charts.WithLegendOpts(opts.Legend{Top: "bottom"}))
 		bar.SetXAxis([]string{"crashed ports", "untouched ports"}).
-			AddSeries("ok", []opts.BarData{{Value: d.RequestsCrashed - d.FailedCrashed}, {Value: d.RequestsUntouchd - d.FailedUntouched}}).
+			AddSeries("ok", []opts.BarData{{Value: d.RequestsCrashed - d.FailedCrashed}, {Value: d.RequestsUntouched - d.FailedUntouched}}).
 			AddSeries("failed", []opts.BarData{{Value: d.FailedCrashed}, {Value: d.FailedUntouched}})
 		out = append(out, bar)
 	}

@@ -136,15 +136,15 @@ type ChurnSeconds struct {
 
 // ChaosDetail splits the chaos scenario's failures by whether the port was crashed.
 type ChaosDetail struct {
-	Crashes          int      `json:"crashes"`
-	TopCrashes       int      `json:"topCrashes"` // watcher, proxier, rules: every port's
-	CrashedPorts     int      `json:"crashedPorts"`
-	UntouchedPorts   int      `json:"untouchedPorts"`
-	RequestsCrashed  int64    `json:"requestsOnCrashedPorts"`
-	FailedCrashed    int64    `json:"failedOnCrashedPorts"`
-	RequestsUntouchd int64    `json:"requestsOnUntouchedPorts"`
-	FailedUntouched  int64    `json:"failedOnUntouchedPorts"`
-	ErrorSamples     []string `json:"errorSamples,omitempty"`
+	Crashes           int      `json:"crashes"`
+	TopCrashes        int      `json:"topCrashes"` // watcher, proxier, rules: every port's
+	CrashedPorts      int      `json:"crashedPorts"`
+	UntouchedPorts    int      `json:"untouchedPorts"`
+	RequestsCrashed   int64    `json:"requestsOnCrashedPorts"`
+	FailedCrashed     int64    `json:"failedOnCrashedPorts"`
+	RequestsUntouched int64    `json:"requestsOnUntouchedPorts"`
+	FailedUntouched   int64    `json:"failedOnUntouchedPorts"`
+	ErrorSamples      []string `json:"errorSamples,omitempty"`
 }
 
 // median of xs (0 for none).

@@ -73,7 +73,7 @@ func runChaos(ctx context.Context, e *env, res *ScenarioResult) error {
 			d.FailedCrashed += lr.Failed[i]
 		} else {
 			d.UntouchedPorts++
-			d.RequestsUntouchd += lr.OK[i] + lr.Failed[i]
+			d.RequestsUntouched += lr.OK[i] + lr.Failed[i]
 			d.FailedUntouched += lr.Failed[i]
 		}
 	}
@@ -89,6 +89,6 @@ func runChaos(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"failed on untouched ports", "", true, k(float64(d.FailedUntouched))),
 		figure(label+"failed without faults", "", true, k(float64(calm.Errors))))
 	e.logf("  chaos: %d crashes on %d ports (%d top-level); failed %d of %d on crashed ports, %d of %d on untouched ports; %.0f req/s calm, %.0f during the storm",
-		d.Crashes, d.CrashedPorts, d.TopCrashes, d.FailedCrashed, d.RequestsCrashed, d.FailedUntouched, d.RequestsUntouchd, calm.OpsPerSecond, stormy.OpsPerSecond)
+		d.Crashes, d.CrashedPorts, d.TopCrashes, d.FailedCrashed, d.RequestsCrashed, d.FailedUntouched, d.RequestsUntouched, calm.OpsPerSecond, stormy.OpsPerSecond)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -181,6 +182,17 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"failed requests", "", true, k(float64(d.FailedReqs))),
 		figure(label+"CPU", "s", true, k(out.round.CPUSeconds)))
 	res.Notes = append(res.Notes, fmt.Sprintf("change→applied: from the change written (the file renamed into place, or the API update answered) to the first connection that reaches the new endpoint; %d probing clients take pending changes in turn, pausing %v after a probe that did not see its change, so probing adds a bounded load however many changes are pending", churnProbers, churnProbePause))
+	// kproxy's own view where the source carries trigger times (the API
+	// server's EndpointSlices): from the change's trigger time to the flush
+	// that applies it, bucketed, so upper bounds.
+	if bs, err := kp.scrapeHistogram(ctx, httpClient, "kubeproxy_network_programming_duration_seconds"); err == nil {
+		if p50 := bucketQuantile(bs, 0.5); !math.IsNaN(p50) {
+			p99 := bucketQuantile(bs, 0.99)
+			res.Figures = append(res.Figures,
+				figure(label+"kproxy's network programming p50 (bucket bound)", "ms", true, k(p50*1000)),
+				figure(label+"kproxy's network programming p99 (bucket bound)", "ms", true, k(finite(p99)*1000)))
+		}
+	}
 	e.logf("  churn: %d changes, %d applied (p50 %.1f ms, p99 %.1f ms, max %.1f ms), %d superseded, %d not applied; %d requests, %d failed",
 		d.Changes, d.Applied, ms(50), ms(99), ms(100), d.Superseded, d.NotApplied, d.Requests, d.FailedReqs)
 	return nil

@@ -174,10 +174,15 @@ func (k *kubeChurn) KproxyArgs() []string { return []string{"--source", "kube"} 
 func (k *kubeChurn) Addrs() []string      { return k.addrs }
 func (k *kubeChurn) Pool() []string       { return k.pool }
 
-// Set updates service i's slice, as the EndpointSlice controller would.
+// Set updates service i's slice, as the EndpointSlice controller would,
+// trigger time included (kproxy's network programming metric reads it).
 func (k *kubeChurn) Set(ctx context.Context, i int, endpoint string) error {
 	s := k.slices[i].DeepCopy()
 	s.Endpoints[0].Addresses = []string{endpoint}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[corev1.EndpointsLastChangeTriggerTime] = time.Now().UTC().Format(time.RFC3339Nano)
 	out, err := k.c.DiscoveryV1().EndpointSlices(k.ns).Update(ctx, s, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("update slice %s: %w", s.Name, err)
