@@ -67,7 +67,7 @@ vet:
 # BENCH_ARGS="--ports 1000 --duration 5s".
 BENCH_ARGS ?=
 bench: build bench-deps
-	$(BIN)/kproxy bench all --short --compare direct,haproxy --json $(BIN)/bench.json --html $(BIN)/bench.html $(BENCH_ARGS)
+	$(BIN)/kproxy bench all --short --compare direct,haproxy,relay --json $(BIN)/bench.json --html $(BIN)/bench.html $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench 'TCP' -benchtime 10x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench PortalRestart -benchtime 100x -count 1 ./bench/
 

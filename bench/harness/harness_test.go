@@ -207,3 +207,36 @@ func TestBucketQuantile(t *testing.T) {
 		t.Errorf("empty: %v", q)
 	}
 }
+
+// The bare UDP relay carries datagrams and their echoes both ways.
+func TestRelay(t *testing.T) {
+	b, err := startBackends(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cfg, err := writeRelayConfig(t.TempDir(), 2, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeRelay(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	addrs := serviceAddrs(relayNet, 2, ModeUDP)
+	if _, err := awaitForwarding(ctx, nil, addrs, ModeUDP, time.Now(), 5*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := runLoad(ctx, loadSpec{Mode: ModeUDP, Addrs: addrs, Clients: 2, Duration: 5 * time.Second, MaxOps: 200, Size: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ops != 200 || res.Errors != 0 {
+		t.Fatalf("%d ok, %d failed %v", res.Ops, res.Errors, res.ErrSamples)
+	}
+}

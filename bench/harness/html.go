@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
@@ -26,7 +27,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	var sections []section
 	for _, s := range r.Scenarios {
-		sec := section{Name: s.Name, Error: s.Error, Notes: s.Notes, Table: figureTable(s.Figures)}
+		sec := section{Name: s.Name, Error: s.Error, Notes: s.Notes, Table: figureTable(s.Figures, r.peers())}
 		for _, c := range scenarioCharts(s) {
 			snip := c.RenderSnippet()
 			sec.Charts = append(sec.Charts, template.HTML(snip.Element+snip.Script))
@@ -53,18 +54,26 @@ Ratios compare figures measured in the same run.</p>
 `))
 
 // figureTable is the scenario's rows of the text table, as HTML.
-func figureTable(figs []Figure) template.HTML {
+func figureTable(figs []Figure, peers []string) template.HTML {
 	if len(figs) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("<table><tr><th>figure</th><th>unit</th><th>direct</th><th>haproxy</th><th>kproxy</th><th>kproxy/direct</th><th>kproxy/haproxy</th></tr>")
+	b.WriteString("<table><tr><th>figure</th><th>unit</th>")
+	for _, p := range peers {
+		b.WriteString("<th>" + p + "</th>")
+	}
+	b.WriteString("<th>kproxy</th>")
+	for _, p := range peers {
+		b.WriteString("<th>kproxy/" + p + "</th>")
+	}
+	b.WriteString("</tr>")
 	for _, f := range figs {
 		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td>", template.HTMLEscapeString(f.Name), template.HTMLEscapeString(f.Unit))
-		for _, t := range []string{TargetDirect, TargetHAProxy, TargetKproxy} {
+		for _, t := range append(slices.Clone(peers), TargetKproxy) {
 			b.WriteString("<td>" + cellValue(f, t) + "</td>")
 		}
-		for _, t := range []string{TargetDirect, TargetHAProxy} {
+		for _, t := range peers {
 			b.WriteString("<td>" + ratioValue(f, t) + "</td>")
 		}
 		b.WriteString("</tr>")

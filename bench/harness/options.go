@@ -16,6 +16,7 @@ const (
 	TargetKproxy  = "kproxy"
 	TargetDirect  = "direct"
 	TargetHAProxy = "haproxy"
+	TargetRelay   = "relay" // a bare Go UDP relay, the bar for UDP
 )
 
 // Options configure a run. The zero value of a field means its default
@@ -125,13 +126,13 @@ func (o *Options) Validate() error {
 	}
 	for _, c := range o.Compare {
 		switch c {
-		case TargetDirect:
+		case TargetDirect, TargetRelay:
 		case TargetHAProxy:
 			if o.HAProxy == "" {
 				return errors.New("--compare haproxy: no haproxy binary")
 			}
 		default:
-			return fmt.Errorf("compare %q: want direct or haproxy", c)
+			return fmt.Errorf("compare %q: want direct, haproxy or relay", c)
 		}
 	}
 	return nil

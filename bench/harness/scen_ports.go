@@ -33,6 +33,14 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		defer hp.Stop()
 		procs = append(procs, hp)
 	}
+	var relay *Proc
+	if o.compares(TargetRelay) && o.hasMode(ModeUDP) {
+		if relay, err = startRelay(o, e.dir, o.Ports, e.backends); err != nil {
+			return err
+		}
+		defer relay.Stop()
+		procs = append(procs, relay)
+	}
 	plan := time.Duration(len(o.Modes)*o.Rounds*(1+len(o.Compare))) * o.Duration
 	smp := startSampler(time.Now(), e.live, timelineInterval(plan), procs...)
 	defer func() { res.Timeline = smp.stop() }()
@@ -46,6 +54,11 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 				return err
 			}
 		}
+		if relay != nil && mode == ModeUDP {
+			if _, err := e.awaitReady(ctx, target{name: TargetRelay, proc: relay, addrs: serviceAddrs(relayNet, o.Ports, mode)}, mode, time.Now()); err != nil {
+				return err
+			}
+		}
 	}
 	for _, mode := range o.Modes {
 		targets := []target{{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, mode)}}
@@ -54,6 +67,9 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		}
 		if hp != nil && mode != ModeUDP { // HAProxy proxies no UDP
 			targets = append(targets, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, mode)})
+		}
+		if relay != nil && mode == ModeUDP {
+			targets = append(targets, target{name: TargetRelay, proc: relay, addrs: serviceAddrs(relayNet, o.Ports, mode)})
 		}
 		if err := e.portsMode(ctx, res, mode, targets); err != nil {
 			return err

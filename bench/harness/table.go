@@ -9,20 +9,49 @@ import (
 )
 
 // WriteTable prints every scenario's figures as one table, with kproxy's
-// ratio to direct and to HAProxy where both were measured in the run.
+// ratio to direct, to HAProxy (and to the UDP relay when it was measured)
+// where both were measured in the run.
 func (r *Report) WriteTable(w io.Writer) error {
+	peers := r.peers()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tfigure\tunit\tdirect\thaproxy\tkproxy\tkproxy/direct\tkproxy/haproxy\t")
+	head := []string{"scenario", "figure", "unit"}
+	head = append(head, peers...)
+	head = append(head, TargetKproxy)
+	for _, p := range peers {
+		head = append(head, "kproxy/"+p)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, s := range r.Scenarios {
 		if s.Error != "" {
-			fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\t\t\t\t\n", s.Name, firstLine(s.Error))
+			fmt.Fprintf(tw, "%s\tFAILED: %s\t%s\n", s.Name, firstLine(s.Error), strings.Repeat("\t", len(head)-2))
 		}
 		for _, f := range s.Figures {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, f.Name, f.Unit,
-				cellValue(f, TargetDirect), cellValue(f, TargetHAProxy), cellValue(f, TargetKproxy), ratioValue(f, TargetDirect), ratioValue(f, TargetHAProxy))
+			row := []string{s.Name, f.Name, f.Unit}
+			for _, p := range peers {
+				row = append(row, cellValue(f, p))
+			}
+			row = append(row, cellValue(f, TargetKproxy))
+			for _, p := range peers {
+				row = append(row, ratioValue(f, p))
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 		}
 	}
 	return tw.Flush()
+}
+
+// peers are what kproxy is compared with in the table: direct and
+// HAProxy always, the relay when some figure has it.
+func (r *Report) peers() []string {
+	peers := []string{TargetDirect, TargetHAProxy}
+	for _, s := range r.Scenarios {
+		for _, f := range s.Figures {
+			if _, ok := f.Values[TargetRelay]; ok {
+				return append(peers, TargetRelay)
+			}
+		}
+	}
+	return peers
 }
 
 // cellValue is a target's value, or a dash when it was not measured.

@@ -12,6 +12,7 @@ const (
 	backendNet = 1 // 127.1.0.0/16: backends
 	kproxyNet  = 2 // 127.2.0.0/16: kproxy's service IPs
 	haproxyNet = 3 // 127.3.0.0/16: HAProxy's frontends
+	relayNet   = 4 // 127.4.0.0/16: the bare UDP relay's addresses
 
 	tcpServicePort  = 8080
 	udpServicePort  = 8053

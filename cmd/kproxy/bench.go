@@ -42,6 +42,11 @@ Flags:
 `
 
 func benchCommand(args []string, stdout io.Writer) error {
+	if len(args) == 2 && args[0] == "relay" { // the harness's own UDP relay process
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return harness.ServeRelay(ctx, args[1])
+	}
 	fs := flag.NewFlagSet("kproxy bench", flag.ContinueOnError)
 	var o harness.Options
 	fs.IntVar(&o.Ports, "ports", 100, "N: service ports")
@@ -53,7 +58,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.Size, "size", 64, "bytes per request (echoed)")
 	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive and bulk: requests per connection before the client moves to its next port")
 	fs.Int64Var(&o.MaxRequests, "max-requests", 10_000_000, "one round ends after this many requests if its duration has not passed")
-	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), comma-separated")
+	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), relay (udp: a bare Go UDP relay, its own process), comma-separated")
 	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
 	fs.Float64Var(&o.LoadRate, "load-rate", 1000, "churn and chaos: requests per second of the background load (0: as fast as it goes)")

@@ -34,7 +34,7 @@ func TestBenchSmoke(t *testing.T) {
 	jsonPath, htmlPath := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
 	var out bytes.Buffer
 	code := kproxyMain([]string{"bench", "all", "--ports", "20", "--clients", "4", "--rounds", "1", "--duration", "500ms",
-		"--churn-rate", "10", "--load-rate", "200", "--compare", compare, "--kproxy", exe, "--quiet",
+		"--churn-rate", "10", "--load-rate", "200", "--compare", compare + ",relay", "--kproxy", exe, "--quiet",
 		"--work-dir", filepath.Join(dir, "work"), "--json", jsonPath, "--html", htmlPath}, &out)
 	if code != 0 {
 		logs, _ := filepath.Glob(filepath.Join(dir, "work", "*", "*.log"))
