@@ -20,7 +20,7 @@ run: build
 	@$(BIN)/demo-backends & trap "kill $$! 2>/dev/null" EXIT; \
 	$(BIN)/kproxy run --source file:examples/services.yaml --portal bind --bind-address 127.0.0.1 $(ARGS)
 
-test: vet test-deps apiserver
+test: vet test-deps apiserver jaeger
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Each fuzz target for FUZZTIME (CI runs it after the tests). Minimizing
@@ -40,6 +40,13 @@ fuzz:
 apiserver:
 	@GO="$(GO)" test/build-apiserver.sh
 test: export KPROXY_APISERVER = $(shell test/build-apiserver.sh --path)
+
+# Jaeger (v2, in-memory) for the tracing test, built only if missing into
+# $KPROXY_CACHE (~10 min cold); prints its path.
+.PHONY: jaeger
+jaeger:
+	@GO="$(GO)" test/build-jaeger.sh
+test: export KPROXY_JAEGER = $(shell test/build-jaeger.sh --path)
 
 # Kernel-portal tests need nft, iptables and ip, the kpng-json test jq; install them where missing
 # (as root, from Debian's packages) so they run rather than skip.
@@ -70,6 +77,7 @@ bench: build bench-deps
 	$(BIN)/kproxy bench all --short --compare direct,haproxy,relay --json $(BIN)/bench.json --html $(BIN)/bench.html $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench 'TCP' -benchtime 10x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench PortalRestart -benchtime 100x -count 1 ./bench/
+	$(GO) test -run '^$$' -bench TracingConnectionRate -benchtime 10x -count 1 ./bench/
 
 # HAProxy from Debian's packages where missing (as root); otherwise its
 # comparison is skipped, and kproxy bench says so.

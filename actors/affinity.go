@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
@@ -33,6 +34,7 @@ func newAffinity(cfg *Config) actor.Producer {
 func (a *Affinity) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.cfg.traceRestart(ctx)
 		a.pins = balancer.NewScopedAffinity(0, nil)
 		// A timer, not ReceiveTimeout: protoactor's ReceiveTimeout has a data race.
 		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
@@ -49,9 +51,12 @@ func (a *Affinity) Receive(ctx actor.Context) {
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetEndpoints:
+		span, _ := a.cfg.childSpan(m.GetTrace(), spanAffinitySet, trace.WithAttributes(attrEndpoints.Int(len(m.GetEndpoints()))))
 		a.setEndpoints(m)
+		span.End()
 	case *messages.AffinityLookup:
-		ctx.Respond(&messages.Picked{Address: a.pins.Pick(m.GetExternal(), m.GetClientIp(), m.GetExclude(), m.GetFallback()), Report: m.GetReport()})
+		ep, pinned := a.pins.Pick(m.GetExternal(), m.GetClientIp(), m.GetExclude(), m.GetFallback())
+		ctx.Respond(&messages.Picked{Address: ep, Report: m.GetReport(), AffinityHit: pinned})
 	case *messages.SweepAffinity:
 		a.pins.Sweep()
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/balancer"
@@ -20,6 +22,7 @@ import (
 // probe of its own, when the ejection is up, reaches them. With ClientIP affinity on it forwards its choice to the Affinity
 // actor, which answers the caller directly.
 type Balancer struct {
+	cfg        *Config
 	faults     *portal.Faults // probes see injected faults, as connections do
 	metrics    *metrics.Metrics
 	scopes     *balancer.Scopes
@@ -38,7 +41,7 @@ type pendingPick struct {
 
 func newBalancer(cfg *Config) actor.Producer {
 	return func() actor.Actor {
-		return &Balancer{faults: cfg.Faults, metrics: cfg.Metrics, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(cfg.Outliers)}
+		return &Balancer{cfg: cfg, faults: cfg.Faults, metrics: cfg.Metrics, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(cfg.Outliers)}
 	}
 }
 
@@ -46,6 +49,7 @@ func newBalancer(cfg *Config) actor.Producer {
 func (b *Balancer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		b.cfg.traceRestart(ctx)
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleBalancer})
 	case *messages.SetEndpoints:
 		b.setEndpoints(ctx, m)
@@ -65,6 +69,11 @@ func (b *Balancer) Receive(ctx actor.Context) {
 }
 
 func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
+	if b.cfg.Tracer != nil {
+		span, _ := b.cfg.childSpan(m.GetTrace(), spanSetEndpoints, trace.WithAttributes(attrEndpoints.Int(len(m.GetEndpoints())),
+			attrReadyEndpoints.Int(readyEndpoints(m.GetEndpoints())), attribute.String("kproxy.session_affinity", m.GetSessionAffinity().String())))
+		defer span.End()
+	}
 	b.scopes.Update(m.GetEndpoints())
 	addrs := make([]string, 0, len(m.GetEndpoints()))
 	for _, e := range m.GetEndpoints() {
@@ -134,4 +143,14 @@ func (b *Balancer) reportEjections(ctx actor.Context) {
 			Endpoint: e.Endpoint, UntilUnixMilli: e.Until.UnixMilli(), Ejections: int32(e.Ejections)})
 	}
 	ctx.Send(ctx.Parent(), msg)
+}
+
+func readyEndpoints(eps []*messages.Endpoint) int {
+	n := 0
+	for _, e := range eps {
+		if e.GetReady() {
+			n++
+		}
+	}
+	return n
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/balancer"
@@ -68,6 +69,13 @@ type Config struct {
 	Reaper *portal.IdleReaper
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
+	// RecoveredPorts are the proxy ports a previous kproxy process used,
+	// by service port ID: taken again where still free, so the kernel
+	// rules it left (and a successor overlapping with it) stay right.
+	RecoveredPorts map[string]ProxyPorts
+	// Tracer, when set, traces changes, crashes and (sampled)
+	// connections; nil traces nothing.
+	Tracer trace.Tracer
 	// MinSyncPeriod is how long the Watcher coalesces source events
 	// before applying them.
 	MinSyncPeriod time.Duration
@@ -83,6 +91,18 @@ type Config struct {
 	// pins holds the affinity pins of stopped ServicePorts during a
 	// handover, by ServicePort PID id.
 	pins *sync.Map
+	// stopping is set while the whole tree stops (the process exits).
+	stopping *atomic.Bool
+	// crashes holds, by PID id, the trace context of an actor's last
+	// failure until its next incarnation starts (tracing only).
+	crashes *sync.Map
+}
+
+// ProxyPorts are a service port's proxy ports (External: the second one
+// for external traffic under a Local policy, or 0).
+type ProxyPorts struct {
+	Proxy    int `json:"proxy"`
+	External int `json:"external,omitempty"`
 }
 
 func (c *Config) defaults() {

@@ -11,6 +11,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
@@ -44,6 +47,9 @@ type Portal struct {
 	retryDelay  time.Duration
 	cancelRetry scheduler.CancelFunc
 	picker      portal.Picker
+	// firstAccept ends the restart-to-serving span of an incarnation
+	// started after a crash (tracing only).
+	firstAccept func()
 }
 
 func newPortal(cfg *Config) actor.Producer {
@@ -60,11 +66,7 @@ func (p *Portal) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		p.stopping()
 	case *messages.ConfigurePortal:
-		p.sp = m.GetServicePort()
-		p.proxyPort = int(m.GetProxyPort())
-		p.extPort = int(m.GetExternalProxyPort())
-		p.retryDelay = 0
-		p.reconcile(ctx)
+		p.configure(ctx, m)
 	case *messages.RetryListen:
 		if m.GetIncarnation() == p.incarnation {
 			p.cancelRetry = nil
@@ -88,8 +90,26 @@ func (p *Portal) started(ctx actor.Context) {
 	p.owner = ctx.Self().GetId()
 	p.cfg.listeners.Unhold(p.owner)
 	p.serving = map[string]*portal.Listener{}
+	p.firstAccept = p.cfg.firstAccept(p.cfg.traceRestart(ctx))
 	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout}
 	ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: rolePortal})
+}
+
+func (p *Portal) configure(ctx actor.Context, m *messages.ConfigurePortal) {
+	span, _ := p.cfg.childSpan(m.GetTrace(), spanConfigure, trace.WithAttributes(attrServicePort.String(m.GetServicePort().GetKey().ID()),
+		attribute.Int("kproxy.proxy_port", int(m.GetProxyPort()))))
+	defer span.End()
+	p.sp = m.GetServicePort()
+	p.proxyPort = int(m.GetProxyPort())
+	p.extPort = int(m.GetExternalProxyPort())
+	p.retryDelay = 0
+	ready := p.reconcile(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.StringSlice("kproxy.listen", ready.GetAddresses()), attribute.Int("kproxy.failures", len(ready.GetFailures())))
+		if len(ready.GetFailures()) > 0 {
+			span.SetStatus(codes.Error, ready.GetFailures()[0].GetMessage())
+		}
+	}
 }
 
 // restarting pauses the serving goroutines for the next incarnation; only
@@ -141,8 +161,9 @@ func (p *Portal) listenerFailed(m *messages.ListenerFailed) {
 	panic(fmt.Errorf("listener %s failed: %s", m.GetAddress(), m.GetFailure().GetMessage()))
 }
 
-// reconcile serves the listeners the configuration wants and closes the rest.
-func (p *Portal) reconcile(ctx actor.Context) {
+// reconcile serves the listeners the configuration wants and closes the
+// rest, and tells the ServicePort (the returned report).
+func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	specs, specErr := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort, p.extPort)
 	p.failed = map[string]error{}
 	if specErr != nil {
@@ -160,11 +181,10 @@ func (p *Portal) reconcile(ctx actor.Context) {
 		}
 		if l == nil {
 			var err error
-			if l, err = portal.Open(spec); err != nil {
+			if l, err = p.cfg.listeners.Open(p.owner, spec); err != nil {
 				p.failed[spec.Address] = err
 				continue
 			}
-			p.cfg.listeners.Put(p.owner, l)
 		}
 		if p.serving[spec.Address] == nil {
 			l.Serve(p.listenerOptions(ctx))
@@ -179,8 +199,10 @@ func (p *Portal) reconcile(ctx actor.Context) {
 			delete(p.serving, addr)
 		}
 	}
-	ctx.Send(ctx.Parent(), p.ready())
+	ready := p.ready()
+	ctx.Send(ctx.Parent(), ready)
 	p.scheduleRetry(ctx, specErr)
+	return ready
 }
 
 // ready describes the served listeners and the failed ones.
@@ -234,6 +256,9 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		UDPIdleTimeout: p.cfg.UDPIdleTimeout,
 		Conns:          p.cfg.conns,
 		Faults:         p.cfg.Faults,
+		Tracer:         p.cfg.Tracer,
+		ServicePort:    p.sp.GetKey().ID(),
+		OnFirstAccept:  p.firstAccept,
 		Log:            p.cfg.Log.With().Str("servicePort", p.sp.GetKey().ID()).Logger(),
 		OnFailure: func(spec portal.ListenSpec, err error) {
 			root.Send(self, &messages.ListenerFailed{Incarnation: inc, Address: spec.Address, Failure: failure(err, messages.FailureCode_FAILURE_CODE_UNKNOWN)})
@@ -261,7 +286,7 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		switch {
 		case err == nil:
 			if picked, ok := res.(*messages.Picked); ok && picked.GetAddress() != "" {
-				return portal.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport()}, nil
+				return portal.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport(), AffinityHit: picked.GetAffinityHit()}, nil
 			}
 			return portal.Pick{}, portal.ErrNoEndpoints
 		case !errors.Is(err, actor.ErrDeadLetter) && !errors.Is(err, actor.ErrTimeout):

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kproxy/kproxy/messages"
@@ -21,6 +23,9 @@ type Proxier struct {
 	// that restarted (its children and state are rebuilt from it).
 	last map[string]*messages.UpsertServicePort
 	ids  map[string]string // ServicePort PID id -> service port id
+	// first is set when the source's first state has been handed out
+	// (FlushApplied), complete once every service port reported since.
+	first, complete bool
 }
 
 // newProxier returns the same instance on every (re)start: the desired
@@ -36,6 +41,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if p.ports != nil {
+			p.cfg.traceRestart(ctx)
 			p.restarted(ctx)
 			return
 		}
@@ -49,14 +55,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.UpsertServicePort:
-		id := m.GetServicePort().GetKey().ID()
-		pid := p.ports[id]
-		if pid == nil {
-			pid = p.spawn(ctx, id)
-		}
-		p.last[id] = m
-		ctx.Send(pid, m)
-		p.serviceHealth(id, m)
+		p.upsert(ctx, m)
 	case *messages.ChildStarted:
 		id, ok := p.ids[ctx.Sender().GetId()]
 		if !ok || p.last[id] == nil {
@@ -66,10 +65,13 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		up.ProxyPort = p.state[id].GetProxyPort()
 		up.ExternalProxyPort = p.state[id].GetExternalProxyPort()
 		up.Restarts = p.state[id].GetRestarts() + 1
+		up.Trace = nil // a restart, not the change that last came
 		ctx.Respond(up)
 	case *messages.DeleteServicePort:
 		id := m.GetKey().ID()
 		if pid := p.ports[id]; pid != nil {
+			span, _ := p.cfg.childSpan(m.GetTrace(), spanProxierDelete, trace.WithAttributes(attrServicePort.String(id), attrGeneration.Int64(m.GetGeneration())))
+			defer span.End()
 			ctx.Stop(pid)
 			delete(p.ports, id)
 			delete(p.state, id)
@@ -86,6 +88,10 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		}
 		p.state[id] = m
 		ctx.ActorSystem().EventStream.Publish(m)
+		p.checkComplete(ctx)
+	case *messages.FlushApplied:
+		p.first = true
+		p.checkComplete(ctx)
 	case *messages.GetState:
 		snap := &messages.StateSnapshot{}
 		for _, st := range p.state {
@@ -96,6 +102,40 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		})
 		ctx.Respond(snap)
 	}
+}
+
+// upsert hands a service port's desired state to its ServicePort,
+// starting one for a new service port.
+func (p *Proxier) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
+	id := m.GetServicePort().GetKey().ID()
+	span, tc := p.cfg.childSpan(m.GetTrace(), spanProxierUpsert, trace.WithAttributes(attrServicePort.String(id), attrGeneration.Int64(m.GetGeneration())))
+	defer span.End()
+	pid := p.ports[id]
+	if pid == nil {
+		pid = p.spawn(ctx, id)
+		span.SetAttributes(attribute.Bool("kproxy.new", true))
+	}
+	m.Trace = tc
+	p.last[id] = m
+	ctx.Send(pid, m)
+	p.serviceHealth(id, m)
+}
+
+// checkComplete tells the Rules actor, once, that every service port of
+// the source's first state has reported, so has sent its rules (a
+// ServicePort sends them before its report): a full sync now replaces
+// the table with a complete one.
+func (p *Proxier) checkComplete(ctx actor.Context) {
+	if !p.first || p.complete || p.cfg.rulesPID == nil {
+		return
+	}
+	for id := range p.ports {
+		if p.state[id] == nil {
+			return
+		}
+	}
+	p.complete = true
+	ctx.Send(p.cfg.rulesPID, &messages.DesiredStateComplete{})
 }
 
 // serviceHealth tells the health-check node ports a service port's local

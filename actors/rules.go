@@ -33,16 +33,27 @@ type Rules struct {
 	dirty   map[string]bool
 
 	needSync bool
+	// complete is set once the source's first state is all here
+	// (DesiredStateComplete): no transaction runs before, so a restarted
+	// kproxy never replaces the rules its predecessor left with a partial
+	// table.
+	complete bool
+	// checkLater is a check asked for while a transaction ran (an injected
+	// fault asks for one at once): it runs when the transaction ends.
+	checkLater bool
 	// unavailable is the last report of rules an IP family lacks, logged once.
 	unavailable string
 	inFlight    bool
 	batch       int64
 	pending     map[string][]rules.Rule // the in-flight batch's desired rules
-	ctx         context.Context
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	timers      *scheduler.TimerScheduler
-	stopTick    scheduler.CancelFunc
+	// traces are the trace contexts of the changes waiting for the next
+	// transaction, by service port (tracing only).
+	traces   map[string]*messages.TraceContext
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	timers   *scheduler.TimerScheduler
+	stopTick scheduler.CancelFunc
 }
 
 // newRules returns the same instance on every (re)start: the desired rules
@@ -65,13 +76,20 @@ func (r *Rules) Receive(ctx actor.Context) {
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetPortalRules:
+		r.traced(m.GetServicePort().GetKey().ID(), m.GetTrace())
 		r.set(ctx, m)
 	case *messages.DeletePortalRules:
+		r.traced(m.GetKey().ID(), m.GetTrace())
 		r.changed(ctx, m.GetKey().ID(), nil)
 	case *messages.RulesApplied:
 		r.finished(ctx, m)
 	case *messages.RetryRules:
 		r.kick(ctx)
+	case *messages.DesiredStateComplete:
+		if !r.complete {
+			r.complete = true
+			r.kick(ctx)
+		}
 	case *messages.CheckRules:
 		r.check(ctx)
 	case *messages.RulesPresent:
@@ -82,6 +100,7 @@ func (r *Rules) Receive(ctx actor.Context) {
 // started (re)starts with a full sync: the kernel may hold a crashed
 // predecessor's rules.
 func (r *Rules) started(ctx actor.Context) {
+	r.cfg.traceRestart(ctx)
 	if r.desired == nil {
 		r.desired, r.applied, r.dirty = map[string][]rules.Rule{}, map[string][]rules.Rule{}, map[string]bool{}
 	}
@@ -90,8 +109,15 @@ func (r *Rules) started(ctx actor.Context) {
 	r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
 	r.stopTick = r.timers.SendRepeatedly(rulesCheckInterval, rulesCheckInterval, ctx.Self(), &messages.CheckRules{})
 	r.needSync = true
+	if !r.complete {
+		// Should the Proxier never say so (a bug), program what there is.
+		r.timers.SendOnce(desiredStateWait, ctx.Self(), &messages.DesiredStateComplete{})
+	}
 	r.kick(ctx)
 }
+
+// desiredStateWait bounds the wait for DesiredStateComplete.
+const desiredStateWait = 30 * time.Second
 
 // set records what one service port needs now.
 func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
@@ -120,9 +146,14 @@ func (r *Rules) changed(ctx actor.Context, id string, rs []rules.Rule) {
 
 // check asks, off Receive, whether the rules are still in the kernel.
 func (r *Rules) check(ctx actor.Context) {
-	if r.inFlight || r.needSync {
+	if r.needSync || !r.complete {
 		return
 	}
+	if r.inFlight {
+		r.checkLater = true
+		return
+	}
+	r.checkLater = false
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	r.wg.Add(1)
 	go func() {
@@ -146,7 +177,7 @@ func (r *Rules) kick(ctx actor.Context) {
 	if r.needSync || len(r.dirty) > 0 {
 		r.cfg.Health.QueuedUpdate(healthStageRules) // keeps the oldest queued time
 	}
-	if r.inFlight || (!r.needSync && len(r.dirty) == 0) {
+	if !r.complete || r.inFlight || (!r.needSync && len(r.dirty) == 0) {
 		return
 	}
 	r.batch++
@@ -180,6 +211,7 @@ func (r *Rules) kick(ctx actor.Context) {
 	r.needSync = false
 	r.inFlight = true
 	self, root, batch := ctx.Self(), ctx.ActorSystem().Root, r.batch
+	span := r.transactionSpan(full, batch, len(upserts), len(removals))
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -190,6 +222,7 @@ func (r *Rules) kick(ctx actor.Context) {
 		} else {
 			err = r.rules.Apply(r.ctx, upserts, removals)
 		}
+		endTransactionSpan(span, err)
 		if err == nil || errors.Is(err, rules.ErrFamilyUnavailable) {
 			r.cfg.Metrics.Synced(full, time.Since(start))
 		}
@@ -307,4 +340,7 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	}
 	r.cfg.Metrics.PortalRules(n)
 	r.kick(ctx)
+	if r.checkLater && !r.inFlight {
+		r.check(ctx)
+	}
 }

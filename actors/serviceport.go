@@ -8,6 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kproxy/kproxy/messages"
@@ -46,6 +48,9 @@ type ServicePort struct {
 	affinityEntries *messages.AffinityEntries
 	// The portal rules last asked of the Rules actor (kernel modes).
 	rulesSent *messages.SetPortalRules
+	// trace is the last applied change's trace context (tracing only):
+	// what children and Rules do for it joins that trace.
+	trace *messages.TraceContext
 }
 
 func newServicePort(cfg *Config) actor.Producer {
@@ -56,6 +61,7 @@ func newServicePort(cfg *Config) actor.Producer {
 func (s *ServicePort) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		s.cfg.traceRestart(ctx)
 		s.started = map[string]bool{}
 		s.children = map[string]*actor.PID{}
 		s.state = &messages.ServicePortState{}
@@ -102,7 +108,7 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 			s.cfg.Ports.Release(network, port)
 		}
 	}
-	if s.rulesSent != nil {
+	if s.rulesSent != nil && !s.cfg.stopping.Load() {
 		ctx.Send(s.cfg.rulesPID, &messages.DeletePortalRules{Key: s.sp.GetKey()})
 	}
 }
@@ -149,6 +155,9 @@ func (s *ServicePort) childStarted(ctx actor.Context, role string) {
 		set.AffinityEntries, s.affinityEntries = s.affinityEntries, nil
 	}
 	if msg != nil {
+		if restarted {
+			setTrace(msg, nil) // a restart, not the last change
+		}
 		ctx.Respond(msg)
 	}
 	if restarted {
@@ -202,6 +211,15 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 	spChanged := !proto.Equal(s.sp, m.GetServicePort())
 	epChanged := first || !equalEndpoints(s.endpoints, m.GetEndpoints())
 	s.sp, s.endpoints, s.generation = m.GetServicePort(), m.GetEndpoints(), m.GetGeneration()
+	span, tc := s.cfg.childSpan(m.GetTrace(), spanServicePort, trace.WithAttributes(attrServicePort.String(s.sp.GetKey().ID()),
+		attrGeneration.Int64(s.generation), attrEndpoints.Int(len(s.endpoints)), attribute.Bool("kproxy.new", first),
+		attribute.Bool("kproxy.service_port_changed", spChanged), attribute.Bool("kproxy.endpoints_changed", epChanged)))
+	defer span.End()
+	if first || spChanged || epChanged {
+		// What follows belongs to this change; a re-send that changes
+		// nothing (the answer to ChildStarted) leaves the last one's.
+		s.trace = tc
+	}
 
 	if first {
 		s.state.Restarts = m.GetRestarts() // a restarted ServicePort counts on
@@ -211,6 +229,9 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		case m.GetProxyPort() != 0:
 			// Restarted: keep the ports kernel rules point at.
 			s.proxyPort, s.extPort = int(m.GetProxyPort()), int(m.GetExternalProxyPort())
+		case s.cfg.Ports.Claim(network, s.cfg.RecoveredPorts[s.sp.GetKey().ID()].Proxy):
+			// A previous process's port, still ours to take: its rules stay right.
+			s.proxyPort = s.cfg.RecoveredPorts[s.sp.GetKey().ID()].Proxy
 		default:
 			s.proxyPort, err = s.cfg.Ports.Allocate(network)
 		}
@@ -260,6 +281,10 @@ func (s *ServicePort) syncExternalPort() {
 		return
 	}
 	network, _ := portal.Network(s.sp.GetKey().GetProtocol()) // proxyPort != 0: supported
+	if prev := s.cfg.RecoveredPorts[s.sp.GetKey().ID()].External; s.cfg.Ports.Claim(network, prev) {
+		s.extPort = prev
+		return
+	}
 	port, err := s.cfg.Ports.Allocate(network)
 	if err != nil {
 		s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Msg("cannot allocate external proxy port; external traffic uses the cluster scope")
@@ -297,12 +322,13 @@ func (s *ServicePort) configFor(role string) proto.Message {
 		if s.portErr != nil {
 			return nil
 		}
-		return &messages.ConfigurePortal{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort)}
+		return &messages.ConfigurePortal{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort), Trace: s.trace}
 	default:
 		return &messages.SetEndpoints{
 			Endpoints:              s.endpoints,
 			SessionAffinity:        s.sp.GetSessionAffinity(),
 			AffinityTimeoutSeconds: s.sp.GetAffinityTimeoutSeconds(),
+			Trace:                  s.trace,
 		}
 	}
 }
@@ -324,8 +350,10 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	}
 	s.cfg.Log.Info().Str("servicePort", st.Key.ID()).Strs("listen", st.ListenAddresses).
 		Strs("endpoints", eps).Int32("proxyPort", st.ProxyPort).Msg(event)
-	ctx.Request(ctx.Parent(), proto.CloneOf(st)) // Request: the Proxier checks the sender
+	// Rules first: once the Proxier has every service port's report, the
+	// Rules actor has their rules (DesiredStateComplete).
 	s.syncRules(ctx)
+	ctx.Request(ctx.Parent(), proto.CloneOf(st)) // Request: the Proxier checks the sender
 }
 
 // syncRules tells the Rules actor what this service port needs, when that
@@ -341,7 +369,21 @@ func (s *ServicePort) syncRules(ctx actor.Context) {
 		return
 	}
 	s.rulesSent = want
+	if s.trace != nil {
+		want = proto.CloneOf(want)
+		want.Trace = s.trace // not part of what is compared
+	}
 	ctx.Send(s.cfg.rulesPID, want)
+}
+
+// setTrace sets the trace context of a child's configuration message.
+func setTrace(msg proto.Message, tc *messages.TraceContext) {
+	switch m := msg.(type) {
+	case *messages.ConfigurePortal:
+		m.Trace = tc
+	case *messages.SetEndpoints:
+		m.Trace = tc
+	}
 }
 
 func equalEndpoints(a, b []*messages.Endpoint) bool {

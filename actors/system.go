@@ -12,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
@@ -42,7 +44,7 @@ func Start(cfg Config) *Proxy {
 	cfg.defaults()
 	cfg.conns = portal.NewConnTracker()
 	cfg.listeners = portal.NewListeners()
-	cfg.handover, cfg.pins = &atomic.Bool{}, &sync.Map{}
+	cfg.handover, cfg.pins, cfg.crashes, cfg.stopping = &atomic.Bool{}, &sync.Map{}, &sync.Map{}, &atomic.Bool{}
 	c := &cfg
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})
@@ -58,6 +60,7 @@ func Start(cfg Config) *Proxy {
 	p.sub = system.EventStream.Subscribe(func(evt any) {
 		if e, ok := evt.(*actor.SupervisorEvent); ok {
 			p.restarts.Add(1)
+			c.traceFailure(e)
 			cfg.Metrics.Restarted(roleOf(e.Child.GetId()))
 			cfg.Log.Warn().Str("actor", e.Child.GetId()).Str("reason", fmt.Sprint(e.Reason)).
 				Str("directive", e.Directive.String()).Msg("actor failed")
@@ -81,9 +84,17 @@ func Start(cfg Config) *Proxy {
 }
 
 // SourceChanged tells the Watcher that a service of an incremental source
-// changed ("" for every service). Informer callbacks call only this.
+// changed ("" for every service). Informer callbacks call only this. With
+// tracing on, the event is the root of the change's trace.
 func (p *Proxy) SourceChanged(service, kind string) {
-	p.System.Root.Send(p.Watcher, &messages.ServiceChanged{Service: service, Kind: kind})
+	msg := &messages.ServiceChanged{Service: service, Kind: kind}
+	if p.cfg.Tracer != nil && service != "" {
+		span, tc := p.cfg.rootSpan(spanSourceEvent, trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(attrService.String(service), attribute.String("kproxy.kind", kind)))
+		span.End()
+		msg.Trace = tc
+	}
+	p.System.Root.Send(p.Watcher, msg)
 }
 
 // SourceSynced tells the Watcher that the incremental source's caches are
@@ -119,21 +130,56 @@ func (p *Proxy) Subscribe(fn func(*messages.ServicePortState)) (unsubscribe func
 	return func() { p.System.EventStream.Unsubscribe(sub) }
 }
 
-// Stop stops the tree (closing every listener), then ends established
-// connections and flows. ActorSystem.Shutdown stops no actors, so the
-// Proxier is poisoned and awaited.
-func (p *Proxy) Stop(ctx context.Context) error {
+// StopOptions say how a stop hands over to the next kproxy process.
+type StopOptions struct {
+	// KeepRules leaves the kernel portal rules in place, as kube-proxy
+	// does: the next process (started before this one stops, or after)
+	// takes them over with the same proxy ports, so service traffic is
+	// never sent nowhere; `kproxy cleanup` removes them.
+	KeepRules bool
+	// Grace is how long established connections and flows may go on after
+	// the listeners closed, before they are closed too.
+	Grace time.Duration
+}
+
+// dialWait bounds a stop's wait for accepted connections still dialing
+// (every dial timeout of one connection together is under 4 s).
+const dialWait = 5 * time.Second
+
+// Stop stops the tree, removing its kernel rules, and ends established
+// connections and flows at once (tests, embedding).
+func (p *Proxy) Stop(ctx context.Context) error { return p.StopWith(ctx, StopOptions{}) }
+
+// StopWith stops the tree (closing every listener: with a successor's
+// sockets in the same SO_REUSEPORT group, new connections go there), then
+// lets established connections drain for o.Grace and closes what is left.
+// ActorSystem.Shutdown stops no actors, so the Proxier is poisoned and
+// awaited.
+func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
+	// The service ports stopping now leave their rules to the next
+	// process (or to the Cleanup below).
+	p.cfg.stopping.Store(true)
+	// Stop accepting first, and let the connections already accepted get
+	// their endpoint from the Balancers before the actors stop.
+	p.Listeners.StopAccepting()
+	dctx, cancel := context.WithTimeout(ctx, dialWait)
+	p.Conns.WaitDialed(dctx)
+	cancel()
 	done := make(chan error, 1)
 	go func() {
 		p.System.Root.StopFuture(p.Watcher).Wait()
 		err := p.System.Root.StopFuture(p.Proxier).Wait()
 		if p.RulesPID != nil {
 			p.System.Root.StopFuture(p.RulesPID).Wait()
-			// A normal shutdown leaves no kernel rules behind.
-			if cerr := p.cfg.Rules.Cleanup(ctx); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("clean up portal rules: %w", cerr))
-			} else {
-				p.cfg.Log.Info().Msg("kernel portal rules removed")
+			switch {
+			case o.KeepRules:
+				p.cfg.Log.Info().Msg("kernel portal rules left in place for the next kproxy (kproxy cleanup removes them)")
+			default:
+				if cerr := p.cfg.Rules.Cleanup(ctx); cerr != nil {
+					err = errors.Join(err, fmt.Errorf("clean up portal rules: %w", cerr))
+				} else {
+					p.cfg.Log.Info().Msg("kernel portal rules removed")
+				}
 			}
 		}
 		done <- err
@@ -143,6 +189,17 @@ func (p *Proxy) Stop(ctx context.Context) error {
 	case err = <-done:
 	case <-ctx.Done():
 		err = fmt.Errorf("stop actors: %w", ctx.Err())
+	}
+	if o.Grace > 0 {
+		if n := p.Conns.Len(); n > 0 {
+			p.cfg.Log.Info().Int("open", n).Dur("grace", o.Grace).Msg("listeners closed; draining established connections and flows")
+		}
+		dctx, cancel := context.WithTimeout(ctx, o.Grace)
+		left := p.Conns.Drain(dctx)
+		cancel()
+		if left > 0 {
+			p.cfg.Log.Warn().Int("closed", left).Msg("grace period over: closing the connections and flows left")
+		}
 	}
 	p.cfg.Reaper.Stop()
 	p.Conns.CloseAll()

@@ -30,6 +30,11 @@ type Watcher struct {
 	// observed for kubeproxy_network_programming_duration_seconds, so
 	// each is observed once.
 	triggers map[string]time.Time
+	// applied is set once the first flush is followed by FlushApplied.
+	applied bool
+	// traced is, per service, the trace of the first source event of
+	// the open coalescing window (tracing only).
+	traced map[string]*pendingTrace
 }
 
 // newWatcher returns the same instance on every (re)start, so generations
@@ -42,6 +47,8 @@ func newWatcher(cfg *Config, proxier *actor.PID) actor.Producer {
 // Receive implements actor.Actor.
 func (w *Watcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		w.cfg.traceRestart(ctx)
 	case *actor.Restarting:
 		// A panic may have left the tracker half-way: rebuild everything
 		// (once the source has synced; until then nothing is programmed).
@@ -54,11 +61,16 @@ func (w *Watcher) Receive(ctx actor.Context) {
 		w.cfg.Health.QueuedUpdate(healthStageSource)
 		w.cfg.Metrics.Queued(m.GetKind())
 		w.tracker.Mark(m.GetService())
+		w.trace(m)
 		w.arm(ctx)
 	case *messages.SourceSynced:
 		w.synced = true
 		w.tracker.Mark("")
 		w.flush(ctx)
+		if !w.applied {
+			w.applied = true
+			ctx.Send(w.proxier, &messages.FlushApplied{Generation: w.generation})
+		}
 	case *messages.FlushChanges:
 		w.armed = false
 		w.flush(ctx)
@@ -89,6 +101,7 @@ func (w *Watcher) flush(ctx actor.Context) {
 		return
 	}
 	ch := w.tracker.Flush()
+	traces := w.flushTraces(ch)
 	for _, err := range ch.Errors {
 		w.cfg.Log.Warn().Err(err).Msg("service rejected; its previous state is kept")
 	}
@@ -97,11 +110,13 @@ func (w *Watcher) flush(ctx actor.Context) {
 	}
 	w.generation++
 	for _, spe := range ch.Upserts {
-		ctx.Send(w.proxier, &messages.UpsertServicePort{ServicePort: spe.GetServicePort(), Endpoints: spe.GetEndpoints(), Generation: w.generation})
+		ctx.Send(w.proxier, &messages.UpsertServicePort{ServicePort: spe.GetServicePort(), Endpoints: spe.GetEndpoints(), Generation: w.generation,
+			Trace: traces.context(spe.GetServicePort().GetKey())})
 	}
 	for _, k := range ch.Deletes {
-		ctx.Send(w.proxier, &messages.DeleteServicePort{Key: k, Generation: w.generation})
+		ctx.Send(w.proxier, &messages.DeleteServicePort{Key: k, Generation: w.generation, Trace: traces.context(k)})
 	}
+	traces.end(w.generation)
 	if w.cfg.Rules == nil {
 		w.cfg.Metrics.Synced(false, time.Since(start)) // bind mode: nothing more to program
 	}

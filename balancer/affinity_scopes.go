@@ -49,15 +49,15 @@ func (a *ScopedAffinity) Retain(endpoints []*messages.Endpoint) {
 // Pick returns the client's pinned endpoint in the scope, or pins and
 // returns fallback (the round-robin choice) when it has none; see
 // AffinityTable.Lookup for exclude.
-func (a *ScopedAffinity) Pick(external bool, clientIP string, exclude []string, fallback string) string {
+func (a *ScopedAffinity) Pick(external bool, clientIP string, exclude []string, fallback string) (endpoint string, pinned bool) {
 	t := a.Table(external)
 	if ep, ok := t.Lookup(clientIP, exclude); ok {
-		return ep
+		return ep, true
 	}
 	if fallback != "" {
 		t.Record(clientIP, fallback)
 	}
-	return fallback
+	return fallback, false
 }
 
 // Sweep drops expired pins of both scopes.

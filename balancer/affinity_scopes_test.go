@@ -13,16 +13,16 @@ import (
 func TestScopedAffinityPinsPerScope(t *testing.T) {
 	a := NewScopedAffinity(time.Hour, nil)
 	const client = "198.51.100.7"
-	if got := a.Pick(false, client, nil, "192.0.2.2:80"); got != "192.0.2.2:80" {
+	if got, _ := a.Pick(false, client, nil, "192.0.2.2:80"); got != "192.0.2.2:80" {
 		t.Fatalf("internal pick = %s", got)
 	}
-	if got := a.Pick(false, client, nil, "192.0.2.1:80"); got != "192.0.2.2:80" {
+	if got, _ := a.Pick(false, client, nil, "192.0.2.1:80"); got != "192.0.2.2:80" {
 		t.Fatalf("internal pick = %s, want the pinned 192.0.2.2:80", got)
 	}
-	if got := a.Pick(true, client, nil, "192.0.2.1:80"); got != "192.0.2.1:80" {
+	if got, _ := a.Pick(true, client, nil, "192.0.2.1:80"); got != "192.0.2.1:80" {
 		t.Fatalf("external pick = %s, want its own round-robin choice, not the internal pin", got)
 	}
-	if got := a.Pick(true, client, nil, "192.0.2.9:80"); got != "192.0.2.1:80" {
+	if got, _ := a.Pick(true, client, nil, "192.0.2.9:80"); got != "192.0.2.1:80" {
 		t.Fatalf("external pick = %s, want the external pin", got)
 	}
 

@@ -22,7 +22,14 @@ import (
 // returns the service address.
 func kproxyTo(b *testing.B, backend string) string {
 	b.Helper()
-	p, serve := startProxy(actors.Config{BindAddress: "127.0.0.1", Log: zerolog.Nop()})
+	return kproxyOn(b, actors.Config{BindAddress: "127.0.0.1", Log: zerolog.Nop()}, "127.0.50.1", backend)
+}
+
+// kproxyOn starts a kproxy tree with cfg and one TCP service port on
+// serviceIP:18080 forwarding to backend, and returns the service address.
+func kproxyOn(b *testing.B, cfg actors.Config, serviceIP, backend string) string {
+	b.Helper()
+	p, serve := startProxy(cfg)
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -43,12 +50,12 @@ func kproxyTo(b *testing.B, backend string) string {
 	defer unsub()
 	serve(&messages.ServicePortEndpoints{
 		ServicePort: &messages.ServicePort{Key: key, Type: "ClusterIP", Port: 18080, TargetPort: int32(pn),
-			ClusterIps: &messages.IPSet{V4: []string{"127.0.50.1"}}},
+			ClusterIps: &messages.IPSet{V4: []string{serviceIP}}},
 		Endpoints: []*messages.Endpoint{{Ips: []string{host}, Port: int32(pn), Ready: true, Serving: true, Internal: true, External: true}},
 	})
 	select {
 	case <-ready:
-		return "127.0.50.1:18080"
+		return net.JoinHostPort(serviceIP, "18080")
 	case <-time.After(10 * time.Second):
 		b.Fatal("service port never listened")
 		return ""
@@ -132,34 +139,40 @@ func BenchmarkTCPConnectionRate(b *testing.B) {
 	}
 	defer backend.Close()
 	compare(b, "conn/s", conns, backend.Addr(), bareTo(b, backend.Addr()), kproxyTo(b, backend.Addr()), func(addr string) time.Duration {
-		var wg sync.WaitGroup
-		errs := make(chan error, clients)
-		start := time.Now()
-		for range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range conns / clients {
-					c, err := net.Dial("tcp", addr)
-					if err != nil {
-						errs <- err
-						return
-					}
-					_, err = backends.ReadName(bufio.NewReader(c))
-					c.Close()
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		d := time.Since(start)
-		close(errs)
-		for err := range errs {
-			b.Fatal(fmt.Errorf("%s: %w", addr, err))
-		}
-		return d
+		return connectionRound(b, addr, conns, clients)
 	})
+}
+
+// connectionRound opens, uses (one reply line) and closes conns
+// connections from clients concurrent clients, and returns how long it took.
+func connectionRound(b *testing.B, addr string, conns, clients int) time.Duration {
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range conns / clients {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, err = backends.ReadName(bufio.NewReader(c))
+				c.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	d := time.Since(start)
+	close(errs)
+	for err := range errs {
+		b.Fatal(fmt.Errorf("%s: %w", addr, err))
+	}
+	return d
 }

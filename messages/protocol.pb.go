@@ -118,7 +118,9 @@ type UpsertServicePort struct {
 	ExternalProxyPort int32 `protobuf:"varint,5,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
 	// Also on that re-send: the restarts counted so far, this one included,
 	// so the service port's count goes on rather than starting over.
-	Restarts      int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// The change this message is part of, for tracing (unset when off).
+	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,10 +197,19 @@ func (x *UpsertServicePort) GetRestarts() int32 {
 	return 0
 }
 
+func (x *UpsertServicePort) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
 type DeleteServicePort struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *ServicePortKey        `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Generation    int64                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Key        *ServicePortKey        `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Generation int64                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The change this message is part of, for tracing (unset when off).
+	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -247,6 +258,13 @@ func (x *DeleteServicePort) GetGeneration() int64 {
 	return 0
 }
 
+func (x *DeleteServicePort) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
 // SetEndpoints replaces a Balancer's or Affinity's endpoint set.
 type SetEndpoints struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -256,8 +274,10 @@ type SetEndpoints struct {
 	AffinityTimeoutSeconds int32           `protobuf:"varint,3,opt,name=affinity_timeout_seconds,json=affinityTimeoutSeconds,proto3" json:"affinity_timeout_seconds,omitempty"`
 	// Only to a restarted Affinity actor: the entries its previous incarnation saved.
 	AffinityEntries *AffinityEntries `protobuf:"bytes,4,opt,name=affinity_entries,json=affinityEntries,proto3" json:"affinity_entries,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The change this message is part of, for tracing (unset when off).
+	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetEndpoints) Reset() {
@@ -318,6 +338,13 @@ func (x *SetEndpoints) GetAffinityEntries() *AffinityEntries {
 	return nil
 }
 
+func (x *SetEndpoints) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
 // ConfigurePortal tells a Portal what to listen on.
 type ConfigurePortal struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -328,8 +355,10 @@ type ConfigurePortal struct {
 	// external traffic (external/LB IPs, node port), served with the external
 	// endpoint scope.
 	ExternalProxyPort int32 `protobuf:"varint,3,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The change this message is part of, for tracing (unset when off).
+	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigurePortal) Reset() {
@@ -381,6 +410,13 @@ func (x *ConfigurePortal) GetExternalProxyPort() int32 {
 		return x.ExternalProxyPort
 	}
 	return 0
+}
+
+func (x *ConfigurePortal) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
 }
 
 // ChildStarted is sent by a child to its ServicePort supervisor on every
@@ -499,7 +535,9 @@ type Picked struct {
 	// Report asks for the dial's outcome (DialOutcome) even when it
 	// succeeds: outlier detection is watching the endpoint. Failures are
 	// always reported.
-	Report        bool `protobuf:"varint,2,opt,name=report,proto3" json:"report,omitempty"`
+	Report bool `protobuf:"varint,2,opt,name=report,proto3" json:"report,omitempty"`
+	// The Affinity actor answered with the client's pinned endpoint.
+	AffinityHit   bool `protobuf:"varint,3,opt,name=affinity_hit,json=affinityHit,proto3" json:"affinity_hit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -544,6 +582,13 @@ func (x *Picked) GetAddress() string {
 func (x *Picked) GetReport() bool {
 	if x != nil {
 		return x.Report
+	}
+	return false
+}
+
+func (x *Picked) GetAffinityHit() bool {
+	if x != nil {
+		return x.AffinityHit
 	}
 	return false
 }
@@ -1418,9 +1463,11 @@ func (x *AffinityEntries) GetExternalEntries() map[string]string {
 // ServiceChanged tells the Watcher that a service ("namespace/name") may
 // have changed; empty means every service (this node's zone changed).
 type ServiceChanged struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Kind    string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The source event's span, for tracing (unset when off).
+	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1467,6 +1514,13 @@ func (x *ServiceChanged) GetKind() string {
 		return x.Kind
 	}
 	return ""
+}
+
+func (x *ServiceChanged) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
 }
 
 // SourceSynced tells the Watcher that the source's caches are complete:
@@ -1655,8 +1709,10 @@ type SetPortalRules struct {
 	ExternalProxyPort int32 `protobuf:"varint,4,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
 	// Reject external traffic (no external endpoints).
 	RejectExternal bool `protobuf:"varint,5,opt,name=reject_external,json=rejectExternal,proto3" json:"reject_external,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The change this message is part of, for tracing (unset when off).
+	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPortalRules) Reset() {
@@ -1724,10 +1780,19 @@ func (x *SetPortalRules) GetRejectExternal() bool {
 	return false
 }
 
+func (x *SetPortalRules) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
 // DeletePortalRules removes a service port's rules.
 type DeletePortalRules struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *ServicePortKey        `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *ServicePortKey        `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The change this message is part of, for tracing (unset when off).
+	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1765,6 +1830,13 @@ func (*DeletePortalRules) Descriptor() ([]byte, []int) {
 func (x *DeletePortalRules) GetKey() *ServicePortKey {
 	if x != nil {
 		return x.Key
+	}
+	return nil
+}
+
+func (x *DeletePortalRules) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
 	}
 	return nil
 }
@@ -2014,11 +2086,153 @@ func (x *Failure) GetMessage() string {
 	return ""
 }
 
+// TraceContext carries a span's context between actors as W3C trace
+// context (https://www.w3.org/TR/trace-context/), so each actor's span is
+// a child of the one that caused it.
+type TraceContext struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Traceparent   string                 `protobuf:"bytes,1,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string                 `protobuf:"bytes,2,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceContext) Reset() {
+	*x = TraceContext{}
+	mi := &file_messages_protocol_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceContext) ProtoMessage() {}
+
+func (x *TraceContext) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
+func (*TraceContext) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *TraceContext) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *TraceContext) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
+// FlushApplied follows the Watcher's first flush to the Proxier (after the
+// flush's upserts and deletes, so it arrives after them): the first
+// desired state is complete once every service port it started reports.
+type FlushApplied struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    int64                  `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlushApplied) Reset() {
+	*x = FlushApplied{}
+	mi := &file_messages_protocol_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlushApplied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlushApplied) ProtoMessage() {}
+
+func (x *FlushApplied) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlushApplied.ProtoReflect.Descriptor instead.
+func (*FlushApplied) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *FlushApplied) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// DesiredStateComplete tells the Rules actor that every service port of
+// the source's first state has sent its rules: the first full sync may
+// replace the table now. Before it, a full sync would wipe the rules a
+// previous kproxy left for traffic this one is about to serve.
+type DesiredStateComplete struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DesiredStateComplete) Reset() {
+	*x = DesiredStateComplete{}
+	mi := &file_messages_protocol_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DesiredStateComplete) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DesiredStateComplete) ProtoMessage() {}
+
+func (x *DesiredStateComplete) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DesiredStateComplete.ProtoReflect.Descriptor instead.
+func (*DesiredStateComplete) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{36}
+}
+
 var File_messages_protocol_proto protoreflect.FileDescriptor
 
 const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
-	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\x8c\x02\n" +
+	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xbb\x02\n" +
 	"\x11UpsertServicePort\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12\x1e\n" +
@@ -2028,31 +2242,36 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
 	"proxy_port\x18\x04 \x01(\x05R\tproxyPort\x12.\n" +
 	"\x13external_proxy_port\x18\x05 \x01(\x05R\x11externalProxyPort\x12\x1a\n" +
-	"\brestarts\x18\x06 \x01(\x05R\brestarts\"`\n" +
+	"\brestarts\x18\x06 \x01(\x05R\brestarts\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x8f\x01\n" +
 	"\x11DeleteServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
-	"generation\"\x89\x02\n" +
+	"generation\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\xb8\x02\n" +
 	"\fSetEndpoints\x121\n" +
 	"\tendpoints\x18\x01 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12E\n" +
 	"\x10session_affinity\x18\x02 \x01(\x0e2\x1a.kproxy.v1.SessionAffinityR\x0fsessionAffinity\x128\n" +
 	"\x18affinity_timeout_seconds\x18\x03 \x01(\x05R\x16affinityTimeoutSeconds\x12E\n" +
-	"\x10affinity_entries\x18\x04 \x01(\v2\x1a.kproxy.v1.AffinityEntriesR\x0faffinityEntries\"\x9b\x01\n" +
+	"\x10affinity_entries\x18\x04 \x01(\v2\x1a.kproxy.v1.AffinityEntriesR\x0faffinityEntries\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\xca\x01\n" +
 	"\x0fConfigurePortal\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
 	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12.\n" +
-	"\x13external_proxy_port\x18\x03 \x01(\x05R\x11externalProxyPort\"\"\n" +
+	"\x13external_proxy_port\x18\x03 \x01(\x05R\x11externalProxyPort\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\"\n" +
 	"\fChildStarted\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"a\n" +
 	"\fPickEndpoint\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x18\n" +
 	"\aexclude\x18\x02 \x03(\tR\aexclude\x12\x1a\n" +
-	"\bexternal\x18\x03 \x01(\bR\bexternal\":\n" +
+	"\bexternal\x18\x03 \x01(\bR\bexternal\"]\n" +
 	"\x06Picked\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
-	"\x06report\x18\x02 \x01(\bR\x06report\"A\n" +
+	"\x06report\x18\x02 \x01(\bR\x06report\x12!\n" +
+	"\faffinity_hit\x18\x03 \x01(\bR\vaffinityHit\"A\n" +
 	"\vDialOutcome\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x16\n" +
 	"\x06failed\x18\x02 \x01(\bR\x06failed\"+\n" +
@@ -2114,26 +2333,29 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
 	"\x14ExternalEntriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
 	"\x0eServiceChanged\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\"\x0e\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x0e\n" +
 	"\fSourceSynced\"\x0e\n" +
 	"\fFlushChanges\"\x11\n" +
 	"\x0fGetWatcherStats\"Z\n" +
 	"\fWatcherStats\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x03R\x06events\x12\x18\n" +
 	"\achanges\x18\x02 \x01(\x03R\achanges\x12\x18\n" +
-	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\xdb\x01\n" +
+	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\x8a\x02\n" +
 	"\x0eSetPortalRules\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
 	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12\x16\n" +
 	"\x06reject\x18\x03 \x01(\bR\x06reject\x12.\n" +
 	"\x13external_proxy_port\x18\x04 \x01(\x05R\x11externalProxyPort\x12'\n" +
-	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\"@\n" +
+	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"o\n" +
 	"\x11DeletePortalRules\x12+\n" +
-	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\"|\n" +
+	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"|\n" +
 	"\fRulesApplied\x12\x1b\n" +
 	"\tfull_sync\x18\x01 \x01(\bR\bfullSync\x12\x14\n" +
 	"\x05batch\x18\x03 \x01(\x03R\x05batch\x12,\n" +
@@ -2147,7 +2369,17 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"RetryRules\"O\n" +
 	"\aFailure\x12*\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x16.kproxy.v1.FailureCodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\xdf\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"P\n" +
+	"\fTraceContext\x12 \n" +
+	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x02 \x01(\tR\n" +
+	"tracestate\".\n" +
+	"\fFlushApplied\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\"\x16\n" +
+	"\x14DesiredStateComplete*\xdf\x01\n" +
 	"\vFailureCode\x12\x18\n" +
 	"\x14FAILURE_CODE_UNKNOWN\x10\x00\x12\x12\n" +
 	"\x0eADDRESS_IN_USE\x10\x01\x12\x19\n" +
@@ -2172,79 +2404,89 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_messages_protocol_proto_goTypes = []any{
-	(FailureCode)(0),          // 0: kproxy.v1.FailureCode
-	(*UpsertServicePort)(nil), // 1: kproxy.v1.UpsertServicePort
-	(*DeleteServicePort)(nil), // 2: kproxy.v1.DeleteServicePort
-	(*SetEndpoints)(nil),      // 3: kproxy.v1.SetEndpoints
-	(*ConfigurePortal)(nil),   // 4: kproxy.v1.ConfigurePortal
-	(*ChildStarted)(nil),      // 5: kproxy.v1.ChildStarted
-	(*PickEndpoint)(nil),      // 6: kproxy.v1.PickEndpoint
-	(*Picked)(nil),            // 7: kproxy.v1.Picked
-	(*DialOutcome)(nil),       // 8: kproxy.v1.DialOutcome
-	(*ProbeEndpoint)(nil),     // 9: kproxy.v1.ProbeEndpoint
-	(*EndpointEjections)(nil), // 10: kproxy.v1.EndpointEjections
-	(*EjectedEndpoint)(nil),   // 11: kproxy.v1.EjectedEndpoint
-	(*AffinityLookup)(nil),    // 12: kproxy.v1.AffinityLookup
-	(*ListenerReady)(nil),     // 13: kproxy.v1.ListenerReady
-	(*RetryProxyPort)(nil),    // 14: kproxy.v1.RetryProxyPort
-	(*RetryListen)(nil),       // 15: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),     // 16: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),    // 17: kproxy.v1.ListenerFailed
-	(*GetState)(nil),          // 18: kproxy.v1.GetState
-	(*ServicePortState)(nil),  // 19: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),     // 20: kproxy.v1.StateSnapshot
-	(*InjectCrash)(nil),       // 21: kproxy.v1.InjectCrash
-	(*AffinityEntries)(nil),   // 22: kproxy.v1.AffinityEntries
-	(*ServiceChanged)(nil),    // 23: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),      // 24: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),      // 25: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),   // 26: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),      // 27: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),    // 28: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil), // 29: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),      // 30: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),        // 31: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),      // 32: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),        // 33: kproxy.v1.RetryRules
-	(*Failure)(nil),           // 34: kproxy.v1.Failure
-	nil,                       // 35: kproxy.v1.AffinityEntries.EntriesEntry
-	nil,                       // 36: kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	(*ServicePort)(nil),       // 37: kproxy.v1.ServicePort
-	(*Endpoint)(nil),          // 38: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),    // 39: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),      // 40: kproxy.v1.SessionAffinity
+	(FailureCode)(0),             // 0: kproxy.v1.FailureCode
+	(*UpsertServicePort)(nil),    // 1: kproxy.v1.UpsertServicePort
+	(*DeleteServicePort)(nil),    // 2: kproxy.v1.DeleteServicePort
+	(*SetEndpoints)(nil),         // 3: kproxy.v1.SetEndpoints
+	(*ConfigurePortal)(nil),      // 4: kproxy.v1.ConfigurePortal
+	(*ChildStarted)(nil),         // 5: kproxy.v1.ChildStarted
+	(*PickEndpoint)(nil),         // 6: kproxy.v1.PickEndpoint
+	(*Picked)(nil),               // 7: kproxy.v1.Picked
+	(*DialOutcome)(nil),          // 8: kproxy.v1.DialOutcome
+	(*ProbeEndpoint)(nil),        // 9: kproxy.v1.ProbeEndpoint
+	(*EndpointEjections)(nil),    // 10: kproxy.v1.EndpointEjections
+	(*EjectedEndpoint)(nil),      // 11: kproxy.v1.EjectedEndpoint
+	(*AffinityLookup)(nil),       // 12: kproxy.v1.AffinityLookup
+	(*ListenerReady)(nil),        // 13: kproxy.v1.ListenerReady
+	(*RetryProxyPort)(nil),       // 14: kproxy.v1.RetryProxyPort
+	(*RetryListen)(nil),          // 15: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),        // 16: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),       // 17: kproxy.v1.ListenerFailed
+	(*GetState)(nil),             // 18: kproxy.v1.GetState
+	(*ServicePortState)(nil),     // 19: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),        // 20: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),          // 21: kproxy.v1.InjectCrash
+	(*AffinityEntries)(nil),      // 22: kproxy.v1.AffinityEntries
+	(*ServiceChanged)(nil),       // 23: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),         // 24: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),         // 25: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),      // 26: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),         // 27: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),       // 28: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil),    // 29: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),         // 30: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),           // 31: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),         // 32: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),           // 33: kproxy.v1.RetryRules
+	(*Failure)(nil),              // 34: kproxy.v1.Failure
+	(*TraceContext)(nil),         // 35: kproxy.v1.TraceContext
+	(*FlushApplied)(nil),         // 36: kproxy.v1.FlushApplied
+	(*DesiredStateComplete)(nil), // 37: kproxy.v1.DesiredStateComplete
+	nil,                          // 38: kproxy.v1.AffinityEntries.EntriesEntry
+	nil,                          // 39: kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	(*ServicePort)(nil),          // 40: kproxy.v1.ServicePort
+	(*Endpoint)(nil),             // 41: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),       // 42: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),         // 43: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	37, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	38, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	39, // 2: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	38, // 3: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	40, // 4: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	22, // 5: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
-	37, // 6: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	11, // 7: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	34, // 8: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
-	34, // 9: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	39, // 10: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	37, // 11: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	38, // 12: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	34, // 13: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
-	11, // 14: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	19, // 15: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	35, // 16: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	36, // 17: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	37, // 18: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	39, // 19: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	34, // 20: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	34, // 21: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
-	0,  // 22: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	40, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	41, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	35, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
+	42, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	35, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
+	41, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	43, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	22, // 7: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
+	35, // 8: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
+	40, // 9: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	35, // 10: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
+	11, // 11: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	34, // 12: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	34, // 13: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	42, // 14: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	40, // 15: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	41, // 16: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	34, // 17: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	11, // 18: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	19, // 19: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	38, // 20: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
+	39, // 21: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
+	35, // 22: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
+	40, // 23: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	35, // 24: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
+	42, // 25: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	35, // 26: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
+	34, // 27: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	34, // 28: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	0,  // 29: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_messages_protocol_proto_init() }
@@ -2259,7 +2501,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

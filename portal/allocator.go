@@ -112,6 +112,27 @@ func (a *PortAllocator) Allocate(network string) (int, error) {
 	return 0, fmt.Errorf("allocate proxy port in %s: %w", a.r, ErrPortRangeExhausted)
 }
 
+// Claim takes a specific port back, one a previous kproxy process used
+// for the same service port (so the kernel rules it left stay right). It
+// fails when this process holds it already, when it lies outside the
+// range, or when a socket outside kproxy's SO_REUSEPORT group holds it.
+func (a *PortAllocator) Claim(network string, port int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	used := a.used[network]
+	if used == nil || used[port] || port <= 0 || port > 65535 {
+		return false
+	}
+	if a.r.Size > 0 && (port < a.r.Base || port >= a.r.Base+a.r.Size) {
+		return false
+	}
+	if err := probeShared(network, a.host, port); err != nil {
+		return false
+	}
+	used[port] = true
+	return true
+}
+
 // Release returns a port of the protocol ("tcp" or "udp") to the pool.
 func (a *PortAllocator) Release(network string, port int) {
 	a.mu.Lock()

@@ -6,9 +6,11 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Listener is one open socket. It is served by at most one goroutine at a
@@ -40,6 +42,13 @@ type ListenerOptions struct {
 	Log            zerolog.Logger
 	// Faults, when set, injects endpoint dial faults (off by default).
 	Faults *Faults
+	// Tracer traces connections (sampled by its provider); nil traces
+	// none. ServicePort names them.
+	Tracer      trace.Tracer
+	ServicePort string
+	// OnFirstAccept, when set, is called once a TCP listener accepts its
+	// first connection (a restarted Portal's restart-to-serving span).
+	OnFirstAccept func()
 	// OnFailure is called from the serving goroutine when the socket fails
 	// (not when it is closed or paused), or when that goroutine panics.
 	OnFailure func(spec ListenSpec, err error)
@@ -53,20 +62,17 @@ func Open(spec ListenSpec) (*Listener, error) {
 		// No keepalive probes on proxied connections: a userspace proxy
 		// sets 4 socket options per connection for them, the clients and
 		// endpoints run their own.
-		ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", spec.Address)
+		ln, err := (&net.ListenConfig{KeepAlive: -1, Control: socketOptions(spec.Mark)}).Listen(context.Background(), "tcp", spec.Address)
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}
 		l.tcp = ln.(*net.TCPListener)
 	case "udp":
-		addr, err := net.ResolveUDPAddr("udp", spec.Address)
+		pc, err := (&net.ListenConfig{Control: socketOptions(spec.Mark)}).ListenPacket(context.Background(), "udp", spec.Address)
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}
-		conn, err := net.ListenUDP("udp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
-		}
+		conn := pc.(*net.UDPConn)
 		l.udp, l.flows = conn, &UDPProxy{pktinfo: enablePktinfo(conn)}
 	default:
 		return nil, fmt.Errorf("open portal %s: %w", spec.Address, ErrUnsupportedProtocol)
@@ -96,7 +102,8 @@ func (l *Listener) Serve(o ListenerOptions) {
 		var err error
 		if l.tcp != nil {
 			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
-				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: log}
+				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: log,
+				Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept}
 			err = tcp.Serve(l.tcp, stop)
 		} else {
 			err = l.flows.Serve(l.udp, UDPOptions{Picker: o.Picker, External: l.Spec.External,
@@ -167,11 +174,34 @@ type Listeners struct {
 	mu   sync.Mutex
 	m    map[string]map[string]*Listener
 	held map[string]bool
+	// owners is who holds each network address ("tcp/10.0.0.1:80"):
+	// sockets are opened with SO_REUSEPORT (a successor process shares
+	// them), so the kernel no longer refuses a second socket of this
+	// process on an address; this does.
+	owners map[string]string
 }
 
 // NewListeners returns an empty set.
 func NewListeners() *Listeners {
-	return &Listeners{m: map[string]map[string]*Listener{}, held: map[string]bool{}}
+	return &Listeners{m: map[string]map[string]*Listener{}, held: map[string]bool{}, owners: map[string]string{}}
+}
+
+// Open opens spec's socket for owner and records it, refusing an address
+// another owner of this process holds (EADDRINUSE, as the kernel would
+// without SO_REUSEPORT).
+func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := spec.Network + "/" + spec.Address
+	if other, ok := s.owners[key]; ok && other != owner {
+		return nil, fmt.Errorf("open portal %s: held by %s: %w", key, other, syscall.EADDRINUSE)
+	}
+	l, err := Open(spec)
+	if err != nil {
+		return nil, err
+	}
+	s.put(owner, l)
+	return l, nil
 }
 
 // Hold marks owner's sockets to be kept while its actor is stopped and
@@ -204,6 +234,9 @@ func (s *Listeners) CloseOwned(owner string) {
 	ls := s.m[owner]
 	delete(s.m, owner)
 	delete(s.held, owner)
+	for _, l := range ls {
+		delete(s.owners, l.Spec.Network+"/"+l.Spec.Address)
+	}
 	s.mu.Unlock()
 	for _, l := range ls {
 		l.Close()
@@ -222,16 +255,24 @@ func (s *Listeners) Get(owner, addr string) *Listener {
 func (s *Listeners) Put(owner string, l *Listener) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.put(owner, l)
+}
+
+func (s *Listeners) put(owner string, l *Listener) {
 	if s.m[owner] == nil {
 		s.m[owner] = map[string]*Listener{}
 	}
 	s.m[owner][l.Spec.Address] = l
+	s.owners[l.Spec.Network+"/"+l.Spec.Address] = owner
 }
 
 // Delete forgets owner's listener on addr (the caller closes it).
 func (s *Listeners) Delete(owner, addr string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if l := s.m[owner][addr]; l != nil {
+		delete(s.owners, l.Spec.Network+"/"+addr)
+	}
 	delete(s.m[owner], addr)
 	if len(s.m[owner]) == 0 {
 		delete(s.m, owner)
@@ -247,6 +288,26 @@ func (s *Listeners) Owned(owner string) []*Listener {
 		out = append(out, l)
 	}
 	return out
+}
+
+// StopAccepting closes every TCP listener (a hand-over: with a successor's
+// sockets in the SO_REUSEPORT group, new and queued connections go there)
+// and leaves the rest to the owners' shutdown. UDP sockets stay: their
+// flows answer clients through them while they drain.
+func (s *Listeners) StopAccepting() {
+	s.mu.Lock()
+	var tcp []*Listener
+	for _, ls := range s.m {
+		for _, l := range ls {
+			if l.tcp != nil {
+				tcp = append(tcp, l)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range tcp {
+		l.Close()
+	}
 }
 
 // Len is the number of open listeners.

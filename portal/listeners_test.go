@@ -22,15 +22,32 @@ func TestListenSpecsBindMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ListenSpec{
-		{"udp", "0.0.0.0:40000", false, true},
-		{"udp", "198.18.0.10:53", false, false},
-		{"udp", "[2001:db8::10]:53", false, false},
-		{"udp", "192.0.2.10:53", true, false},
-		{"udp", "198.51.100.10:53", true, false},
-		{"udp", "0.0.0.0:30053", true, false},
+		{"udp", "0.0.0.0:40000", false, true, 0},
+		{"udp", "198.18.0.10:53", false, false, 0},
+		{"udp", "[2001:db8::10]:53", false, false, 0},
+		{"udp", "192.0.2.10:53", true, false, 0},
+		{"udp", "198.51.100.10:53", true, false, 0},
+		{"udp", "0.0.0.0:30053", true, false, 0},
 	}
 	if !slices.Equal(specs, want) {
 		t.Fatalf("got %+v\nwant %+v", specs, want)
+	}
+}
+
+// In nftables mode the proxy-port sockets carry SocketMark (the rules
+// deliver redirected traffic only to marked sockets); in iptables mode
+// nothing checks it.
+func TestListenSpecsMarkProxyPortsInNftablesMode(t *testing.T) {
+	sp := &messages.ServicePort{Key: &messages.ServicePortKey{Protocol: messages.Protocol_TCP}, Port: 80,
+		ClusterIps: &messages.IPSet{V4: []string{"198.18.0.10"}}}
+	for mode, mark := range map[string]int{ModeNftables: SocketMark, ModeIPTables: 0} {
+		specs, err := ListenSpecs(sp, mode, "0.0.0.0", 40000, 40001)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(specs) != 2 || specs[0].Mark != mark || specs[1].Mark != mark {
+			t.Errorf("%s: %+v, want both proxy ports with mark %#x", mode, specs, mark)
+		}
 	}
 }
 

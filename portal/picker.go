@@ -22,6 +22,9 @@ type Pick struct {
 	Endpoint string
 	// Report asks for the dial's outcome even when it succeeds.
 	Report bool
+	// AffinityHit is set when ClientIP affinity chose the client's pinned
+	// endpoint (for tracing).
+	AffinityHit bool
 }
 
 // PickerFunc adapts a function to a Picker that ignores dial outcomes.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // dialTimeouts are the per-attempt endpoint dial timeouts, as in kube-proxy's
@@ -30,6 +31,12 @@ type TCPProxy struct {
 	Reaper *IdleReaper
 	Faults *Faults // nil unless fault injection is on
 	Log    zerolog.Logger
+	// Tracer traces connections, sampled by its provider; nil traces
+	// none. ServicePort names them.
+	Tracer      trace.Tracer
+	ServicePort string
+	// OnFirstAccept, when set, is called after the first accept.
+	OnFirstAccept func()
 }
 
 // Process-wide: one warning per interval for all listeners is plenty.
@@ -72,6 +79,10 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 			reset(conn)
 			continue
 		}
+		if p.OnFirstAccept != nil {
+			p.OnFirstAccept()
+			p.OnFirstAccept = nil
+		}
 		go p.handle(conn)
 	}
 }
@@ -91,25 +102,34 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 	if a, ok := client.RemoteAddr().(*net.TCPAddr); ok {
 		clientIP = a.IP.String()
 	}
-	backend, err := p.dial(clientIP)
+	ct := p.traceConn(client)
+	dialed := p.Conns.Dialing()
+	backend, err := p.dial(clientIP, ct)
+	dialed()
 	if err != nil {
 		p.Log.Debug().Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
+		ct.failed(err)
 		reset(client)
 		return
 	}
+	ct.established(backend)
 	releaseBackend := p.Conns.Add(backend)
 	defer releaseBackend()
 	pr, untrack := p.Reaper.Track(client, backend)
 	defer untrack()
-	p.Stats.copied(splicePair(pr))
+	toBackend, toClient, clientFirst := splicePair(pr)
+	p.Stats.copied(toBackend, toClient)
+	ct.closed(toBackend, toClient, clientFirst)
 }
 
 // dial picks endpoints until one answers, excluding those that failed.
-func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
+func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 	var exclude []string
 	var lastErr error
 	for _, timeout := range dialTimeouts {
+		start := ct.now()
 		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
+		ct.picked(start, pick, exclude, err)
 		if err != nil {
 			if lastErr != nil {
 				return nil, fmt.Errorf("%w (last dial error: %v)", err, lastErr)
@@ -131,6 +151,7 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 		if err == nil {
 			return conn.(*net.TCPConn), nil
 		}
+		ct.dialFailed(addr, err)
 		lastErr = err
 		p.Log.Debug().Err(err).Str("endpoint", addr).Msg("dial endpoint failed, trying next")
 		exclude = append(exclude, addr)
@@ -140,29 +161,30 @@ func (p *TCPProxy) dial(clientIP string) (*net.TCPConn, error) {
 
 // splicePair copies both ways between a proxied connection's two sockets
 // until both directions end, propagating half-close, and returns the bytes
-// copied each way. It marks the pair half-closed when the first direction
-// ends (the idle reaper's shorter timeout applies then). The copy is
+// copied each way and whether the client's side ended first. It marks the
+// pair half-closed when the first direction ends (the idle reaper's
+// shorter timeout applies then). The copy is
 // spliceCopy: splice(2) on Linux, bytes never cross into user space.
-func splicePair(p *pair) (toBackend, toClient int64) {
+func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		toBackend = copyHalf(p.backend, p.client)
-		p.halfClosed.Store(true)
+		toBackend = copyHalf(p.backend, p.client, func() { clientFirst = p.halfClosed.CompareAndSwap(false, true) })
 	}()
-	toClient = copyHalf(p.client, p.backend)
-	p.halfClosed.Store(true)
+	toClient = copyHalf(p.client, p.backend, func() { p.halfClosed.Store(true) })
 	wg.Wait()
 	p.client.Close()
 	p.backend.Close()
-	return toBackend, toClient
+	return toBackend, toClient, clientFirst
 }
 
 // copyHalf copies src to dst, then closes dst's write side so the peer sees EOF
-// while the other direction goes on.
-func copyHalf(dst, src *net.TCPConn) int64 {
+// while the other direction goes on. ended runs as soon as the copy ends,
+// before the peer can see it (so the first direction to end is known).
+func copyHalf(dst, src *net.TCPConn, ended func()) int64 {
 	n, err := spliceCopy(dst, src)
+	ended()
 	if err != nil {
 		// An error one way (reset) ends both ways.
 		dst.Close()

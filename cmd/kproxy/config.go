@@ -44,11 +44,22 @@ type KproxyConfiguration struct {
 	UDPIdleTimeout   string `json:"udpIdleTimeout,omitempty"`
 	LogLevel         string `json:"logLevel,omitempty"`
 	LogFormat        string `json:"logFormat,omitempty"`
+	// Hand-over to the next process.
+	ShutdownGracePeriod string  `json:"shutdownGracePeriod,omitempty"`
+	ProxyPortsFile      *string `json:"proxyPortsFile,omitempty"`
 
 	Outliers *OutlierSettings `json:"outliers,omitempty"`
 	Limits   *LimitSettings   `json:"limits,omitempty"`
 	Metrics  *MetricsSettings `json:"metrics,omitempty"`
 	Admin    *AdminSettings   `json:"admin,omitempty"`
+	Tracing  *TracingSettings `json:"tracing,omitempty"`
+}
+
+// TracingSettings is the tracing section of a KproxyConfiguration, shaped
+// as Kubernetes components' TracingConfiguration (k8s.io/component-base).
+type TracingSettings struct {
+	Endpoint               string `json:"endpoint,omitempty"`
+	SamplingRatePerMillion *int32 `json:"samplingRatePerMillion,omitempty"`
 }
 
 // OutlierSettings is the outliers section of a KproxyConfiguration.
@@ -297,6 +308,16 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 		}
 		boolean("metrics-actors", m.Actors)
 	}
+	setIf(values, "shutdown-grace-period", c.ShutdownGracePeriod)
+	if c.ProxyPortsFile != nil {
+		values["proxy-ports-file"] = *c.ProxyPortsFile // "" turns it off
+	}
+	if t := c.Tracing; t != nil {
+		setIf(values, "tracing-endpoint", t.Endpoint)
+		if t.SamplingRatePerMillion != nil {
+			values["tracing-sampling-rate-per-million"] = strconv.Itoa(int(*t.SamplingRatePerMillion))
+		}
+	}
 	if a := c.Admin; a != nil {
 		boolean("enable-fault-injection", a.EnableFaultInjection)
 		setIf(values, "admin-address", a.Address)
@@ -371,6 +392,12 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 	spl, _ := strconv.Atoi(get("metrics-service-ports-limit"))
 	kc.Metrics = &MetricsSettings{&spl, ptrBool("metrics-actors")}
 	kc.Admin = &AdminSettings{ptrBool("enable-fault-injection"), get("admin-address"), get("admin-token-file"), ptrBool("admin-allow-non-loopback")}
+	kc.ShutdownGracePeriod = get("shutdown-grace-period")
+	ppf := get("proxy-ports-file")
+	kc.ProxyPortsFile = &ppf
+	rate, _ := strconv.Atoi(get("tracing-sampling-rate-per-million"))
+	rate32 := int32(rate)
+	kc.Tracing = &TracingSettings{get("tracing-endpoint"), &rate32}
 	for i, doc := range []any{kp, kc} {
 		raw, err := yaml.Marshal(doc)
 		if err != nil {

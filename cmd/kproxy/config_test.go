@@ -73,6 +73,7 @@ udpIdleTimeout: 45s
 outliers: {consecutiveFailures: 5, baseEjectionTime: 3s, maxEjectionTime: 2m}
 limits: {maxConnections: 5000, tcpIdleTimeout: 30m}
 metrics: {servicePortsLimit: 50, actors: true}
+tracing: {endpoint: "127.0.0.1:4317", samplingRatePerMillion: 250}
 `)
 	o, err := configured(t, path, "--bind-address", "127.0.0.3") // the flag wins
 	if err != nil {
@@ -99,6 +100,8 @@ metrics: {servicePortsLimit: 50, actors: true}
 		"tcp idle":           {o.limits.tcpIdleTimeout.String(), "30m0s"},
 		"metrics port limit": {o.metricsPortsLimit, 50},
 		"metrics actors":     {o.metricsActors, true},
+		"tracing endpoint":   {o.tracing.endpoint, "127.0.0.1:4317"},
+		"tracing rate":       {o.tracing.samplingRatePerMillion, 250},
 	}
 	for name, c := range checks {
 		if c[0] != c[1] {
@@ -131,7 +134,7 @@ func TestWriteConfigRoundTrips(t *testing.T) {
 	var o runOptions
 	fs := runFlags(&o)
 	args := []string{"--source", "kube", "--portal", "nftables", "--bind-address", "127.0.0.9", "--max-udp-flows", "-1",
-		"--outlier-consecutive-failures", "4", "--metrics-actors", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s"}
+		"--outlier-consecutive-failures", "4", "--metrics-actors", "--tracing-endpoint", "127.0.0.1:4317", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s"}
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}

@@ -64,8 +64,11 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String())))
 
 	metricsAddr := freeAddr(t)
+	j := startJaeger(t) // the same change, traced: its flush carries the trigger time
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
 	in := startKubeKproxy(t, s, func(o *runOptions) {
 		o.metricsBindAddress, o.metricsPortsLimit, o.metricsActors = metricsAddr, 100, true
+		o.tracing = tracingFlags{endpoint: j.otlp}
 	})
 	addr1 := netip.AddrPortFrom(ip1, 8080).String()
 	in.endpointsAre(t, "default/web:tcp/TCP", addr1)
@@ -130,5 +133,23 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 	t.Logf("network programming: observed %.3fs, measured %.3fs", observed, measured.Seconds())
 	if math.Abs(observed-measured.Seconds()) > 0.1 {
 		t.Errorf("network programming duration %.3fs, measured %.3fs: more than 100 ms apart", observed, measured.Seconds())
+	}
+
+	// In Jaeger: the EndpointSlice event's trace, its flush stamped with
+	// the slice's trigger time.
+	tr := eventually(t, j, "the EndpointSlice change's trace with its trigger time", "watcher.flush", func(tr jaegerTrace) bool {
+		for _, f := range tr.named("watcher.flush") {
+			if v, ok := f.tag("kproxy.trigger_time").(string); ok {
+				at, err := time.Parse(time.RFC3339Nano, v)
+				return err == nil && at.Sub(trigger).Abs() < time.Millisecond && len(tr.chain(f)) == 3 // flush, window, event
+			}
+		}
+		return false
+	})
+	if src := tr.named("source.event"); len(src) != 1 || src[0].tag("kproxy.kind") != "EndpointSlice" || src[0].tag("kproxy.service") != "default/web" {
+		t.Errorf("the trace's source event: %+v, want one EndpointSlice event of default/web", src)
+	}
+	if n := len(tr.named("balancer.set_endpoints")); n != 1 {
+		t.Errorf("%d balancer.set_endpoints spans in the change's trace, want 1", n)
 	}
 }

@@ -49,6 +49,11 @@ type runOptions struct {
 	metricsActors      bool
 	syncPeriod         time.Duration
 
+	// Hand-over to the next process.
+	shutdownGrace  time.Duration
+	proxyPortsFile string
+	tracing        tracingFlags
+
 	enableFaultInjection  bool
 	adminAddress          string
 	adminTokenFile        string
@@ -75,6 +80,9 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.IntVar(&o.metricsPortsLimit, "metrics-service-ports-limit", 1000, "per service port metrics for at most this many service ports (bounded series); 0 turns them off")
 	fs.BoolVar(&o.metricsActors, "metrics-actors", false, "also export protoactor's own actor metrics (mailbox length, receive duration, spawns, restarts, dead letters); they cost a little on every actor message")
 	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "after SIGTERM, how long established connections may go on once the listeners are closed (new connections go to the next kproxy, whose sockets share the ports); a second signal ends it at once")
+	fs.StringVar(&o.proxyPortsFile, "proxy-ports-file", defaultProxyPortsFile, "where kproxy records its proxy ports, so the next process (an upgrade, a restart, after kill -9) takes the same ones and the kernel rules left in place stay right; empty turns it off")
+	o.tracing.register(fs)
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "json or console")
 	fs.BoolVar(&o.enableFaultInjection, "enable-fault-injection", false, "serve the fault-injection admin API (crash actors, chaos, endpoint faults, state) on --admin-address")
@@ -120,6 +128,12 @@ func (o *runOptions) validate() error {
 	}
 	if o.outliers.ConsecutiveFailures > 0 && (o.outliers.BaseEjection <= 0 || o.outliers.MaxEjection < o.outliers.BaseEjection) {
 		return fmt.Errorf("--outlier-base-ejection-time %v, --outlier-max-ejection-time %v: want 0 < base <= max", o.outliers.BaseEjection, o.outliers.MaxEjection)
+	}
+	if o.shutdownGrace < 0 {
+		return fmt.Errorf("--shutdown-grace-period %v: must not be negative", o.shutdownGrace)
+	}
+	if err := o.tracing.validate(); err != nil {
+		return err
 	}
 	if o.enableFaultInjection {
 		return checkAdminAddress(o.adminAddress, o.adminAllowNonLoopback)
@@ -217,6 +231,14 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	if o.enableFaultInjection {
 		cfg.Faults = portal.NewFaults()
 	}
+	tracer, stopTracing, err := o.tracing.start(ctx, o.nodeName, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(context.Background())
+	cfg.Tracer = tracer
+	cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
+	enableMigrateReq(log)
 	src, err := o.newSource(log)
 	if err != nil {
 		return err
@@ -228,6 +250,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
 	proxy := actors.Start(cfg)
+	startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
 	if o.enableFaultInjection {
 		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, log); err != nil {
 			proxy.Stop(context.Background())
@@ -245,9 +268,21 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	<-ctx.Done()
 	<-done
 	log.Info().Msg("shutting down")
-	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A second SIGINT or SIGTERM cuts the grace period short.
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(again)
+	stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace+10*time.Second)
 	defer cancel()
-	if err := proxy.Stop(stopCtx); err != nil {
+	go func() {
+		select {
+		case <-again:
+			log.Warn().Msg("second signal: closing everything now")
+			cancel()
+		case <-stopCtx.Done():
+		}
+	}()
+	if err := proxy.StopWith(stopCtx, actors.StopOptions{KeepRules: true, Grace: o.shutdownGrace}); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	log.Info().Msg("stopped")
@@ -298,6 +333,9 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 	cfg.ServiceHealth = healthcheck.NewServices(hosts, cfg.Health, log)
 	return nil
 }
+
+// defaultShutdownGrace fits in a pod's default 30 s termination grace.
+const defaultShutdownGrace = 20 * time.Second
 
 // defaultSyncPeriod is kube-proxy's default sync period.
 const defaultSyncPeriod = 30 * time.Second

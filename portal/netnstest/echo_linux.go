@@ -3,6 +3,7 @@
 package netnstest
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kproxy/kproxy/portal"
 )
 
 // EchoServers answer on one port, TCP and UDP, IPv4 and IPv6 (dual-stack
@@ -37,17 +40,28 @@ func EchoReply(port int) string { return "pp=" + strconv.Itoa(port) }
 func StartEcho(t testing.TB, ns *Netns, port int, pktinfo bool) *EchoServers {
 	t.Helper()
 	s := &EchoServers{Port: port}
+	// Marked as kproxy's proxy-port sockets are: the nftables portal
+	// delivers redirected traffic only to such sockets.
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, portal.SocketMark)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
 	ns.MustDo(t, func() error {
-		ln, err := net.Listen("tcp", net.JoinHostPort("::", strconv.Itoa(port)))
+		ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort("::", strconv.Itoa(port)))
 		if err != nil {
 			return err
 		}
-		pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv6unspecified, Port: port})
+		pc, err := lc.ListenPacket(context.Background(), "udp", net.JoinHostPort("::", strconv.Itoa(port)))
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		s.tcp, s.udp = ln, pc
+		s.tcp, s.udp = ln, pc.(*net.UDPConn)
 		return nil
 	})
 	if pktinfo {

@@ -20,6 +20,15 @@ import (
 // adminAddress is kproxy's admin API, on the node's own loopback.
 const adminAddress = "127.0.0.1:10260"
 
+// adminAddr is the admin API of the last kproxy started (two overlap
+// during a hand-over, each with its own).
+func (e *env) adminAddr() string {
+	if e.adminAt != "" {
+		return e.adminAt
+	}
+	return adminAddress
+}
+
 // spState is what the admin API's GET /state says of one service port.
 type spState struct {
 	Key struct {
@@ -167,7 +176,7 @@ func (e *env) adminRequest(method, path string, body any) (*http.Request, error)
 		}
 		r = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, "http://"+adminAddress+path, r)
+	req, err := http.NewRequest(method, "http://"+e.adminAddr()+path, r)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,15 @@ func testAffinityPerScope(t *testing.T, bin string) {
 	e.waitState(t, p, spSticky+" with both endpoints", func(st map[string]spState) bool {
 		return len(st[spSticky].Endpoints) == 2
 	})
+	// The state changes before the rules transaction that stops rejecting
+	// external traffic (a local endpoint is ready now) is in.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := e.askBackend(e.tp.Client, "tcp", nodePort, 2*time.Second); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling the kernel's rules through a connection: no event to await
+	}
 	for range 5 {
 		if got, err := e.askBackend(e.tp.Client, "tcp", nodePort, 2*time.Second); err != nil || got != local.String() {
 			t.Fatalf("node port (externalTrafficPolicy Local): %q %v, want only the local endpoint %s", got, err, local)

@@ -70,7 +70,7 @@ func (e *env) checkCrash(t *testing.T) {
 	}
 	waitCount("the crash", 20)
 	for _, sp := range []string{spWebTCP, spWebUDP} {
-		out, err := e.tp.Node.Run(e.bin, "chaos", "--admin-address", adminAddress, "--admin-token-file", e.tokenFile, "crash", sp, "portal")
+		out, err := e.tp.Node.Run(e.bin, "chaos", "--admin-address", e.adminAddr(), "--admin-token-file", e.tokenFile, "crash", sp, "portal")
 		if err != nil {
 			t.Fatalf("kproxy chaos crash %s portal: %v", sp, err)
 		}

@@ -34,6 +34,8 @@ func TestE2ENetns(t *testing.T) {
 		{"KPNGExampleAllIP", []string{"nft", "jq"}, testKPNGExample},
 		{"NftablesVanishedClient", nft, testVanishedClient},
 		{"NftablesAffinityPerScope", nft, testAffinityPerScope},
+		{"NftablesHandover", nft, testHandover},
+		{"NftablesNoHijack", nft, testNoHijack},
 		{"IPTables", ipt, testIPTables},
 		{"IPTablesUDPConntrack", ipt, func(t *testing.T, bin string) { testUDPConntrack(t, bin, "iptables") }},
 		{"IPTablesWithoutIP6tables", append(ipt, "ip6tables-save"), testIPTablesWithoutIP6tables},

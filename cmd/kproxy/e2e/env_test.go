@@ -28,6 +28,7 @@ type env struct {
 	be        *netnstest.Backend
 	procs     int
 	tokenFile string // the admin token of the last kproxy started
+	adminAt   string // the admin address of the next kproxy started ("": adminAddress)
 	path      string // kproxy's $PATH when set
 
 	backendNames []string // what the backends answer: their addresses

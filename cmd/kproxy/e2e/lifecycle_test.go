@@ -2,9 +2,9 @@
 
 package e2e
 
-// How kproxy's kernel rules outlive it, or not: SIGTERM removes them,
-// SIGKILL leaves them, the next start replaces them, and kproxy cleanup
-// removes them.
+// How kproxy's kernel rules outlive it: SIGTERM and SIGKILL leave them
+// (as kube-proxy does: the next process takes them over), the next start
+// replaces them, and kproxy cleanup removes them.
 
 import (
 	"fmt"
@@ -16,14 +16,20 @@ import (
 	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
-// checkNftablesSIGTERM stops p with SIGTERM: it exits 0 and removes its
-// table.
+// checkNftablesSIGTERM stops p with SIGTERM: it exits 0 and leaves its
+// table for the next process; kproxy cleanup removes it.
 func (e *env) checkNftablesSIGTERM(t *testing.T, p *proc) {
 	if code := p.stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("kproxy exited with %d after SIGTERM, want 0", code)
 	}
+	if !e.nftTablePresent(t) {
+		t.Fatal("SIGTERM removed table inet kproxy (want it left for the next kproxy)")
+	}
+	if out, err := e.tp.Node.Run(e.bin, "cleanup", "--portal", "nftables"); err != nil {
+		t.Fatalf("kproxy cleanup --portal nftables: %v: %s", err, out)
+	}
 	if e.nftTablePresent(t) {
-		t.Errorf("table inet kproxy left after SIGTERM:\n%s", e.rules(t))
+		t.Errorf("table inet kproxy left after kproxy cleanup:\n%s", e.rules(t))
 	}
 }
 
@@ -102,7 +108,8 @@ func (e *env) checkIPTablesSIGKILLCleanup(t *testing.T, p *proc) {
 }
 
 // checkIPTablesSIGTERM starts kproxy again, waits for the rules in want,
-// and stops it with SIGTERM: it exits 0 and removes its chains.
+// and stops it with SIGTERM: it exits 0 and leaves its chains; kproxy
+// cleanup removes them.
 func (e *env) checkIPTablesSIGTERM(t *testing.T, want []string) {
 	p := e.start(t)
 	e.waitReady(t, p, servicePorts(true))
@@ -111,7 +118,13 @@ func (e *env) checkIPTablesSIGTERM(t *testing.T, want []string) {
 	if code := p.stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("kproxy exited with %d after SIGTERM, want 0", code)
 	}
+	if rules := e.rules(t); !strings.Contains(rules, "KUBE-PORTALS-") {
+		t.Fatalf("SIGTERM removed the chains (want them left for the next kproxy):\n%s", rules)
+	}
+	if out, err := e.tp.Node.Run(e.bin, "cleanup", "--portal", "iptables"); err != nil {
+		t.Fatalf("kproxy cleanup --portal iptables: %v: %s", err, out)
+	}
 	if rules := e.rules(t); strings.Contains(rules, "KUBE-PORTALS-") || strings.Contains(rules, "KUBE-NODEPORT-") {
-		t.Errorf("chains left after SIGTERM:\n%s", rules)
+		t.Errorf("chains left after kproxy cleanup:\n%s", rules)
 	}
 }

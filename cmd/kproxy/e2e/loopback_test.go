@@ -26,7 +26,8 @@ func loopbackKproxy(t *testing.T, bin, manifest string, args ...string) int {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, append([]string{"run", "--portal", "bind", "--bind-address", "127.0.0.1",
-		"--source", "file:" + manifest, "--healthz-bind-address", "", "--metrics-bind-address", "", "--log-level", "warn"}, args...)...)
+		"--source", "file:" + manifest, "--healthz-bind-address", "", "--metrics-bind-address", "", "--log-level", "warn",
+		"--proxy-ports-file", "", "--shutdown-grace-period", "1s"}, args...)...)
 	var logs strings.Builder
 	var mu sync.Mutex
 	cmd.Stderr = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) })

@@ -37,8 +37,9 @@ func (e *env) start(t *testing.T, extra ...string) *proc {
 	// host's file system, and each its admin address.
 	e.tokenFile = filepath.Join(e.dir, fmt.Sprintf("admin-token-%d", e.procs))
 	args := append([]string{"run", "--portal", e.mode, "--source", "file:" + e.manifest, "--node-name", "node",
-		"--log-format", "json", "--enable-fault-injection", "--admin-address", adminAddress, "--admin-token-file", e.tokenFile,
-		"--file-poll-interval", "100ms"}, extra...)
+		"--log-format", "json", "--enable-fault-injection", "--admin-address", e.adminAddr(), "--admin-token-file", e.tokenFile,
+		"--file-poll-interval", "100ms", "--proxy-ports-file", filepath.Join(e.dir, "proxy-ports.json"),
+		"--shutdown-grace-period", "2s"}, extra...)
 	p.cmd = e.tp.Node.Command(context.Background(), e.bin, args...)
 	if e.path != "" {
 		p.cmd.Env = append(os.Environ(), "PATH="+e.path)

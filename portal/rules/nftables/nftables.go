@@ -5,8 +5,12 @@ package nftables
 import (
 	"context"
 	"fmt"
+	"github.com/kproxy/kproxy/portal"
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"sigs.k8s.io/knftables"
@@ -27,6 +31,7 @@ const (
 	nftNoEndpointNodePort = "no-endpoint-nodeports"
 	nftNodePortAddrs4     = "nodeport-addresses-v4" // interval set of NodePortAddresses
 	nftNodePortAddrs6     = "nodeport-addresses-v6"
+	nftProxyPorts         = "proxy-ports" // inet_proto . inet_service: what the maps redirect to
 
 	nftNatPrerouting    = "nat-prerouting"
 	nftNatOutput        = "nat-output"
@@ -38,6 +43,7 @@ const (
 	nftFilterInput      = "filter-input"
 	nftFilterForward    = "filter-forward"
 	nftFilterOutput     = "filter-output"
+	nftProxyPortOwner   = "proxy-port-owner"
 	nftServiceCheck     = "service-endpoints-check"
 	nftNodePortCheck    = "nodeport-endpoints-check"
 	nftRejectChain      = "reject-chain"
@@ -231,6 +237,12 @@ func (n *Rules) chains() []nftChain {
 			"reject",
 		}},
 		{name: nftFilterOutput, typ: knftables.FilterType, hook: knftables.OutputHook, prio: nftFilterPriority, rules: filterOut},
+		// Redirected traffic reaches only kproxy's own sockets (SO_MARK,
+		// which needs CAP_NET_ADMIN): while kproxy is down (a crash, a
+		// restart) a process binding a proxy port gets nothing.
+		{name: nftProxyPortOwner, typ: knftables.FilterType, hook: knftables.InputHook, prio: knftables.FilterPriority, rules: []string{
+			fmt.Sprintf("ct status dnat meta l4proto . th dport @%s socket mark != 0x%08x drop", nftProxyPorts, portal.SocketMark),
+		}},
 	}
 	if n.rejectInPrerouting {
 		cs = append(cs, nftChain{name: nftFilterPrerouting, typ: knftables.FilterType, hook: knftables.PreroutingHook, prio: nftFilterPriority, rules: filterPre})
@@ -241,6 +253,28 @@ func (n *Rules) chains() []nftChain {
 			nftChain{name: nftFilterForward, typ: knftables.FilterType, hook: knftables.ForwardHook, prio: nftFilterPriority, rules: []string{serviceCheck}})
 	}
 	return cs
+}
+
+// proxyPortsSet is the set of proxy ports the maps redirect to.
+func proxyPortsSet() *knftables.Set {
+	return &knftables.Set{Name: nftProxyPorts, Type: "inet_proto . inet_service", Comment: knftables.PtrTo("proxy ports: redirected traffic reaches only kproxy's sockets")}
+}
+
+// proxyPorts counts, per proxy port ("tcp/31000"), the rules of s that
+// redirect to it.
+func proxyPorts(s rules.Set) map[string]int {
+	out := map[string]int{}
+	for _, r := range s {
+		if !r.Reject && r.ProxyPort != 0 {
+			out[r.Protocol+"/"+strconv.Itoa(r.ProxyPort)]++
+		}
+	}
+	return out
+}
+
+func proxyPortElement(key string) *knftables.Element {
+	proto, port, _ := strings.Cut(key, "/")
+	return &knftables.Element{Set: nftProxyPorts, Key: []string{proto, port}}
 }
 
 func (n *Rules) maps() []*knftables.Map {
@@ -357,6 +391,7 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 	for _, m := range n.maps() {
 		tx.Add(m)
 	}
+	tx.Add(proxyPortsSet())
 	chains := n.chains()
 	for _, c := range chains {
 		ch := &knftables.Chain{Name: c.name}
@@ -380,6 +415,10 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 			return err
 		}
 		tx.Add(e)
+	}
+	ports := proxyPorts(want)
+	for _, k := range slices.Sorted(maps.Keys(ports)) {
+		tx.Add(proxyPortElement(k))
 	}
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables sync of %d rules: %w", len(want), err)
@@ -414,6 +453,19 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 		}
 		tx.Add(e)
 	}
+	next := maps.Clone(n.state)
+	next.Commit(del, add)
+	before, after := proxyPorts(n.state), proxyPorts(next)
+	for _, k := range slices.Sorted(maps.Keys(before)) {
+		if after[k] == 0 {
+			tx.Delete(proxyPortElement(k))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if before[k] == 0 {
+			tx.Add(proxyPortElement(k))
+		}
+	}
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables apply of %d changes: %w", len(del)+len(add), err)
 	}
@@ -447,7 +499,7 @@ func (n *Rules) Present(ctx context.Context) (bool, error) {
 		}
 	}
 	sets, _ := n.sets()
-	for _, s := range sets {
+	for _, s := range append(sets, proxyPortsSet()) {
 		if !has("set", s.Name) {
 			return false, nil
 		}

@@ -1,0 +1,224 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/bench/backends"
+)
+
+// testHandover restarts kproxy 10 times under load in nftables mode, each
+// time starting the new process beside the old one (as a DaemonSet
+// rolling update with maxSurge does) and then sending the old one
+// SIGTERM: no connection-per-request client fails, and keep-alive
+// connections opened before the first restart keep working through all of
+// them (the old processes drain them). Then a SIGKILL and a start: the
+// gap is measured, and the new process takes the same proxy ports.
+func testHandover(t *testing.T, bin string) {
+	e := newEnv(t, bin, "nftables")
+	e.writeManifest(t, false)
+	addrs := []string{"127.0.0.1:10260", "127.0.0.1:10261"}
+	e.adminAt = addrs[0]
+	// A grace period longer than the test: every old process keeps its
+	// keep-alive connections until the clients close them.
+	grace := []string{"--shutdown-grace-period", "60s"}
+	old := e.start(t, grace...)
+	first := e.waitReady(t, old, servicePorts(false))
+	e.waitRules(t, []string{webCluster4}, nil)
+	svc := svcAddr(webCluster4, webTCP)
+
+	load := e.startLoad(t, svc, 4, 4)
+	var draining []*proc
+	for i := 1; i <= 10; i++ {
+		e.adminAt = addrs[i%2]
+		next := e.start(t, grace...)
+		st := e.waitReady(t, next, servicePorts(false))
+		if st[spWebTCP].ProxyPort != first[spWebTCP].ProxyPort {
+			t.Fatalf("restart %d: proxy port %d, want the previous process's %d", i, st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
+		}
+		load.waitProgress(t)
+		// The old one closes its listeners (queued connections migrate to
+		// the new one's) and drains its established connections.
+		if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		draining = append(draining, old)
+		waitLogged(t, old, "kernel portal rules left in place") // its listeners are closed
+		load.waitProgress(t)
+		old = next
+	}
+	ok, failed, kaOK, kaFailed := load.stop(t)
+	// The clients closed: every old process has drained and exits 0.
+	for _, p := range draining {
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("a draining kproxy did not exit within 15 s of its last connection closing")
+		}
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("a drained kproxy exited with %d, want 0", code)
+		}
+	}
+	t.Logf("10 overlapping restarts: %d requests, %d failed; keep-alive: %d exchanges, %d failed", ok, failed, kaOK, kaFailed)
+	if failed > 0 || kaFailed > 0 {
+		t.Errorf("%d of %d connection-per-request requests and %d keep-alive exchanges failed across overlapping restarts, want 0",
+			failed, ok+failed, kaFailed)
+	}
+
+	// Stop then start after kill -9: the rules stay, the new process
+	// takes the same proxy port; the gap is how long clients were refused.
+	old.stop(t, syscall.SIGKILL)
+	killed := time.Now()
+	e.adminAt = addrs[0]
+	next := e.start(t)
+	var back time.Time
+	deadline := killed.Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := e.askBackend(e.tp.Client, "tcp", svc, time.Second); err == nil {
+			back = time.Now()
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // measuring the gap: poll as a client would retry
+	}
+	if back.IsZero() {
+		t.Fatal("service did not come back within 15 s of kill -9 and a new start")
+	}
+	st := e.waitReady(t, next, servicePorts(false))
+	t.Logf("kill -9 then start: service back after %v, proxy port %d (was %d)", back.Sub(killed).Round(time.Millisecond), st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
+	if st[spWebTCP].ProxyPort != first[spWebTCP].ProxyPort {
+		t.Errorf("after kill -9 the new process took proxy port %d, want the dead one's %d", st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
+	}
+}
+
+// handoverLoad is connection-per-request clients and keep-alive
+// connections against one service address, from the client namespace.
+type handoverLoad struct {
+	stopping       chan struct{}
+	wg             sync.WaitGroup
+	ok, failed     atomic.Int64
+	kaOK, kaFailed atomic.Int64
+	firstErr       atomic.Value
+	firstKAErr     atomic.Value
+}
+
+// startLoad starts perRequest connection-per-request clients and
+// keepAlive keep-alive connections; each loop stops by itself after 90 s
+// or 200,000 requests.
+func (e *env) startLoad(t *testing.T, svc netip.AddrPort, perRequest, keepAlive int) *handoverLoad {
+	l := &handoverLoad{stopping: make(chan struct{})}
+	limit := time.Now().Add(90 * time.Second)
+	for range perRequest {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for n := 0; n < 200_000 && time.Now().Before(limit); n++ {
+				select {
+				case <-l.stopping:
+					return
+				default:
+				}
+				if _, err := e.askBackend(e.tp.Client, "tcp", svc, 5*time.Second); err != nil {
+					l.failed.Add(1)
+					l.firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				l.ok.Add(1)
+			}
+		}()
+	}
+	for range keepAlive {
+		c, err := e.tp.Client.DialContext(context.Background(), "tcp", svc.String())
+		if err != nil {
+			t.Fatalf("keep-alive connection: %v", err)
+		}
+		r := bufio.NewReader(c)
+		if _, err := backends.ReadName(r); err != nil {
+			t.Fatalf("keep-alive connection: %v", err)
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer c.Close()
+			buf := make([]byte, 5)
+			for n := 0; n < 200_000 && time.Now().Before(limit); n++ {
+				select {
+				case <-l.stopping:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := fmt.Fprintf(c, "ping%d", n%10); err != nil {
+					l.kaFailed.Add(1)
+					l.firstKAErr.CompareAndSwap(nil, "keep-alive write: "+err.Error())
+					return
+				}
+				if _, err := io.ReadFull(r, buf); err != nil || string(buf) != fmt.Sprintf("ping%d", n%10) {
+					l.kaFailed.Add(1)
+					l.firstKAErr.CompareAndSwap(nil, fmt.Sprintf("keep-alive read: %q %v", buf, err))
+					return
+				}
+				l.kaOK.Add(1)
+			}
+		}()
+	}
+	return l
+}
+
+// waitProgress waits until 20 more requests succeeded (load flows).
+func (l *handoverLoad) waitProgress(t *testing.T) {
+	t.Helper()
+	target := l.ok.Load() + 20
+	deadline := time.Now().Add(15 * time.Second)
+	for l.ok.Load() < target {
+		if time.Now().After(deadline) {
+			t.Fatalf("load made no progress in 15 s (%d ok, %d failed, first error %v)", l.ok.Load(), l.failed.Load(), l.firstErr.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // counters, not events
+	}
+}
+
+func (l *handoverLoad) stop(t *testing.T) (ok, failed, kaOK, kaFailed int64) {
+	close(l.stopping)
+	l.wg.Wait()
+	if err := l.firstErr.Load(); err != nil {
+		t.Logf("first connection-per-request error: %v", err)
+	}
+	if err := l.firstKAErr.Load(); err != nil {
+		t.Logf("first keep-alive error: %v", err)
+	}
+	return l.ok.Load(), l.failed.Load(), l.kaOK.Load(), l.kaFailed.Load()
+}
+
+// waitLogged waits until p's log holds msg (or p exits).
+func waitLogged(t *testing.T, p *proc, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if b, _ := os.ReadFile(p.log); strings.Contains(string(b), msg) {
+			return
+		}
+		select {
+		case <-p.done:
+			if b, _ := os.ReadFile(p.log); strings.Contains(string(b), msg) {
+				return
+			}
+			t.Fatalf("kproxy exited before logging %q:\n%s", msg, tail(p.log, 20))
+		case <-time.After(20 * time.Millisecond): // a log file: nothing to await
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kproxy did not log %q within 15 s", msg)
+		}
+	}
+}
