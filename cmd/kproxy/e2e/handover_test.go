@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -24,8 +25,9 @@ import (
 // rolling update with maxSurge does) and then sending the old one
 // SIGTERM: no connection-per-request client fails, and keep-alive
 // connections opened before the first restart keep working through all of
-// them (the old processes drain them). Then a SIGKILL and a start: the
-// gap is measured, and the new process takes the same proxy ports.
+// them (the old processes drain them). Then a stop and a start, after
+// SIGTERM and after SIGKILL: the gap is measured, and the new process
+// takes the same proxy ports.
 func testHandover(t *testing.T, bin string) {
 	e := newEnv(t, bin, "nftables")
 	e.writeManifest(t, false)
@@ -77,28 +79,32 @@ func testHandover(t *testing.T, bin string) {
 			failed, ok+failed, kaFailed)
 	}
 
-	// Stop then start after kill -9: the rules stay, the new process
-	// takes the same proxy port; the gap is how long clients were refused.
-	old.stop(t, syscall.SIGKILL)
-	killed := time.Now()
-	e.adminAt = addrs[0]
-	next := e.start(t)
-	var back time.Time
-	deadline := killed.Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := e.askBackend(e.tp.Client, "tcp", svc, time.Second); err == nil {
-			back = time.Now()
-			break
+	// Stop then start, after SIGTERM and after kill -9: the rules stay,
+	// the new process takes the same proxy port; the gap is how long
+	// clients were refused.
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		signalled := time.Now()
+		old.stop(t, sig)
+		e.adminAt = addrs[0]
+		next := e.start(t)
+		var back time.Time
+		deadline := signalled.Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := e.askBackend(e.tp.Client, "tcp", svc, time.Second); err == nil {
+				back = time.Now()
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // measuring the gap: poll as a client would retry
 		}
-		time.Sleep(5 * time.Millisecond) // measuring the gap: poll as a client would retry
-	}
-	if back.IsZero() {
-		t.Fatal("service did not come back within 15 s of kill -9 and a new start")
-	}
-	st := e.waitReady(t, next, servicePorts(false))
-	t.Logf("kill -9 then start: service back after %v, proxy port %d (was %d)", back.Sub(killed).Round(time.Millisecond), st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
-	if st[spWebTCP].ProxyPort != first[spWebTCP].ProxyPort {
-		t.Errorf("after kill -9 the new process took proxy port %d, want the dead one's %d", st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
+		if back.IsZero() {
+			t.Fatalf("service did not come back within 15 s of %v and a new start", sig)
+		}
+		st := e.waitReady(t, next, servicePorts(false))
+		t.Logf("%v then start: service back after %v, proxy port %d (was %d)", sig, back.Sub(signalled).Round(time.Millisecond), st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
+		if st[spWebTCP].ProxyPort != first[spWebTCP].ProxyPort {
+			t.Errorf("after %v the new process took proxy port %d, want the old one's %d", sig, st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
+		}
+		old = next
 	}
 }
 
@@ -117,6 +123,15 @@ type handoverLoad struct {
 // keepAlive keep-alive connections; each loop stops by itself after 90 s
 // or 200,000 requests.
 func (e *env) startLoad(t *testing.T, svc netip.AddrPort, perRequest, keepAlive int) *handoverLoad {
+	ask := func() error {
+		_, err := e.askBackend(e.tp.Client, "tcp", svc, 5*time.Second)
+		return err
+	}
+	return startHandoverLoad(t, e.tp.Client.DialContext, svc.String(), ask, perRequest, keepAlive)
+}
+
+// startHandoverLoad is startLoad with the dialer and the request given.
+func startHandoverLoad(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), svc string, ask func() error, perRequest, keepAlive int) *handoverLoad {
 	l := &handoverLoad{stopping: make(chan struct{})}
 	limit := time.Now().Add(90 * time.Second)
 	for range perRequest {
@@ -129,7 +144,7 @@ func (e *env) startLoad(t *testing.T, svc netip.AddrPort, perRequest, keepAlive 
 					return
 				default:
 				}
-				if _, err := e.askBackend(e.tp.Client, "tcp", svc, 5*time.Second); err != nil {
+				if err := ask(); err != nil {
 					l.failed.Add(1)
 					l.firstErr.CompareAndSwap(nil, err.Error())
 					continue
@@ -139,7 +154,7 @@ func (e *env) startLoad(t *testing.T, svc netip.AddrPort, perRequest, keepAlive 
 		}()
 	}
 	for range keepAlive {
-		c, err := e.tp.Client.DialContext(context.Background(), "tcp", svc.String())
+		c, err := dial(context.Background(), "tcp", svc)
 		if err != nil {
 			t.Fatalf("keep-alive connection: %v", err)
 		}
