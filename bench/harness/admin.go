@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
@@ -45,9 +47,9 @@ func (a *admin) storm(ctx context.Context, rate float64, d time.Duration, seed u
 }
 
 func (a *admin) call(ctx context.Context, method, path string, body, out any) error {
-	raw, err := os.ReadFile(a.tokenFile)
+	raw, err := a.token(ctx)
 	if err != nil {
-		return fmt.Errorf("admin token: %w", err)
+		return err
 	}
 	var r io.Reader
 	if body != nil {
@@ -78,4 +80,24 @@ func (a *admin) call(ctx context.Context, method, path string, body, out any) er
 		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return json.Unmarshal(b, out)
+}
+
+// token reads the token kproxy writes as it starts; a call right after the
+// start waits for it (at most 10 s).
+func (a *admin) token(ctx context.Context) ([]byte, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		raw, err := os.ReadFile(a.tokenFile)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("admin token: %w", err)
+			}
+			return raw, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond): // a file another process writes: nothing to await
+		}
+	}
 }

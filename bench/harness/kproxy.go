@@ -20,7 +20,9 @@ func startKproxySource(o *Options, dir string, source []string, faults bool) (*P
 	args := append([]string{o.Kproxy, "run"}, source...)
 	args = append(args, "--portal", "bind", "--bind-address", "127.0.0.1",
 		"--node-name", "bench", "--healthz-bind-address", "", "--metrics-bind-address", metricsAddr,
-		"--log-format", "json", "--log-level", "warn")
+		"--log-format", "json", "--log-level", "warn",
+		// Its own proxy ports, not the node's default file another kproxy may use.
+		"--proxy-ports-file", filepath.Join(dir, "proxy-ports.json"))
 	var a *admin
 	if faults {
 		adminAddr, err := freePort()
