@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ type crashTree struct {
 
 func startCrashTree(t *testing.T, faults *portal.Faults) *crashTree {
 	t.Helper()
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Faults: faults,
+	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Faults: faults, Stats: portal.NewStatsTable(),
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	ct := &crashTree{p: p, w: watchState(t, p), restart: make(chan string, 1024)}
@@ -76,11 +77,20 @@ func TestCrashEachKindRepeatedly(t *testing.T) {
 	ct := startCrashTree(t, nil)
 	pinned := dialName(t, ct.target)
 	proxyPort := ct.target
+	for _, a := range ct.others[:5] {
+		if err := roundTrip(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	baseGoroutines, baseFDs := runtime.NumGoroutine(), openFDs(t)
 	stop := make(chan struct{})
 	hCrashed := startHammer([]string{ct.target}, 2, stop)
 	hOthers := startHammer(ct.others, 4, stop)
+	stats := ct.p.cfg.Stats.For(ct.id)
 	for _, kind := range []string{rolePortal, roleBalancer, roleAffinity, roleServicePort, roleWatcher, roleProxier, roleRules} {
 		var times []time.Duration
+		dialFailures := stats.DialFailures.Load()
 		for i := 1; i <= 100; i++ {
 			held, err := net.Dial("tcp", ct.target)
 			if err != nil {
@@ -128,7 +138,16 @@ func TestCrashEachKindRepeatedly(t *testing.T) {
 		t.Logf("%-11s 100 crashes: restart to serving p50 %v, p99 %v, max %v", kind,
 			percentile(times, 0.5).Round(time.Microsecond), percentile(times, 0.99).Round(time.Microsecond), percentile(times, 1).Round(time.Microsecond))
 		if got := dialName(t, ct.target); got != pinned {
-			t.Errorf("after the %s crashes the affinity pin moved from %s to %s", kind, pinned, got)
+			// A dial to the pinned endpoint that timed out (250 ms, as
+			// kube-proxy's userspace proxier; seen on this machine under
+			// a load average of 12) moves the pin, as it should. Nothing
+			// else may.
+			if failed := stats.DialFailures.Load() - dialFailures; failed == 0 {
+				t.Errorf("after the %s crashes the affinity pin moved from %s to %s", kind, pinned, got)
+			} else {
+				t.Logf("after the %s crashes the affinity pin moved from %s to %s after %d failed dials", kind, pinned, got, failed)
+			}
+			pinned = got
 		}
 	}
 	close(stop)
@@ -141,6 +160,8 @@ func TestCrashEachKindRepeatedly(t *testing.T) {
 		t.Errorf("crashed service port: %d failed connections, first: %v", len(errs), errs[0])
 	}
 	t.Logf("connections ok: crashed service port %d, the 50 others %d", hCrashed.ok.Load(), hOthers.ok.Load())
+	g, fds := waitBaseline(t, baseGoroutines, baseFDs, "700 crashes")
+	t.Logf("after 700 crashes: goroutines %d (baseline %d), fds %d (baseline %d)", g, baseGoroutines, fds, baseFDs)
 	if hCrashed.ok.Load() == 0 || hOthers.ok.Load() == 0 {
 		t.Fatal("the clients made no connections")
 	}

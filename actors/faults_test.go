@@ -89,6 +89,27 @@ func openFDs(t *testing.T) int {
 	return len(ents)
 }
 
+// waitBaseline waits until goroutines and fds are back to their baseline
+// and returns them. Connection goroutines finish as their sockets close;
+// there is no event for "all goroutines ended", so it polls. GC each time:
+// Go keeps splice pipes (2 fds each) in a sync.Pool until two collections
+// have passed.
+func waitBaseline(t *testing.T, baseGoroutines, baseFDs int, after string) (g, fds int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		g, fds = runtime.NumGoroutine(), openFDs(t)
+		if g <= baseGoroutines+2 && fds <= baseFDs {
+			return g, fds
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leak after %s: goroutines %d (baseline %d), fds %d (baseline %d)", after, g, baseGoroutines, fds, baseFDs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Chaos at 20 crashes/s across 200 ports for 10 s with concurrent clients:
 // no connection fails, and goroutines and fds return to their baseline.
 func TestChaosNoFailuresNoLeaks(t *testing.T) {
@@ -147,24 +168,9 @@ func TestChaosNoFailuresNoLeaks(t *testing.T) {
 			t.Fatalf("%s after chaos: %v", a, err)
 		}
 	}
-	// Connection goroutines finish as their sockets close; poll until the
-	// counts settle (there is no event for "all goroutines ended"). GC
-	// each time: Go keeps splice pipes (2 fds each) in a sync.Pool until
-	// two collections have passed.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		runtime.GC()
-		g, fds := runtime.NumGoroutine(), openFDs(t)
-		if g <= baseGoroutines+2 && fds <= baseFDs {
-			t.Logf("%d crashes, %d connections ok; goroutines %d (baseline %d), fds %d (baseline %d)",
-				len(crashes), h.ok.Load(), g, baseGoroutines, fds, baseFDs)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leak after chaos: goroutines %d (baseline %d), fds %d (baseline %d)", g, baseGoroutines, fds, baseFDs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	g, fds := waitBaseline(t, baseGoroutines, baseFDs, "chaos")
+	t.Logf("%d crashes, %d connections ok; goroutines %d (baseline %d), fds %d (baseline %d)",
+		len(crashes), h.ok.Load(), g, baseGoroutines, fds, baseFDs)
 	if got := p.Counts(); got.FaultsInjected != int64(len(crashes)) || got.Restarts < int64(len(crashes)) {
 		t.Fatalf("counts %+v, want %d faults and as many restarts", got, len(crashes))
 	}
