@@ -15,14 +15,14 @@ type ListenSpec struct {
 	Address  string // "ip:port"
 	External bool   // external scope (external/LB IP, NodePort) for traffic policy
 	Proxy    bool   // the proxy port that kernel portal rules redirect to
-	// Mark is the socket's SO_MARK (0: none): in nftables mode proxy-port
+	// Mark is the socket's SO_MARK (0: none): in kernel modes proxy-port
 	// sockets carry SocketMark, and redirected traffic reaches only
 	// sockets that do, so no other process can take it by binding a
 	// proxy port while kproxy is down.
 	Mark int
 }
 
-// SocketMark marks kproxy's proxy-port sockets in nftables mode. Setting
+// SocketMark marks kproxy's proxy-port sockets in kernel modes. Setting
 // it needs CAP_NET_ADMIN, which an unprivileged process lacks. Bit 21:
 // clear of kube-proxy's 0x4000 and 0x8000.
 const SocketMark = 0x00200000
@@ -64,7 +64,7 @@ func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort, 
 			return
 		}
 		spec := ListenSpec{Network: network, Address: net.JoinHostPort(ip, strconv.Itoa(port)), External: external, Proxy: proxy}
-		if proxy && mode == ModeNftables {
+		if proxy && kernelMode(mode) {
 			spec.Mark = SocketMark
 		}
 		specs = append(specs, spec)

@@ -35,8 +35,9 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesVanishedClient", nft, testVanishedClient},
 		{"NftablesAffinityPerScope", nft, testAffinityPerScope},
 		{"NftablesHandover", nft, testHandover},
-		{"NftablesNoHijack", nft, testNoHijack},
+		{"NftablesNoHijack", nft, func(t *testing.T, bin string) { testNoHijack(t, bin, "nftables") }},
 		{"IPTables", ipt, testIPTables},
+		{"IPTablesNoHijack", ipt, func(t *testing.T, bin string) { testNoHijack(t, bin, "iptables") }},
 		{"IPTablesUDPConntrack", ipt, func(t *testing.T, bin string) { testUDPConntrack(t, bin, "iptables") }},
 		{"IPTablesWithoutIP6tables", append(ipt, "ip6tables-save"), testIPTablesWithoutIP6tables},
 	} {

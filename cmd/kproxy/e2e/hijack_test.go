@@ -22,14 +22,18 @@ my $s = IO::Socket::INET->new(LocalAddr => "0.0.0.0:$ARGV[0]", Listen => 16, Pro
 print "LISTENING\n";
 while (my $c = $s->accept) { print "ACCEPTED\n"; print $c "HIJACKED\n"; close $c; }`
 
-// testNoHijack kills kproxy (-9) in nftables mode and lets user nobody
+// testNoHijack kills kproxy (-9) in a kernel mode and lets user nobody
 // bind its proxy port: the rules left in place deliver redirected traffic
 // only to sockets with kproxy's mark, so nobody's listener gets no
 // connection; the next kproxy, finding the port taken, takes another and
 // serves again.
-func testNoHijack(t *testing.T, bin string) {
+func testNoHijack(t *testing.T, bin, mode string) {
 	need(t, "perl", "setpriv")
-	e := newEnv(t, bin, "nftables")
+	e := newEnv(t, bin, mode)
+	redirectTo := ": %d" // nft: the map's verdict
+	if mode == "iptables" {
+		redirectTo = "--to-ports %d"
+	}
 	e.writeManifest(t, false)
 	p := e.start(t)
 	st := e.waitReady(t, p, servicePorts(false))
@@ -87,7 +91,7 @@ func testNoHijack(t *testing.T, bin string) {
 	if st2[spWebTCP].ProxyPort == port {
 		t.Fatalf("kproxy took proxy port %d, which user nobody holds", port)
 	}
-	e.waitRules(t, []string{fmt.Sprintf(": %d", st2[spWebTCP].ProxyPort)}, nil)
+	e.waitRules(t, []string{fmt.Sprintf(redirectTo, st2[spWebTCP].ProxyPort)}, nil)
 	e.expectBackend(t, e.tp.Client, "tcp", svc)
 	select {
 	case l := <-lines:

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -21,11 +22,12 @@ const (
 	iptNodePortHost      = "KUBE-NODEPORT-HOST"      // nat, from OUTPUT for local destinations
 	iptPortalsReject     = "KUBE-PORTALS-REJECT"     // filter, from INPUT, FORWARD, OUTPUT: service IPs without endpoints
 	iptNodePortReject    = "KUBE-NODEPORT-REJECT"    // filter, from INPUT, OUTPUT: node ports without endpoints
+	iptProxyPortOwner    = "KPROXY-PROXY-PORT-OWNER" // filter, from INPUT for redirected traffic: kproxy's sockets only
 )
 
 var iptChains = map[string][]string{
 	"nat":    {iptPortalsContainer, iptPortalsHost, iptNodePortContainer, iptNodePortHost},
-	"filter": {iptPortalsReject, iptNodePortReject},
+	"filter": {iptPortalsReject, iptNodePortReject, iptProxyPortOwner},
 }
 
 var iptTables = []string{"nat", "filter"}
@@ -37,7 +39,13 @@ var iptTables = []string{"nat", "filter"}
 // which in OUTPUT means 127.0.0.1 or ::1. In the filter table,
 // KUBE-PORTALS-REJECT (from INPUT, FORWARD and OUTPUT) and
 // KUBE-NODEPORT-REJECT (from INPUT and OUTPUT) reject new connections to
-// service ports without endpoints (TCP reset, ICMP port unreachable).
+// service ports without endpoints (TCP reset, ICMP port unreachable), and
+// KPROXY-PROXY-PORT-OWNER (from INPUT, for redirected traffic) drops what
+// reaches a proxy port whose socket lacks portal.SocketMark: the rules
+// stay in place while kproxy is down, and no other process that binds a
+// proxy port meanwhile may receive service traffic. Per proxy-port rule it
+// restores the socket's mark into the packet (the socket match) and drops
+// the packet unless the mark is kproxy's.
 //
 // REJECT only works after routing: a non-local service IP without endpoints
 // is rejected when the node forwards (net.ipv4.ip_forward=1, as on any
@@ -135,6 +143,7 @@ func (t *Rules) jumps(f *iptFamily) []iptJump {
 		{"filter", "INPUT", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
 		{"filter", "FORWARD", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
 		{"filter", "OUTPUT", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
+		{"filter", "INPUT", `-m conntrack --ctstate DNAT -m comment --comment "kproxy proxy ports: kproxy's sockets only" -j ` + iptProxyPortOwner},
 	}
 	for _, m := range nodePortMatches {
 		js = append(js,
@@ -174,10 +183,24 @@ func (t *Rules) ruleLines(f *iptFamily, r rules.Rule) []iptJump {
 		return []iptJump{{"filter", chain, match + target}}
 	}
 	target := " -j REDIRECT --to-ports " + strconv.Itoa(r.ProxyPort)
-	if r.NodePort {
-		return []iptJump{{"nat", iptNodePortContainer, match + target}, {"nat", iptNodePortHost, match + target}}
+	// The owner check, per rule (rules sharing a proxy port repeat it,
+	// harmlessly) so that Apply adds and deletes it with the rule.
+	proxy := fmt.Sprintf("-p %s -m %s --dport %d", r.Protocol, r.Protocol, r.ProxyPort)
+	if r.Protocol == "tcp" {
+		// The socket match restores no mark from a connection that is
+		// not a full socket yet (SYN_RECV): the handshake's last ACK
+		// would be dropped. Only a new connection can reach another
+		// process's listener, and its SYN finds the listener.
+		proxy += " -m conntrack --ctstate NEW"
 	}
-	return []iptJump{{"nat", iptPortalsContainer, match + target}, {"nat", iptPortalsHost, match + target}}
+	owner := []iptJump{
+		{"filter", iptProxyPortOwner, proxy + " -m socket --nowildcard --restore-skmark"},
+		{"filter", iptProxyPortOwner, fmt.Sprintf("%s -m mark ! --mark 0x%x/0x%x -j DROP", proxy, portal.SocketMark, portal.SocketMark)},
+	}
+	if r.NodePort {
+		return append([]iptJump{{"nat", iptNodePortContainer, match + target}, {"nat", iptNodePortHost, match + target}}, owner...)
+	}
+	return append([]iptJump{{"nat", iptPortalsContainer, match + target}, {"nat", iptPortalsHost, match + target}}, owner...)
 }
 
 // addLines adds to b the lines that append ("-A") or delete ("-D") the
