@@ -34,18 +34,18 @@ func TestListenSpecsBindMode(t *testing.T) {
 	}
 }
 
-// In nftables mode the proxy-port sockets carry SocketMark (the rules
-// deliver redirected traffic only to marked sockets); in iptables mode
-// nothing checks it.
-func TestListenSpecsMarkProxyPortsInNftablesMode(t *testing.T) {
+// In kernel modes the proxy-port sockets carry SocketMark (the rules
+// deliver redirected traffic only to marked sockets); netsh mode has no
+// rules that redirect to them.
+func TestListenSpecsMarkProxyPortsInKernelModes(t *testing.T) {
 	sp := &messages.ServicePort{Key: &messages.ServicePortKey{Protocol: messages.Protocol_TCP}, Port: 80,
 		ClusterIps: &messages.IPSet{V4: []string{"198.18.0.10"}}}
-	for mode, mark := range map[string]int{ModeNftables: SocketMark, ModeIPTables: 0} {
+	for mode, mark := range map[string]int{ModeNftables: SocketMark, ModeIPTables: SocketMark, ModeNetsh: 0} {
 		specs, err := ListenSpecs(sp, mode, "0.0.0.0", 40000, 40001)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(specs) != 2 || specs[0].Mark != mark || specs[1].Mark != mark {
+		if specs[0].Mark != mark || specs[1].Mark != mark || !specs[0].Proxy || !specs[1].Proxy {
 			t.Errorf("%s: %+v, want both proxy ports with mark %#x", mode, specs, mark)
 		}
 	}
