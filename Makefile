@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test test-deps bench fuzz generate tools vet clean
+.PHONY: all build run test test-deps bench bench-deps fuzz generate tools vet clean
 
 all: build
 
@@ -67,11 +67,24 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
-# Benchmarks report ratios against a direct connection measured in the same run.
-bench:
+# `make bench`: a short run of every `kproxy bench` scenario (startup,
+# ports, churn, chaos) against direct connections and HAProxy in the same
+# run, one table (JSON and HTML reports in bin/); then the go-test
+# benchmarks of one service port. BENCH_ARGS adds flags, e.g.
+# BENCH_ARGS="--ports 1000 --duration 5s".
+BENCH_ARGS ?=
+bench: build bench-deps
+	$(BIN)/kproxy bench all --short --compare direct,haproxy,relay --json $(BIN)/bench.json --html $(BIN)/bench.html $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench 'TCP' -benchtime 10x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench PortalRestart -benchtime 100x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench TracingConnectionRate -benchtime 10x -count 1 ./bench/
+
+# HAProxy from Debian's packages where missing (as root); otherwise its
+# comparison is skipped, and kproxy bench says so.
+bench-deps:
+	@command -v haproxy >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; \
+		else echo "not root: HAProxy not installed, its comparison is skipped (apt-get install haproxy)"; fi; }
 
 # protoc from Debian's protobuf-compiler, protoc-gen-go from the Go module proxy.
 tools:

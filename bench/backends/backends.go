@@ -115,6 +115,9 @@ func StartUDP(name, addr string) (*UDP, error) {
 // Addr is the backend's "ip:port".
 func (b *UDP) Addr() string { return b.conn.LocalAddr().String() }
 
+// Port is the backend's port.
+func (b *UDP) Port() int { return b.conn.LocalAddr().(*net.UDPAddr).Port }
+
 func (b *UDP) serve() {
 	defer close(b.done)
 	buf := make([]byte, 64*1024)
@@ -179,6 +182,9 @@ func StartSink(addr string) (*Sink, error) {
 
 // Addr is the sink's "ip:port".
 func (s *Sink) Addr() string { return s.ln.Addr().String() }
+
+// Port is the sink's port.
+func (s *Sink) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 
 // Close stops accepting; open connections end when their clients close.
 func (s *Sink) Close() {

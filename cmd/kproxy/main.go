@@ -30,6 +30,8 @@ func kproxyMain(args []string, stdout io.Writer) int {
 		err = watchCommand(args[1:], stdout)
 	case "chaos":
 		err = chaosCommand(args[1:], stdout)
+	case "bench":
+		err = benchCommand(args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "kproxy", version)
 	case "help", "-h", "--help":
@@ -57,6 +59,7 @@ Commands:
   watch    print the node-local view as JSON on every change, or run a callout (kproxy watch --help)
   cleanup  remove every kernel portal rule kproxy owns (kproxy cleanup --help)
   chaos    drive a running kproxy's fault-injection API (kproxy chaos --help)
+  bench    benchmark kproxy against direct and HAProxy: ports, startup, churn, chaos (kproxy bench --help)
   version  print the version
 `)
 }

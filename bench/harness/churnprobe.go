@@ -1,0 +1,133 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// applyLimit is how long a change may take to reach traffic before it
+// counts as not applied.
+const applyLimit = 30 * time.Second
+
+// Probing: probeWorkers connections at most at once, each worker pausing
+// churnProbePause after a probe that did not see its change yet. kproxy
+// announces nothing per change, so connecting is how a client sees it;
+// bounding the probes keeps the load they add fixed however many changes
+// are pending (one prober per change made the probes themselves the load
+// once changes queued up).
+const (
+	churnProbers    = 16
+	churnProbePause = 5 * time.Millisecond
+)
+
+type outcome int
+
+const (
+	applied outcome = iota
+	superseded
+	notApplied
+)
+
+// pendingChange is a change waiting to be seen by a connection.
+type pendingChange struct {
+	addr, want string
+	changed    time.Time
+	stale      func() bool // a later change of the same service replaced it
+	done       func(time.Duration, outcome)
+}
+
+// prober probes pending changes in turn (first in, first out) until each
+// is applied, superseded or past applyLimit.
+type prober struct {
+	queue   chan *pendingChange
+	pending sync.WaitGroup
+	workers sync.WaitGroup
+}
+
+// startProber can hold up to capacity changes (every change of a run).
+func startProber(ctx context.Context, capacity int) *prober {
+	p := &prober{queue: make(chan *pendingChange, capacity)}
+	for range churnProbers {
+		p.workers.Add(1)
+		go p.work(ctx)
+	}
+	return p
+}
+
+func (p *prober) add(c *pendingChange) {
+	p.pending.Add(1)
+	p.queue <- c
+}
+
+func (p *prober) work(ctx context.Context) {
+	defer p.workers.Done()
+	for {
+		var c *pendingChange
+		select {
+		case <-ctx.Done():
+			return
+		case c = <-p.queue:
+		}
+		if c == nil { // closed
+			return
+		}
+		if c.stale() {
+			c.done(0, superseded)
+			p.pending.Done()
+			continue
+		}
+		if name, err := readName(c.addr); err == nil && name == c.want {
+			c.done(time.Since(c.changed), applied)
+			p.pending.Done()
+			continue
+		}
+		if time.Since(c.changed) > applyLimit {
+			c.done(0, notApplied)
+			p.pending.Done()
+			continue
+		}
+		p.queue <- c // cannot block: the queue holds every change
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(churnProbePause):
+		}
+	}
+}
+
+// wait returns once every change added is settled (or ctx ends), and
+// stops the workers.
+func (p *prober) wait(ctx context.Context) error {
+	settled := make(chan struct{})
+	go func() {
+		p.pending.Wait()
+		close(settled)
+	}()
+	var err error
+	select {
+	case <-settled:
+		close(p.queue)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.workers.Wait()
+	return err
+}
+
+// readName connects and reads the backend's name line.
+func readName(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return line[:len(line)-1], nil
+}

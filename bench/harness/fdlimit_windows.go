@@ -1,0 +1,4 @@
+package harness
+
+// fdLimit: Windows has no open-file limit of this kind.
+func fdLimit() int64 { return 0 }

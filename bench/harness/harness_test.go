@@ -1,0 +1,242 @@
+package harness
+
+import (
+	"context"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/watcher"
+)
+
+// The manifests the harness writes are what kproxy's file source reads:
+// every service port, with its endpoints, and nothing refused.
+func TestManifestsLoad(t *testing.T) {
+	m := &manifests{dir: t.TempDir(), perFile: 3, tcpPort: 9000, udpPort: 9001}
+	for i := range 7 {
+		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: true, UDP: i%2 == 0, Endpoints: []string{"127.1.0.1", "127.1.0.2"}})
+	}
+	if err := m.writeAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.set(4, []string{"127.1.0.3"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := watcher.LoadPath(m.dir, watcher.Options{NodeName: "bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) > 0 || len(res.Skipped) > 0 {
+		t.Fatalf("errors %v, skipped %v", res.Errors, res.Skipped)
+	}
+	if got, want := len(res.ServicePorts), 7+4; got != want {
+		t.Fatalf("%d service ports, want %d", got, want)
+	}
+	for _, sp := range res.ServicePorts {
+		want := 2
+		if sp.GetServicePort().GetKey().GetName() == serviceName(4) {
+			want = 1
+		}
+		if len(sp.GetEndpoints()) != want {
+			t.Errorf("%s: %d endpoints, want %d", sp.GetServicePort().GetKey().ID(), len(sp.GetEndpoints()), want)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(m.dir, "*.yaml"))
+	if len(files) != 3 {
+		t.Errorf("%d files, want 3 (3 services each)", len(files))
+	}
+}
+
+func TestAddressPlan(t *testing.T) {
+	if got := hostIP(kproxyNet, 0); got != "127.2.0.1" {
+		t.Errorf("first kproxy address %s", got)
+	}
+	if got := hostIP(haproxyNet, 254); got != "127.3.0.255" {
+		t.Errorf("255th HAProxy address %s", got)
+	}
+	if got := hostIP(kproxyNet, maxPorts-1); got != "127.2.255.254" {
+		t.Errorf("last address %s", got)
+	}
+	if i, ok := serviceIndex(serviceName(4321)); !ok || i != 4321 {
+		t.Errorf("serviceIndex(serviceName(4321)) = %d, %v", i, ok)
+	}
+}
+
+func TestHAProxyConfig(t *testing.T) {
+	b := &Backends{IPs: []string{"127.1.0.1", "127.1.0.2"}, TCPPort: 9000}
+	path, err := writeHAProxyConfig(t.TempDir(), 3, b, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	cfg := string(raw)
+	for _, want := range []string{"nbthread 2", "mode tcp", "listen svc-00002\n  bind 127.3.0.3:8080\n  server e0 127.1.0.1:9000\n  server e1 127.1.0.2:9000\n"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("config lacks %q:\n%s", want, cfg)
+		}
+	}
+}
+
+func TestFormatNumber(t *testing.T) {
+	for v, want := range map[float64]string{98755: "98,755", 139.54: "140", 0.327: "0.327", 80: "80", 12.25: "12.2", 1234567: "1,234,567", -2500: "-2,500"} {
+		if got := formatNumber(v); got != want {
+			t.Errorf("formatNumber(%v) = %q, want %q", v, got, want)
+		}
+	}
+	if median([]float64{3, 1, 2}) != 2 || median([]float64{4, 1, 2, 3}) != 2.5 || median(nil) != 0 {
+		t.Error("median")
+	}
+}
+
+// Every load mode moves real bytes to real backends, bounded by time and
+// by count, and counts per address.
+func TestLoadModesDirect(t *testing.T) {
+	b, err := startBackends(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, mode := range []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			addrs := directAddrs(b, 3, mode)
+			start := time.Now()
+			res, err := runLoad(context.Background(), loadSpec{Mode: mode, Addrs: addrs, Clients: 2, Duration: 5 * time.Second, MaxOps: 300, Size: 64, PerConn: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Errors != 0 || res.Ops != 300 {
+				t.Fatalf("%d ok, %d failed (%v), want 300 ok", res.Ops, res.Errors, res.ErrSamples)
+			}
+			if time.Since(start) > 4*time.Second {
+				t.Errorf("300 requests took %v: the count bound did not stop the load", time.Since(start))
+			}
+			for i, n := range res.OK {
+				if n == 0 {
+					t.Errorf("address %d got no requests", i)
+				}
+			}
+			if res.Hist.TotalCount() != 300 {
+				t.Errorf("histogram holds %d", res.Hist.TotalCount())
+			}
+		})
+	}
+	// Bounded by time: a load with no count bound ends after its duration.
+	start := time.Now()
+	if _, err := runLoad(context.Background(), loadSpec{Mode: ModeConn, Addrs: directAddrs(b, 2, ModeConn), Clients: 2, Duration: 200 * time.Millisecond, Size: 8, Rate: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("a 200 ms load took %v", d)
+	}
+}
+
+func TestReadProcSelf(t *testing.T) {
+	st, err := readProc(os.Getpid())
+	if err != nil {
+		t.Skip(err) // no /proc here
+	}
+	if st.RSS <= 0 || st.FDs <= 0 || st.Threads <= 0 {
+		t.Errorf("implausible: %+v", st)
+	}
+}
+
+// A report renders as a table and as HTML with a chart per series.
+func TestReportRenders(t *testing.T) {
+	h := newHist()
+	for i := range 100 {
+		h.RecordValue(int64(100 + i))
+	}
+	rep := &Report{Command: "kproxy bench ports", Scenarios: []*ScenarioResult{{
+		Name:    "ports",
+		Figures: []Figure{figure("conn: requests/s", "req/s", false, map[string]float64{TargetKproxy: 900, TargetHAProxy: 1000, TargetDirect: 2000})},
+		Rounds:  []Round{{Mode: ModeConn, Target: TargetKproxy, OpsPerSecond: 900, CPUMicrosPerOp: 20}, {Mode: ModeConn, Target: TargetHAProxy, OpsPerSecond: 1000}},
+		Latency: []LatencyCurve{curve(TargetKproxy, ModeConn, h), curve(TargetHAProxy, ModeConn, h)},
+		Timeline: []Sample{{T: 0, Target: TargetKproxy, Procs: map[string]ProcPoint{"kproxy": {RSS: 1 << 20, FDs: 10}}},
+			{T: 1, Target: TargetKproxy, Ops: 900, Procs: map[string]ProcPoint{"kproxy": {RSS: 2 << 20, FDs: 12, Goroutines: 30}}}},
+	}, {Name: "churn", Error: "kproxy exited\nlog"}}}
+	var table, html strings.Builder
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"conn: requests/s", "2,000", "0.90", "0.45", "FAILED: kproxy exited"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if err := rep.WriteHTML(&html); err != nil {
+		t.Fatal(err)
+	}
+	// latency, requests/s and CPU bars, requests/s, RSS, fds and goroutines over time
+	if n := strings.Count(html.String(), "echarts.init"); n != 7 {
+		t.Errorf("%d charts, want 7", n)
+	}
+}
+
+// A listener appears in /proc/net/tcp: the startup scenario's listening time.
+func TestWatchListeners(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.2.250.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w, err := watchListeners(ctx, []string{ln.Addr().String()}, time.Now())
+	if err != nil {
+		t.Skip(err)
+	}
+	<-w.listening(0)
+	if got := w.times(); got[0] <= 0 {
+		t.Fatalf("listener not seen: %v", got)
+	}
+}
+
+func TestBucketQuantile(t *testing.T) {
+	bs := []bucket{{0.1, 50}, {0.5, 99}, {1, 100}, {math.Inf(1), 100}}
+	if q := bucketQuantile(bs, 0.5); q != 0.1 {
+		t.Errorf("p50 = %v, want 0.1", q)
+	}
+	if q := bucketQuantile(bs, 0.99); q != 0.5 {
+		t.Errorf("p99 = %v, want 0.5", q)
+	}
+	if q := bucketQuantile([]bucket{{1, 0}}, 0.5); !math.IsNaN(q) {
+		t.Errorf("empty: %v", q)
+	}
+}
+
+// The bare UDP relay carries datagrams and their echoes both ways.
+func TestRelay(t *testing.T) {
+	b, err := startBackends(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cfg, err := writeRelayConfig(t.TempDir(), 2, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeRelay(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	addrs := serviceAddrs(relayNet, 2, ModeUDP)
+	if _, err := awaitForwarding(ctx, nil, addrs, ModeUDP, time.Now(), 5*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := runLoad(ctx, loadSpec{Mode: ModeUDP, Addrs: addrs, Clients: 2, Duration: 5 * time.Second, MaxOps: 200, Size: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ops != 200 || res.Errors != 0 {
+		t.Fatalf("%d ok, %d failed %v", res.Ops, res.Errors, res.ErrSamples)
+	}
+}

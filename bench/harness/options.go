@@ -1,0 +1,143 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Scenarios, in the order `all` runs them.
+var Scenarios = []string{"startup", "ports", "churn", "chaos"}
+
+// Compare targets besides kproxy.
+const (
+	TargetKproxy  = "kproxy"
+	TargetDirect  = "direct"
+	TargetHAProxy = "haproxy"
+	TargetRelay   = "relay" // a bare Go UDP relay, the bar for UDP
+)
+
+// Options configure a run. The zero value of a field means its default
+// (Defaults fills them in).
+type Options struct {
+	Kproxy     string   `json:"kproxy"`               // the kproxy binary under test
+	KproxyArgs []string `json:"kproxyArgs,omitempty"` // more `kproxy run` flags
+	KproxyEnv  []string `json:"-"`                    // more environment for it
+	HAProxy    string   `json:"haproxy,omitempty"`    // the haproxy binary, when compared
+	Compare    []string `json:"compare,omitempty"`    // direct, haproxy
+
+	Ports     int           `json:"ports"`     // N service ports
+	Endpoints int           `json:"endpoints"` // M endpoints (backends) each
+	Clients   int           `json:"clients"`   // C concurrent clients
+	Modes     []string      `json:"modes"`     // keepalive, conn, udp, bulk
+	Rounds    int           `json:"rounds"`    // interleaved rounds per target
+	Duration  time.Duration `json:"duration"`  // one round; the storm and the churn last as long
+	Size      int           `json:"size"`      // request bytes
+	PerConn   int           `json:"perConn"`   // keepalive and bulk: requests per connection
+	// MaxRequests bounds one round by count as Duration does by time.
+	MaxRequests int64 `json:"maxRequests"`
+
+	Services   int      `json:"services"`   // churn: S services
+	ChurnRate  float64  `json:"churnRate"`  // churn: endpoint updates per second
+	LoadRate   float64  `json:"loadRate"`   // churn and chaos: background requests per second, 0 unpaced
+	ChaosRate  float64  `json:"chaosRate"`  // chaos: crashes per second
+	ChaosKinds []string `json:"chaosKinds"` // chaos: actor kinds
+	Seed       uint64   `json:"seed"`
+
+	// ChurnSource, when set, holds the churn scenario's services instead
+	// of manifest files (a test's real API server).
+	ChurnSource ChurnSource `json:"-"`
+
+	ReadyTimeout time.Duration `json:"readyTimeout"` // how long ports may take to forward
+	WorkDir      string        `json:"-"`            // manifests, configs, logs
+	Progress     io.Writer     `json:"-"`            // a terminal for the progress bar, or nil
+	Log          io.Writer     `json:"-"`            // a line per step, or nil
+}
+
+// Defaults fills in zero fields.
+func (o *Options) Defaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.Ports, 100)
+	def(&o.Endpoints, 2)
+	def(&o.Clients, 16)
+	def(&o.Rounds, 3)
+	def(&o.Size, 64)
+	def(&o.PerConn, 100)
+	def(&o.Services, o.Ports)
+	if o.MaxRequests == 0 {
+		o.MaxRequests = 10_000_000
+	}
+	if len(o.Modes) == 0 {
+		o.Modes = []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk}
+	}
+	if o.Duration == 0 {
+		o.Duration = 5 * time.Second
+	}
+	if o.ChurnRate == 0 {
+		o.ChurnRate = 20
+	}
+	if o.LoadRate == 0 {
+		o.LoadRate = 1000
+	}
+	if o.ChaosRate == 0 {
+		o.ChaosRate = 20
+	}
+	if len(o.ChaosKinds) == 0 {
+		o.ChaosKinds = []string{"portal"}
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 2 * time.Minute
+	}
+}
+
+// Validate checks the options after Defaults.
+func (o *Options) Validate() error {
+	if o.Kproxy == "" {
+		return errors.New("no kproxy binary")
+	}
+	if o.WorkDir == "" {
+		return errors.New("no work directory")
+	}
+	if o.Ports < 1 || o.Ports > maxPorts || o.Services < 1 || o.Services > maxPorts {
+		return fmt.Errorf("ports %d, services %d: want 1 to %d", o.Ports, o.Services, maxPorts)
+	}
+	if o.Endpoints < 1 || o.Endpoints > 250 {
+		return fmt.Errorf("endpoints %d: want 1 to 250", o.Endpoints)
+	}
+	if o.Clients < 1 || o.Rounds < 1 || o.Size < 1 || o.PerConn < 1 || o.MaxRequests < 1 {
+		return errors.New("clients, rounds, size, requests per connection and max requests must be positive")
+	}
+	if o.Duration <= 0 || o.ChurnRate <= 0 || o.ChaosRate <= 0 || o.LoadRate < 0 {
+		return errors.New("duration and rates must be positive")
+	}
+	for _, m := range o.Modes {
+		if !slices.Contains([]string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk}, m) {
+			return fmt.Errorf("mode %q: want keepalive, conn, udp or bulk", m)
+		}
+	}
+	for _, c := range o.Compare {
+		switch c {
+		case TargetDirect, TargetRelay:
+		case TargetHAProxy:
+			if o.HAProxy == "" {
+				return errors.New("--compare haproxy: no haproxy binary")
+			}
+		default:
+			return fmt.Errorf("compare %q: want direct, haproxy or relay", c)
+		}
+	}
+	return nil
+}
+
+func (o *Options) compares(t string) bool { return slices.Contains(o.Compare, t) }
+
+func (o *Options) hasMode(m string) bool { return slices.Contains(o.Modes, m) }

@@ -1,0 +1,52 @@
+//go:build linux
+
+package harness
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTick is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
+// Linux architecture Go supports.
+const clockTick = 100
+
+// readProc reads what the kernel accounts for pid: CPU time (user and
+// system), resident memory, open fds and threads.
+func readProc(pid int) (ProcStat, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ProcStat{}, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
+	}
+	// The command name (field 2) may hold spaces and parentheses: fields
+	// are counted from the last ')'. After it, index 0 is field 3 (state).
+	s := string(raw)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return ProcStat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 22 {
+		return ProcStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	num := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+	st := ProcStat{
+		CPU:     time.Duration(num(11)+num(12)) * time.Second / clockTick, // utime + stime
+		Threads: int(num(17)),
+		RSS:     num(21) * int64(os.Getpagesize()),
+	}
+	d, err := os.Open(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return st, fmt.Errorf("open /proc/%d/fd: %w", pid, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return st, fmt.Errorf("list /proc/%d/fd: %w", pid, err)
+	}
+	st.FDs = len(names)
+	return st, nil
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package harness
+
+import "errors"
+
+// readProc needs Linux's /proc; elsewhere the harness reports no process
+// figures.
+func readProc(pid int) (ProcStat, error) {
+	return ProcStat{}, errors.New("process figures need Linux /proc")
+}

@@ -1,0 +1,177 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// runPorts loads N service ports with C clients in each mode, against
+// kproxy and what it is compared with, in interleaved rounds.
+func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
+	o := e.o
+	m, err := e.writeServices(o.Ports, o.Modes)
+	if err != nil {
+		return err
+	}
+	kp, _, err := startKproxy(o, e.dir, m.dir, false)
+	if err != nil {
+		return err
+	}
+	defer kp.Stop()
+	procs := []*Proc{kp}
+	tcpModes := slices.DeleteFunc(slices.Clone(o.Modes), func(m string) bool { return m == ModeUDP })
+	var hp *Proc
+	if o.compares(TargetHAProxy) && len(tcpModes) > 0 {
+		if hp, err = startHAProxy(o.HAProxy, e.dir, o.Ports, e.backends, o.hasMode(ModeBulk)); err != nil {
+			return err
+		}
+		defer hp.Stop()
+		procs = append(procs, hp)
+	}
+	var relay *Proc
+	if o.compares(TargetRelay) && o.hasMode(ModeUDP) {
+		if relay, err = startRelay(o, e.dir, o.Ports, e.backends); err != nil {
+			return err
+		}
+		defer relay.Stop()
+		procs = append(procs, relay)
+	}
+	plan := time.Duration(len(o.Modes)*o.Rounds*(1+len(o.Compare))) * o.Duration
+	smp := startSampler(time.Now(), e.live, timelineInterval(plan), procs...)
+	defer func() { res.Timeline = smp.stop() }()
+
+	for _, mode := range o.Modes {
+		if _, err := e.awaitReady(ctx, target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, mode)}, mode, time.Now()); err != nil {
+			return err
+		}
+		if hp != nil && mode != ModeUDP {
+			if _, err := e.awaitReady(ctx, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, mode)}, mode, time.Now()); err != nil {
+				return err
+			}
+		}
+		if relay != nil && mode == ModeUDP {
+			if _, err := e.awaitReady(ctx, target{name: TargetRelay, proc: relay, addrs: serviceAddrs(relayNet, o.Ports, mode)}, mode, time.Now()); err != nil {
+				return err
+			}
+		}
+	}
+	for _, mode := range o.Modes {
+		targets := []target{{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, mode)}}
+		if o.compares(TargetDirect) {
+			targets = append(targets, target{name: TargetDirect, addrs: directAddrs(e.backends, o.Ports, mode)})
+		}
+		if hp != nil && mode != ModeUDP { // HAProxy proxies no UDP
+			targets = append(targets, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, mode)})
+		}
+		if relay != nil && mode == ModeUDP {
+			targets = append(targets, target{name: TargetRelay, proc: relay, addrs: serviceAddrs(relayNet, o.Ports, mode)})
+		}
+		if err := e.portsMode(ctx, res, mode, targets); err != nil {
+			return err
+		}
+	}
+	for _, p := range procs {
+		if pt, err := procFigures(p); err == nil {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s after the load: RSS %.1f MiB, %d fds, %d threads, %d goroutines",
+				p.Name, float64(pt.RSS)/(1<<20), pt.FDs, pt.Threads, pt.Goroutines))
+		}
+	}
+	if o.hasMode(ModeBulk) {
+		res.Notes = append(res.Notes, fmt.Sprintf("bulk: each client streams to a sink over one connection; a request is %d MiB written", bulkOp>>20))
+	}
+	return nil
+}
+
+// portsMode runs a warm-up and the rounds of one mode, the targets'
+// order rotating each round so drift on the machine hits each alike.
+func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, targets []target) error {
+	o := e.o
+	spec := loadSpec{Mode: mode, Clients: o.Clients, Size: o.Size, PerConn: o.PerConn, MaxOps: o.MaxRequests}
+	warm := spec
+	warm.Duration = min(o.Duration/2, time.Second)
+	for _, t := range targets {
+		if _, _, err := e.loadRound(ctx, t, warm, fmt.Sprintf("%s %s: warm-up", mode, t.name)); err != nil {
+			return err
+		}
+	}
+	spec.Duration = o.Duration
+	hists := map[string]*hdrhistogram.Histogram{}
+	rates, cpus := map[string][]float64{}, map[string][]float64{}
+	failed := map[string]float64{}
+	for r := range o.Rounds {
+		for j := range targets {
+			t := targets[(r+j)%len(targets)]
+			lr, round, err := e.loadRound(ctx, t, spec, fmt.Sprintf("%s %s: round %d/%d", mode, t.name, r+1, o.Rounds))
+			if err != nil {
+				return err
+			}
+			round.Round = r + 1
+			res.Rounds = append(res.Rounds, round)
+			if hists[t.name] == nil {
+				hists[t.name] = newHist()
+			}
+			hists[t.name].Merge(lr.Hist)
+			rates[t.name] = append(rates[t.name], round.OpsPerSecond)
+			if t.proc != nil && round.CPUMicrosPerOp > 0 {
+				cpus[t.name] = append(cpus[t.name], round.CPUMicrosPerOp)
+			}
+			failed[t.name] += float64(round.Errors)
+			e.logf("  %s %-8s round %d: %8.0f req/s  %6.1f µs CPU/req  %d failed", mode, t.name, r+1, round.OpsPerSecond, round.CPUMicrosPerOp, round.Errors)
+		}
+	}
+	rate, cpu, p50, p99 := map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, t := range targets {
+		rate[t.name] = median(rates[t.name])
+		if len(cpus[t.name]) > 0 {
+			cpu[t.name] = median(cpus[t.name])
+		}
+		h := hists[t.name]
+		p50[t.name] = float64(h.ValueAtQuantile(50))
+		p99[t.name] = float64(h.ValueAtQuantile(99))
+		res.Latency = append(res.Latency, curve(t.name, mode, h))
+	}
+	if mode == ModeBulk { // a request is bulkOp bytes: report bits and CPU per GiB
+		scale := func(v map[string]float64, f float64) map[string]float64 {
+			out := map[string]float64{}
+			for k, x := range v {
+				out[k] = x * f
+			}
+			return out
+		}
+		res.Figures = append(res.Figures,
+			figure("bulk: throughput", "Gbit/s", false, scale(rate, bulkOp*8/1e9)),
+			figure("bulk: CPU per GiB", "ms", true, scale(cpu, (1<<30)/bulkOp/1000)),
+			figure("bulk: failed writes", "", true, failed))
+		return nil
+	}
+	res.Figures = append(res.Figures,
+		figure(mode+": requests/s", "req/s", false, rate),
+		figure(mode+": CPU per request", "µs", true, cpu),
+		figure(mode+": latency p50", "µs", true, p50),
+		figure(mode+": latency p99", "µs", true, p99),
+		figure(mode+": failed requests", "", true, failed))
+	return nil
+}
+
+// writeServices writes n services with ports for the load modes and
+// the first M backends as endpoints, 1,000 services to a file.
+func (e *env) writeServices(n int, modes []string) (*manifests, error) {
+	return e.writeServicesIn(filepath.Join(e.dir, "manifests"), n, modes)
+}
+
+func (e *env) writeServicesIn(dir string, n int, modes []string) (*manifests, error) {
+	b := e.backends
+	m := &manifests{dir: dir, perFile: 1000, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort}
+	eps := b.IPs[:min(e.o.Endpoints, len(b.IPs))]
+	tcp := slices.Contains(modes, ModeKeepAlive) || slices.Contains(modes, ModeConn)
+	for i := range n {
+		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: tcp, UDP: slices.Contains(modes, ModeUDP),
+			Bulk: slices.Contains(modes, ModeBulk), Endpoints: eps})
+	}
+	return m, m.writeAll()
+}

@@ -1,0 +1,178 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// listenScanInterval is how often /proc/net/tcp is read while ports come
+// up: fine enough for startup figures, rare enough that reading a table
+// of thousands of sockets costs the machine little.
+const listenScanInterval = 25 * time.Millisecond
+
+// perPort is (RSS with n ports - RSS with one) / (n-1), in KiB.
+func perPort(base, rss map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for name, b := range base {
+		if r, ok := rss[name]; ok && n > 1 {
+			out[name] = (r - b) / float64(n-1) / 1024
+		}
+	}
+	return out
+}
+
+// readyCurve is the sorted times at which ports reached a state.
+func readyCurve(target, kind string, times []time.Duration) ReadyCurve {
+	s := make([]float64, len(times))
+	for i, d := range times {
+		s[i] = d.Seconds()
+	}
+	slices.Sort(s)
+	return ReadyCurve{Target: target, Kind: kind, Seconds: s}
+}
+
+// runStartup starts kproxy (and HAProxy) on N service ports, Rounds times
+// in turn, and measures the time until every port listens and forwards,
+// and the process's size once they do.
+func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
+	o := e.o
+	m, err := e.writeServices(o.Ports, []string{ModeConn})
+	if err != nil {
+		return err
+	}
+	names := []string{TargetKproxy}
+	if o.compares(TargetHAProxy) {
+		names = append(names, TargetHAProxy)
+	}
+	start := func(name, dir string, n int) (*Proc, error) {
+		if name == TargetKproxy {
+			p, _, err := startKproxy(o, e.dir, dir, false)
+			return p, err
+		}
+		return startHAProxy(o.HAProxy, e.dir, n, e.backends, false)
+	}
+	// Each proxy's size with one port: what a port costs is the growth
+	// from there, not the size over N (a process has a size of its own).
+	base := map[string]float64{}
+	if o.Ports > 1 {
+		m1, err := e.writeServicesIn(filepath.Join(e.dir, "manifests-1"), 1, []string{ModeConn})
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			p, err := start(name, m1.dir, 1)
+			if err != nil {
+				return err
+			}
+			t := target{name: name, proc: p, addrs: serviceAddrs(map[string]byte{TargetKproxy: kproxyNet, TargetHAProxy: haproxyNet}[name], 1, ModeConn)}
+			_, err = e.awaitReady(ctx, t, ModeConn, p.Started())
+			if err == nil {
+				var pt ProcPoint
+				if pt, err = procFigures(p); err == nil {
+					base[name] = float64(pt.RSS)
+				}
+			}
+			p.Stop()
+			if err != nil {
+				return fmt.Errorf("%s with one port: %w", name, err)
+			}
+		}
+	}
+	type sizes struct{ listen, forward, rss, fds, threads, goroutines, floor []float64 }
+	got := map[string]*sizes{}
+	for r := range o.Rounds {
+		for j := range names {
+			name := names[(r+j)%len(names)]
+			if got[name] == nil {
+				got[name] = &sizes{}
+			}
+			g := got[name]
+			p, err := start(name, m.dir, o.Ports)
+			if err != nil {
+				return err
+			}
+			t := target{name: name, proc: p, addrs: serviceAddrs(map[string]byte{TargetKproxy: kproxyNet, TargetHAProxy: haproxyNet}[name], o.Ports, ModeConn)}
+			var smp *sampler
+			if r < len(names) { // the first start of each: its timeline
+				smp = startSampler(p.Started(), e.live, 100*time.Millisecond, p)
+			}
+			e.progress.step(fmt.Sprintf("startup %s: round %d/%d", name, r+1, o.Rounds), 0)
+			wctx, stopWatch := context.WithCancel(ctx)
+			watch, werr := watchListeners(wctx, t.addrs, p.Started())
+			var gate func(int) <-chan struct{}
+			if werr == nil {
+				gate = watch.listening
+			}
+			ready, err := e.awaitReadyGated(ctx, t, ModeConn, p.Started(), gate)
+			if err != nil {
+				stopWatch()
+				if smp != nil {
+					res.Timeline = append(res.Timeline, smp.stop()...)
+				}
+				p.Stop()
+				return err
+			}
+			// Every port forwards, so every port listens: the watch ends
+			// at its next scan.
+			listen := ready.Listen
+			if werr == nil {
+				listen = watch.times()
+			}
+			stopWatch()
+			pt, err := procFigures(p)
+			if err != nil {
+				p.Stop()
+				return err
+			}
+			// Probing ports that are all ready again shows the probe's own
+			// floor: how long it takes to see N ports at all.
+			floorStart := time.Now()
+			floor, err := awaitForwarding(ctx, p, t.addrs, ModeConn, floorStart, o.ReadyTimeout, nil)
+			if smp != nil {
+				res.Timeline = append(res.Timeline, smp.stop()...)
+			}
+			p.Stop()
+			if err != nil {
+				return fmt.Errorf("%s: probe again: %w", name, err)
+			}
+			g.listen = append(g.listen, slices.Max(listen).Seconds())
+			g.forward = append(g.forward, slices.Max(ready.Forward).Seconds())
+			g.floor = append(g.floor, slices.Max(floor.Forward).Seconds())
+			g.rss = append(g.rss, float64(pt.RSS))
+			g.fds = append(g.fds, float64(pt.FDs))
+			g.threads = append(g.threads, float64(pt.Threads))
+			g.goroutines = append(g.goroutines, float64(pt.Goroutines))
+			if r < len(names) {
+				res.Ready = append(res.Ready, readyCurve(name, "listening", listen), readyCurve(name, "forwarding", ready.Forward))
+			}
+			e.logf("  startup %-8s round %d: all listening %.3fs, all forwarding %.3fs, RSS %.1f MiB, %d fds, %d goroutines",
+				name, r+1, slices.Max(listen).Seconds(), slices.Max(ready.Forward).Seconds(), float64(pt.RSS)/(1<<20), pt.FDs, pt.Goroutines)
+		}
+	}
+	n := float64(o.Ports)
+	vals := func(f func(*sizes) []float64, scale float64) map[string]float64 {
+		out := map[string]float64{}
+		for name, g := range got {
+			if v := median(f(g)); v != 0 {
+				out[name] = v * scale
+			}
+		}
+		return out
+	}
+	label := fmt.Sprintf("%d ports: ", o.Ports)
+	res.Figures = append(res.Figures,
+		figure(label+"all listening", "s", true, vals(func(g *sizes) []float64 { return g.listen }, 1)),
+		figure(label+"all forwarding", "s", true, vals(func(g *sizes) []float64 { return g.forward }, 1)),
+		figure(label+"RSS", "MiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1.0/(1<<20))),
+		figure(label+"RSS over N", "KiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1/(1024*n))),
+		figure(label+"RSS per port above one port", "KiB", true, perPort(base, vals(func(g *sizes) []float64 { return g.rss }, 1), o.Ports)),
+		figure(label+"fds per port", "", true, vals(func(g *sizes) []float64 { return g.fds }, 1/n)),
+		figure(label+"threads", "", true, vals(func(g *sizes) []float64 { return g.threads }, 1)),
+		figure(label+"goroutines per port", "", true, vals(func(g *sizes) []float64 { return g.goroutines }, 1/n)),
+		figure(label+"probe floor (ready ports probed again)", "s", true, vals(func(g *sizes) []float64 { return g.floor }, 1)))
+	res.Notes = append(res.Notes, fmt.Sprintf("times are from the process's start until the last port listens (its listening socket as the kernel's sock_diag lists it, asked every %v) and forwards (its first reply from a backend, seen by %d probing clients once the port listens, retrying every %v: an upper bound, since probing N ports takes time of its own, the probe floor: the same probe over ports already up)", listenScanInterval, probeWorkers, retryPause))
+	return nil
+}

@@ -1,0 +1,111 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints every scenario's figures as one table, with kproxy's
+// ratio to direct, to HAProxy (and to the UDP relay when it was measured)
+// where both were measured in the run.
+func (r *Report) WriteTable(w io.Writer) error {
+	peers := r.peers()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := []string{"scenario", "figure", "unit"}
+	head = append(head, peers...)
+	head = append(head, TargetKproxy)
+	for _, p := range peers {
+		head = append(head, "kproxy/"+p)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, s := range r.Scenarios {
+		if s.Error != "" {
+			fmt.Fprintf(tw, "%s\tFAILED: %s\t%s\n", s.Name, firstLine(s.Error), strings.Repeat("\t", len(head)-2))
+		}
+		for _, f := range s.Figures {
+			row := []string{s.Name, f.Name, f.Unit}
+			for _, p := range peers {
+				row = append(row, cellValue(f, p))
+			}
+			row = append(row, cellValue(f, TargetKproxy))
+			for _, p := range peers {
+				row = append(row, ratioValue(f, p))
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+	}
+	return tw.Flush()
+}
+
+// peers are what kproxy is compared with in the table: direct and
+// HAProxy always, the relay when some figure has it.
+func (r *Report) peers() []string {
+	peers := []string{TargetDirect, TargetHAProxy}
+	for _, s := range r.Scenarios {
+		for _, f := range s.Figures {
+			if _, ok := f.Values[TargetRelay]; ok {
+				return append(peers, TargetRelay)
+			}
+		}
+	}
+	return peers
+}
+
+// cellValue is a target's value, or a dash when it was not measured.
+func cellValue(f Figure, t string) string {
+	v, ok := f.Values[t]
+	if !ok {
+		return "—"
+	}
+	return formatNumber(v)
+}
+
+// ratioValue is kproxy's value over t's.
+func ratioValue(f Figure, t string) string {
+	k, ok1 := f.Values[TargetKproxy]
+	v, ok2 := f.Values[t]
+	if !ok1 || !ok2 || v == 0 {
+		return "—"
+	}
+	return strconv.FormatFloat(k/v, 'f', 2, 64)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// formatNumber prints about three significant digits, with thousands
+// separated: 98,755; 139.5; 0.327.
+func formatNumber(v float64) string {
+	switch a := max(v, -v); {
+	case a == 0:
+		return "0"
+	case a >= 1000:
+		s := strconv.FormatFloat(v, 'f', 0, 64)
+		neg := strings.HasPrefix(s, "-")
+		s = strings.TrimPrefix(s, "-")
+		var b strings.Builder
+		for i, c := range s {
+			if i > 0 && (len(s)-i)%3 == 0 {
+				b.WriteByte(',')
+			}
+			b.WriteRune(c)
+		}
+		if neg {
+			return "-" + b.String()
+		}
+		return b.String()
+	case a >= 100 || v == float64(int64(v)): // counts print as integers
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}

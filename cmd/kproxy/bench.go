@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/kproxy/kproxy/bench/harness"
+)
+
+const benchUsage = `kproxy bench: benchmark kproxy on many service ports, churn and chaos,
+against direct connections and HAProxy in the same run
+
+  kproxy bench [FLAGS] SCENARIO[,SCENARIO...]|all [FLAGS]
+
+Scenarios:
+  startup  time until N service ports listen and forward; RSS, fds, goroutines per port
+  ports    N ports x M endpoints, C clients, modes keepalive, conn, udp, bulk:
+           requests/s (bulk: Gbit/s), latency percentiles, CPU per request (bulk:
+           per GiB) of each proxy process from /proc, in interleaved rounds
+  churn    endpoint changes at R/s across S services through the file source, with
+           traffic flowing: change-to-applied latency, failed requests
+  chaos    a crash storm through the admin API during load: failures on crashed and
+           untouched ports
+
+The kproxy under test runs as its own process (the --kproxy binary, by
+default this one) with the bind portal on loopback: backends on
+127.1.0.0/16, kproxy's services on 127.2.0.0/16, HAProxy's on 127.3.0.0/16.
+
+Flags:
+`
+
+func benchCommand(args []string, stdout io.Writer) error {
+	if len(args) == 2 && args[0] == "relay" { // the harness's own UDP relay process
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return harness.ServeRelay(ctx, args[1])
+	}
+	fs := flag.NewFlagSet("kproxy bench", flag.ContinueOnError)
+	var o harness.Options
+	fs.IntVar(&o.Ports, "ports", 100, "N: service ports")
+	fs.IntVar(&o.Endpoints, "endpoints", 2, "M: endpoints (backends) per service port")
+	fs.IntVar(&o.Clients, "clients", 16, "C: concurrent clients, spread over all ports")
+	modes := fs.String("modes", "keepalive,conn,udp,bulk", "ports: load modes (keepalive: requests over a connection; conn: a connection per request; udp: a datagram and its echo; bulk: streams to a sink, 1 MiB a request)")
+	fs.IntVar(&o.Rounds, "rounds", 3, "interleaved rounds per target (medians are reported); startup: starts per proxy")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "one round of load; the churn and the storm last as long")
+	fs.IntVar(&o.Size, "size", 64, "bytes per request (echoed)")
+	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive and bulk: requests per connection before the client moves to its next port")
+	fs.Int64Var(&o.MaxRequests, "max-requests", 10_000_000, "one round ends after this many requests if its duration has not passed")
+	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), relay (udp: a bare Go UDP relay, its own process), comma-separated")
+	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
+	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
+	fs.Float64Var(&o.LoadRate, "load-rate", 1000, "churn and chaos: requests per second of the background load (0: as fast as it goes)")
+	fs.Float64Var(&o.ChaosRate, "chaos-rate", 20, "chaos: crashes per second (at most 100)")
+	kinds := fs.String("chaos-kinds", "portal", "chaos: actor kinds to crash: portal, balancer, affinity, serviceport, watcher, proxier")
+	fs.Uint64Var(&o.Seed, "seed", 1, "chaos: seed for the storm's choices")
+	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long all ports may take to forward")
+	fs.StringVar(&o.Kproxy, "kproxy", "", "the kproxy binary under test (default: this one)")
+	fs.StringVar(&o.HAProxy, "haproxy", "", "the haproxy binary (default: haproxy on PATH)")
+	var kproxyArgs multiFlag
+	fs.Var(&kproxyArgs, "kproxy-arg", "one more `kproxy run` argument (repeatable), e.g. --kproxy-arg=--metrics-service-ports-limit=0")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	htmlOut := fs.String("html", "", "write an HTML report with charts to this file")
+	workDir := fs.String("work-dir", "", "keep manifests, configs and logs here (default: a temporary directory, removed afterwards)")
+	short := fs.Bool("short", false, "a short run of each scenario (make bench): 200 ports, 2 s rounds, unless set")
+	quiet := fs.Bool("quiet", false, "no progress bar or step lines, only the table")
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	// The scenario may come first or last: kproxy bench ports --ports 10.
+	var scenarioArg string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		scenarioArg, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if scenarioArg == "" && fs.NArg() > 0 {
+		scenarioArg = fs.Arg(0)
+	}
+	if scenarioArg == "" || fs.NArg() > 1 || (fs.NArg() == 1 && fs.Arg(0) != scenarioArg) {
+		fs.Usage()
+		return errors.New("bench: want one SCENARIO argument (or a comma-separated list, or all)")
+	}
+	scenarios := strings.Split(scenarioArg, ",")
+	if scenarioArg == "all" {
+		scenarios = harness.Scenarios
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *short {
+		shortDefaults(&o, set)
+	}
+	o.Modes = strings.Split(*modes, ",")
+	o.ChaosKinds = strings.Split(*kinds, ",")
+	o.KproxyArgs = kproxyArgs
+	if *compare != "" {
+		o.Compare = strings.Split(*compare, ",")
+	}
+	if err := benchBinaries(&o); err != nil {
+		return err
+	}
+	if *workDir == "" {
+		dir, err := os.MkdirTemp("", "kproxy-bench-")
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		*workDir = dir
+	}
+	o.WorkDir = *workDir
+	if !*quiet {
+		o.Log = os.Stderr
+		if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			o.Progress, o.Log = stdout, stdout
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, runErr := harness.Run(ctx, o, scenarios)
+	if rep == nil {
+		return fmt.Errorf("bench: %w", runErr)
+	}
+	rep.Version = version
+	rep.Command = "kproxy bench " + strings.Join(os.Args[min(2, len(os.Args)):], " ")
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	for _, out := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{*jsonOut, rep.WriteJSON}, {*htmlOut, rep.WriteHTML}} {
+		if out.path == "" {
+			continue
+		}
+		if err := writeFileWith(out.path, out.write); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	if runErr != nil {
+		return fmt.Errorf("bench: %w", runErr)
+	}
+	return nil
+}
+
+// shortDefaults make a run of every scenario take about two minutes.
+func shortDefaults(o *harness.Options, set map[string]bool) {
+	if !set["ports"] {
+		o.Ports = 200
+	}
+	if !set["duration"] {
+		o.Duration = 2 * time.Second
+	}
+	if !set["rounds"] {
+		o.Rounds = 3
+	}
+}
+
+// benchBinaries finds the kproxy under test and HAProxy; HAProxy missing
+// drops it from the comparison with a note.
+func benchBinaries(o *harness.Options) error {
+	if o.Kproxy == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: this binary's path: %w", err)
+		}
+		o.Kproxy = exe
+	}
+	for i, c := range o.Compare {
+		if c != harness.TargetHAProxy || o.HAProxy != "" {
+			continue
+		}
+		path, err := exec.LookPath("haproxy")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kproxy bench: haproxy is not installed: the HAProxy comparison is skipped (Debian: apt-get install haproxy)")
+			o.Compare = append(o.Compare[:i:i], o.Compare[i+1:]...)
+			break
+		}
+		o.HAProxy = path
+	}
+	return nil
+}
+
+// writeFileWith writes a file whole (temporary, then renamed).
+func writeFileWith(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // a report to share, not a secret
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
