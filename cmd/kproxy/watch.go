@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -26,6 +27,11 @@ type watchOptions struct {
 	json    bool
 	callout string
 	log     string
+	logFmt  string
+	// serve makes this a core: the source watched once, each subscribing
+	// node's view served over protoactor remoting on this address.
+	serve       string
+	maxInFlight int
 }
 
 func watchCommand(args []string, stdout io.Writer) error {
@@ -35,6 +41,9 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print the node-local state as JSON lines (one per service, a blank line after each state) on every change")
 	fs.StringVar(&o.callout, "callout", "", "run this shell command on every change with the JSON lines on its standard input")
 	fs.StringVar(&o.log, "log-level", "warn", "log level (logs go to standard error)")
+	fs.StringVar(&o.logFmt, "log-format", "console", "json or console")
+	fs.StringVar(&o.serve, "serve", "", "be a core: watch the source once and serve each subscribing node proxy (kproxy run --source remote:ADDR) its node-local view over protoactor remoting on this host:port (loopback unless --remote-allow-non-loopback)")
+	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", actors.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets a full snapshot once it catches up instead of a growing backlog")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -44,16 +53,61 @@ func watchCommand(args []string, stdout io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if o.serve != "" {
+		if o.isRemote() {
+			return errors.New("--serve needs --source kube or file:PATH")
+		}
+		if o.json || o.callout != "" {
+			return errors.New("--serve and --json/--callout do not go together")
+		}
+		if err := o.remote.checkListen("--serve", o.serve); err != nil {
+			return err
+		}
+		if o.log == "warn" {
+			o.log = "info"
+		}
+	}
 	if !o.json && o.callout == "" {
 		o.json = true
 	}
-	log, err := newLogger(os.Stderr, o.log, "console")
+	log, err := newLogger(os.Stderr, o.log, o.logFmt)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if o.serve != "" {
+		return serveCore(ctx, o, log, nil)
+	}
 	return watch(ctx, o, stdout, log)
+}
+
+// serveCore runs a core until ctx ends. started, if set, sees it once it
+// serves (tests).
+func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started func(*actors.Core)) error {
+	views, err := o.newNodeViews(log)
+	if err != nil {
+		return err
+	}
+	rc, err := o.remote.config(o.serve, log)
+	if err != nil {
+		return err
+	}
+	core, err := actors.StartCore(ctx, actors.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight,
+		Remote: rc, Log: log})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if started != nil {
+		started(core)
+	}
+	<-ctx.Done()
+	core.Stop()
+	log.Info().Msg("core stopped")
+	return nil
 }
 
 // watch emits the state on every change until ctx ends.
@@ -80,7 +134,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 			}
 		}
 	}
-	src, err := o.newSource(log)
+	src, err := o.newSource(log, "kproxy watch")
 	if err != nil {
 		return err
 	}
