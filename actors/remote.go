@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -95,7 +96,7 @@ func startRemote(rc RemoteConfig, component string) (*remoteSystem, error) {
 	dial := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRemoteMessage), grpc.MaxCallSendMsgSize(maxRemoteMessage))}
 	dial = append(dial, rc.dialOptions()...)
 	if rc.ServerTLS != nil {
-		server = append(server, grpc.Creds(credentials.NewTLS(rc.ServerTLS)))
+		server = append(server, grpc.Creds(loggedHandshakes{TransportCredentials: credentials.NewTLS(rc.ServerTLS), log: log}))
 	}
 	opts := []remote.ConfigOption{remote.WithServerOptions(server...), remote.WithDialOptions(dial...)}
 	if rc.Advertise != "" {
@@ -226,10 +227,30 @@ func checkCore(ctx context.Context, addr string, rc RemoteConfig) error {
 	case codes.Unauthenticated:
 		return fmt.Errorf("%w at %s: %s", ErrRefused, addr, status.Convert(err).Message())
 	}
-	if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable && rc.ClientTLS != nil {
+	if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable && rc.ClientTLS != nil &&
+		(strings.Contains(s.Message(), "handshake") || strings.Contains(s.Message(), "certificate") || strings.Contains(s.Message(), "tls:")) {
 		// A TLS handshake failure (a certificate the core does not trust,
 		// or the core's not trusted here) shows as Unavailable.
-		return fmt.Errorf("core %s unreachable or TLS refused: %s", addr, s.Message())
+		return fmt.Errorf("%w at %s: TLS: %s", ErrRefused, addr, s.Message())
 	}
 	return fmt.Errorf("core %s unreachable: %w", addr, err)
+}
+
+// loggedHandshakes logs a peer's failed TLS handshake (a certificate not
+// trusted), which gRPC would otherwise report nowhere.
+type loggedHandshakes struct {
+	credentials.TransportCredentials
+	log zerolog.Logger
+}
+
+func (l loggedHandshakes) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := l.TransportCredentials.ServerHandshake(c)
+	if err != nil {
+		l.log.Error().Err(err).Str("peer", c.RemoteAddr().String()).Msg("remote peer refused: TLS handshake failed")
+	}
+	return conn, info, err
+}
+
+func (l loggedHandshakes) Clone() credentials.TransportCredentials {
+	return loggedHandshakes{TransportCredentials: l.TransportCredentials.Clone(), log: l.log}
 }

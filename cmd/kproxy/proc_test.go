@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,12 +91,21 @@ func (p *proc) kill() {
 	<-p.done
 }
 
-// freeTCPPort is a loopback TCP port free at the time of the call.
+// freeTCPPort is a loopback TCP port free at the time of the call, below
+// the kernel's ephemeral range (32768 and up), so no outgoing connection
+// takes it before the process that is given it binds it.
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	_, port, _ := net.SplitHostPort(freePort(t))
-	n, _ := strconv.Atoi(port)
-	return n
+	for range 100 {
+		port := 20000 + mathrand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port in 20000-31999")
+	return 0
 }
 
 // namesThrough connects n times to addr and counts the backends that answer.
