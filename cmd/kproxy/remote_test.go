@@ -94,3 +94,23 @@ func replaceFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestRemoteWatchJSON: kproxy watch --source remote:ADDR --json (KPNG's
+// kpng-json against a core) prints node-a's view exactly as kproxy watch
+// on the same manifests does locally (the golden file).
+func TestRemoteWatchJSON(t *testing.T) {
+	manifest, err := filepath.Abs("testdata/watch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("testdata/watch.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	coreAddr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	core := startProc(t, "core", coreArgs(coreAddr, manifest)...)
+	core.waitLog(t, "core serving", 1, 30*time.Second)
+	w := startProc(t, "watch", "watch", "--source", "remote:"+coreAddr, "--node-name", "node-a", "--json")
+	w.waitLog(t, string(want), 1, 30*time.Second)
+	core.waitLog(t, `"client":"kproxy watch"`, 1, 10*time.Second)
+}
