@@ -73,3 +73,24 @@ func TestRemoteCoreKilledUnderLoad(t *testing.T) {
 		t.Fatalf("a change made while the core was down took %v after its return", applied)
 	}
 }
+
+// TestRemoteNodeStartsBeforeCore: a node proxy started before its core
+// waits for it (nothing programmed) and serves once the core is up.
+func TestRemoteNodeStartsBeforeCore(t *testing.T) {
+	port := backendsOn(t, "127.0.0.11")
+	manifest := filepath.Join(t.TempDir(), "services.yaml")
+	replaceFile(t, manifest, localService("local", "127.0.0.60", 8080, port, [][2]string{{"127.0.0.11", "node-a"}}))
+	coreAddr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	pa := freeTCPPort(t)
+	a := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa)...)
+	a.waitLog(t, "core not reachable yet", 1, 30*time.Second)
+	if strings.Contains(a.logs.String(), "source synced") {
+		t.Fatal("the node synced without a core")
+	}
+	core := startProc(t, "core", coreArgs(coreAddr, manifest)...)
+	core.waitLog(t, "core serving", 1, 30*time.Second)
+	up := time.Now()
+	a.waitLog(t, "source synced", 1, 30*time.Second)
+	awaitNames(t, fmt.Sprintf("127.0.0.1:%d", pa), 5, "127.0.0.11")
+	t.Logf("the node served %v after the core came up", time.Since(up).Round(time.Millisecond))
+}
