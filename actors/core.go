@@ -159,7 +159,7 @@ func (c *coreActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(c.cfg.Heartbeat, c.cfg.Heartbeat, ctx.Self(), &messages.CoreTick{})
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
 		if c.stopTick != nil {
 			c.stopTick()
 		}

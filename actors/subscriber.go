@@ -146,7 +146,7 @@ func (s *subscriber) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(s.cfg.Heartbeat, s.cfg.Heartbeat, ctx.Self(), &messages.SubscriberTick{})
 		s.subscribe(ctx)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
 		if s.stopTick != nil {
 			s.stopTick()
 		}

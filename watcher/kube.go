@@ -156,9 +156,22 @@ func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
 		fn  func(any)
 	}{{s.svcInf, onService}, {s.sliceInf, onSlice}, {s.nodeInf, onNode}} {
 		fn := reg.fn
+		update := func(_, obj any) { fn(obj) }
+		if reg.inf == s.nodeInf && s.opts.AllNodes {
+			// Serving every node, a Node's update matters only when its
+			// zone changed (kubelets update their Node's status often).
+			update = func(old, obj any) {
+				o, ok1 := old.(*corev1.Node)
+				n, ok2 := obj.(*corev1.Node)
+				if ok1 && ok2 && o.Labels[corev1.LabelTopologyZone] == n.Labels[corev1.LabelTopologyZone] {
+					return
+				}
+				fn(obj)
+			}
+		}
 		if _, err := reg.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    fn,
-			UpdateFunc: func(_, obj any) { fn(obj) },
+			UpdateFunc: update,
 			DeleteFunc: fn,
 		}); err != nil {
 			return fmt.Errorf("register informer handler: %w", err)

@@ -113,4 +113,8 @@ func TestRemoteWatchJSON(t *testing.T) {
 	w := startProc(t, "watch", "watch", "--source", "remote:"+coreAddr, "--node-name", "node-a", "--json")
 	w.waitLog(t, string(want), 1, 30*time.Second)
 	core.waitLog(t, `"client":"kproxy watch"`, 1, 10*time.Second)
+
+	// --callout (kpng-callout) gets the same lines on its standard input.
+	c := startProc(t, "callout", "watch", "--source", "remote:"+coreAddr, "--node-name", "node-a", "--callout", "echo BEGIN; cat; echo END")
+	c.waitLog(t, "BEGIN\n"+string(want[:len(want)-1])+"END\n", 1, 30*time.Second)
 }
