@@ -170,14 +170,7 @@ func (s *subscriber) Receive(ctx actor.Context) {
 		s.cfg.Log.Error().Str("core", s.cfg.Core).Str("reason", m.GetReason()).Msg("the core refused the subscription")
 		s.once.Do(func() { s.ready <- fmt.Errorf("%w: %s", ErrRefused, m.GetReason()) })
 	case *authChecked:
-		s.checking = false
-		if m.err != nil && errors.Is(m.err, ErrRefused) {
-			if msg := m.err.Error(); msg != s.refused {
-				s.refused = msg
-				s.cfg.Log.Error().Err(m.err).Msg("the core refused this backend's credentials; serving the last known state")
-			}
-			s.once.Do(func() { s.ready <- m.err })
-		}
+		s.checked(ctx, m.err)
 	}
 }
 
@@ -186,7 +179,13 @@ func (s *subscriber) subscribe(ctx actor.Context) {
 	ctx.Request(s.core, &messages.Subscribe{NodeName: s.cfg.NodeName, Client: s.cfg.Client})
 }
 
-// tick notices a silent core and re-subscribes until one answers.
+// tick notices a silent core and, until one answers again, checks every
+// tick whether it is reachable and accepts this backend's credentials (a
+// gRPC call off the actor), subscribing as soon as it does: protoactor's
+// connection to an address that refuses waits 2 s before it gives up, so
+// subscribing only to a core that answers brings a returning core's
+// snapshot within about a tick, and a core that now refuses the
+// credentials (a rotated token) is reported rather than silently retried.
 func (s *subscriber) tick(ctx actor.Context) {
 	now := time.Now()
 	if s.subscribed && now.Sub(s.lastHeard) > 3*s.cfg.Heartbeat {
@@ -195,25 +194,35 @@ func (s *subscriber) tick(ctx actor.Context) {
 		s.cfg.Log.Warn().Str("core", s.cfg.Core).Dur("silent", now.Sub(s.lastHeard).Round(time.Millisecond)).
 			Msg("lost the core; serving the last known state and re-subscribing")
 	}
-	// Not again while a Subscribe may still be answered: a core busy
-	// with a large snapshot would otherwise make a new one per tick.
-	if s.subscribed || now.Sub(s.lastAsked) < 2*s.cfg.Heartbeat {
+	if s.subscribed || s.checking {
 		return
 	}
-	s.subscribe(ctx)
-	// Check the credentials off the actor, so a core that now refuses
-	// them (a rotated token) is reported rather than silently retried.
-	if !s.checking {
-		s.checking = true
-		self, root, core, rc := ctx.Self(), ctx.ActorSystem().Root, s.cfg.Core, s.cfg.Remote
-		go func() {
-			defer func() {
-				if p := recover(); p != nil {
-					root.Send(self, &authChecked{err: fmt.Errorf("credentials check: %v", p)})
-				}
-			}()
-			root.Send(self, &authChecked{err: checkCore(context.Background(), core, rc)})
+	s.checking = true
+	self, root, core, rc := ctx.Self(), ctx.ActorSystem().Root, s.cfg.Core, s.cfg.Remote
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				root.Send(self, &authChecked{err: fmt.Errorf("credentials check: %v", p)})
+			}
 		}()
+		root.Send(self, &authChecked{err: checkCore(context.Background(), core, rc)})
+	}()
+}
+
+// checked acts on a credentials check: subscribe to a core that answers,
+// unless a Subscribe may still be answered (a core busy with a large
+// snapshot would otherwise make a new one per tick).
+func (s *subscriber) checked(ctx actor.Context, err error) {
+	s.checking = false
+	switch {
+	case errors.Is(err, ErrRefused):
+		if msg := err.Error(); msg != s.refused {
+			s.refused = msg
+			s.cfg.Log.Error().Err(err).Msg("the core refused this backend's credentials; serving the last known state")
+		}
+		s.once.Do(func() { s.ready <- err })
+	case err == nil && !s.subscribed && time.Since(s.lastAsked) >= 2*s.cfg.Heartbeat:
+		s.subscribe(ctx)
 	}
 }
 
