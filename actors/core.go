@@ -45,6 +45,10 @@ type CoreConfig struct {
 	MaxInFlight int
 	Remote      RemoteConfig
 	Log         zerolog.Logger
+
+	// identities, with client certificates required, names the node each
+	// backend's certificate is for: it may subscribe to that node only.
+	identities *identities
 }
 
 func (c *CoreConfig) defaults() {
@@ -79,6 +83,7 @@ func StartCore(ctx context.Context, cfg CoreConfig) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{rs: rs, cfg: cfg}
+	c.cfg.identities = rs.identities
 	c.pid, err = rs.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(&c.cfg) },
 		actor.WithGuardian(childStrategy)), CoreActorName)
 	if err != nil {
@@ -206,6 +211,14 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 		ctx.Send(from, &messages.SubscribeRefused{Reason: "Subscribe without a node name (--node-name)"})
 		c.cfg.Log.Warn().Str("subscriber", from.String()).Msg("subscription refused: no node name")
 		return
+	}
+	if ids := c.cfg.identities; ids != nil {
+		if id, _ := ids.get(from.GetAddress()); id != m.GetNodeName() {
+			reason := fmt.Sprintf("node %q asked for by a client certificate for %q: a backend gets only the view of the node its certificate names", m.GetNodeName(), id)
+			ctx.Send(from, &messages.SubscribeRefused{Reason: reason})
+			c.cfg.Log.Warn().Str("subscriber", from.String()).Str("node", m.GetNodeName()).Str("certificate", id).Msg("subscription refused: " + reason)
+			return
+		}
 	}
 	if !c.synced {
 		return // the backend re-subscribes; nothing is served before the source is complete

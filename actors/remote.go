@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -48,6 +49,66 @@ type RemoteConfig struct {
 type remoteSystem struct {
 	system *actor.ActorSystem
 	remote *remote.Remote
+	// identities is set when peers must present client certificates: who
+	// each peer's certificate names, by the remoting address it declares.
+	identities *identities
+}
+
+// identities maps a peer's remoting address, as its connection declares it
+// (protoactor's ConnectRequest, the first message of every stream), to the
+// node its client certificate names: its Common Name, without a
+// "system:node:" prefix (a kubelet's client certificate names its node so).
+type identities struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (i *identities) set(addr, id string) {
+	i.mu.Lock()
+	i.m[addr] = id
+	i.mu.Unlock()
+}
+
+func (i *identities) get(addr string) (string, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	id, ok := i.m[addr]
+	return id, ok
+}
+
+// certIdentity is the node a connection's verified client certificate names.
+func certIdentity(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.PeerCertificates) == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(info.State.PeerCertificates[0].Subject.CommonName, "system:node:")
+}
+
+// identStream records the address a stream's ConnectRequest declares
+// against the stream's client certificate.
+type identStream struct {
+	grpc.ServerStream
+	ids   *identities
+	id    string
+	first bool
+}
+
+func (s *identStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil && !s.first {
+		s.first = true
+		if rm, ok := m.(*remote.RemoteMessage); ok {
+			if addr := rm.GetConnectRequest().GetServerConnection().GetAddress(); addr != "" {
+				s.ids.set(addr, s.id)
+			}
+		}
+	}
+	return err
 }
 
 // maxRemoteMessage bounds one remoting message (a Snapshot of every
@@ -88,9 +149,13 @@ func startRemote(rc RemoteConfig, component string) (*remoteSystem, error) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(log.With().Str("component", "protoactor").Logger())})
 	}))
+	var ids *identities
+	if rc.ServerTLS != nil && rc.ServerTLS.ClientAuth == tls.RequireAndVerifyClientCert {
+		ids = &identities{m: map[string]string{}}
+	}
 	server := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxRemoteMessage),
-		grpc.StreamInterceptor(streamAuth(rc.Token, log)),
+		grpc.StreamInterceptor(streamAuth(rc.Token, ids, log)),
 		grpc.UnaryInterceptor(unaryAuth(rc.Token, log)),
 	}
 	dial := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRemoteMessage), grpc.MaxCallSendMsgSize(maxRemoteMessage))}
@@ -112,7 +177,7 @@ func startRemote(rc RemoteConfig, component string) (*remoteSystem, error) {
 	if err := startRemoteServer(r); err != nil {
 		return nil, err
 	}
-	return &remoteSystem{system: system, remote: r}, nil
+	return &remoteSystem{system: system, remote: r, identities: ids}, nil
 }
 
 // startRemoteServer turns protoactor's panic on listen into an error.
@@ -181,11 +246,14 @@ func peerOf(ctx context.Context) string {
 
 // streamAuth refuses a remoting stream without the token, before protoactor
 // reads a message from it.
-func streamAuth(token string, log zerolog.Logger) grpc.StreamServerInterceptor {
+func streamAuth(token string, ids *identities, log zerolog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if err := checkToken(ss.Context(), token); err != nil {
 			log.Error().Str("peer", peerOf(ss.Context())).Msg("remote peer refused: missing or wrong token")
 			return err
+		}
+		if ids != nil {
+			ss = &identStream{ServerStream: ss, ids: ids, id: certIdentity(ss.Context())}
 		}
 		return handler(srv, ss)
 	}

@@ -56,7 +56,8 @@ func TestRemoteTokenRefusesWrongBackend(t *testing.T) {
 
 // TestRemoteTLSClientCertificates: remoting over TLS with client
 // certificates; a node whose certificate another CA signed is refused
-// with a clear error on both sides, one with the core's CA is served.
+// with a clear error on both sides, as is one asking for another node's
+// view than its certificate names; node-a's certificate gets node-a's.
 func TestRemoteTLSClientCertificates(t *testing.T) {
 	port := backendsOn(t, "127.0.0.11")
 	dir := t.TempDir()
@@ -83,6 +84,17 @@ func TestRemoteTLSClientCertificates(t *testing.T) {
 		t.Fatalf("rogue node: no clear error:\n%s", logs)
 	}
 	core.waitLog(t, "remote peer refused: TLS handshake failed", 1, 10*time.Second)
+
+	// A certificate of the right CA for node-b asking for node-a's view:
+	// refused, a backend gets only the view of the node its certificate names.
+	impostor := startProc(t, "node-impostor", nodeArgs(coreAddr, "node-a", freeTCPPort(t), tlsFlags("node-b", ca, caKey, filepath.Join(dir, "ca.pem"))...)...)
+	if err := impostor.wait(t, 30*time.Second); err == nil {
+		t.Fatal("node-b's certificate subscribed as node-a")
+	}
+	if logs := impostor.logs.String(); !strings.Contains(logs, "the core refused the subscription") || !strings.Contains(logs, `client certificate for \"node-b\"`) {
+		t.Fatalf("impostor: no clear error:\n%s", logs)
+	}
+	core.waitLog(t, "subscription refused", 1, 10*time.Second)
 
 	pa := freeTCPPort(t)
 	node := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa, tlsFlags("node-a", ca, caKey, filepath.Join(dir, "ca.pem"))...)...)
