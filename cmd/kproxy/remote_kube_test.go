@@ -148,4 +148,40 @@ func TestRemoteKubeOneWatchServesThreeNodes(t *testing.T) {
 	}
 	awaitNames(t, addr("node-c"), 5, a2)
 	awaitNames(t, addr("node-b"), 10, a1)
+
+	// The core killed under load on all three nodes; the slice changed
+	// through the API server while it is down (ips[0] moves from node-a to
+	// node-c); a new core applies it within seconds, 0 connections failed.
+	load := startConnLoad(t, 2, 2*time.Minute, addr("node-b"), addr("node-c"))
+	loadA := startConnLoad(t, 1, 2*time.Minute, addr("node-a"))
+	core.kill()
+	for _, p := range procs {
+		p.waitLog(t, "lost the core", 1, 30*time.Second)
+	}
+	slice.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{ips[0].String()}, NodeName: ptr.To("node-c")},
+		{Addresses: []string{ips[1].String()}, NodeName: ptr.To("node-b")}, {Addresses: []string{ips[2].String()}, NodeName: ptr.To("node-c")}}
+	cur, err = s.Admin.DiscoveryV1().EndpointSlices("default").Get(ctx, "local-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice.ResourceVersion = cur.ResourceVersion
+	if _, err := s.Admin.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	loadA.stop() // node-a is about to lose its only endpoint: its load ends before
+	core2 := startProc(t, "core-restarted", "watch", "--serve", coreAddr, "--source", "kube", "--kubeconfig", s.KproxyKubeconfig,
+		"--service-proxy-name", "remote-test", "--min-sync-period", "20ms", "--log-level", "debug", "--log-format", "json")
+	core2.waitLog(t, "core serving", 1, 60*time.Second)
+	back := time.Now()
+	awaitNames(t, addr("node-c"), 10, a0, a2)
+	applied := time.Since(back)
+	load.stop()
+	t.Logf("core killed under load: node-b and node-c %d requests ok, %d failed (through the restart); node-a %d ok, %d failed (while it was down); the change made meanwhile served by node-c %v after the new core served",
+		load.ok.Load(), load.failed.Load(), loadA.ok.Load(), loadA.failed.Load(), applied.Round(time.Millisecond))
+	for _, l := range []*connLoad{load, loadA} {
+		if f := l.failed.Load(); f != 0 || l.ok.Load() == 0 {
+			t.Fatalf("%d of %d requests failed (first: %v)", f, f+l.ok.Load(), l.errs)
+		}
+	}
+	core2.waitLog(t, "backend subscribed", 3, 10*time.Second)
 }
