@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -45,7 +46,26 @@ type RemoteSource struct {
 	cfg RemoteSourceConfig
 	rs  *remoteSystem
 	pid *actor.PID
+
+	stats remoteCounters
 }
+
+// remoteCounters are a backend's link statistics, for its metrics.
+type remoteCounters struct {
+	connected                       atomic.Bool
+	snapshots, deltas, resubscribes atomic.Int64
+	delivered                       atomic.Pointer[func(time.Time)]
+}
+
+// RemoteStats reports whether the core is heard from, and the snapshots,
+// deltas and re-subscriptions so far (metrics.RemoteStats).
+func (s *RemoteSource) RemoteStats() (connected bool, snapshots, deltas, resubscribes int64) {
+	return s.stats.connected.Load(), s.stats.snapshots.Load(), s.stats.deltas.Load(), s.stats.resubscribes.Load()
+}
+
+// OnDelivered sets what observes each delivery's latency (from the core's
+// send to its application here).
+func (s *RemoteSource) OnDelivered(fn func(sent time.Time)) { s.stats.delivered.Store(&fn) }
 
 // NewRemoteSource prepares a source; Start connects.
 func NewRemoteSource(cfg RemoteSourceConfig) *RemoteSource {
@@ -81,7 +101,7 @@ func (s *RemoteSource) Start(ctx context.Context, notify func(watcher.Event)) er
 		s.cfg.Log.Warn().Err(err).Msg("core not reachable yet; subscribing until it is")
 	}
 	ready := make(chan error, 1)
-	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, core: actor.NewPID(s.cfg.Core, CoreActorName), ready: ready}
+	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, core: actor.NewPID(s.cfg.Core, CoreActorName), ready: ready, stats: &s.stats}
 	s.pid = rs.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sub }, actor.WithGuardian(childStrategy)))
 	s.cfg.Log.Info().Str("core", s.cfg.Core).Str("node", s.cfg.NodeName).Str("address", rs.address()).Msg("subscribing to the core")
 	select {
@@ -126,6 +146,7 @@ type subscriber struct {
 	core   *actor.PID
 	ready  chan error
 	once   sync.Once
+	stats  *remoteCounters
 
 	session    string
 	seq        uint64
@@ -190,6 +211,8 @@ func (s *subscriber) tick(ctx actor.Context) {
 	now := time.Now()
 	if s.subscribed && now.Sub(s.lastHeard) > 3*s.cfg.Heartbeat {
 		s.subscribed = false
+		s.stats.connected.Store(false)
+		s.stats.resubscribes.Add(1)
 		s.lostSince = now
 		s.cfg.Log.Warn().Str("core", s.cfg.Core).Dur("silent", now.Sub(s.lastHeard).Round(time.Millisecond)).
 			Msg("lost the core; serving the last known state and re-subscribing")
@@ -229,6 +252,8 @@ func (s *subscriber) checked(ctx actor.Context, err error) {
 func (s *subscriber) resync(ctx actor.Context, why string) {
 	s.cfg.Log.Warn().Str("core", s.cfg.Core).Str("why", why).Msg("out of step with the core; re-subscribing for a full snapshot")
 	s.subscribed = false
+	s.stats.connected.Store(false)
+	s.stats.resubscribes.Add(1)
 	s.lostSince = time.Now()
 	s.subscribe(ctx)
 }
@@ -251,9 +276,9 @@ func (s *subscriber) applySnapshot(ctx actor.Context, m *messages.Snapshot) {
 		s.lostSince = time.Time{}
 	}
 	ev.Msg("snapshot from the core applied")
-	if s.cfg.Applied != nil {
-		s.cfg.Applied(time.Unix(0, m.GetSentUnixNano()), true)
-	}
+	s.stats.connected.Store(true)
+	s.stats.snapshots.Add(1)
+	s.observe(m.GetSentUnixNano(), true)
 	s.once.Do(func() { s.ready <- nil })
 }
 
@@ -268,7 +293,16 @@ func (s *subscriber) applyDelta(ctx actor.Context, m *messages.Delta) {
 	s.changed(s.store.Apply(m.GetUpserts(), m.GetDeletes()))
 	s.seq, s.lastHeard = m.GetSeq(), time.Now()
 	ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})
+	s.stats.deltas.Add(1)
+	s.observe(m.GetSentUnixNano(), false)
+}
+
+func (s *subscriber) observe(sentUnixNano int64, snapshot bool) {
+	sent := time.Unix(0, sentUnixNano)
+	if fn := s.stats.delivered.Load(); fn != nil {
+		(*fn)(sent)
+	}
 	if s.cfg.Applied != nil {
-		s.cfg.Applied(time.Unix(0, m.GetSentUnixNano()), false)
+		s.cfg.Applied(sent, snapshot)
 	}
 }

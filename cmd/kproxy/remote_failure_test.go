@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,7 +84,8 @@ func TestRemoteNodeStartsBeforeCore(t *testing.T) {
 	replaceFile(t, manifest, localService("local", "127.0.0.60", 8080, port, [][2]string{{"127.0.0.11", "node-a"}}))
 	coreAddr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
 	pa := freeTCPPort(t)
-	a := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa)...)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	a := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa, "--metrics-bind-address", metricsAddr)...)
 	a.waitLog(t, "core not reachable yet", 1, 30*time.Second)
 	if strings.Contains(a.logs.String(), "source synced") {
 		t.Fatal("the node synced without a core")
@@ -93,4 +96,18 @@ func TestRemoteNodeStartsBeforeCore(t *testing.T) {
 	a.waitLog(t, "source synced", 1, 30*time.Second)
 	awaitNames(t, fmt.Sprintf("127.0.0.1:%d", pa), 5, "127.0.0.11")
 	t.Logf("the node served %v after the core came up", time.Since(up).Round(time.Millisecond))
+
+	// Its link to the core in /metrics.
+	a.waitLog(t, "serving metrics (/metrics)", 1, 10*time.Second)
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"kproxy_remote_core_connected 1\n", "kproxy_remote_snapshots_total 1\n", "kproxy_remote_delivery_duration_seconds_count 1\n"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 }

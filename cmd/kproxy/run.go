@@ -247,6 +247,9 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	if err := o.operatorEndpoints(ctx, &cfg, src, log); err != nil {
 		return err
 	}
+	if rs, ok := src.(*actors.RemoteSource); ok && cfg.Metrics != nil {
+		rs.OnDelivered(cfg.Metrics.Remote(rs))
+	}
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
 	proxy := actors.Start(cfg)
