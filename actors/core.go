@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -49,6 +50,7 @@ type CoreConfig struct {
 	// identities, with client certificates required, names the node each
 	// backend's certificate is for: it may subscribe to that node only.
 	identities *identities
+	counters   *CoreCounters
 }
 
 func (c *CoreConfig) defaults() {
@@ -64,6 +66,9 @@ func (c *CoreConfig) defaults() {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultCoreMaxInFlight
 	}
+	if c.counters == nil {
+		c.counters = &CoreCounters{}
+	}
 }
 
 // Core is a running core: its source, actor system and remoting.
@@ -72,6 +77,16 @@ type Core struct {
 	pid *actor.PID
 	cfg CoreConfig
 }
+
+// CoreCounters are a core's running totals, for its metrics.
+type CoreCounters struct {
+	Subscriptions                       atomic.Int64
+	Snapshots, Deltas, Resyncs, Dropped atomic.Int64
+	Refused                             atomic.Int64
+}
+
+// Counters are the core's running totals.
+func (c *Core) Counters() *CoreCounters { return c.cfg.counters }
 
 // StartCore starts cfg.Views (returning once it is complete, as a node
 // proxy's source), then serves subscriptions over remoting on
@@ -216,6 +231,7 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 		if id, _ := ids.get(from.GetAddress()); id != m.GetNodeName() {
 			reason := fmt.Sprintf("node %q asked for by a client certificate for %q: a backend gets only the view of the node its certificate names", m.GetNodeName(), id)
 			ctx.Send(from, &messages.SubscribeRefused{Reason: reason})
+			c.cfg.counters.Refused.Add(1)
 			c.cfg.Log.Warn().Str("subscriber", from.String()).Str("node", m.GetNodeName()).Str("certificate", id).Msg("subscription refused: " + reason)
 			return
 		}
@@ -228,6 +244,7 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 		tracker: watcher.NewTracker(c.cfg.Views.ViewFor(m.GetNodeName())), lastAck: time.Now()}
 	_, again := c.subs[from.String()]
 	c.subs[from.String()] = s
+	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
 	s.tracker.Mark("")
 	c.logErrors(s, s.tracker.Flush())
 	c.snapshot(ctx, s)
@@ -245,6 +262,7 @@ func (c *coreActor) logErrors(s *subscription, ch watcher.Changes) {
 func (c *coreActor) snapshot(ctx actor.Context, s *subscription) {
 	s.seq++
 	s.behind = false
+	c.cfg.counters.Snapshots.Add(1)
 	ctx.Send(s.pid, &messages.Snapshot{Session: s.session, Seq: s.seq, ServicePorts: s.tracker.State(), NodeName: s.node,
 		SentUnixNano: time.Now().UnixNano()})
 }
@@ -266,6 +284,7 @@ func (c *coreActor) flush(ctx actor.Context, s *subscription) {
 		return
 	}
 	s.seq++
+	c.cfg.counters.Deltas.Add(1)
 	ctx.Send(s.pid, &messages.Delta{Session: s.session, Seq: s.seq, Upserts: ch.Upserts, Deletes: ch.Deletes, SentUnixNano: time.Now().UnixNano()})
 }
 
@@ -285,6 +304,7 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 	if s.behind && s.acked == s.seq {
 		s.resyncs++
 		c.resyncs++
+		c.cfg.counters.Resyncs.Add(1)
 		c.cfg.Log.Info().Str("node", s.node).Str("subscriber", s.pid.String()).Msg("slow backend caught up: full snapshot")
 		c.snapshot(ctx, s)
 	}
@@ -296,6 +316,8 @@ func (c *coreActor) tick(ctx actor.Context) {
 	for key, s := range c.subs {
 		if now.Sub(s.lastAck) > c.cfg.Lease {
 			delete(c.subs, key)
+			c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
+			c.cfg.counters.Dropped.Add(1)
 			c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", key).Dur("silent", now.Sub(s.lastAck).Round(time.Millisecond)).
 				Msg("backend lost: no acknowledgement within the lease; subscription dropped (it re-subscribes when it returns)")
 			continue

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +51,8 @@ func TestRemoteCoreServesEachNodeItsView(t *testing.T) {
 	replaceFile(t, manifest, localService("local", "127.0.0.60", 8080, port,
 		[][2]string{{"127.0.0.11", "node-a"}, {"127.0.0.12", "node-b"}, {"127.0.0.13", "node-b"}}))
 	coreAddr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
-	core := startProc(t, "core", coreArgs(coreAddr, manifest)...)
+	coreMetrics := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	core := startProc(t, "core", coreArgs(coreAddr, manifest, "--serve-metrics-address", coreMetrics)...)
 	core.waitLog(t, "core serving", 1, 30*time.Second)
 	pa, pb := freeTCPPort(t), freeTCPPort(t)
 	a := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa)...)
@@ -80,6 +83,20 @@ func TestRemoteCoreServesEachNodeItsView(t *testing.T) {
 	awaitNames(t, addrA, 10, "127.0.0.11", "127.0.0.14")
 	if got := namesThrough(t, addrB, 20); len(got) != 2 || got["127.0.0.12"] == 0 || got["127.0.0.13"] == 0 {
 		t.Fatalf("node-b served %v after node-a's change", got)
+	}
+
+	// The core's /metrics: two subscriptions, two snapshots, the deltas.
+	core.waitLog(t, "serving core metrics", 1, 10*time.Second)
+	resp, err := http.Get("http://" + coreMetrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"kproxy_core_subscriptions 2\n", "kproxy_core_snapshots_total 2\n", "kproxy_core_deltas_total 2\n"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("core /metrics lacks %q", want)
+		}
 	}
 }
 

@@ -6,16 +6,20 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -30,8 +34,9 @@ type watchOptions struct {
 	logFmt  string
 	// serve makes this a core: the source watched once, each subscribing
 	// node's view served over protoactor remoting on this address.
-	serve       string
-	maxInFlight int
+	serve        string
+	maxInFlight  int
+	serveMetrics string
 }
 
 func watchCommand(args []string, stdout io.Writer) error {
@@ -43,6 +48,7 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.log, "log-level", "warn", "log level (logs go to standard error)")
 	fs.StringVar(&o.logFmt, "log-format", "console", "json or console")
 	fs.StringVar(&o.serve, "serve", "", "be a core: watch the source once and serve each subscribing node proxy (kproxy run --source remote:ADDR) its node-local view over protoactor remoting on this host:port (loopback unless --remote-allow-non-loopback)")
+	fs.StringVar(&o.serveMetrics, "serve-metrics-address", "", "with --serve: host:port for the core's /metrics (subscriptions, snapshots, deltas, resyncs, client-go) and /healthz; empty turns it off")
 	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", actors.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets a full snapshot once it catches up instead of a growing backlog")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -100,6 +106,9 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 			return nil
 		}
 		return err
+	}
+	if o.serveMetrics != "" {
+		serveHTTP(ctx, "core metrics (/metrics, /healthz)", o.serveMetrics, coreHandler(core), log)
 	}
 	if started != nil {
 		started(core)
@@ -181,4 +190,24 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 		case <-time.After(o.minSyncPeriod):
 		}
 	}
+}
+
+// coreHandler serves a core's /metrics and /healthz (200 once it serves).
+func coreHandler(core *actors.Core) http.Handler {
+	m := metrics.New()
+	m.ClientGo()
+	c := core.Counters()
+	f := func(v *atomic.Int64) func() float64 { return func() float64 { return float64(v.Load()) } }
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Subsystem: "kproxy", Name: "core_subscriptions", Help: "Backends subscribed now."}, f(&c.Subscriptions)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_snapshots_total", Help: "Full snapshots sent (subscriptions and resyncs)."}, f(&c.Snapshots)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_deltas_total", Help: "Deltas sent."}, f(&c.Deltas)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_resyncs_total", Help: "Slow backends sent a snapshot instead of their backlog."}, f(&c.Resyncs)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_dropped_total", Help: "Subscriptions dropped after their lease (a backend gone)."}, f(&c.Dropped)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_refused_total", Help: "Subscriptions refused (a node its certificate does not name)."}, f(&c.Refused)),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	return mux
 }
