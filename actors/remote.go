@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,17 +77,26 @@ func (i *identities) get(addr string) (string, bool) {
 	return id, ok
 }
 
-// certIdentity is the node a connection's verified client certificate names.
-func certIdentity(ctx context.Context) string {
+// certIdentity is the verified client certificate of a connection and the
+// node it names.
+func certIdentity(ctx context.Context) (*x509.Certificate, string) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return ""
+		return nil, ""
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.PeerCertificates) == 0 {
-		return ""
+		return nil, ""
 	}
-	return strings.TrimPrefix(info.State.PeerCertificates[0].Subject.CommonName, "system:node:")
+	cert := info.State.PeerCertificates[0]
+	return cert, strings.TrimPrefix(cert.Subject.CommonName, "system:node:")
+}
+
+// certCovers reports whether cert is valid for addr's host (an IP or DNS
+// SAN), as it must be anyway for the core to dial that address back.
+func certCovers(cert *x509.Certificate, addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && cert.VerifyHostname(host) == nil
 }
 
 // identStream records the address a stream's ConnectRequest declares
@@ -94,16 +104,19 @@ func certIdentity(ctx context.Context) string {
 type identStream struct {
 	grpc.ServerStream
 	ids   *identities
+	cert  *x509.Certificate
 	id    string
 	first bool
 }
 
+// RecvMsg records the declared address, if the certificate is valid for
+// it: a peer cannot claim another node's address.
 func (s *identStream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
 	if err == nil && !s.first {
 		s.first = true
 		if rm, ok := m.(*remote.RemoteMessage); ok {
-			if addr := rm.GetConnectRequest().GetServerConnection().GetAddress(); addr != "" {
+			if addr := rm.GetConnectRequest().GetServerConnection().GetAddress(); addr != "" && s.cert != nil && certCovers(s.cert, addr) {
 				s.ids.set(addr, s.id)
 			}
 		}
@@ -253,7 +266,8 @@ func streamAuth(token string, ids *identities, log zerolog.Logger) grpc.StreamSe
 			return err
 		}
 		if ids != nil {
-			ss = &identStream{ServerStream: ss, ids: ids, id: certIdentity(ss.Context())}
+			cert, id := certIdentity(ss.Context())
+			ss = &identStream{ServerStream: ss, ids: ids, cert: cert, id: id}
 		}
 		return handler(srv, ss)
 	}
