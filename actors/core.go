@@ -285,7 +285,8 @@ func (c *coreActor) flush(ctx actor.Context, s *subscription) {
 	}
 	s.seq++
 	c.cfg.counters.Deltas.Add(1)
-	ctx.Send(s.pid, &messages.Delta{Session: s.session, Seq: s.seq, Upserts: ch.Upserts, Deletes: ch.Deletes, SentUnixNano: time.Now().UnixNano()})
+	ctx.Send(s.pid, &messages.Delta{Session: s.session, Seq: s.seq, Upserts: ch.Upserts, Deletes: ch.Deletes, SentUnixNano: time.Now().UnixNano(),
+		TriggerUnixNano: c.triggers(ch)})
 }
 
 func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
@@ -324,4 +325,28 @@ func (c *coreActor) tick(ctx actor.Context) {
 		}
 		ctx.Send(s.pid, &messages.Heartbeat{Session: s.session, Seq: s.seq})
 	}
+}
+
+// triggers are the changed services' EndpointSlice trigger times, when
+// the source knows them (the Kubernetes source), for the backends'
+// network programming latency.
+func (c *coreActor) triggers(ch watcher.Changes) map[string]int64 {
+	tt, ok := c.cfg.Views.(triggerTimer)
+	if !ok {
+		return nil
+	}
+	var out map[string]int64
+	for _, spe := range ch.Upserts {
+		svc := spe.GetServicePort().GetKey().Service()
+		if _, done := out[svc]; done {
+			continue
+		}
+		if t := tt.TriggerTime(svc); !t.IsZero() {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[svc] = t.UnixNano()
+		}
+	}
+	return out
 }

@@ -48,6 +48,32 @@ type RemoteSource struct {
 	pid *actor.PID
 
 	stats remoteCounters
+
+	trigMu   sync.Mutex
+	triggers map[string]time.Time
+}
+
+// TriggerTime is the service's EndpointSlice trigger time as the core last
+// sent it (zero when unknown): the Watcher observes
+// kubeproxy_network_programming_duration_seconds from it, as with informers.
+func (s *RemoteSource) TriggerTime(service string) time.Time {
+	s.trigMu.Lock()
+	defer s.trigMu.Unlock()
+	return s.triggers[service]
+}
+
+func (s *RemoteSource) setTriggers(m map[string]int64) {
+	if len(m) == 0 {
+		return
+	}
+	s.trigMu.Lock()
+	defer s.trigMu.Unlock()
+	if s.triggers == nil {
+		s.triggers = map[string]time.Time{}
+	}
+	for svc, t := range m {
+		s.triggers[svc] = time.Unix(0, t)
+	}
 }
 
 // remoteCounters are a backend's link statistics, for its metrics.
@@ -101,7 +127,8 @@ func (s *RemoteSource) Start(ctx context.Context, notify func(watcher.Event)) er
 		s.cfg.Log.Warn().Err(err).Msg("core not reachable yet; subscribing until it is")
 	}
 	ready := make(chan error, 1)
-	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, core: actor.NewPID(s.cfg.Core, CoreActorName), ready: ready, stats: &s.stats}
+	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, core: actor.NewPID(s.cfg.Core, CoreActorName), ready: ready, stats: &s.stats,
+		setTriggers: s.setTriggers}
 	s.pid = rs.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sub }, actor.WithGuardian(childStrategy)))
 	s.cfg.Log.Info().Str("core", s.cfg.Core).Str("node", s.cfg.NodeName).Str("address", rs.address()).Msg("subscribing to the core")
 	select {
@@ -147,6 +174,8 @@ type subscriber struct {
 	ready  chan error
 	once   sync.Once
 	stats  *remoteCounters
+	// setTriggers records a Delta's trigger times before its services are notified.
+	setTriggers func(map[string]int64)
 
 	session    string
 	seq        uint64
@@ -290,6 +319,7 @@ func (s *subscriber) applyDelta(ctx actor.Context, m *messages.Delta) {
 		s.resync(ctx, fmt.Sprintf("delta %d after %d", m.GetSeq(), s.seq))
 		return
 	}
+	s.setTriggers(m.GetTriggerUnixNano())
 	s.changed(s.store.Apply(m.GetUpserts(), m.GetDeletes()))
 	s.seq, s.lastHeard = m.GetSeq(), time.Now()
 	ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})

@@ -217,14 +217,18 @@ func (x *Snapshot) GetSentUnixNano() int64 {
 
 // Delta is one flush of changes: seq is the previous message's seq + 1.
 type Delta struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Session       string                  `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Upserts       []*ServicePortEndpoints `protobuf:"bytes,3,rep,name=upserts,proto3" json:"upserts,omitempty"`
-	Deletes       []*ServicePortKey       `protobuf:"bytes,4,rep,name=deletes,proto3" json:"deletes,omitempty"`
-	SentUnixNano  int64                   `protobuf:"varint,5,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState  `protogen:"open.v1"`
+	Session      string                  `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq          uint64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Upserts      []*ServicePortEndpoints `protobuf:"bytes,3,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Deletes      []*ServicePortKey       `protobuf:"bytes,4,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	SentUnixNano int64                   `protobuf:"varint,5,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// Per changed service ("namespace/name"), its EndpointSlices' latest
+	// endpoints.kubernetes.io/last-change-trigger-time (Unix nanoseconds),
+	// so a backend observes kubeproxy_network_programming_duration_seconds.
+	TriggerUnixNano map[string]int64 `protobuf:"bytes,6,rep,name=trigger_unix_nano,json=triggerUnixNano,proto3" json:"trigger_unix_nano,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Delta) Reset() {
@@ -290,6 +294,13 @@ func (x *Delta) GetSentUnixNano() int64 {
 		return x.SentUnixNano
 	}
 	return 0
+}
+
+func (x *Delta) GetTriggerUnixNano() map[string]int64 {
+	if x != nil {
+		return x.TriggerUnixNano
+	}
+	return nil
 }
 
 // Heartbeat tells an idle backend that its session is alive; seq is the
@@ -677,13 +688,17 @@ const file_messages_remote_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12D\n" +
 	"\rservice_ports\x18\x03 \x03(\v2\x1f.kproxy.v1.ServicePortEndpointsR\fservicePorts\x12\x1b\n" +
 	"\tnode_name\x18\x04 \x01(\tR\bnodeName\x12$\n" +
-	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\"\xc9\x01\n" +
+	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\"\xe0\x02\n" +
 	"\x05Delta\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x129\n" +
 	"\aupserts\x18\x03 \x03(\v2\x1f.kproxy.v1.ServicePortEndpointsR\aupserts\x123\n" +
 	"\adeletes\x18\x04 \x03(\v2\x19.kproxy.v1.ServicePortKeyR\adeletes\x12$\n" +
-	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\"7\n" +
+	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\x12Q\n" +
+	"\x11trigger_unix_nano\x18\x06 \x03(\v2%.kproxy.v1.Delta.TriggerUnixNanoEntryR\x0ftriggerUnixNano\x1aB\n" +
+	"\x14TriggerUnixNanoEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"7\n" +
 	"\tHeartbeat\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"=\n" +
@@ -721,7 +736,7 @@ func file_messages_remote_proto_rawDescGZIP() []byte {
 	return file_messages_remote_proto_rawDescData
 }
 
-var file_messages_remote_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_messages_remote_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_messages_remote_proto_goTypes = []any{
 	(*Subscribe)(nil),            // 0: kproxy.v1.Subscribe
 	(*SubscribeRefused)(nil),     // 1: kproxy.v1.SubscribeRefused
@@ -734,19 +749,21 @@ var file_messages_remote_proto_goTypes = []any{
 	(*GetCoreStats)(nil),         // 8: kproxy.v1.GetCoreStats
 	(*CoreStats)(nil),            // 9: kproxy.v1.CoreStats
 	(*SubscriptionStats)(nil),    // 10: kproxy.v1.SubscriptionStats
-	(*ServicePortEndpoints)(nil), // 11: kproxy.v1.ServicePortEndpoints
-	(*ServicePortKey)(nil),       // 12: kproxy.v1.ServicePortKey
+	nil,                          // 11: kproxy.v1.Delta.TriggerUnixNanoEntry
+	(*ServicePortEndpoints)(nil), // 12: kproxy.v1.ServicePortEndpoints
+	(*ServicePortKey)(nil),       // 13: kproxy.v1.ServicePortKey
 }
 var file_messages_remote_proto_depIdxs = []int32{
-	11, // 0: kproxy.v1.Snapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
-	11, // 1: kproxy.v1.Delta.upserts:type_name -> kproxy.v1.ServicePortEndpoints
-	12, // 2: kproxy.v1.Delta.deletes:type_name -> kproxy.v1.ServicePortKey
-	10, // 3: kproxy.v1.CoreStats.subscriptions:type_name -> kproxy.v1.SubscriptionStats
-	4,  // [4:4] is the sub-list for method output_type
-	4,  // [4:4] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	12, // 0: kproxy.v1.Snapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
+	12, // 1: kproxy.v1.Delta.upserts:type_name -> kproxy.v1.ServicePortEndpoints
+	13, // 2: kproxy.v1.Delta.deletes:type_name -> kproxy.v1.ServicePortKey
+	11, // 3: kproxy.v1.Delta.trigger_unix_nano:type_name -> kproxy.v1.Delta.TriggerUnixNanoEntry
+	10, // 4: kproxy.v1.CoreStats.subscriptions:type_name -> kproxy.v1.SubscriptionStats
+	5,  // [5:5] is the sub-list for method output_type
+	5,  // [5:5] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_messages_remote_proto_init() }
@@ -761,7 +778,7 @@ func file_messages_remote_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_remote_proto_rawDesc), len(file_messages_remote_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

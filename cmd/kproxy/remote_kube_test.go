@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -102,8 +104,13 @@ func TestRemoteKubeOneWatchServesThreeNodes(t *testing.T) {
 	core.waitLog(t, "core serving", 1, 60*time.Second)
 	nodes := map[string]int{"node-a": freeTCPPort(t), "node-b": freeTCPPort(t), "node-c": freeTCPPort(t)}
 	procs := map[string]*proc{}
+	metricsC := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
 	for n, p := range nodes {
-		procs[n] = startProc(t, n, nodeArgs(coreAddr, n, p)...)
+		var extra []string
+		if n == "node-c" {
+			extra = []string{"--metrics-bind-address", metricsC}
+		}
+		procs[n] = startProc(t, n, nodeArgs(coreAddr, n, p, extra...)...)
 	}
 	for _, p := range procs {
 		p.waitLog(t, "source synced", 1, 60*time.Second)
@@ -143,11 +150,23 @@ func TestRemoteKubeOneWatchServesThreeNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	slice.ResourceVersion = cur.ResourceVersion
+	// As the EndpointSlice controller does: when the change happened, which
+	// the core passes on for the node's network programming latency.
+	slice.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano)}
 	if _, err := s.Admin.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	awaitNames(t, addr("node-c"), 5, a2)
 	awaitNames(t, addr("node-b"), 10, a1)
+	resp, err := http.Get("http://" + metricsC + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "kubeproxy_network_programming_duration_seconds_count 1\n") {
+		t.Fatalf("node-c observed no network programming latency from the core's trigger time:\n%s", grepLines(string(body), "network_programming"))
+	}
 
 	// The core killed under load on all three nodes; the slice changed
 	// through the API server while it is down (ips[0] moves from node-a to
@@ -184,4 +203,14 @@ func TestRemoteKubeOneWatchServesThreeNodes(t *testing.T) {
 		}
 	}
 	core2.waitLog(t, "backend subscribed", 3, 10*time.Second)
+}
+
+func grepLines(text, substr string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
