@@ -94,7 +94,7 @@ tools:
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 
 generate: tools
-	PATH="$(BIN):$$PATH" protoc --go_out=. --go_opt=module=github.com/kproxy/kproxy messages/model.proto messages/protocol.proto
+	PATH="$(BIN):$$PATH" protoc --go_out=. --go_opt=module=github.com/kproxy/kproxy messages/model.proto messages/protocol.proto messages/remote.proto
 
 clean:
 	rm -rf $(BIN)

@@ -1466,6 +1466,9 @@ type ServiceChanged struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
 	Kind    string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The node whose view changed, for a core serving many nodes; empty
+	// means every node's.
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
 	// The source event's span, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1512,6 +1515,13 @@ func (x *ServiceChanged) GetService() string {
 func (x *ServiceChanged) GetKind() string {
 	if x != nil {
 		return x.Kind
+	}
+	return ""
+}
+
+func (x *ServiceChanged) GetNode() string {
+	if x != nil {
+		return x.Node
 	}
 	return ""
 }
@@ -2333,10 +2343,11 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
 	"\x14ExternalEntriesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x01\n" +
 	"\x0eServiceChanged\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12-\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12-\n" +
 	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x0e\n" +
 	"\fSourceSynced\"\x0e\n" +
 	"\fFlushChanges\"\x11\n" +

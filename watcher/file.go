@@ -142,17 +142,37 @@ func isManifestName(name string) bool {
 // buildResult decodes all inputs, then builds each service from the slices
 // of all files, so a service and its slices may live in different files.
 func buildResult(inputs []input, opts Options) *Result {
+	return decodeInputs(inputs).result(opts)
+}
+
+// decodedSet is what the inputs hold, decoded once and not yet built for
+// any node: a core serving many nodes builds each node's Result from it.
+type decodedSet struct {
+	services        []located[*corev1.Service]
+	slicesByService map[string][]located[*discoveryv1.EndpointSlice]
+	findings        findings // of decoding; result adds its own to a copy
+}
+
+// decodeInputs decodes all inputs and groups the slices by service.
+func decodeInputs(inputs []input) *decodedSet {
 	var d decoded
 	for _, in := range inputs {
 		decodeFile(in.name, in.data, &d)
 	}
 	services := uniqueServices(d.services, &d.findings)
-	slicesByService := groupSlices(d.slices, &d.findings)
+	groups := groupSlices(d.slices, &d.findings)
+	return &decodedSet{services: services, slicesByService: groups, findings: d.findings}
+}
+
+// result builds the node-local Result for opts (its node name and zone).
+func (ds *decodedSet) result(opts Options) *Result {
+	f := ds.findings.clone()
+	services, slicesByService := ds.services, ds.slicesByService
 
 	res := &Result{}
 	for _, s := range services {
 		if reason, skip := Skip(s.obj, opts); skip {
-			d.skip(s.seq, s.at+": "+reason)
+			f.skip(s.seq, s.at+": "+reason)
 			continue
 		}
 		var own []*discoveryv1.EndpointSlice
@@ -161,7 +181,7 @@ func buildResult(inputs []input, opts Options) *Result {
 		}
 		ports, err := BuildServicePorts(s.obj, own, opts)
 		if err != nil {
-			d.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: %w", s.at, err))
+			f.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: %w", s.at, err))
 			continue
 		}
 		res.ServicePorts = append(res.ServicePorts, ports...)
@@ -178,14 +198,14 @@ func buildResult(inputs []input, opts Options) *Result {
 			continue
 		}
 		for _, s := range group {
-			d.skip(s.seq, fmt.Sprintf("%s: no Service %s was loaded for it", s.at, key))
+			f.skip(s.seq, fmt.Sprintf("%s: no Service %s was loaded for it", s.at, key))
 		}
 	}
 
 	slices.SortFunc(res.ServicePorts, func(a, b *messages.ServicePortEndpoints) int {
 		return cmp.Compare(a.GetServicePort().GetKey().ID(), b.GetServicePort().GetKey().ID())
 	})
-	d.fill(res)
+	f.fill(res)
 	return res
 }
 

@@ -42,6 +42,12 @@ func (f *findings) failUnknown(seq int, err error) {
 	f.retainMissing = true
 }
 
+// clone copies f, so building for one node adds nothing to another's.
+func (f *findings) clone() findings {
+	return findings{errors: slices.Clone(f.errors), skipped: slices.Clone(f.skipped),
+		retain: maps.Clone(f.retain), retainMissing: f.retainMissing}
+}
+
 func (f *findings) retainService(namespace, name string) {
 	if name == "" {
 		f.retainMissing = true

@@ -31,7 +31,10 @@ type KubeOptions struct {
 	Options
 	// ResyncPeriod is how often informers replay their cache (--config-sync-period).
 	ResyncPeriod time.Duration
-	Log          zerolog.Logger
+	// AllNodes watches every Node rather than Options.NodeName's only: a
+	// core serving many nodes (ViewFor) needs each node's zone.
+	AllNodes bool
+	Log      zerolog.Logger
 }
 
 // KubeSource watches Services, EndpointSlices and this node's Node object
@@ -91,7 +94,9 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 	slices := informers.NewSharedInformerFactoryWithOptions(client, o.ResyncPeriod)
 	nodes := informers.NewSharedInformerFactoryWithOptions(client, o.ResyncPeriod,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
+			if !o.AllNodes {
+				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
+			}
 		}))
 	return &KubeSource{
 		opts:      o,
@@ -109,8 +114,11 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 // Event names what changed: a service ("namespace/name"), or every service
 // when Service is empty (this node's zone changed).
 type Event struct {
-	Kind    string // Service, EndpointSlice or Node
+	Kind    string // Service, EndpointSlice, Node or File
 	Service string
+	// Node is the node whose view changed, for a source serving many
+	// nodes (NodeViews); empty means every node's.
+	Node string
 }
 
 // Start registers notify on every informer, starts them, and returns once
@@ -133,15 +141,37 @@ func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
 			}
 		}
 	}
-	onNode := func(any) { notify(Event{Kind: "Node"}) }
+	onNode := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		e := Event{Kind: "Node"}
+		if n, ok := obj.(*corev1.Node); ok {
+			e.Node = n.Name
+		}
+		notify(e)
+	}
 	for _, reg := range []struct {
 		inf cache.SharedIndexInformer
 		fn  func(any)
 	}{{s.svcInf, onService}, {s.sliceInf, onSlice}, {s.nodeInf, onNode}} {
 		fn := reg.fn
+		update := func(_, obj any) { fn(obj) }
+		if reg.inf == s.nodeInf && s.opts.AllNodes {
+			// Serving every node, a Node's update matters only when its
+			// zone changed (kubelets update their Node's status often).
+			update = func(old, obj any) {
+				o, ok1 := old.(*corev1.Node)
+				n, ok2 := obj.(*corev1.Node)
+				if ok1 && ok2 && o.Labels[corev1.LabelTopologyZone] == n.Labels[corev1.LabelTopologyZone] {
+					return
+				}
+				fn(obj)
+			}
+		}
 		if _, err := reg.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    fn,
-			UpdateFunc: func(_, obj any) { fn(obj) },
+			UpdateFunc: update,
 			DeleteFunc: fn,
 		}); err != nil {
 			return fmt.Errorf("register informer handler: %w", err)
@@ -204,13 +234,7 @@ func (s *KubeSource) Stop() {
 }
 
 // Zone is this node's topology zone from its Node object ("" if unknown).
-func (s *KubeSource) Zone() string {
-	n, err := s.node.Get(s.opts.NodeName)
-	if err != nil {
-		return ""
-	}
-	return n.Labels[corev1.LabelTopologyZone]
-}
+func (s *KubeSource) Zone() string { return s.zoneOf(s.opts.NodeName) }
 
 // TriggerTime is the latest endpoints.kubernetes.io/last-change-trigger-time
 // of the service's EndpointSlices (zero when none has one): when the
@@ -272,6 +296,13 @@ func (s *KubeSource) ServiceNames() []string {
 // Build returns the node-local view of one service from the caches: none
 // when it is gone or skipped, an error when it is invalid.
 func (s *KubeSource) Build(service string) ([]*messages.ServicePortEndpoints, error) {
+	opts := s.opts.Options
+	opts.Zone = s.Zone()
+	return s.build(service, opts)
+}
+
+// build is Build for the node opts names.
+func (s *KubeSource) build(service string, opts Options) ([]*messages.ServicePortEndpoints, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(service)
 	if err != nil {
 		return nil, err
@@ -285,8 +316,6 @@ func (s *KubeSource) Build(service string) ([]*messages.ServicePortEndpoints, er
 	if err != nil {
 		return nil, err
 	}
-	opts := s.opts.Options
-	opts.Zone = s.Zone()
 	ports, err := BuildServicePorts(svc, sls, opts)
 	if err != nil {
 		return nil, fmt.Errorf("Service %s: %w", service, err)

@@ -37,6 +37,10 @@ type FileSource struct {
 	stop context.CancelFunc // ends the poller Start began
 	done chan struct{}      // closed when it has ended
 
+	// decoded, when set, gets every new read before it is emitted, not
+	// yet built for a node (NodesFileSource builds it for each node).
+	decoded func(*decodedSet)
+
 	// polled, when set, is called after each poll. Tests use it to wait for
 	// a poll without sleeping.
 	polled func()
@@ -174,7 +178,8 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 		s.log.Debug().Str("path", s.path).Msg("manifests touched but content unchanged")
 		return 0
 	}
-	res := buildResult(inputs, s.opts)
+	ds := decodeInputs(inputs)
+	res := ds.result(s.opts)
 	st.hash, st.emitted = hash, true
 
 	s.log.Info().Str("path", s.path).Int("files", len(inputs)).
@@ -192,6 +197,9 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	st.rejected = logged
 	if ctx.Err() != nil {
 		return 0
+	}
+	if s.decoded != nil {
+		s.decoded(ds)
 	}
 	emit(res)
 	return 0

@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"slices"
+	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -106,4 +107,59 @@ func (s *Store) Build(service string) ([]*messages.ServicePortEndpoints, error) 
 		ports = append(ports, spe)
 	}
 	return ports, nil
+}
+
+// Apply changes the desired state by upserts and deletes (a Delta from a
+// core) and returns the services whose ports changed, sorted.
+func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messages.ServicePortKey) (changed []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	mark := func(svc string) {
+		if !seen[svc] {
+			seen[svc] = true
+			changed = append(changed, svc)
+		}
+	}
+	for _, k := range deletes {
+		svc := k.Service()
+		if _, ok := s.services[svc][k.ID()]; !ok {
+			continue
+		}
+		delete(s.services[svc], k.ID())
+		if len(s.services[svc]) == 0 {
+			delete(s.services, svc)
+		}
+		mark(svc)
+	}
+	for _, spe := range upserts {
+		k := spe.GetServicePort().GetKey()
+		svc := k.Service()
+		if old, ok := s.services[svc][k.ID()]; ok && proto.Equal(old, spe) {
+			continue
+		}
+		if s.services[svc] == nil {
+			s.services[svc] = map[string]*messages.ServicePortEndpoints{}
+		}
+		s.services[svc][k.ID()] = spe
+		mark(svc)
+	}
+	slices.Sort(changed)
+	return changed
+}
+
+// All is every service port held, sorted by ID.
+func (s *Store) All() []*messages.ServicePortEndpoints {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*messages.ServicePortEndpoints
+	for _, ports := range s.services {
+		for _, spe := range ports {
+			out = append(out, spe)
+		}
+	}
+	slices.SortFunc(out, func(a, b *messages.ServicePortEndpoints) int {
+		return strings.Compare(a.GetServicePort().GetKey().ID(), b.GetServicePort().GetKey().ID())
+	})
+	return out
 }

@@ -53,6 +53,19 @@ type KproxyConfiguration struct {
 	Metrics  *MetricsSettings `json:"metrics,omitempty"`
 	Admin    *AdminSettings   `json:"admin,omitempty"`
 	Tracing  *TracingSettings `json:"tracing,omitempty"`
+	Remote   *RemoteSettings  `json:"remote,omitempty"`
+}
+
+// RemoteSettings is the remote section: remoting with a core (--source
+// remote:ADDR), each field the flag --remote-<field>.
+type RemoteSettings struct {
+	Listen           string `json:"listen,omitempty"`
+	Advertise        string `json:"advertise,omitempty"`
+	TokenFile        string `json:"tokenFile,omitempty"`
+	TLSCert          string `json:"tlsCert,omitempty"`
+	TLSKey           string `json:"tlsKey,omitempty"`
+	TLSCA            string `json:"tlsCA,omitempty"`
+	AllowNonLoopback *bool  `json:"allowNonLoopback,omitempty"`
 }
 
 // TracingSettings is the tracing section of a KproxyConfiguration, shaped
@@ -324,6 +337,15 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 		setIf(values, "admin-token-file", a.TokenFile)
 		boolean("admin-allow-non-loopback", a.AllowNonLoopback)
 	}
+	if r := c.Remote; r != nil {
+		setIf(values, "remote-listen", r.Listen)
+		setIf(values, "remote-advertise", r.Advertise)
+		setIf(values, "remote-token-file", r.TokenFile)
+		setIf(values, "remote-tls-cert", r.TLSCert)
+		setIf(values, "remote-tls-key", r.TLSKey)
+		setIf(values, "remote-tls-ca", r.TLSCA)
+		boolean("remote-allow-non-loopback", r.AllowNonLoopback)
+	}
 }
 
 // applyConfig sets fs's flags from the file's values, except those given
@@ -392,6 +414,8 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 	spl, _ := strconv.Atoi(get("metrics-service-ports-limit"))
 	kc.Metrics = &MetricsSettings{&spl, ptrBool("metrics-actors")}
 	kc.Admin = &AdminSettings{ptrBool("enable-fault-injection"), get("admin-address"), get("admin-token-file"), ptrBool("admin-allow-non-loopback")}
+	kc.Remote = &RemoteSettings{get("remote-listen"), get("remote-advertise"), get("remote-token-file"), get("remote-tls-cert"),
+		get("remote-tls-key"), get("remote-tls-ca"), ptrBool("remote-allow-non-loopback")}
 	kc.ShutdownGracePeriod = get("shutdown-grace-period")
 	ppf := get("proxy-ports-file")
 	kc.ProxyPortsFile = &ppf

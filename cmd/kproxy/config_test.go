@@ -205,3 +205,28 @@ func TestWriteConfigLeavesTheDefaultNodeNameOut(t *testing.T) {
 		}
 	}
 }
+
+// The remote section sets the --remote-* flags of a node proxy fed by a core.
+func TestConfigRemoteSection(t *testing.T) {
+	path := writeFile(t, `apiVersion: kproxy.io/v1alpha1
+kind: KproxyConfiguration
+source: remote:10.0.0.5:7400
+remote: {listen: "10.0.0.7:7401", tokenFile: /etc/kproxy/token, allowNonLoopback: true, tlsCert: c.pem, tlsKey: k.pem, tlsCA: ca.pem}
+`)
+	o, err := configured(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := o.remote
+	if o.source != "remote:10.0.0.5:7400" || r.listen != "10.0.0.7:7401" || r.tokenFile != "/etc/kproxy/token" || !r.allowNonLoopback ||
+		r.tlsCert != "c.pem" || r.tlsKey != "k.pem" || r.tlsCA != "ca.pem" {
+		t.Fatalf("remote settings: source %q, %+v", o.source, r)
+	}
+	if err := o.sourceFlags.validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	o.remote.tokenFile = ""
+	if err := o.sourceFlags.validate(); err == nil || !strings.Contains(err.Error(), "--remote-token-file is required") {
+		t.Fatalf("non-loopback remoting without a token: %v", err)
+	}
+}

@@ -239,13 +239,16 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	cfg.Tracer = tracer
 	cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
 	enableMigrateReq(log)
-	src, err := o.newSource(log)
+	src, err := o.newSource(log, "kproxy run")
 	if err != nil {
 		return err
 	}
 	cfg.View = src
 	if err := o.operatorEndpoints(ctx, &cfg, src, log); err != nil {
 		return err
+	}
+	if rs, ok := src.(*actors.RemoteSource); ok && cfg.Metrics != nil {
+		rs.OnDelivered(cfg.Metrics.Remote(rs))
 	}
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
@@ -261,11 +264,18 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		started(proxy)
 	}
 	done := make(chan struct{})
+	srcCtx, srcCancel := context.WithCancel(ctx)
+	defer srcCancel()
+	var srcErr error
 	go func() {
 		defer close(done)
-		runSource(ctx, src, proxy, log)
+		srcErr = runSource(srcCtx, src, proxy, log)
 	}()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-done:
+	}
+	srcCancel()
 	<-done
 	log.Info().Msg("shutting down")
 	// A second SIGINT or SIGTERM cuts the grace period short.
@@ -286,7 +296,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		return err
 	}
 	log.Info().Msg("stopped")
-	return nil
+	return srcErr
 }
 
 // operatorEndpoints sets up what kube-proxy offers operators: the health
@@ -384,19 +394,22 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 
 // runSource runs the source until ctx ends; its notifications only hand
 // events to the Watcher actor, which programs nothing before the source
-// is complete.
-func runSource(ctx context.Context, src source, proxy *actors.Proxy, log zerolog.Logger) {
+// is complete. A source that fails to start (a core refusing this
+// backend) ends kproxy with its error.
+func runSource(ctx context.Context, src source, proxy *actors.Proxy, log zerolog.Logger) error {
 	defer src.Stop()
 	log.Info().Msg("waiting for the source to sync")
 	if err := src.Start(ctx, func(e watcher.Event) { proxy.SourceChanged(e.Service, e.Kind) }); err != nil {
 		if ctx.Err() == nil {
 			log.Error().Err(err).Msg("source failed")
+			return fmt.Errorf("source: %w", err)
 		}
-		return
+		return nil
 	}
 	log.Info().Msg("source synced")
 	proxy.SourceSynced()
 	<-ctx.Done()
+	return nil
 }
 
 // tokenFile is --admin-token-file or its default for --admin-address.

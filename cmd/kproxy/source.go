@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ type sourceFlags struct {
 	filePollInterval time.Duration
 	nodeName         string
 	serviceProxyName string
+	remote           remoteFlags
 	// apiConns are the connections to the API server (--source kube), for
 	// the admin API's fault that breaks them.
 	apiConns *watcher.APIConns
@@ -38,7 +40,7 @@ type sourceFlags struct {
 
 func (f *sourceFlags) register(fs *flag.FlagSet) {
 	nodeName := defaultNodeName()
-	fs.StringVar(&f.source, "source", "", "where services come from: kube (the Kubernetes API) or file:PATH (a YAML/JSON file or directory of Service and EndpointSlice manifests)")
+	fs.StringVar(&f.source, "source", "", "where services come from: kube (the Kubernetes API), file:PATH (a YAML/JSON file or directory of Service and EndpointSlice manifests) or remote:ADDR (a core, kproxy watch --serve, over protoactor remoting)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --source kube (default $KUBECONFIG, else in-cluster)")
 	fs.StringVar(&f.master, "master", "", "API server address, overriding the kubeconfig's")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 5, "queries per second to the API server")
@@ -48,6 +50,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
 	fs.StringVar(&f.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
+	f.remote.register(fs)
 }
 
 // defaultNodeName is $NODE_NAME (the downward API's), else the hostname.
@@ -62,14 +65,24 @@ func defaultNodeName() string {
 func (f *sourceFlags) validate() error {
 	switch {
 	case f.source == "":
-		return errors.New("--source is required: kube or file:PATH")
+		return errors.New("--source is required: kube, file:PATH or remote:ADDR")
 	case f.source == "kube":
+	case f.isRemote():
+		if _, _, err := net.SplitHostPort(f.remoteAddr()); err != nil {
+			return fmt.Errorf("--source %q: %w", f.source, err)
+		}
+		if err := f.remote.checkListen("--remote-listen", f.remote.listen); err != nil {
+			return err
+		}
 	case strings.HasPrefix(f.source, "file:") && len(f.source) > len("file:"):
 		if _, err := os.Stat(f.filePath()); err != nil {
 			return fmt.Errorf("--source: %w", err)
 		}
 	default:
-		return fmt.Errorf("--source %q: want kube or file:PATH", f.source)
+		return fmt.Errorf("--source %q: want kube, file:PATH or remote:ADDR", f.source)
+	}
+	if err := f.remote.validate(); err != nil {
+		return err
 	}
 	if f.kubeAPIQPS <= 0 || f.kubeAPIBurst <= 0 {
 		return errors.New("--kube-api-qps and --kube-api-burst must be positive")
@@ -77,7 +90,11 @@ func (f *sourceFlags) validate() error {
 	return nil
 }
 
-func (f *sourceFlags) isKube() bool     { return f.source == "kube" }
+func (f *sourceFlags) isKube() bool   { return f.source == "kube" }
+func (f *sourceFlags) isRemote() bool { return strings.HasPrefix(f.source, "remote:") }
+func (f *sourceFlags) remoteAddr() string {
+	return strings.TrimPrefix(f.source, "remote:")
+}
 func (f *sourceFlags) filePath() string { return strings.TrimPrefix(f.source, "file:") }
 func (f *sourceFlags) options() watcher.Options {
 	return watcher.Options{NodeName: f.nodeName, ServiceProxyName: f.serviceProxyName}
@@ -128,10 +145,19 @@ type source interface {
 var (
 	_ source = (*watcher.KubeSource)(nil)
 	_ source = (*watcher.FileSource)(nil)
+	_ source = (*actors.RemoteSource)(nil)
 )
 
 // newSource builds the source of --source.
-func (f *sourceFlags) newSource(log zerolog.Logger) (source, error) {
+func (f *sourceFlags) newSource(log zerolog.Logger, clientName string) (source, error) {
+	if f.isRemote() {
+		rc, err := f.remote.config(f.remote.listen, log)
+		if err != nil {
+			return nil, err
+		}
+		return actors.NewRemoteSource(actors.RemoteSourceConfig{Core: f.remoteAddr(), NodeName: f.nodeName, Client: clientName,
+			Remote: rc, Log: log}), nil
+	}
 	if !f.isKube() {
 		return watcher.NewFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
 	}
@@ -142,4 +168,18 @@ func (f *sourceFlags) newSource(log zerolog.Logger) (source, error) {
 		return nil, err
 	}
 	return watcher.NewKubeSource(client, watcher.KubeOptions{Options: f.options(), ResyncPeriod: f.configSyncPeriod, Log: log})
+}
+
+// newNodeViews builds the source of --source for a core: one watch serving
+// every node's view (every Node watched, for zones).
+func (f *sourceFlags) newNodeViews(log zerolog.Logger) (watcher.NodeViews, error) {
+	if !f.isKube() {
+		return watcher.NewNodesFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
+	}
+	routeKlog(log)
+	client, err := f.kubeClient()
+	if err != nil {
+		return nil, err
+	}
+	return watcher.NewKubeSource(client, watcher.KubeOptions{Options: f.options(), ResyncPeriod: f.configSyncPeriod, Log: log, AllNodes: true})
 }

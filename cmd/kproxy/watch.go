@@ -6,15 +6,20 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -26,6 +31,12 @@ type watchOptions struct {
 	json    bool
 	callout string
 	log     string
+	logFmt  string
+	// serve makes this a core: the source watched once, each subscribing
+	// node's view served over protoactor remoting on this address.
+	serve        string
+	maxInFlight  int
+	serveMetrics string
 }
 
 func watchCommand(args []string, stdout io.Writer) error {
@@ -35,6 +46,10 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print the node-local state as JSON lines (one per service, a blank line after each state) on every change")
 	fs.StringVar(&o.callout, "callout", "", "run this shell command on every change with the JSON lines on its standard input")
 	fs.StringVar(&o.log, "log-level", "warn", "log level (logs go to standard error)")
+	fs.StringVar(&o.logFmt, "log-format", "console", "json or console")
+	fs.StringVar(&o.serve, "serve", "", "be a core: watch the source once and serve each subscribing node proxy (kproxy run --source remote:ADDR) its node-local view over protoactor remoting on this host:port (loopback unless --remote-allow-non-loopback)")
+	fs.StringVar(&o.serveMetrics, "serve-metrics-address", "", "with --serve: host:port for the core's /metrics (subscriptions, snapshots, deltas, resyncs, client-go) and /healthz; empty turns it off")
+	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", actors.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets a full snapshot once it catches up instead of a growing backlog")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -44,16 +59,64 @@ func watchCommand(args []string, stdout io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if o.serve != "" {
+		if o.isRemote() {
+			return errors.New("--serve needs --source kube or file:PATH")
+		}
+		if o.json || o.callout != "" {
+			return errors.New("--serve and --json/--callout do not go together")
+		}
+		if err := o.remote.checkListen("--serve", o.serve); err != nil {
+			return err
+		}
+		if o.log == "warn" {
+			o.log = "info"
+		}
+	}
 	if !o.json && o.callout == "" {
 		o.json = true
 	}
-	log, err := newLogger(os.Stderr, o.log, "console")
+	log, err := newLogger(os.Stderr, o.log, o.logFmt)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if o.serve != "" {
+		return serveCore(ctx, o, log, nil)
+	}
 	return watch(ctx, o, stdout, log)
+}
+
+// serveCore runs a core until ctx ends. started, if set, sees it once it
+// serves (tests).
+func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started func(*actors.Core)) error {
+	views, err := o.newNodeViews(log)
+	if err != nil {
+		return err
+	}
+	rc, err := o.remote.config(o.serve, log)
+	if err != nil {
+		return err
+	}
+	core, err := actors.StartCore(ctx, actors.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight,
+		Remote: rc, Log: log})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if o.serveMetrics != "" {
+		serveHTTP(ctx, "core metrics (/metrics, /healthz)", o.serveMetrics, coreHandler(core), log)
+	}
+	if started != nil {
+		started(core)
+	}
+	<-ctx.Done()
+	core.Stop()
+	log.Info().Msg("core stopped")
+	return nil
 }
 
 // watch emits the state on every change until ctx ends.
@@ -80,7 +143,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 			}
 		}
 	}
-	src, err := o.newSource(log)
+	src, err := o.newSource(log, "kproxy watch")
 	if err != nil {
 		return err
 	}
@@ -127,4 +190,24 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 		case <-time.After(o.minSyncPeriod):
 		}
 	}
+}
+
+// coreHandler serves a core's /metrics and /healthz (200 once it serves).
+func coreHandler(core *actors.Core) http.Handler {
+	m := metrics.New()
+	m.ClientGo()
+	c := core.Counters()
+	f := func(v *atomic.Int64) func() float64 { return func() float64 { return float64(v.Load()) } }
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Subsystem: "kproxy", Name: "core_subscriptions", Help: "Backends subscribed now."}, f(&c.Subscriptions)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_snapshots_total", Help: "Full snapshots sent (subscriptions and resyncs)."}, f(&c.Snapshots)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_deltas_total", Help: "Deltas sent."}, f(&c.Deltas)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_resyncs_total", Help: "Slow backends sent a snapshot instead of their backlog."}, f(&c.Resyncs)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_dropped_total", Help: "Subscriptions dropped after their lease (a backend gone)."}, f(&c.Dropped)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_refused_total", Help: "Subscriptions refused (a node its certificate does not name)."}, f(&c.Refused)),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	return mux
 }

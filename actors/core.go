@@ -1,0 +1,352 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher"
+)
+
+// CoreActorName is the core's actor on its remoting address: a backend
+// subscribes to actor.NewPID(coreAddress, CoreActorName).
+const CoreActorName = "kproxy-core"
+
+// Defaults of the core protocol.
+const (
+	DefaultCoreHeartbeat   = time.Second
+	DefaultCoreLease       = 10 * time.Second
+	DefaultCoreMaxInFlight = 32
+)
+
+// CoreConfig configures a core: one source watched once, served to many
+// backends, each its node's view.
+type CoreConfig struct {
+	Views watcher.NodeViews
+	// MinSyncPeriod coalesces source events, as the Watcher does.
+	MinSyncPeriod time.Duration
+	// Heartbeat is how often an idle subscription hears from the core;
+	// backends treat 3 missed heartbeats as the core lost.
+	Heartbeat time.Duration
+	// Lease drops a subscription whose backend has acknowledged nothing
+	// for this long (it re-subscribes when it notices).
+	Lease time.Duration
+	// MaxInFlight is how many Deltas a backend may leave unacknowledged;
+	// beyond, the core stops sending it changes and sends one Snapshot
+	// once it has caught up (a bounded queue per backend).
+	MaxInFlight int
+	Remote      RemoteConfig
+	Log         zerolog.Logger
+
+	// identities, with client certificates required, names the node each
+	// backend's certificate is for: it may subscribe to that node only.
+	identities *identities
+	counters   *CoreCounters
+}
+
+func (c *CoreConfig) defaults() {
+	if c.MinSyncPeriod <= 0 {
+		c.MinSyncPeriod = DefaultMinSyncPeriod
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultCoreHeartbeat
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultCoreLease
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultCoreMaxInFlight
+	}
+	if c.counters == nil {
+		c.counters = &CoreCounters{}
+	}
+}
+
+// Core is a running core: its source, actor system and remoting.
+type Core struct {
+	rs  *remoteSystem
+	pid *actor.PID
+	cfg CoreConfig
+}
+
+// CoreCounters are a core's running totals, for its metrics.
+type CoreCounters struct {
+	Subscriptions                       atomic.Int64
+	Snapshots, Deltas, Resyncs, Dropped atomic.Int64
+	Refused                             atomic.Int64
+}
+
+// Counters are the core's running totals.
+func (c *Core) Counters() *CoreCounters { return c.cfg.counters }
+
+// StartCore starts cfg.Views (returning once it is complete, as a node
+// proxy's source), then serves subscriptions over remoting on
+// cfg.Remote.Listen until ctx ends or Stop.
+func StartCore(ctx context.Context, cfg CoreConfig) (*Core, error) {
+	cfg.defaults()
+	rs, err := startRemote(cfg.Remote, "core")
+	if err != nil {
+		return nil, err
+	}
+	c := &Core{rs: rs, cfg: cfg}
+	c.cfg.identities = rs.identities
+	c.pid, err = rs.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(&c.cfg) },
+		actor.WithGuardian(childStrategy)), CoreActorName)
+	if err != nil {
+		rs.stop()
+		return nil, err
+	}
+	root := rs.system.Root
+	if err := cfg.Views.Start(ctx, func(e watcher.Event) {
+		root.Send(c.pid, &messages.ServiceChanged{Service: e.Service, Kind: e.Kind, Node: e.Node})
+	}); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	root.Send(c.pid, &messages.SourceSynced{})
+	cfg.Log.Info().Str("address", rs.address()).Bool("token", cfg.Remote.Token != "").Bool("tls", cfg.Remote.ServerTLS != nil).
+		Msg("core serving node-local views over protoactor remoting")
+	return c, nil
+}
+
+// Address is the core's remoting address (what backends dial).
+func (c *Core) Address() string { return c.rs.address() }
+
+// Stats asks the core for its subscriptions.
+func (c *Core) Stats(timeout time.Duration) (*messages.CoreStats, error) {
+	r, err := c.rs.system.Root.RequestFuture(c.pid, &messages.GetCoreStats{}, timeout).Result()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := r.(*messages.CoreStats)
+	if !ok {
+		return nil, errors.New("unexpected answer to GetCoreStats")
+	}
+	return st, nil
+}
+
+// Stop stops the core's actors, remoting and source.
+func (c *Core) Stop() {
+	_ = c.rs.system.Root.StopFuture(c.pid).Wait()
+	c.cfg.Views.Stop()
+	c.rs.stop()
+}
+
+// subscription is one backend's: its node's tracker and the protocol state.
+type subscription struct {
+	pid     *actor.PID
+	node    string
+	client  string
+	session string
+	tracker *watcher.Tracker
+	// seq is the last message sent, acked the last the backend applied.
+	seq, acked uint64
+	lastAck    time.Time
+	// behind: the backend had MaxInFlight unacknowledged; it gets a
+	// Snapshot once it acknowledges everything sent.
+	behind  bool
+	resyncs int64
+}
+
+type coreActor struct {
+	cfg      *CoreConfig
+	id       string
+	synced   bool
+	armed    bool
+	sessions int64
+	subs     map[string]*subscription // by the subscriber's PID
+	flushes  int64
+	resyncs  int64
+	stopTick scheduler.CancelFunc
+}
+
+func newCoreActor(cfg *CoreConfig) *coreActor {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}}
+}
+
+func (c *coreActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(c.cfg.Heartbeat, c.cfg.Heartbeat, ctx.Self(), &messages.CoreTick{})
+	case *actor.Stopping, *actor.Restarting:
+		if c.stopTick != nil {
+			c.stopTick()
+		}
+	case *messages.SourceSynced:
+		c.synced = true
+	case *messages.Subscribe:
+		c.subscribe(ctx, m)
+	case *messages.ServiceChanged:
+		for _, s := range c.subs {
+			if m.GetNode() == "" || m.GetNode() == s.node {
+				s.tracker.Mark(m.GetService())
+			}
+		}
+		if !c.armed {
+			c.armed = true
+			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(c.cfg.MinSyncPeriod, ctx.Self(), &messages.FlushChanges{})
+		}
+	case *messages.FlushChanges:
+		c.armed = false
+		c.flushes++
+		for _, s := range c.subs {
+			c.flush(ctx, s)
+		}
+	case *messages.SubscriptionAck:
+		c.ack(ctx, m)
+	case *messages.CoreTick:
+		c.tick(ctx)
+	case *messages.GetCoreStats:
+		st := &messages.CoreStats{Flushes: c.flushes, Resyncs: c.resyncs}
+		for key, s := range c.subs {
+			st.Subscriptions = append(st.Subscriptions, &messages.SubscriptionStats{NodeName: s.node, Subscriber: key, Session: s.session,
+				Seq: s.seq, Acked: s.acked, ServicePorts: int32(len(s.tracker.State())), Resyncs: s.resyncs})
+		}
+		ctx.Respond(st)
+	}
+}
+
+func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
+	from := ctx.Sender()
+	if from == nil {
+		return
+	}
+	if m.GetNodeName() == "" {
+		ctx.Send(from, &messages.SubscribeRefused{Reason: "Subscribe without a node name (--node-name)"})
+		c.cfg.Log.Warn().Str("subscriber", from.String()).Msg("subscription refused: no node name")
+		return
+	}
+	if ids := c.cfg.identities; ids != nil {
+		if id, _ := ids.get(from.GetAddress()); id != m.GetNodeName() {
+			reason := fmt.Sprintf("node %q asked for by a client certificate for %q: a backend gets only the view of the node its certificate names", m.GetNodeName(), id)
+			ctx.Send(from, &messages.SubscribeRefused{Reason: reason})
+			c.cfg.counters.Refused.Add(1)
+			c.cfg.Log.Warn().Str("subscriber", from.String()).Str("node", m.GetNodeName()).Str("certificate", id).Msg("subscription refused: " + reason)
+			return
+		}
+	}
+	if !c.synced {
+		return // the backend re-subscribes; nothing is served before the source is complete
+	}
+	c.sessions++
+	s := &subscription{pid: from, node: m.GetNodeName(), client: m.GetClient(), session: fmt.Sprintf("%s-%d", c.id, c.sessions),
+		tracker: watcher.NewTracker(c.cfg.Views.ViewFor(m.GetNodeName())), lastAck: time.Now()}
+	_, again := c.subs[from.String()]
+	c.subs[from.String()] = s
+	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
+	s.tracker.Mark("")
+	c.logErrors(s, s.tracker.Flush())
+	c.snapshot(ctx, s)
+	c.cfg.Log.Info().Str("node", s.node).Str("subscriber", from.String()).Str("client", s.client).Str("session", s.session).
+		Bool("resubscribed", again).Int("servicePorts", len(s.tracker.State())).Int("subscriptions", len(c.subs)).Msg("backend subscribed")
+}
+
+func (c *coreActor) logErrors(s *subscription, ch watcher.Changes) {
+	for _, err := range ch.Errors {
+		c.cfg.Log.Warn().Err(err).Str("node", s.node).Msg("service rejected; its previous state is kept")
+	}
+}
+
+// snapshot sends s its node's whole view.
+func (c *coreActor) snapshot(ctx actor.Context, s *subscription) {
+	s.seq++
+	s.behind = false
+	c.cfg.counters.Snapshots.Add(1)
+	ctx.Send(s.pid, &messages.Snapshot{Session: s.session, Seq: s.seq, ServicePorts: s.tracker.State(), NodeName: s.node,
+		SentUnixNano: time.Now().UnixNano()})
+}
+
+// flush sends s what changed in its view, unless it is behind.
+func (c *coreActor) flush(ctx actor.Context, s *subscription) {
+	if !s.tracker.Pending() {
+		return
+	}
+	ch := s.tracker.Flush()
+	c.logErrors(s, ch)
+	if len(ch.Upserts) == 0 && len(ch.Deletes) == 0 || s.behind {
+		return // a backend behind gets it all in its Snapshot
+	}
+	if s.seq-s.acked >= uint64(c.cfg.MaxInFlight) {
+		s.behind = true
+		c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", s.pid.String()).Uint64("unacknowledged", s.seq-s.acked).
+			Msg("backend is slow: holding its changes back; it gets a full snapshot once it catches up")
+		return
+	}
+	s.seq++
+	c.cfg.counters.Deltas.Add(1)
+	ctx.Send(s.pid, &messages.Delta{Session: s.session, Seq: s.seq, Upserts: ch.Upserts, Deletes: ch.Deletes, SentUnixNano: time.Now().UnixNano(),
+		TriggerUnixNano: c.triggers(ch)})
+}
+
+func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
+	from := ctx.Sender()
+	if from == nil {
+		return
+	}
+	s := c.subs[from.String()]
+	if s == nil || s.session != m.GetSession() {
+		return // an old session's
+	}
+	s.lastAck = time.Now()
+	if m.GetSeq() > s.acked {
+		s.acked = m.GetSeq()
+	}
+	if s.behind && s.acked == s.seq {
+		s.resyncs++
+		c.resyncs++
+		c.cfg.counters.Resyncs.Add(1)
+		c.cfg.Log.Info().Str("node", s.node).Str("subscriber", s.pid.String()).Msg("slow backend caught up: full snapshot")
+		c.snapshot(ctx, s)
+	}
+}
+
+// tick heartbeats idle subscriptions and drops those whose lease ran out.
+func (c *coreActor) tick(ctx actor.Context) {
+	now := time.Now()
+	for key, s := range c.subs {
+		if now.Sub(s.lastAck) > c.cfg.Lease {
+			delete(c.subs, key)
+			c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
+			c.cfg.counters.Dropped.Add(1)
+			c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", key).Dur("silent", now.Sub(s.lastAck).Round(time.Millisecond)).
+				Msg("backend lost: no acknowledgement within the lease; subscription dropped (it re-subscribes when it returns)")
+			continue
+		}
+		ctx.Send(s.pid, &messages.Heartbeat{Session: s.session, Seq: s.seq})
+	}
+}
+
+// triggers are the changed services' EndpointSlice trigger times, when
+// the source knows them (the Kubernetes source), for the backends'
+// network programming latency.
+func (c *coreActor) triggers(ch watcher.Changes) map[string]int64 {
+	tt, ok := c.cfg.Views.(triggerTimer)
+	if !ok {
+		return nil
+	}
+	var out map[string]int64
+	for _, spe := range ch.Upserts {
+		svc := spe.GetServicePort().GetKey().Service()
+		if _, done := out[svc]; done {
+			continue
+		}
+		if t := tt.TriggerTime(svc); !t.IsZero() {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[svc] = t.UnixNano()
+		}
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher"
+)
+
+// storeViews serves one Store as every node's view (the core's transport
+// and bookkeeping are what is tested here).
+type storeViews struct{ *watcher.Store }
+
+func (storeViews) Start(context.Context, func(watcher.Event)) error { return nil }
+func (storeViews) Stop()                                            {}
+func (v storeViews) ViewFor(string) watcher.View                    { return v.Store }
+
+// probe is a backend stand-in: it subscribes and hands every message from
+// the core to the test, which acknowledges when it chooses.
+type probe struct {
+	core *actor.PID
+	node string
+	got  chan proto.Message
+}
+
+func (p *probe) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Request(p.core, &messages.Subscribe{NodeName: p.node, Client: "probe"})
+	case *messages.Snapshot, *messages.Delta, *messages.Heartbeat:
+		p.got <- m.(proto.Message)
+	}
+}
+
+func next(t *testing.T, ch chan proto.Message) proto.Message {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message from the core")
+		return nil
+	}
+}
+
+func webPort(version int) *messages.ServicePortEndpoints {
+	return &messages.ServicePortEndpoints{ServicePort: &messages.ServicePort{Key: &messages.ServicePortKey{Namespace: "default",
+		Name: "web", PortName: "http", Protocol: messages.Protocol_TCP}, Port: 80},
+		Endpoints: []*messages.Endpoint{{Ips: []string{fmt.Sprintf("10.0.%d.%d", version/250, version%250+1)}, Port: 8080, Ready: true}}}
+}
+
+// TestCoreSlowBackendGetsSnapshotNotBacklog: a backend that stops
+// acknowledging gets at most MaxInFlight Deltas, then nothing while 100
+// changes go by (no backlog), and one Snapshot of the latest state once it
+// has acknowledged what it got; a fast backend beside it gets every
+// change as it happens.
+func TestCoreSlowBackendGetsSnapshotNotBacklog(t *testing.T) {
+	store := watcher.NewStore()
+	store.Replace([]*messages.ServicePortEndpoints{webPort(0)}, nil, false)
+	cfg := &CoreConfig{Views: storeViews{store}, MaxInFlight: 4, Heartbeat: time.Hour, Lease: time.Hour, Log: zerolog.Nop()}
+	cfg.defaults()
+	system := actor.NewActorSystem()
+	core, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(cfg) }), "core")
+	defer system.Root.Stop(core)
+	system.Root.Send(core, &messages.SourceSynced{})
+
+	fast := &probe{core: core, node: "fast", got: make(chan proto.Message, 1000)}
+	slow := &probe{core: core, node: "slow", got: make(chan proto.Message, 1000)}
+	fastPID := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return fast }))
+	slowPID := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return slow }))
+	ack := func(pid *actor.PID, session string, seq uint64) {
+		system.Root.RequestWithCustomSender(core, &messages.SubscriptionAck{Session: session, Seq: seq}, pid)
+	}
+	fs := next(t, fast.got).(*messages.Snapshot)
+	ss := next(t, slow.got).(*messages.Snapshot)
+	ack(fastPID, fs.GetSession(), fs.GetSeq())
+	ack(slowPID, ss.GetSession(), ss.GetSeq())
+
+	const changes = 100
+	for v := 1; v <= changes; v++ {
+		store.Replace([]*messages.ServicePortEndpoints{webPort(v)}, nil, false)
+		system.Root.Send(core, &messages.ServiceChanged{Service: "default/web"})
+		system.Root.Send(core, &messages.FlushChanges{})
+		d := next(t, fast.got).(*messages.Delta)
+		if d.GetSeq() != fs.GetSeq()+uint64(v) || !proto.Equal(d.GetUpserts()[0], webPort(v)) {
+			t.Fatalf("fast backend: delta %d is %v", v, d)
+		}
+		ack(fastPID, d.GetSession(), d.GetSeq())
+	}
+	// The fast one has everything, so the core has flushed all 100: the
+	// slow one got MaxInFlight deltas and nothing after them.
+	var deltas []*messages.Delta
+	for range cfg.MaxInFlight {
+		deltas = append(deltas, next(t, slow.got).(*messages.Delta))
+	}
+	if n := len(slow.got); n != 0 {
+		t.Fatalf("slow backend got %d more messages beyond MaxInFlight=%d: a backlog", n, cfg.MaxInFlight)
+	}
+	last := deltas[len(deltas)-1]
+	ack(slowPID, last.GetSession(), last.GetSeq())
+	snap, ok := next(t, slow.got).(*messages.Snapshot)
+	if !ok {
+		t.Fatal("slow backend: after catching up, want a Snapshot")
+	}
+	if snap.GetSeq() != last.GetSeq()+1 || len(snap.GetServicePorts()) != 1 || !proto.Equal(snap.GetServicePorts()[0], webPort(changes)) {
+		t.Fatalf("slow backend's snapshot %v, want seq %d and the latest state", snap, last.GetSeq()+1)
+	}
+	r, err := system.Root.RequestFuture(core, &messages.GetCoreStats{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := r.(*messages.CoreStats); st.GetResyncs() != 1 || len(st.GetSubscriptions()) != 2 {
+		t.Fatalf("core stats %v, want 1 resync and 2 subscriptions", st)
+	}
+}

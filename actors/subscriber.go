@@ -1,0 +1,338 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher"
+)
+
+// RemoteSourceConfig configures a backend's source: a core's view of
+// NodeName, over protoactor remoting.
+type RemoteSourceConfig struct {
+	// Core is the core's remoting address (host:port).
+	Core     string
+	NodeName string
+	// Client names the backend in the core's logs.
+	Client string
+	// Heartbeat is the core's heartbeat interval; the core counts as lost
+	// after 3 without a message, and the backend re-subscribes every
+	// Heartbeat until it is back.
+	Heartbeat time.Duration
+	Remote    RemoteConfig
+	Log       zerolog.Logger
+	// Applied, when set, is called after each Snapshot or Delta is applied
+	// with when the core sent it (delivery latency, tests and benchmarks).
+	Applied func(sent time.Time, snapshot bool)
+}
+
+// RemoteSource is a source whose view comes from a core (kproxy watch
+// --serve) instead of informers: a watcher.Store kept equal to the core's
+// view of this node, notifying every service that changes, as the file
+// source does. Everything downstream is unchanged. While the core is away
+// the Store keeps the last state (the proxy keeps serving it); when the
+// core returns the backend re-subscribes and gets a full Snapshot.
+type RemoteSource struct {
+	*watcher.Store
+	cfg RemoteSourceConfig
+	rs  *remoteSystem
+	pid *actor.PID
+
+	stats remoteCounters
+
+	trigMu   sync.Mutex
+	triggers map[string]time.Time
+}
+
+// TriggerTime is the service's EndpointSlice trigger time as the core last
+// sent it (zero when unknown): the Watcher observes
+// kubeproxy_network_programming_duration_seconds from it, as with informers.
+func (s *RemoteSource) TriggerTime(service string) time.Time {
+	s.trigMu.Lock()
+	defer s.trigMu.Unlock()
+	return s.triggers[service]
+}
+
+func (s *RemoteSource) setTriggers(m map[string]int64) {
+	if len(m) == 0 {
+		return
+	}
+	s.trigMu.Lock()
+	defer s.trigMu.Unlock()
+	if s.triggers == nil {
+		s.triggers = map[string]time.Time{}
+	}
+	for svc, t := range m {
+		s.triggers[svc] = time.Unix(0, t)
+	}
+}
+
+// remoteCounters are a backend's link statistics, for its metrics.
+type remoteCounters struct {
+	connected                       atomic.Bool
+	snapshots, deltas, resubscribes atomic.Int64
+	delivered                       atomic.Pointer[func(time.Time)]
+}
+
+// RemoteStats reports whether the core is heard from, and the snapshots,
+// deltas and re-subscriptions so far (metrics.RemoteStats).
+func (s *RemoteSource) RemoteStats() (connected bool, snapshots, deltas, resubscribes int64) {
+	return s.stats.connected.Load(), s.stats.snapshots.Load(), s.stats.deltas.Load(), s.stats.resubscribes.Load()
+}
+
+// OnDelivered sets what observes each delivery's latency (from the core's
+// send to its application here).
+func (s *RemoteSource) OnDelivered(fn func(sent time.Time)) { s.stats.delivered.Store(&fn) }
+
+// NewRemoteSource prepares a source; Start connects.
+func NewRemoteSource(cfg RemoteSourceConfig) *RemoteSource {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultCoreHeartbeat
+	}
+	if cfg.Client == "" {
+		cfg.Client = "kproxy"
+	}
+	return &RemoteSource{Store: watcher.NewStore(), cfg: cfg}
+}
+
+// Start checks that the core accepts this backend's credentials (an error
+// wrapping ErrRefused if not; a core that cannot be reached yet is waited
+// for), starts remoting and subscribes, and returns once the first
+// Snapshot is applied (the source is complete) or ctx ends.
+func (s *RemoteSource) Start(ctx context.Context, notify func(watcher.Event)) error {
+	if s.cfg.NodeName == "" {
+		return errors.New("remote source: a node name is required (--node-name)")
+	}
+	// Remoting first: protoactor's Start sets gRPC's global logger, which
+	// must not race with a gRPC client already running (checkCore's).
+	rs, err := startRemote(s.cfg.Remote, "remote-source")
+	if err != nil {
+		return err
+	}
+	s.rs = rs
+	if err := checkCore(ctx, s.cfg.Core, s.cfg.Remote); errors.Is(err, ErrRefused) {
+		s.cfg.Log.Error().Err(err).Msg("the core refused this backend's credentials")
+		s.Stop()
+		return err
+	} else if err != nil {
+		s.cfg.Log.Warn().Err(err).Msg("core not reachable yet; subscribing until it is")
+	}
+	ready := make(chan error, 1)
+	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, core: actor.NewPID(s.cfg.Core, CoreActorName), ready: ready, stats: &s.stats,
+		setTriggers: s.setTriggers}
+	s.pid = rs.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sub }, actor.WithGuardian(childStrategy)))
+	s.cfg.Log.Info().Str("core", s.cfg.Core).Str("node", s.cfg.NodeName).Str("address", rs.address()).Msg("subscribing to the core")
+	select {
+	case err := <-ready:
+		if err != nil {
+			s.Stop()
+		}
+		return err
+	case <-ctx.Done():
+		s.Stop()
+		return ctx.Err()
+	}
+}
+
+// Address is this backend's own remoting address (the core dials it).
+func (s *RemoteSource) Address() string {
+	if s.rs == nil {
+		return ""
+	}
+	return s.rs.address()
+}
+
+// Stop stops subscribing and remoting; the Store keeps the last state.
+func (s *RemoteSource) Stop() {
+	if s.rs == nil {
+		return
+	}
+	if s.pid != nil {
+		_ = s.rs.system.Root.StopFuture(s.pid).Wait()
+	}
+	s.rs.stop()
+	s.rs = nil
+}
+
+// subscriber is the backend's actor: it subscribes, applies Snapshots and
+// Deltas to the Store in order, acknowledges them, and re-subscribes when
+// the core goes silent, a message is missing, or the core restarted.
+type subscriber struct {
+	cfg    *RemoteSourceConfig
+	store  *watcher.Store
+	notify func(watcher.Event)
+	core   *actor.PID
+	ready  chan error
+	once   sync.Once
+	stats  *remoteCounters
+	// setTriggers records a Delta's trigger times before its services are notified.
+	setTriggers func(map[string]int64)
+
+	session    string
+	seq        uint64
+	subscribed bool
+	lastHeard  time.Time
+	lostSince  time.Time
+	lastAsked  time.Time
+	checking   bool
+	refused    string
+	stopTick   scheduler.CancelFunc
+}
+
+// authChecked is the result of a credentials check run off the actor.
+type authChecked struct{ err error }
+
+func (s *subscriber) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(s.cfg.Heartbeat, s.cfg.Heartbeat, ctx.Self(), &messages.SubscriberTick{})
+		s.subscribe(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		if s.stopTick != nil {
+			s.stopTick()
+		}
+	case *messages.SubscriberTick:
+		s.tick(ctx)
+	case *messages.Snapshot:
+		s.applySnapshot(ctx, m)
+	case *messages.Delta:
+		s.applyDelta(ctx, m)
+	case *messages.Heartbeat:
+		if m.GetSession() != s.session || !s.subscribed {
+			return // an old session's, or one the core dropped: the tick re-subscribes
+		}
+		if m.GetSeq() != s.seq {
+			s.resync(ctx, fmt.Sprintf("heartbeat at seq %d, applied %d", m.GetSeq(), s.seq))
+			return
+		}
+		s.lastHeard = time.Now()
+		ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})
+	case *messages.SubscribeRefused:
+		s.cfg.Log.Error().Str("core", s.cfg.Core).Str("reason", m.GetReason()).Msg("the core refused the subscription")
+		s.once.Do(func() { s.ready <- fmt.Errorf("%w: %s", ErrRefused, m.GetReason()) })
+	case *authChecked:
+		s.checked(ctx, m.err)
+	}
+}
+
+func (s *subscriber) subscribe(ctx actor.Context) {
+	s.lastAsked = time.Now()
+	ctx.Request(s.core, &messages.Subscribe{NodeName: s.cfg.NodeName, Client: s.cfg.Client})
+}
+
+// tick notices a silent core and, until one answers again, checks every
+// tick whether it is reachable and accepts this backend's credentials (a
+// gRPC call off the actor), subscribing as soon as it does: protoactor's
+// connection to an address that refuses waits 2 s before it gives up, so
+// subscribing only to a core that answers brings a returning core's
+// snapshot within about a tick, and a core that now refuses the
+// credentials (a rotated token) is reported rather than silently retried.
+func (s *subscriber) tick(ctx actor.Context) {
+	now := time.Now()
+	if s.subscribed && now.Sub(s.lastHeard) > 3*s.cfg.Heartbeat {
+		s.subscribed = false
+		s.stats.connected.Store(false)
+		s.stats.resubscribes.Add(1)
+		s.lostSince = now
+		s.cfg.Log.Warn().Str("core", s.cfg.Core).Dur("silent", now.Sub(s.lastHeard).Round(time.Millisecond)).
+			Msg("lost the core; serving the last known state and re-subscribing")
+	}
+	if s.subscribed || s.checking {
+		return
+	}
+	s.checking = true
+	self, root, core, rc := ctx.Self(), ctx.ActorSystem().Root, s.cfg.Core, s.cfg.Remote
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				root.Send(self, &authChecked{err: fmt.Errorf("credentials check: %v", p)})
+			}
+		}()
+		root.Send(self, &authChecked{err: checkCore(context.Background(), core, rc)})
+	}()
+}
+
+// checked acts on a credentials check: subscribe to a core that answers,
+// unless a Subscribe may still be answered (a core busy with a large
+// snapshot would otherwise make a new one per tick).
+func (s *subscriber) checked(ctx actor.Context, err error) {
+	s.checking = false
+	switch {
+	case errors.Is(err, ErrRefused):
+		if msg := err.Error(); msg != s.refused {
+			s.refused = msg
+			s.cfg.Log.Error().Err(err).Msg("the core refused this backend's credentials; serving the last known state")
+		}
+		s.once.Do(func() { s.ready <- err })
+	case err == nil && !s.subscribed && time.Since(s.lastAsked) >= 2*s.cfg.Heartbeat:
+		s.subscribe(ctx)
+	}
+}
+
+func (s *subscriber) resync(ctx actor.Context, why string) {
+	s.cfg.Log.Warn().Str("core", s.cfg.Core).Str("why", why).Msg("out of step with the core; re-subscribing for a full snapshot")
+	s.subscribed = false
+	s.stats.connected.Store(false)
+	s.stats.resubscribes.Add(1)
+	s.lostSince = time.Now()
+	s.subscribe(ctx)
+}
+
+func (s *subscriber) changed(services []string) {
+	for _, svc := range services {
+		s.notify(watcher.Event{Kind: "Remote", Service: svc})
+	}
+}
+
+func (s *subscriber) applySnapshot(ctx actor.Context, m *messages.Snapshot) {
+	wasLost := !s.lostSince.IsZero()
+	changed := s.store.Replace(m.GetServicePorts(), nil, false)
+	s.changed(changed)
+	s.session, s.seq, s.subscribed, s.lastHeard, s.refused = m.GetSession(), m.GetSeq(), true, time.Now(), ""
+	ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})
+	ev := s.cfg.Log.Info().Str("core", s.cfg.Core).Str("session", s.session).Int("servicePorts", len(m.GetServicePorts())).Int("changedServices", len(changed))
+	if wasLost {
+		ev = ev.Dur("lostFor", time.Since(s.lostSince).Round(time.Millisecond))
+		s.lostSince = time.Time{}
+	}
+	ev.Msg("snapshot from the core applied")
+	s.stats.connected.Store(true)
+	s.stats.snapshots.Add(1)
+	s.observe(m.GetSentUnixNano(), true)
+	s.once.Do(func() { s.ready <- nil })
+}
+
+func (s *subscriber) applyDelta(ctx actor.Context, m *messages.Delta) {
+	if m.GetSession() != s.session || !s.subscribed {
+		return
+	}
+	if m.GetSeq() != s.seq+1 {
+		s.resync(ctx, fmt.Sprintf("delta %d after %d", m.GetSeq(), s.seq))
+		return
+	}
+	s.setTriggers(m.GetTriggerUnixNano())
+	s.changed(s.store.Apply(m.GetUpserts(), m.GetDeletes()))
+	s.seq, s.lastHeard = m.GetSeq(), time.Now()
+	ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})
+	s.stats.deltas.Add(1)
+	s.observe(m.GetSentUnixNano(), false)
+}
+
+func (s *subscriber) observe(sentUnixNano int64, snapshot bool) {
+	sent := time.Unix(0, sentUnixNano)
+	if fn := s.stats.delivered.Load(); fn != nil {
+		(*fn)(sent)
+	}
+	if s.cfg.Applied != nil {
+		s.cfg.Applied(sent, snapshot)
+	}
+}

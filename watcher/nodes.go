@@ -1,0 +1,126 @@
+package watcher
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+// NodeViews is a source that serves many nodes from one watch, as a core
+// (kproxy watch --serve) does: ViewFor builds any node's node-local view
+// (its endpoints Local, topology hints for its zone) from the same caches.
+// Its events name the node when only one node's view changed (a Node
+// object); otherwise every node's.
+type NodeViews interface {
+	Start(ctx context.Context, notify func(Event)) error
+	Stop()
+	ViewFor(node string) View
+}
+
+var (
+	_ NodeViews = (*KubeSource)(nil)
+	_ NodeViews = (*NodesFileSource)(nil)
+)
+
+// ViewFor is the node-local view of node built from the source's caches
+// (the source must watch every Node: KubeOptions.AllNodes).
+func (s *KubeSource) ViewFor(node string) View {
+	return &kubeNodeView{s: s, node: node}
+}
+
+type kubeNodeView struct {
+	s    *KubeSource
+	node string
+}
+
+func (v *kubeNodeView) ServiceNames() []string { return v.s.ServiceNames() }
+func (v *kubeNodeView) Build(service string) ([]*messages.ServicePortEndpoints, error) {
+	opts := v.s.opts.Options
+	opts.NodeName = v.node
+	opts.Zone = v.s.zoneOf(v.node)
+	return v.s.build(service, opts)
+}
+
+// zoneOf is a node's topology zone from its Node object ("" if unknown).
+func (s *KubeSource) zoneOf(node string) string {
+	n, err := s.node.Get(node)
+	if err != nil {
+		return ""
+	}
+	return n.Labels[corev1.LabelTopologyZone]
+}
+
+// NodesFileSource is the file source for many nodes: it polls and decodes
+// the manifests once (a FileSource) and keeps a Store per node that
+// ViewFor has been asked for, each rebuilt from the decoded objects on
+// every reload with the same rules as a single node's file source (bad
+// input keeps that node's previous state). Events name their node.
+type NodesFileSource struct {
+	fs     *FileSource
+	mu     sync.Mutex
+	last   *decodedSet
+	nodes  map[string]*Store
+	notify func(Event)
+}
+
+// NewNodesFileSource prepares a source for path (as NewFileSource; opts
+// give the service proxy name, the node name is each view's).
+func NewNodesFileSource(path string, opts Options, interval time.Duration, log zerolog.Logger) *NodesFileSource {
+	opts.NodeName, opts.Zone = "", ""
+	n := &NodesFileSource{fs: NewFileSource(path, opts, interval, log), nodes: map[string]*Store{}}
+	n.fs.decoded = n.reload
+	return n
+}
+
+// Start returns once the manifests have been read once, as FileSource.Start.
+func (n *NodesFileSource) Start(ctx context.Context, notify func(Event)) error {
+	n.mu.Lock()
+	n.notify = notify
+	n.mu.Unlock()
+	return n.fs.Start(ctx, func(Event) {}) // the node stores notify, in reload
+}
+
+// Stop ends the poller.
+func (n *NodesFileSource) Stop() { n.fs.Stop() }
+
+func (n *NodesFileSource) optionsFor(node string) Options {
+	o := n.fs.opts
+	o.NodeName = node
+	return o
+}
+
+// reload rebuilds every node's store from a new read.
+func (n *NodesFileSource) reload(ds *decodedSet) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.last = ds
+	for node, st := range n.nodes {
+		r := ds.result(n.optionsFor(node))
+		for _, svc := range st.Replace(r.ServicePorts, r.Retain, r.RetainMissing) {
+			if n.notify != nil {
+				n.notify(Event{Kind: "File", Service: svc, Node: node})
+			}
+		}
+	}
+}
+
+// ViewFor is node's view, created from the last read on first use.
+func (n *NodesFileSource) ViewFor(node string) View {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if st, ok := n.nodes[node]; ok {
+		return st
+	}
+	st := NewStore()
+	if n.last != nil {
+		r := n.last.result(n.optionsFor(node))
+		st.Replace(r.ServicePorts, r.Retain, r.RetainMissing)
+	}
+	n.nodes[node] = st
+	return st
+}

@@ -1,0 +1,125 @@
+package watcher
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+const twoNodes = `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  clusterIP: 10.0.0.1
+  internalTrafficPolicy: Local
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- {addresses: [10.1.0.1], nodeName: node-a}
+- {addresses: [10.1.0.2], nodeName: node-b}
+`
+
+// localIPs lists the endpoints of the view's one service port marked Local.
+func localIPs(t *testing.T, v View) []string {
+	t.Helper()
+	ports, err := v.Build("default/web")
+	if err != nil || len(ports) != 1 {
+		t.Fatalf("Build: %v, %d ports", err, len(ports))
+	}
+	var out []string
+	for _, e := range ports[0].GetEndpoints() {
+		if e.GetLocal() {
+			out = append(out, e.GetIps()...)
+		}
+	}
+	return out
+}
+
+// TestNodesFileSourceBuildsEachNodesView: one read of the manifests, a
+// view per node, each with its own endpoints Local; a reload notifies each
+// node's changed services with the node named.
+func TestNodesFileSourceBuildsEachNodesView(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte(twoNodes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := NewNodesFileSource(path, Options{}, 10*time.Millisecond, zerolog.Nop())
+	var mu sync.Mutex
+	events := make(chan Event, 16)
+	if err := src.Start(context.Background(), func(e Event) { events <- e }); err != nil {
+		t.Fatal(err)
+	}
+	defer src.Stop()
+	a, b := src.ViewFor("node-a"), src.ViewFor("node-b")
+	if got := localIPs(t, a); len(got) != 1 || got[0] != "10.1.0.1" {
+		t.Fatalf("node-a Local endpoints %v", got)
+	}
+	if got := localIPs(t, b); len(got) != 1 || got[0] != "10.1.0.2" {
+		t.Fatalf("node-b Local endpoints %v", got)
+	}
+	if src.ViewFor("node-a") != a {
+		t.Fatal("a second ViewFor made a new view")
+	}
+	// Move node-b's endpoint to node-a: both views change, each notified.
+	moved := strings.Replace(twoNodes, "nodeName: node-b", "nodeName: node-a", 1)
+	if err := os.WriteFile(path+".tmp", []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		select {
+		case e := <-events:
+			mu.Lock()
+			seen[e.Node] = e.Service == "default/web"
+			mu.Unlock()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events seen %v, want node-a and node-b", seen)
+		}
+	}
+	if !seen["node-a"] || !seen["node-b"] {
+		t.Fatalf("events %v", seen)
+	}
+	if got := localIPs(t, a); len(got) != 2 {
+		t.Fatalf("node-a Local endpoints after the move %v", got)
+	}
+	if got := localIPs(t, b); len(got) != 0 {
+		t.Fatalf("node-b Local endpoints after the move %v", got)
+	}
+}
+
+// TestStoreApply: upserts and deletes change only what differs.
+func TestStoreApply(t *testing.T) {
+	s := NewStore()
+	spe := func(name string, port int32) *messages.ServicePortEndpoints {
+		return &messages.ServicePortEndpoints{ServicePort: &messages.ServicePort{Key: &messages.ServicePortKey{Namespace: "ns", Name: name,
+			PortName: "p", Protocol: messages.Protocol_TCP}, Port: port}}
+	}
+	if ch := s.Apply([]*messages.ServicePortEndpoints{spe("a", 1), spe("b", 2)}, nil); len(ch) != 2 {
+		t.Fatalf("changed %v", ch)
+	}
+	if ch := s.Apply([]*messages.ServicePortEndpoints{spe("a", 1)}, nil); len(ch) != 0 {
+		t.Fatalf("an identical upsert changed %v", ch)
+	}
+	if ch := s.Apply(nil, []*messages.ServicePortKey{spe("b", 2).GetServicePort().GetKey()}); len(ch) != 1 || ch[0] != "ns/b" {
+		t.Fatalf("delete changed %v", ch)
+	}
+	if all := s.All(); len(all) != 1 || all[0].GetServicePort().GetKey().GetName() != "a" {
+		t.Fatalf("All %v", all)
+	}
+}
