@@ -184,9 +184,12 @@ func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		toBackend = copyHalf(p.backend, p.client, func() { clientFirst = p.halfClosed.CompareAndSwap(false, true) })
+		toBackend = copyHalf(p.backend, p.client, func() bool {
+			clientFirst = !p.halfClosed.Swap(true)
+			return !clientFirst
+		})
 	}()
-	toClient = copyHalf(p.client, p.backend, func() { p.halfClosed.Store(true) })
+	toClient = copyHalf(p.client, p.backend, func() bool { return p.halfClosed.Swap(true) })
 	wg.Wait()
 	p.client.Close()
 	p.backend.Close()
@@ -195,17 +198,22 @@ func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
 
 // copyHalf copies src to dst, then closes dst's write side so the peer sees EOF
 // while the other direction goes on. ended runs as soon as the copy ends,
-// before the peer can see it (so the first direction to end is known).
-func copyHalf(dst, src *net.TCPConn, ended func()) int64 {
+// before the peer can see it (so the first direction to end is known), and
+// reports whether the other direction had ended already: then both sockets
+// are about to be closed, which sends dst its FIN, and a shutdown first
+// would only cost a system call.
+func copyHalf(dst, src *net.TCPConn, ended func() (last bool)) int64 {
 	n, err := spliceCopy(dst, src)
-	ended()
+	last := ended()
 	if err != nil {
 		// An error one way (reset) ends both ways.
 		dst.Close()
 		src.Close()
 		return n
 	}
-	dst.CloseWrite()
+	if !last {
+		dst.CloseWrite()
+	}
 	return n
 }
 
