@@ -198,4 +198,3 @@ func (p *splicePipe) close() {
 	unix.Close(p.r)
 	unix.Close(p.w)
 }
-
