@@ -5,6 +5,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,87 +43,123 @@ func spliceCopy(dst, src *net.TCPConn) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c := copier{dst: dst, bulk: false}
-	// The callbacks are made once per direction, not per chunk.
-	read, write := c.readFunc(), c.writeFunc()
-	var total int64
-	for {
-		c.pipe, c.buf, c.n, c.opErr = nil, nil, 0, nil
-		err := srcRC.Read(read)
-		if err == nil {
-			err = c.opErr
-		}
-		if err != nil || c.n <= 0 { // n == 0: end of stream
-			c.release()
-			return total, err
-		}
-		if c.buf != nil {
-			m, err := dst.Write((*c.buf)[:c.n])
-			c.bulk = c.n == int64(len(*c.buf))
-			c.release()
-			total += int64(m)
-			if err != nil {
-				return total, err
-			}
-			continue
-		}
-		c.left = c.n
-		err = dstRC.Write(write)
-		if err == nil {
-			err = c.opErr
-		}
-		total += c.n - c.left
-		if err != nil {
-			c.pipe.close() // bytes may be left in it: never reuse
-			return total, err
-		}
-		c.bulk = c.n >= smallCopySize
-		c.release()
+	c := copier{dst: dst, dstRC: dstRC}
+	c.write = c.writeFunc()
+	// One RawConn.Read for the whole copy: its callback moves chunks until
+	// src would block, and returns false to wait for src's next readiness.
+	// Each RawConn.Read starts by forgetting src's readiness, so a copy
+	// that called it per chunk had to try a read first, which failed with
+	// EAGAIN after every small chunk (a request, a reply): the strace of
+	// a keep-alive load counted 45% of kproxy's reads failing so.
+	err = srcRC.Read(c.run)
+	if err == nil {
+		err = c.err
 	}
+	return c.total, err
 }
 
-// copier is one direction's state between its read and write callbacks.
+// copier is one direction's copy, run inside src's RawConn.Read.
 type copier struct {
 	dst   *net.TCPConn
+	dstRC syscall.RawConn
+	write func(fd uintptr) bool
 	bulk  bool        // the last chunk was large: splice the next
 	pipe  *splicePipe // holds the chunk read (spliced)
-	buf   *[]byte     // holds the chunk read (copied)
 	n     int64       // the chunk's size
 	left  int64       // what of it is still to be written
+	total int64
+	err   error // what ended the copy (nil: end of stream)
 	opErr error
 }
 
-// readFunc reads the next chunk once src is readable: into a buffer, or
-// into a pipe when the direction is bulk and a pipe can be had.
-func (c *copier) readFunc() func(fd uintptr) bool {
-	return func(fd uintptr) bool {
-		if c.bulk {
-			p, err := getPipe()
-			if err == nil {
-				for {
-					c.n, c.opErr = unix.Splice(int(fd), nil, p.w, nil, maxSpliceSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-					if c.opErr != unix.EINTR {
-						break
-					}
-				}
-				if c.opErr == unix.EAGAIN {
-					putPipe(p) // still empty: wait without it
-					return false
-				}
-				c.pipe = p
-				return true
-			}
-			// No fd for a pipe: this chunk goes through memory.
+// run moves chunks from src (fd) to dst. It returns true when the copy
+// is over (end of stream or an error, in c.err), false to wait until src
+// is readable. It waits without trying a read first only when the last
+// read took less than it asked for: the socket was drained then, and
+// anything arriving since has made it readable again. After a splice it
+// tries again at once (a pipe may take less than the socket holds).
+func (c *copier) run(fd uintptr) bool {
+	for {
+		drained, wait, done := c.chunk(int(fd))
+		if done {
+			return true
 		}
-		buf := copyBuffers.Get().(*[]byte)
-		m, err := readRetrying(int(fd), *buf)
-		if err == unix.EAGAIN {
-			copyBuffers.Put(buf)
+		if wait || drained {
 			return false
 		}
-		c.buf, c.n, c.opErr = buf, int64(max(m, 0)), err
-		return true
 	}
+}
+
+// chunk reads one chunk from src and writes it to dst: into a buffer, or
+// into a pipe when the direction is bulk and a pipe can be had. wait:
+// src had nothing; drained: src had less than a whole chunk.
+func (c *copier) chunk(fd int) (drained, wait, done bool) {
+	if c.bulk {
+		p, err := getPipe()
+		if err == nil {
+			return c.spliceChunk(fd, p)
+		}
+		// No fd for a pipe: this chunk goes through memory.
+	}
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	m, err := readRetrying(fd, *buf)
+	switch {
+	case err == unix.EAGAIN:
+		return false, true, false
+	case err != nil:
+		c.err = err
+		return false, false, true
+	case m == 0:
+		return false, false, true // end of stream
+	}
+	w, err := c.dst.Write((*buf)[:m])
+	c.total += int64(w)
+	if err != nil {
+		c.err = err
+		return false, false, true
+	}
+	c.bulk = m == len(*buf)
+	return m < len(*buf), false, false
+}
+
+// spliceChunk moves one chunk through pipe p.
+func (c *copier) spliceChunk(fd int, p *splicePipe) (drained, wait, done bool) {
+	var n int64
+	var err error
+	for {
+		n, err = unix.Splice(fd, nil, p.w, nil, maxSpliceSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == unix.EAGAIN:
+		putPipe(p) // still empty: wait without it
+		return false, true, false
+	case err != nil:
+		putPipe(p)
+		c.err = err
+		return false, false, true
+	case n == 0:
+		putPipe(p)
+		return false, false, true // end of stream
+	}
+	c.pipe, c.n, c.left, c.opErr = p, n, n, nil
+	err = c.dstRC.Write(c.write)
+	if err == nil {
+		err = c.opErr
+	}
+	c.total += n - c.left
+	c.pipe = nil
+	if err != nil {
+		p.close() // bytes may be left in it: never reuse
+		c.err = err
+		return false, false, true
+	}
+	putPipe(p)
+	c.bulk = n >= smallCopySize
+	return false, false, false
 }
 
 // writeFunc splices the pipe's chunk into dst, waiting while dst is full.
@@ -142,18 +179,6 @@ func (c *copier) writeFunc() func(fd uintptr) bool {
 			}
 		}
 		return true
-	}
-}
-
-// release gives back the chunk's pipe or buffer (empty by now).
-func (c *copier) release() {
-	if c.pipe != nil {
-		putPipe(c.pipe)
-		c.pipe = nil
-	}
-	if c.buf != nil {
-		copyBuffers.Put(c.buf)
-		c.buf = nil
 	}
 }
 
