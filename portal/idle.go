@@ -40,6 +40,10 @@ type pair struct {
 	// keepAlive, when set, is the backend's keepalive to turn on at the
 	// next sweep (only the sweeping goroutine reads and clears it).
 	keepAlive time.Duration
+	// The client-to-backend copy's goroutine and results (splicePair).
+	wg          sync.WaitGroup
+	toBackend   int64
+	clientFirst bool
 }
 
 // Sweeping reports whether the reaper tracks connections at all.

@@ -44,7 +44,6 @@ func spliceCopy(dst, src *net.TCPConn) (int64, error) {
 		return 0, err
 	}
 	c := copier{dst: dst, dstRC: dstRC}
-	c.write = c.writeFunc()
 	// One RawConn.Read for the whole copy: its callback moves chunks until
 	// src would block, and returns false to wait for src's next readiness.
 	// Each RawConn.Read starts by forgetting src's readiness, so a copy
@@ -146,6 +145,9 @@ func (c *copier) spliceChunk(fd int, p *splicePipe) (drained, wait, done bool) {
 		return false, false, true // end of stream
 	}
 	c.pipe, c.n, c.left, c.opErr = p, n, n, nil
+	if c.write == nil { // made for the first bulk chunk: most directions never have one
+		c.write = c.writeFunc()
+	}
 	err = c.dstRC.Write(c.write)
 	if err == nil {
 		err = c.opErr

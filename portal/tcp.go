@@ -216,20 +216,24 @@ func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 // shorter timeout applies then). The copy is
 // spliceCopy: splice(2) on Linux, bytes never cross into user space.
 func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		toBackend = copyHalf(p.backend, p.client, func() bool {
-			clientFirst = !p.halfClosed.Swap(true)
-			return !clientFirst
-		})
-	}()
+	p.wg.Add(1)
+	go p.copyToBackend()
 	toClient = copyHalf(p.client, p.backend, func() bool { return p.halfClosed.Swap(true) })
-	wg.Wait()
+	p.wg.Wait()
 	p.client.Close()
 	p.backend.Close()
-	return toBackend, toClient, clientFirst
+	return p.toBackend, toClient, p.clientFirst
+}
+
+// copyToBackend is the client-to-backend direction of splicePair, on its
+// own goroutine (a method, so the pair carries its results and nothing
+// more is allocated for them).
+func (p *pair) copyToBackend() {
+	defer p.wg.Done()
+	p.toBackend = copyHalf(p.backend, p.client, func() bool {
+		p.clientFirst = !p.halfClosed.Swap(true)
+		return !p.clientFirst
+	})
 }
 
 // copyHalf copies src to dst, then closes dst's write side so the peer sees EOF
