@@ -45,11 +45,7 @@ func spliceCopy(dst, src *net.TCPConn) (int64, error) {
 	}
 	c := copier{dst: dst, dstRC: dstRC}
 	// One RawConn.Read for the whole copy: its callback moves chunks until
-	// src would block, and returns false to wait for src's next readiness.
-	// Each RawConn.Read starts by forgetting src's readiness, so a copy
-	// that called it per chunk had to try a read first, which failed with
-	// EAGAIN after every small chunk (a request, a reply): the strace of
-	// a keep-alive load counted 45% of kproxy's reads failing so.
+	// src would block, and returns false to wait for src's readiness.
 	err = srcRC.Read(c.run)
 	if err == nil {
 		err = c.err
@@ -73,17 +69,17 @@ type copier struct {
 
 // run moves chunks from src (fd) to dst. It returns true when the copy
 // is over (end of stream or an error, in c.err), false to wait until src
-// is readable. It waits without trying a read first only when the last
-// read took less than it asked for: the socket was drained then, and
-// anything arriving since has made it readable again. After a splice it
-// tries again at once (a pipe may take less than the socket holds).
+// is readable. After every chunk it reads again at once, even when the
+// last read drained the socket: a read that takes data can also consume
+// the FIN behind it, which the next read reports (0) but no readiness
+// would announce again (TestDataAndCloseTogetherReachTheClient).
 func (c *copier) run(fd uintptr) bool {
 	for {
-		drained, wait, done := c.chunk(int(fd))
+		wait, done := c.chunk(int(fd))
 		if done {
 			return true
 		}
-		if wait || drained {
+		if wait {
 			return false
 		}
 	}
@@ -91,8 +87,8 @@ func (c *copier) run(fd uintptr) bool {
 
 // chunk reads one chunk from src and writes it to dst: into a buffer, or
 // into a pipe when the direction is bulk and a pipe can be had. wait:
-// src had nothing; drained: src had less than a whole chunk.
-func (c *copier) chunk(fd int) (drained, wait, done bool) {
+// src had nothing.
+func (c *copier) chunk(fd int) (wait, done bool) {
 	if c.bulk {
 		p, err := getPipe()
 		if err == nil {
@@ -105,25 +101,25 @@ func (c *copier) chunk(fd int) (drained, wait, done bool) {
 	m, err := readRetrying(fd, *buf)
 	switch {
 	case err == unix.EAGAIN:
-		return false, true, false
+		return true, false
 	case err != nil:
 		c.err = err
-		return false, false, true
+		return false, true
 	case m == 0:
-		return false, false, true // end of stream
+		return false, true // end of stream
 	}
 	w, err := c.dst.Write((*buf)[:m])
 	c.total += int64(w)
 	if err != nil {
 		c.err = err
-		return false, false, true
+		return false, true
 	}
 	c.bulk = m == len(*buf)
-	return m < len(*buf), false, false
+	return false, false
 }
 
 // spliceChunk moves one chunk through pipe p.
-func (c *copier) spliceChunk(fd int, p *splicePipe) (drained, wait, done bool) {
+func (c *copier) spliceChunk(fd int, p *splicePipe) (wait, done bool) {
 	var n int64
 	var err error
 	for {
@@ -135,14 +131,14 @@ func (c *copier) spliceChunk(fd int, p *splicePipe) (drained, wait, done bool) {
 	switch {
 	case err == unix.EAGAIN:
 		putPipe(p) // still empty: wait without it
-		return false, true, false
+		return true, false
 	case err != nil:
 		putPipe(p)
 		c.err = err
-		return false, false, true
+		return false, true
 	case n == 0:
 		putPipe(p)
-		return false, false, true // end of stream
+		return false, true // end of stream
 	}
 	c.pipe, c.n, c.left, c.opErr = p, n, n, nil
 	if c.write == nil { // made for the first bulk chunk: most directions never have one
@@ -157,11 +153,11 @@ func (c *copier) spliceChunk(fd int, p *splicePipe) (drained, wait, done bool) {
 	if err != nil {
 		p.close() // bytes may be left in it: never reuse
 		c.err = err
-		return false, false, true
+		return false, true
 	}
 	putPipe(p)
 	c.bulk = n >= smallCopySize
-	return false, false, false
+	return false, false
 }
 
 // writeFunc splices the pipe's chunk into dst, waiting while dst is full.
