@@ -92,12 +92,14 @@ func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
 	for _, e := range m.GetEndpoints() {
 		addrs = append(addrs, e.Address())
 	}
-	if b.outliers.Retain(addrs) {
-		b.reportEjections(ctx)
-	}
+	forgotEjected := b.outliers.Retain(addrs)
 	b.affinity = m.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP
 	b.configured = true
+	// Connections see the change before anyone is told of it.
 	b.publish()
+	if forgotEjected {
+		b.reportEjections(ctx)
+	}
 	for _, p := range b.pending {
 		b.pick(ctx, p.sender, p.pick)
 	}
@@ -133,15 +135,18 @@ func (b *Balancer) publish() {
 }
 
 func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {
-	defer b.publish() // the outlier records may have changed
 	ep := m.GetEndpoint()
 	if !m.GetFailed() {
-		if b.outliers.Succeeded(ep) {
+		restored := b.outliers.Succeeded(ep)
+		b.publish() // the record is gone: connections see it before the state does
+		if restored {
 			b.reportEjections(ctx)
 		}
 		return
 	}
-	if d := b.outliers.Failed(ep, time.Now()); d > 0 {
+	d := b.outliers.Failed(ep, time.Now())
+	b.publish()
+	if d > 0 {
 		b.metrics.Ejected()
 		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(d, ctx.Self(), &messages.ProbeEndpoint{Endpoint: ep})
 		b.reportEjections(ctx)
