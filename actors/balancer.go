@@ -29,6 +29,10 @@ type Balancer struct {
 	outliers   *balancer.Outliers
 	affinity   bool
 	configured bool
+	// snapshot is where this service port's picks are published for its
+	// connections, which pick from it without asking the actor (no
+	// affinity); the actor stays its only writer.
+	snapshot *balancer.SnapshotHolder
 	// Picks that arrive before the first SetEndpoints of this incarnation
 	// (just after a restart) wait here instead of failing.
 	pending []pendingPick
@@ -50,7 +54,16 @@ func (b *Balancer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		b.cfg.traceRestart(ctx)
+		// A restarted incarnation takes over the holder: its predecessor's
+		// last Snapshot keeps serving connections until this one has its
+		// endpoints.
+		b.snapshot = b.cfg.snapshotHolder(ctx.Self().GetId())
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleBalancer})
+	case *actor.Stopping:
+		// The service port goes away or restarts: connections ask the
+		// actor (the next incarnation, or nobody) from now on.
+		b.snapshot.Store(nil)
+		b.cfg.snapshots.CompareAndDelete(ctx.Self().GetId(), b.snapshot)
 	case *messages.SetEndpoints:
 		b.setEndpoints(ctx, m)
 	case *messages.InjectCrash:
@@ -79,11 +92,14 @@ func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
 	for _, e := range m.GetEndpoints() {
 		addrs = append(addrs, e.Address())
 	}
-	if b.outliers.Retain(addrs) {
-		b.reportEjections(ctx)
-	}
+	forgotEjected := b.outliers.Retain(addrs)
 	b.affinity = m.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP
 	b.configured = true
+	// Connections see the change before anyone is told of it.
+	b.publish()
+	if forgotEjected {
+		b.reportEjections(ctx)
+	}
 	for _, p := range b.pending {
 		b.pick(ctx, p.sender, p.pick)
 	}
@@ -106,15 +122,31 @@ func (b *Balancer) pick(ctx actor.Context, sender *actor.PID, m *messages.PickEn
 	ctx.Send(sender, &messages.Picked{Address: addr, Report: report})
 }
 
+// publish gives connections a new Snapshot of the choices: after every
+// change of the endpoints or of the outlier records. With ClientIP
+// affinity there is none: the Affinity actor's table decides, so
+// connections ask.
+func (b *Balancer) publish() {
+	if !b.configured || b.affinity {
+		b.snapshot.Store(nil)
+		return
+	}
+	b.snapshot.Store(b.scopes.Snapshot(b.outliers, &b.snapshot.Positions))
+}
+
 func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {
 	ep := m.GetEndpoint()
 	if !m.GetFailed() {
-		if b.outliers.Succeeded(ep) {
+		restored := b.outliers.Succeeded(ep)
+		b.publish() // the record is gone: connections see it before the state does
+		if restored {
 			b.reportEjections(ctx)
 		}
 		return
 	}
-	if d := b.outliers.Failed(ep, time.Now()); d > 0 {
+	d := b.outliers.Failed(ep, time.Now())
+	b.publish()
+	if d > 0 {
 		b.metrics.Ejected()
 		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(d, ctx.Self(), &messages.ProbeEndpoint{Endpoint: ep})
 		b.reportEjections(ctx)

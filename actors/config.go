@@ -97,6 +97,16 @@ type Config struct {
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map
+	// snapshots holds, by Balancer PID id, where each Balancer publishes
+	// its picks' Snapshot for its service port's connections.
+	snapshots *sync.Map
+}
+
+// snapshotHolder is where the Balancer with PID id publishes its
+// Snapshot; the Balancer and its sibling Portal share it.
+func (c *Config) snapshotHolder(id string) *balancer.SnapshotHolder {
+	h, _ := c.snapshots.LoadOrStore(id, &balancer.SnapshotHolder{})
+	return h.(*balancer.SnapshotHolder)
 }
 
 // ProxyPorts are a service port's proxy ports (External: the second one

@@ -44,7 +44,7 @@ func Start(cfg Config) *Proxy {
 	cfg.defaults()
 	cfg.conns = portal.NewConnTracker()
 	cfg.listeners = portal.NewListeners()
-	cfg.handover, cfg.pins, cfg.crashes, cfg.stopping = &atomic.Bool{}, &sync.Map{}, &sync.Map{}, &atomic.Bool{}
+	cfg.handover, cfg.pins, cfg.crashes, cfg.stopping, cfg.snapshots = &atomic.Bool{}, &sync.Map{}, &sync.Map{}, &atomic.Bool{}, &sync.Map{}
 	c := &cfg
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})

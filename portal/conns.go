@@ -12,8 +12,10 @@ import (
 // restart or a service update does not cut them); the tracker lets shutdown
 // end them and lets tests see that nothing leaks.
 type ConnTracker struct {
-	mu    sync.Mutex
-	conns map[io.Closer]struct{}
+	// shards spread registrations over several locks, so connections on
+	// different cores do not queue on one process-wide mutex.
+	shards [connShards]connShard
+	next   atomic.Uint32 // picks the shard of the next registration
 	// released wakes Drain when something is unregistered.
 	released chan struct{}
 	// dialing counts accepted connections still choosing and dialing an
@@ -21,9 +23,59 @@ type ConnTracker struct {
 	dialing atomic.Int64
 }
 
+const connShards = 16
+
+type connShard struct {
+	mu    sync.Mutex
+	conns map[io.Closer]struct{}
+	_     [40]byte // keep shards on separate cache lines
+}
+
 // NewConnTracker returns an empty tracker.
 func NewConnTracker() *ConnTracker {
-	return &ConnTracker{conns: map[io.Closer]struct{}{}, released: make(chan struct{}, 1)}
+	t := &ConnTracker{released: make(chan struct{}, 1)}
+	for i := range t.shards {
+		t.shards[i].conns = map[io.Closer]struct{}{}
+	}
+	return t
+}
+
+// Tracked is a registration made by Track; Release ends it.
+type Tracked struct {
+	t *ConnTracker
+	s *connShard
+	c io.Closer
+}
+
+// Track registers c; the result's Release unregisters it. Unlike Add it
+// allocates nothing.
+func (t *ConnTracker) Track(c io.Closer) Tracked {
+	if t == nil {
+		return Tracked{}
+	}
+	s := &t.shards[t.next.Add(1)%connShards]
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	return Tracked{t, s, c}
+}
+
+// Release unregisters what Track registered.
+func (r Tracked) Release() {
+	if r.t == nil {
+		return
+	}
+	r.s.mu.Lock()
+	delete(r.s.conns, r.c)
+	r.s.mu.Unlock()
+	r.t.wake()
+}
+
+func (t *ConnTracker) wake() {
+	select {
+	case t.released <- struct{}{}:
+	default:
+	}
 }
 
 // Add registers c and returns a func that unregisters it.
@@ -31,18 +83,7 @@ func (t *ConnTracker) Add(c io.Closer) (release func()) {
 	if t == nil {
 		return func() {}
 	}
-	t.mu.Lock()
-	t.conns[c] = struct{}{}
-	t.mu.Unlock()
-	return func() {
-		t.mu.Lock()
-		delete(t.conns, c)
-		t.mu.Unlock()
-		select {
-		case t.released <- struct{}{}:
-		default:
-		}
-	}
+	return t.Track(c).Release
 }
 
 // Dialing marks an accepted connection choosing and dialing its endpoint;
@@ -51,13 +92,22 @@ func (t *ConnTracker) Dialing() (done func()) {
 	if t == nil {
 		return func() {}
 	}
-	t.dialing.Add(1)
-	return func() {
+	t.DialStart()
+	return t.DialDone
+}
+
+// DialStart and DialDone are Dialing without the func.
+func (t *ConnTracker) DialStart() {
+	if t != nil {
+		t.dialing.Add(1)
+	}
+}
+
+// DialDone ends what DialStart began.
+func (t *ConnTracker) DialDone() {
+	if t != nil {
 		t.dialing.Add(-1)
-		select {
-		case t.released <- struct{}{}:
-		default:
-		}
+		t.wake()
 	}
 }
 
@@ -91,19 +141,27 @@ func (t *ConnTracker) Drain(ctx context.Context) int {
 
 // Len is the number of open connections and flows.
 func (t *ConnTracker) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.conns)
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += len(s.conns)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // CloseAll closes everything tracked (shutdown).
 func (t *ConnTracker) CloseAll() {
-	t.mu.Lock()
-	cs := make([]io.Closer, 0, len(t.conns))
-	for c := range t.conns {
-		cs = append(cs, c)
+	var cs []io.Closer
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for c := range s.conns {
+			cs = append(cs, c)
+		}
+		s.mu.Unlock()
 	}
-	t.mu.Unlock()
 	for _, c := range cs {
 		c.Close()
 	}

@@ -37,24 +37,47 @@ type IdleReaper struct {
 type pair struct {
 	client, backend *net.TCPConn
 	halfClosed      atomic.Bool
+	// keepAlive, when set, is the backend's keepalive to turn on at the
+	// next sweep (only the sweeping goroutine reads and clears it).
+	keepAlive time.Duration
+	// The client-to-backend copy's goroutine and results (splicePair).
+	wg          sync.WaitGroup
+	toBackend   int64
+	clientFirst bool
+}
+
+// Sweeping reports whether the reaper tracks connections at all.
+func (r *IdleReaper) Sweeping() bool {
+	return r != nil && (r.IdleTimeout > 0 || r.HalfCloseTimeout > 0)
 }
 
 // Track registers a proxied connection; the returned pair's halfClosed is
-// set by the copy, and untrack must be called when it ends.
-func (r *IdleReaper) Track(client, backend *net.TCPConn) (p *pair, untrack func()) {
-	p = &pair{client: client, backend: backend}
-	if r == nil || (r.IdleTimeout <= 0 && r.HalfCloseTimeout <= 0) {
-		return p, func() {}
+// set by the copy, and the pair must be passed to Untrack when it ends.
+// keepAlive, when positive, turns on the backend socket's keepalive
+// (after that long idle) at the next sweep, at most 10 s later: probes
+// start after minutes of silence, so a connection that ends within
+// seconds, as most do, never pays the 4 system calls (Sweeping must be
+// true; else the dial turns it on).
+func (r *IdleReaper) Track(client, backend *net.TCPConn, keepAlive time.Duration) *pair {
+	p := &pair{client: client, backend: backend, keepAlive: keepAlive}
+	if !r.Sweeping() {
+		return p
 	}
 	r.once.Do(r.start)
 	r.mu.Lock()
 	r.pairs[p] = struct{}{}
 	r.mu.Unlock()
-	return p, func() {
-		r.mu.Lock()
-		delete(r.pairs, p)
-		r.mu.Unlock()
+	return p
+}
+
+// Untrack forgets a connection Track registered.
+func (r *IdleReaper) Untrack(p *pair) {
+	if !r.Sweeping() {
+		return
 	}
+	r.mu.Lock()
+	delete(r.pairs, p)
+	r.mu.Unlock()
 }
 
 func (r *IdleReaper) start() {
@@ -109,6 +132,10 @@ func (r *IdleReaper) sweep() {
 	}
 	r.mu.Unlock()
 	for _, p := range ps {
+		if p.keepAlive > 0 {
+			setKeepAlive(p.backend, p.keepAlive)
+			p.keepAlive = 0
+		}
 		timeout := r.IdleTimeout
 		if p.halfClosed.Load() && r.HalfCloseTimeout > 0 {
 			timeout = r.HalfCloseTimeout
@@ -140,4 +167,10 @@ func keepAliveDialer(idle, timeout time.Duration) *net.Dialer {
 	}
 	interval, count := keepAliveProbes(idle)
 	return &net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: idle, Interval: interval, Count: count}}
+}
+
+// setKeepAlive turns on keepalive after idle on an established socket.
+func setKeepAlive(c *net.TCPConn, idle time.Duration) {
+	interval, count := keepAliveProbes(idle)
+	c.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: idle, Interval: interval, Count: count})
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,12 +14,26 @@ import (
 // Go's own splice).
 const maxSpliceSize = 1 << 20
 
-// spliceCopy copies src to dst through a pipe with splice(2), like Go's
-// io.Copy between TCP connections, with one difference: it waits for src
-// to have data before it takes a pipe, and gives the pipe back once the
-// data is through. io.Copy holds its pipe (two fds) for the whole life of
+// smallCopySize is the buffer a direction reads into while its chunks are
+// small (HAProxy's default buffer size). A read that fills it marks the
+// direction as bulk: the next chunks go through a splice pipe.
+const smallCopySize = 16 << 10
+
+// spliceCopy copies src to dst. Small chunks (requests, replies, a
+// server's greeting) are read into a pooled 16 KiB buffer and written:
+// for them two splices through a pipe cost more CPU than a read and a
+// write (the profile of a connection per request and of 64-byte echoes
+// put most of kproxy's CPU in splice). Once a read fills the buffer the
+// direction is bulk and moves through a pipe with splice(2), bytes never
+// crossing into user space, until a chunk is small again.
+//
+// Like Go's io.Copy between TCP connections, but it waits for src to have
+// data before it takes a buffer or a pipe, and gives either back once the
+// data is through: io.Copy holds its pipe (two fds) for the whole life of
 // the connection, so every idle proxied connection cost six fds; here it
-// costs its two sockets.
+// costs its two sockets and no memory. When no fd is left for a pipe it
+// copies through the buffer, so connections already proxied keep working
+// under fd exhaustion.
 func spliceCopy(dst, src *net.TCPConn) (int64, error) {
 	srcRC, err := src.SyscallConn()
 	if err != nil {
@@ -28,93 +43,146 @@ func spliceCopy(dst, src *net.TCPConn) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var total int64
+	c := copier{dst: dst, dstRC: dstRC}
+	// One RawConn.Read for the whole copy: its callback moves chunks until
+	// src would block, and returns false to wait for src's readiness.
+	err = srcRC.Read(c.run)
+	if err == nil {
+		err = c.err
+	}
+	return c.total, err
+}
+
+// copier is one direction's copy, run inside src's RawConn.Read.
+type copier struct {
+	dst   *net.TCPConn
+	dstRC syscall.RawConn
+	write func(fd uintptr) bool
+	bulk  bool        // the last chunk was large: splice the next
+	pipe  *splicePipe // holds the chunk read (spliced)
+	n     int64       // the chunk's size
+	left  int64       // what of it is still to be written
+	total int64
+	err   error // what ended the copy (nil: end of stream)
+	opErr error
+}
+
+// run moves chunks from src (fd) to dst. It returns true when the copy
+// is over (end of stream or an error, in c.err), false to wait until src
+// is readable. After every chunk it reads again at once, even when the
+// last read drained the socket: a read that takes data can also consume
+// the FIN behind it, which the next read reports (0) but no readiness
+// would announce again (TestDataAndCloseTogetherReachTheClient).
+func (c *copier) run(fd uintptr) bool {
 	for {
-		var p *splicePipe
-		var n int64
-		var buf *[]byte // set when no pipe could be had (fd exhaustion)
-		var opErr error
-		err := srcRC.Read(func(fd uintptr) bool {
-			p, opErr = getPipe()
-			if opErr != nil {
-				// No fd for a pipe: move this chunk through memory, so
-				// connections already proxied keep working.
-				buf = copyBuffers.Get().(*[]byte)
-				m, err := readRetrying(int(fd), *buf)
-				if errors.Is(err, unix.EAGAIN) {
-					copyBuffers.Put(buf)
-					buf = nil
-					return false
-				}
-				n, opErr = int64(m), err
-				return true
-			}
-			for {
-				n, opErr = unix.Splice(int(fd), nil, p.w, nil, maxSpliceSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-				if !errors.Is(opErr, unix.EINTR) {
-					break
-				}
-			}
-			if errors.Is(opErr, unix.EAGAIN) {
-				putPipe(p) // still empty: wait without it
-				p = nil
-				return false
-			}
+		wait, done := c.chunk(int(fd))
+		if done {
 			return true
-		})
-		if err == nil {
-			err = opErr
 		}
-		if err != nil || n <= 0 { // n == 0: end of stream
-			if p != nil {
-				putPipe(p) // empty: nothing was moved into it
-			}
-			if buf != nil {
-				copyBuffers.Put(buf)
-			}
-			return total, err
+		if wait {
+			return false
 		}
-		if buf != nil {
-			m, err := dst.Write((*buf)[:n])
-			copyBuffers.Put(buf)
-			total += int64(m)
-			if err != nil {
-				return total, err
-			}
-			continue
-		}
-		left := n
-		err = dstRC.Write(func(fd uintptr) bool {
-			for left > 0 {
-				m, err := unix.Splice(p.r, nil, int(fd), nil, int(left), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-				switch {
-				case errors.Is(err, unix.EINTR):
-				case errors.Is(err, unix.EAGAIN):
-					return false // dst is full: wait until it can take more
-				case err != nil:
-					opErr = err
-					return true
-				default:
-					left -= m
-				}
-			}
-			return true
-		})
-		if err == nil {
-			err = opErr
-		}
-		total += n - left
-		if err != nil {
-			p.close() // bytes may be left in it: never reuse
-			return total, err
-		}
-		putPipe(p)
 	}
 }
 
-// copyBuffers serve the fallback copy when no pipe can be had.
+// chunk reads one chunk from src and writes it to dst: into a buffer, or
+// into a pipe when the direction is bulk and a pipe can be had. wait:
+// src had nothing.
+func (c *copier) chunk(fd int) (wait, done bool) {
+	if c.bulk {
+		p, err := getPipe()
+		if err == nil {
+			return c.spliceChunk(fd, p)
+		}
+		// No fd for a pipe: this chunk goes through memory.
+	}
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	m, err := readRetrying(fd, *buf)
+	switch {
+	case err == unix.EAGAIN:
+		return true, false
+	case err != nil:
+		c.err = err
+		return false, true
+	case m == 0:
+		return false, true // end of stream
+	}
+	w, err := c.dst.Write((*buf)[:m])
+	c.total += int64(w)
+	if err != nil {
+		c.err = err
+		return false, true
+	}
+	c.bulk = m == len(*buf)
+	return false, false
+}
+
+// spliceChunk moves one chunk through pipe p.
+func (c *copier) spliceChunk(fd int, p *splicePipe) (wait, done bool) {
+	var n int64
+	var err error
+	for {
+		n, err = unix.Splice(fd, nil, p.w, nil, maxSpliceSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == unix.EAGAIN:
+		putPipe(p) // still empty: wait without it
+		return true, false
+	case err != nil:
+		putPipe(p)
+		c.err = err
+		return false, true
+	case n == 0:
+		putPipe(p)
+		return false, true // end of stream
+	}
+	c.pipe, c.n, c.left, c.opErr = p, n, n, nil
+	if c.write == nil { // made for the first bulk chunk: most directions never have one
+		c.write = c.writeFunc()
+	}
+	err = c.dstRC.Write(c.write)
+	if err == nil {
+		err = c.opErr
+	}
+	c.total += n - c.left
+	c.pipe = nil
+	if err != nil {
+		p.close() // bytes may be left in it: never reuse
+		c.err = err
+		return false, true
+	}
+	putPipe(p)
+	c.bulk = n >= smallCopySize
+	return false, false
+}
+
+// writeFunc splices the pipe's chunk into dst, waiting while dst is full.
+func (c *copier) writeFunc() func(fd uintptr) bool {
+	return func(fd uintptr) bool {
+		for c.left > 0 {
+			m, err := unix.Splice(c.pipe.r, nil, int(fd), nil, int(c.left), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case err == unix.EINTR:
+			case err == unix.EAGAIN:
+				return false // dst is full: wait until it can take more
+			case err != nil:
+				c.opErr = err
+				return true
+			default:
+				c.left -= m
+			}
+		}
+		return true
+	}
+}
+
+// copyBuffers hold small chunks, and any chunk when no pipe can be had.
 var copyBuffers = sync.Pool{New: func() any {
-	b := make([]byte, 32<<10)
+	b := make([]byte, smallCopySize)
 	return &b
 }}
 

@@ -3,7 +3,6 @@ package portal
 import (
 	"errors"
 	"fmt"
-
 	"net"
 	"sync"
 	"time"
@@ -15,7 +14,7 @@ import (
 // dialTimeouts are the per-attempt endpoint dial timeouts, as in kube-proxy's
 // userspace proxier: a dead endpoint costs one short attempt, then the next
 // endpoint is tried.
-var dialTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, 1 * time.Second, 2 * time.Second}
+var dialTimeouts = [...]time.Duration{250 * time.Millisecond, 500 * time.Millisecond, 1 * time.Second, 2 * time.Second}
 
 // TCPProxy forwards connections accepted on one listener to endpoints.
 type TCPProxy struct {
@@ -37,6 +36,9 @@ type TCPProxy struct {
 	ServicePort string
 	// OnFirstAccept, when set, is called after the first accept.
 	OnFirstAccept func()
+
+	dialersOnce sync.Once
+	dialers     [len(dialTimeouts)]*net.Dialer
 }
 
 // Process-wide: one warning per interval for all listeners is plenty.
@@ -108,8 +110,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 			client.Close()
 		}
 	}()
-	release := p.Conns.Add(client)
-	defer release()
+	defer p.Conns.Track(client).Release()
 	defer p.Limits.ReleaseConn(p.Stats) // acquired by Serve
 
 	clientIP := ""
@@ -117,9 +118,9 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 		clientIP = a.IP.String()
 	}
 	ct := p.traceConn(client)
-	dialed := p.Conns.Dialing()
+	p.Conns.DialStart()
 	backend, err := p.dial(clientIP, ct)
-	dialed()
+	p.Conns.DialDone()
 	if err != nil {
 		p.Log.Debug().Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 		ct.failed(err)
@@ -127,20 +128,55 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 		return
 	}
 	ct.established(backend)
-	releaseBackend := p.Conns.Add(backend)
-	defer releaseBackend()
-	pr, untrack := p.Reaper.Track(client, backend)
-	defer untrack()
+	defer p.Conns.Track(backend).Release()
+	pr := p.Reaper.Track(client, backend, p.lazyKeepAlive())
+	defer p.Reaper.Untrack(pr)
 	toBackend, toClient, clientFirst := splicePair(pr)
 	p.Stats.copied(toBackend, toClient)
 	ct.closed(toBackend, toClient, clientFirst)
+}
+
+// lazyKeepAlive is the backend keepalive the reaper turns on at its next
+// sweep, or 0 when the dial turns it on (no reaper) or none is wanted.
+func (p *TCPProxy) lazyKeepAlive() time.Duration {
+	if p.Reaper.Sweeping() {
+		return p.KeepAlive
+	}
+	return 0
+}
+
+// dialer is the dialer of the attempt with timeout dialTimeouts[i]: with
+// keepalive when the reaper does not turn it on later.
+func (p *TCPProxy) dialer(i int) *net.Dialer {
+	p.dialersOnce.Do(func() {
+		ka := p.KeepAlive
+		if p.lazyKeepAlive() > 0 {
+			ka = 0
+		}
+		for j, t := range dialTimeouts {
+			p.dialers[j] = keepAliveDialer(ka, t)
+		}
+	})
+	return p.dialers[i]
+}
+
+// dialEndpoint dials addr ("ip:port"). Not Dialer.DialTCP with netip
+// addresses: it binds an unset local address to 0.0.0.0:0 before the
+// connect, so the kernel picks the source port without the destination
+// and the ephemeral ports run out under connection churn.
+func (p *TCPProxy) dialEndpoint(i int, addr string) (*net.TCPConn, error) {
+	c, err := p.dialer(i).Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.TCPConn), nil
 }
 
 // dial picks endpoints until one answers, excluding those that failed.
 func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 	var exclude []string
 	var lastErr error
-	for _, timeout := range dialTimeouts {
+	for i, timeout := range dialTimeouts {
 		start := ct.now()
 		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
 		ct.picked(start, pick, exclude, err)
@@ -152,9 +188,9 @@ func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 		}
 		addr := pick.Endpoint
 		err = p.Faults.Before(addr, timeout)
-		var conn net.Conn
+		var conn *net.TCPConn
 		if err == nil {
-			conn, err = keepAliveDialer(p.KeepAlive, timeout).Dial("tcp", addr)
+			conn, err = p.dialEndpoint(i, addr)
 		}
 		if err != nil || pick.Report {
 			p.Picker.Dialed(addr, err)
@@ -163,7 +199,7 @@ func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 			p.Stats.dialFailed()
 		}
 		if err == nil {
-			return conn.(*net.TCPConn), nil
+			return conn, nil
 		}
 		ct.dialFailed(addr, err)
 		lastErr = err
@@ -180,32 +216,44 @@ func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 // shorter timeout applies then). The copy is
 // spliceCopy: splice(2) on Linux, bytes never cross into user space.
 func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		toBackend = copyHalf(p.backend, p.client, func() { clientFirst = p.halfClosed.CompareAndSwap(false, true) })
-	}()
-	toClient = copyHalf(p.client, p.backend, func() { p.halfClosed.Store(true) })
-	wg.Wait()
+	p.wg.Add(1)
+	go p.copyToBackend()
+	toClient = copyHalf(p.client, p.backend, func() bool { return p.halfClosed.Swap(true) })
+	p.wg.Wait()
 	p.client.Close()
 	p.backend.Close()
-	return toBackend, toClient, clientFirst
+	return p.toBackend, toClient, p.clientFirst
+}
+
+// copyToBackend is the client-to-backend direction of splicePair, on its
+// own goroutine (a method, so the pair carries its results and nothing
+// more is allocated for them).
+func (p *pair) copyToBackend() {
+	defer p.wg.Done()
+	p.toBackend = copyHalf(p.backend, p.client, func() bool {
+		p.clientFirst = !p.halfClosed.Swap(true)
+		return !p.clientFirst
+	})
 }
 
 // copyHalf copies src to dst, then closes dst's write side so the peer sees EOF
 // while the other direction goes on. ended runs as soon as the copy ends,
-// before the peer can see it (so the first direction to end is known).
-func copyHalf(dst, src *net.TCPConn, ended func()) int64 {
+// before the peer can see it (so the first direction to end is known), and
+// reports whether the other direction had ended already: then both sockets
+// are about to be closed, which sends dst its FIN, and a shutdown first
+// would only cost a system call.
+func copyHalf(dst, src *net.TCPConn, ended func() (last bool)) int64 {
 	n, err := spliceCopy(dst, src)
-	ended()
+	last := ended()
 	if err != nil {
 		// An error one way (reset) ends both ways.
 		dst.Close()
 		src.Close()
 		return n
 	}
-	dst.CloseWrite()
+	if !last {
+		dst.CloseWrite()
+	}
 	return n
 }
 

@@ -58,6 +58,9 @@ type runOptions struct {
 	adminAddress          string
 	adminTokenFile        string
 	adminAllowNonLoopback bool
+
+	// profilingAddress serves Go's profiler (/debug/pprof/); empty: off.
+	profilingAddress string
 }
 
 func runFlags(o *runOptions) *flag.FlagSet {
@@ -89,6 +92,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.adminAddress, "admin-address", DefaultAdminAddress, "address of the admin API; must be loopback unless --admin-allow-non-loopback")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "where to write the admin API's token, which every request needs (default: a file per admin address in $XDG_RUNTIME_DIR/kproxy, where kproxy chaos finds it)")
 	fs.BoolVar(&o.adminAllowNonLoopback, "admin-allow-non-loopback", false, "allow a non-loopback --admin-address")
+	fs.StringVar(&o.profilingAddress, "profiling-address", "", "loopback host:port serving Go's profiler (/debug/pprof/: CPU, heap, allocations, goroutines, mutex and block profiles); empty (the default) turns it off")
 	return fs
 }
 
@@ -134,6 +138,11 @@ func (o *runOptions) validate() error {
 	}
 	if err := o.tracing.validate(); err != nil {
 		return err
+	}
+	if o.profilingAddress != "" {
+		if err := checkProfilingAddress(o.profilingAddress); err != nil {
+			return err
+		}
 	}
 	if o.enableFaultInjection {
 		return checkAdminAddress(o.adminAddress, o.adminAllowNonLoopback)
@@ -334,6 +343,9 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 	}
 	if o.healthzBindAddress != "" {
 		serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log)
+	}
+	if o.profilingAddress != "" {
+		serveHTTP(ctx, "the profiler (/debug/pprof/)", o.profilingAddress, profilingHandler(), log)
 	}
 	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
 	hosts, err := nodeAddresses(prefixes)

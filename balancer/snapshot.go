@@ -1,0 +1,106 @@
+package balancer
+
+import (
+	"sync/atomic"
+)
+
+// Snapshot is a read-only view of a Balancer's choices, for connections to
+// pick from without a round trip to the actor that owns Scopes and
+// Outliers: the actor builds a new Snapshot whenever its endpoints or its
+// outlier records change and publishes it (SnapshotHolder); connection
+// goroutines only read it. The one thing they write is each pool's
+// round-robin position, an atomic counter the actor carries over from one
+// Snapshot to the next (Positions), so publishing does not restart the
+// rotation.
+type Snapshot struct {
+	pools [2][3]snapshotPool // by external, then family
+	// watched are the endpoints with an outlier record: a dial's outcome
+	// is wanted even when it succeeds.
+	watched map[string]struct{}
+	// Watching is set when any endpoint has a record.
+	Watching bool
+}
+
+type snapshotPool struct {
+	endpoints []string            // in round-robin order
+	skip      map[string]struct{} // ejected endpoints to pass over
+	next      *atomic.Uint64
+}
+
+// Positions are the round-robin positions of a Balancer's pools, kept by
+// its actor across Snapshots.
+type Positions struct {
+	next [2][3]atomic.Uint64
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Snapshot builds a Snapshot of s with o's ejections and records, sharing
+// the positions pos. The endpoint lists are copied: s may change after.
+func (s *Scopes) Snapshot(o *Outliers, pos *Positions) *Snapshot {
+	snap := &Snapshot{Watching: o.Watching()}
+	if len(o.hosts) > 0 {
+		snap.watched = make(map[string]struct{}, len(o.hosts))
+		for e := range o.hosts {
+			snap.watched[e] = struct{}{}
+		}
+	}
+	for p, rr := range s.pools {
+		sp := &snap.pools[boolIndex(p.external)][p.family]
+		sp.endpoints = append([]string(nil), rr.endpoints...)
+		sp.next = &pos.next[boolIndex(p.external)][p.family]
+		// The ejected members Outliers.Skip would add to a pick's
+		// exclusions (none when the panic threshold is crossed).
+		if skip := o.Skip(rr.endpoints, nil); len(skip) > 0 {
+			sp.skip = make(map[string]struct{}, len(skip))
+			for _, e := range skip {
+				sp.skip[e] = struct{}{}
+			}
+		}
+	}
+	return snap
+}
+
+// Pick chooses the next endpoint for a client (its IP decides the family)
+// in the external or internal scope, passing over ejected endpoints and
+// those in exclude, as the actor's own pick (Scopes.Next after
+// Outliers.Skip) would; report is set when the dial's outcome is wanted
+// even on success. ok is false when no endpoint is left. Safe for
+// concurrent use; it does not allocate.
+func (s *Snapshot) Pick(external bool, clientIP string, exclude []string) (endpoint string, report, ok bool) {
+	p := &s.pools[boolIndex(external)][familyOf(clientIP)]
+	n := uint64(len(p.endpoints))
+	if n == 0 {
+		return "", false, false
+	}
+	start := p.next.Add(1) - 1
+	for i := range n {
+		e := p.endpoints[(start+i)%n]
+		if _, ejected := p.skip[e]; ejected || (len(exclude) > 0 && contains(exclude, e)) {
+			continue
+		}
+		_, report = s.watched[e]
+		return e, report, true
+	}
+	return "", false, false
+}
+
+// SnapshotHolder is where a Balancer publishes its Snapshot for the
+// connections of its service port. A nil Snapshot means none is
+// published: ask the actor.
+type SnapshotHolder struct {
+	p atomic.Pointer[Snapshot]
+	// Positions outlive the Balancer's incarnations, as the holder does.
+	Positions Positions
+}
+
+// Load returns the published Snapshot, or nil.
+func (h *SnapshotHolder) Load() *Snapshot { return h.p.Load() }
+
+// Store publishes snap (nil withdraws it).
+func (h *SnapshotHolder) Store(snap *Snapshot) { h.p.Store(snap) }
