@@ -152,7 +152,7 @@ func (p *Proxier) serviceHealth(id string, m *messages.UpsertServicePort) {
 }
 
 func (p *Proxier) spawn(ctx actor.Context, id string) *actor.PID {
-	props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy))
+	props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
 	return p.adopt(id, ctx.SpawnPrefix(props, servicePortPrefix(id)))
 }
 
@@ -180,7 +180,7 @@ func (p *Proxier) restarted(ctx actor.Context) {
 			p.spawn(ctx, id)
 			continue
 		}
-		props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy))
+		props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
 		pid, err := ctx.SpawnNamed(props, strings.TrimPrefix(prev.GetId(), ctx.Self().GetId()+"/"))
 		if err != nil {
 			p.cfg.Log.Error().Err(err).Str("servicePort", id).Msg("cannot start the service port again under its name")

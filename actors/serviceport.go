@@ -321,7 +321,7 @@ func (s *ServicePort) syncAffinity(ctx actor.Context) {
 }
 
 func (s *ServicePort) spawn(ctx actor.Context, role string, producer actor.Producer) {
-	props := actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy))
+	props := actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
 	pid, err := ctx.SpawnNamed(props, role)
 	if err != nil {
 		s.cfg.Log.Error().Err(err).Str("servicePort", s.sp.GetKey().ID()).Str("actor", role).Msg("spawn failed")
