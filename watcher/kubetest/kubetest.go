@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -559,7 +561,10 @@ func randomToken(t testing.TB) string {
 	return hex.EncodeToString(b)
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
+// freePorts returns n distinct free TCP ports on 127.0.0.1, below the
+// kernel's ephemeral range when it starts above them: a port the kernel handed out (and
+// that is closed again before the API server binds it) can go to any
+// outgoing connection of the tests running beside this one meanwhile.
 func freePorts(t testing.TB, n int) []int {
 	var ports []int
 	var ls []net.Listener
@@ -568,7 +573,20 @@ func freePorts(t testing.TB, n int) []int {
 			l.Close()
 		}
 	}()
-	for range n {
+	// 20000-29999: clear of the tests' fixed ports (10249, 10256, 10260,
+	// 18080...) and of node ports (30000-32767).
+	const from, to = 20000, 30000
+	for try := 0; len(ports) < n && try < 1000 && ephemeralLow() >= to; try++ {
+		port := from + mathrand.IntN(to-from)
+		if slices.Contains(ports, port) {
+			continue
+		}
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			ls = append(ls, l)
+			ports = append(ports, port)
+		}
+	}
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatalf("kubetest: %v", err)
@@ -577,4 +595,19 @@ func freePorts(t testing.TB, n int) []int {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
+}
+
+// ephemeralLow is the first port of net.ipv4.ip_local_port_range (0 if
+// unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	low, _ := strconv.Atoi(f[0])
+	return low
 }
