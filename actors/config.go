@@ -32,6 +32,10 @@ type Config struct {
 	Ports *portal.PortAllocator
 	// UDPIdleTimeout ends idle UDP flows.
 	UDPIdleTimeout time.Duration
+	// FDLimit is the open-file limit: listeners stop opening (with an
+	// error naming it) where they would leave too few fds for the rest.
+	// 0 bounds nothing.
+	FDLimit int64
 	// PickTimeout bounds a connection's wait for the Balancer.
 	PickTimeout time.Duration
 	Log         zerolog.Logger

@@ -244,6 +244,8 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		network, err := portal.Network(s.sp.GetKey().GetProtocol())
 		switch {
 		case err != nil:
+		case !portal.UsesProxyPorts(s.cfg.PortalMode):
+			// The bind portal listens on the service addresses alone.
 		case m.GetProxyPort() != 0:
 			// Restarted: keep the ports kernel rules point at.
 			s.proxyPort, s.extPort = int(m.GetProxyPort()), int(m.GetExternalProxyPort())

@@ -44,6 +44,7 @@ func Start(cfg Config) *Proxy {
 	cfg.defaults()
 	cfg.conns = portal.NewConnTracker()
 	cfg.listeners = portal.NewListeners()
+	cfg.listeners.SetFDLimit(cfg.FDLimit)
 	cfg.handover, cfg.pins, cfg.crashes, cfg.stopping = &atomic.Bool{}, &sync.Map{}, &sync.Map{}, &atomic.Bool{}
 	c := &cfg
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
