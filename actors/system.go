@@ -67,6 +67,11 @@ func Start(cfg Config) *Proxy {
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}
 	})
+	c.props = map[string]*actor.Props{}
+	for role, producer := range map[string]actor.Producer{roleServicePort: newServicePort(c), rolePortal: newPortal(c),
+		roleBalancer: newBalancer(c), roleAffinity: newAffinity(c)} {
+		c.props[role] = actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy))
+	}
 	if c.Rules != nil && c.Faults != nil {
 		c.rulesFaults = rules.NewFaulty(c.Rules)
 		c.Rules = c.rulesFaults

@@ -92,7 +92,6 @@ func (l *Listener) Serve(o ListenerOptions) {
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
 	l.stop, l.done, l.serving = stop, done, true
-	log := o.Log.With().Str("listen", l.Spec.Address).Logger()
 	go func() {
 		defer close(done)
 		defer func() {
@@ -103,12 +102,13 @@ func (l *Listener) Serve(o ListenerOptions) {
 		var err error
 		if l.tcp != nil {
 			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
-				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: log,
+				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
 				Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept}
 			err = tcp.Serve(l.tcp, stop)
 		} else {
 			err = l.flows.Serve(l.udp, UDPOptions{Picker: o.Picker, External: l.Spec.External,
-				IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: log}, stop)
+				IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
+				ServicePort: o.ServicePort, Listen: l.Spec.Address}, stop)
 		}
 		if err != nil && !l.closed.Load() && o.OnFailure != nil {
 			o.OnFailure(l.Spec, err)

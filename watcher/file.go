@@ -142,10 +142,7 @@ func isManifestName(name string) bool {
 // buildResult decodes all inputs, then builds each service from the slices
 // of all files, so a service and its slices may live in different files.
 func buildResult(inputs []input, opts Options) *Result {
-	var d decoded
-	for _, in := range inputs {
-		decodeFile(in.name, in.data, &d)
-	}
+	d := decodeAll(inputs)
 	services := uniqueServices(d.services, &d.findings)
 	slicesByService := groupSlices(d.slices, &d.findings)
 

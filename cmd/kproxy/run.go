@@ -258,6 +258,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
+	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, log) }
 	proxy := actors.Start(cfg)
 	if portal.UsesProxyPorts(o.portalMode) {
 		startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
