@@ -33,13 +33,10 @@ func (h *hammer) failed() (int, error) {
 
 // The top of the tree is supervised like the rest: the Watcher and the
 // Proxier crash 20 times each under load on 20 service ports, and no
-// connection fails; proxy ports, a held connection and an affinity pin
-// carry over every Proxier restart. (A kernel mode, for its proxy ports;
-// the clients dial them as redirected traffic would arrive.)
+// connection fails; listening sockets, a held connection and an affinity
+// pin carry over every Proxier restart.
 func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1",
-		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(testLogLevel)})
-	t.Cleanup(func() { p.Stop(context.Background()) })
+	p := startProxy(t)
 	w := watchState(t, p)
 	addrs := tcpBackends(t, 3)
 	var spes []*messages.ServicePortEndpoints
@@ -50,13 +47,13 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
 		}
 		spes = append(spes, spe(sp, endpoints(addrs...)))
+		targets = append(targets, fmt.Sprintf("127.0.21.%d:18080", i+1))
 	}
 	p.Submit(snapshot(1, spes...))
-	ports := map[string]int32{}
+	listen := map[string]string{}
 	for _, s := range spes {
-		port := w.listening(t, s.GetServicePort().GetKey().ID(), 1, 1).GetProxyPort()
-		ports[s.GetServicePort().GetKey().ID()] = port
-		targets = append(targets, net.JoinHostPort("127.0.0.1", itoa(port)))
+		id := s.GetServicePort().GetKey().ID()
+		listen[id] = w.listening(t, id, 1, 1).GetListenAddresses()[0]
 	}
 	pinned := dialName(t, targets[0])
 	held, err := net.Dial("tcp", targets[1])
@@ -78,10 +75,10 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // crashes spaced out; the load runs throughout
 	}
-	// Every service port serves again, on its proxy port.
-	w.wait(t, "all service ports listening on their proxy ports", func(m map[string]*messages.ServicePortState) bool {
-		for id, port := range ports {
-			if st := m[id]; st == nil || st.GetProxyPort() != port || len(st.GetListenAddresses()) != 1 {
+	// Every service port serves again, on its address.
+	w.wait(t, "all service ports listening on their addresses", func(m map[string]*messages.ServicePortState) bool {
+		for id, addr := range listen {
+			if st := m[id]; st == nil || len(st.GetListenAddresses()) != 1 || st.GetListenAddresses()[0] != addr {
 				return false
 			}
 		}
