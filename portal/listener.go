@@ -193,7 +193,7 @@ type Listeners struct {
 	// sockets are opened with SO_REUSEPORT (a successor process shares
 	// them), so the kernel no longer refuses a second socket of this
 	// process on an address; this does. It holds an entry per open
-	// socket, and for one being opened.
+	// socket.
 	owners map[string]string
 	// fdLimit is the open-file limit (0: none); see SetFDLimit.
 	fdLimit int64
@@ -222,35 +222,20 @@ func NewListeners() *Listeners {
 // Open opens spec's socket for owner and records it, refusing an address
 // another owner of this process holds (EADDRINUSE, as the kernel would
 // without SO_REUSEPORT).
-//
-// The address is reserved for owner while the socket is opened, outside
-// the lock: thousands of Portals start at once, and none waits for
-// another's system calls.
 func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
-	key := spec.Network + "/" + spec.Address
 	s.mu.Lock()
-	if other, ok := s.owners[key]; ok {
-		s.mu.Unlock()
-		if other == owner {
-			return nil, fmt.Errorf("open portal %s: already being opened: %w", key, syscall.EADDRINUSE)
-		}
+	defer s.mu.Unlock()
+	key := spec.Network + "/" + spec.Address
+	if other, ok := s.owners[key]; ok && other != owner {
 		return nil, fmt.Errorf("open portal %s: held by %s: %w", key, other, syscall.EADDRINUSE)
 	}
 	limit, open := s.fdLimit, int64(len(s.owners))
 	if limit > 0 && open >= limit-ControlPlaneFDs(limit) {
-		s.mu.Unlock()
 		return nil, fmt.Errorf("open portal %s: %d listening sockets are open and the open-file limit (RLIMIT_NOFILE) is %d, of which %d are kept for connections and the control plane: raise the hard limit (systemd LimitNOFILE, ulimit -Hn): %w",
 			key, open, limit, ControlPlaneFDs(limit), ErrFDLimit)
 	}
-	s.owners[key] = owner
-	s.mu.Unlock()
-
 	l, err := Open(spec)
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
-		delete(s.owners, key)
 		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 			err = fmt.Errorf("%w (%d listening sockets open, open-file limit %d: raise the hard limit, systemd LimitNOFILE, ulimit -Hn)", err, len(s.owners), limit)
 		}
