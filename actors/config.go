@@ -32,6 +32,10 @@ type Config struct {
 	Ports *portal.PortAllocator
 	// UDPIdleTimeout ends idle UDP flows.
 	UDPIdleTimeout time.Duration
+	// FDLimit is the open-file limit: listeners stop opening (with an
+	// error naming it) where they would leave too few fds for the rest.
+	// 0 bounds nothing.
+	FDLimit int64
 	// PickTimeout bounds a connection's wait for the Balancer.
 	PickTimeout time.Duration
 	Log         zerolog.Logger
@@ -79,7 +83,15 @@ type Config struct {
 	// MinSyncPeriod is how long the Watcher coalesces source events
 	// before applying them.
 	MinSyncPeriod time.Duration
+	// FirstStateReported, when set, is called once every service port of
+	// the source's first state has started and reported (on the
+	// Proxier's goroutine: keep it short).
+	FirstStateReported func(servicePorts int)
 
+	// props are the Props of each ServicePort child role and of
+	// ServicePort (roleServicePort), set by Start: one per kind, shared
+	// by every spawn (a Props per spawn held 0.7 KiB per service port).
+	props       map[string]*actor.Props
 	rulesPID    *actor.PID          // set by Start when Rules is set
 	rulesFaults *rules.Faulty       // set by Start when Rules and Faults are set
 	conns       *portal.ConnTracker // set by Start

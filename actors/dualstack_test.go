@@ -23,7 +23,7 @@ func TestTCPDualStackKeepsFamiliesApart(t *testing.T) {
 	sp := svcPort("dual", messages.Protocol_TCP, "127.0.20.9", 18090)
 	sp.ClusterIps.V6 = []string{"::1"}
 	p.Submit(snapshot(1, spe(sp, endpoints(v4[0], b6.Addr()))))
-	w.listening(t, sp.GetKey().ID(), 3, 1)
+	w.listening(t, sp.GetKey().ID(), 2, 1)
 
 	for _, tc := range []struct{ frontend, want string }{
 		{"127.0.20.9:18090", "backend-0"},

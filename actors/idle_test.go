@@ -63,8 +63,8 @@ func TestIdleAndHalfClosedConnectionsReaped(t *testing.T) {
 	busy := svcPort("busy", messages.Protocol_TCP, "127.0.20.40", 18080)
 	hung := svcPort("hung", messages.Protocol_TCP, "127.0.20.41", 18080)
 	p.Submit(snapshot(1, spe(busy, endpoints(tcpBackends(t, 1)...)), spe(hung, endpoints(silentBackend(t)))))
-	w.listening(t, busy.GetKey().ID(), 2, 1)
-	w.listening(t, hung.GetKey().ID(), 2, 1)
+	w.listening(t, busy.GetKey().ID(), 1, 1)
+	w.listening(t, hung.GetKey().ID(), 1, 1)
 
 	dial := func(addr string) *net.TCPConn {
 		c, err := net.Dial("tcp", addr)

@@ -30,7 +30,7 @@ func TestLimitsBoundOneServicePortOnly(t *testing.T) {
 	dns := svcPort("dns", messages.Protocol_UDP, "127.0.20.32", 18053)
 	p.Submit(snapshot(1, spe(full, endpoints(tcp...)), spe(other, endpoints(tcp...)), spe(dns, endpoints(udp...))))
 	for _, sp := range []*messages.ServicePort{full, other, dns} {
-		w.listening(t, sp.GetKey().ID(), 2, 1)
+		w.listening(t, sp.GetKey().ID(), 1, 1)
 	}
 
 	var held []net.Conn

@@ -31,8 +31,8 @@ func TestStalledEndpointEjectedKeepsThroughput(t *testing.T) {
 	two := svcPort("two", messages.Protocol_TCP, "127.0.20.20", 18080)
 	three := svcPort("three", messages.Protocol_TCP, "127.0.20.21", 18080)
 	p.Submit(snapshot(1, spe(two, endpoints(healthy...)), spe(three, endpoints(append(slices.Clone(healthy), stalled)...))))
-	w.listening(t, two.GetKey().ID(), 2, 1)
-	w.listening(t, three.GetKey().ID(), 2, 1)
+	w.listening(t, two.GetKey().ID(), 1, 1)
+	w.listening(t, three.GetKey().ID(), 1, 1)
 
 	const rounds, requests, clients = 3, 2000, 4
 	var rateTwo, rateThree, ratios []float64
@@ -109,7 +109,7 @@ func TestEjectedEndpointRestoredByProbe(t *testing.T) {
 	ln.Close()
 	sp := svcPort("comeback", messages.Protocol_TCP, "127.0.20.22", 18080)
 	p.Submit(snapshot(1, spe(sp, endpoints(healthy[0], dead))))
-	w.listening(t, sp.GetKey().ID(), 2, 1)
+	w.listening(t, sp.GetKey().ID(), 1, 1)
 
 	for i := range 10 {
 		if got := dialName(t, "127.0.20.22:18080"); got != "backend-0" {

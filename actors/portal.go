@@ -261,7 +261,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		Tracer:         p.cfg.Tracer,
 		ServicePort:    p.sp.GetKey().ID(),
 		OnFirstAccept:  p.firstAccept,
-		Log:            p.cfg.Log.With().Str("servicePort", p.sp.GetKey().ID()).Logger(),
+		Log:            p.cfg.Log, // the data path names the service port and listener on its events
 		OnFailure: func(spec portal.ListenSpec, err error) {
 			root.Send(self, &messages.ListenerFailed{Incarnation: inc, Address: spec.Address, Failure: failure(err, messages.FailureCode_FAILURE_CODE_UNKNOWN)})
 		},

@@ -125,8 +125,12 @@ func (p *Proxier) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 // the source's first state has reported, so has sent its rules (a
 // ServicePort sends them before its report): a full sync now replaces
 // the table with a complete one.
+//
+// It also calls Config.FirstStateReported then (all modes). Only service
+// ports with a PID have a state, so counting is enough until the counts
+// meet (one check per report, not a walk over every service port).
 func (p *Proxier) checkComplete(ctx actor.Context) {
-	if !p.first || p.complete || p.cfg.rulesPID == nil {
+	if !p.first || p.complete || len(p.state) < len(p.ports) {
 		return
 	}
 	for id := range p.ports {
@@ -135,7 +139,12 @@ func (p *Proxier) checkComplete(ctx actor.Context) {
 		}
 	}
 	p.complete = true
-	ctx.Send(p.cfg.rulesPID, &messages.DesiredStateComplete{})
+	if p.cfg.rulesPID != nil {
+		ctx.Send(p.cfg.rulesPID, &messages.DesiredStateComplete{})
+	}
+	if p.cfg.FirstStateReported != nil {
+		p.cfg.FirstStateReported(len(p.ports))
+	}
 }
 
 // serviceHealth tells the health-check node ports a service port's local
@@ -152,8 +161,7 @@ func (p *Proxier) serviceHealth(id string, m *messages.UpsertServicePort) {
 }
 
 func (p *Proxier) spawn(ctx actor.Context, id string) *actor.PID {
-	props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
-	return p.adopt(id, ctx.SpawnPrefix(props, servicePortPrefix(id)))
+	return p.adopt(id, ctx.SpawnPrefix(p.cfg.props[roleServicePort], servicePortPrefix(id)))
 }
 
 func (p *Proxier) adopt(id string, pid *actor.PID) *actor.PID {
@@ -180,8 +188,7 @@ func (p *Proxier) restarted(ctx actor.Context) {
 			p.spawn(ctx, id)
 			continue
 		}
-		props := actor.PropsFromProducer(newServicePort(p.cfg), actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
-		pid, err := ctx.SpawnNamed(props, strings.TrimPrefix(prev.GetId(), ctx.Self().GetId()+"/"))
+		pid, err := ctx.SpawnNamed(p.cfg.props[roleServicePort], strings.TrimPrefix(prev.GetId(), ctx.Self().GetId()+"/"))
 		if err != nil {
 			p.cfg.Log.Error().Err(err).Str("servicePort", id).Msg("cannot start the service port again under its name")
 			p.spawn(ctx, id)

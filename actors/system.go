@@ -44,6 +44,7 @@ func Start(cfg Config) *Proxy {
 	cfg.defaults()
 	cfg.conns = portal.NewConnTracker()
 	cfg.listeners = portal.NewListeners()
+	cfg.listeners.SetFDLimit(cfg.FDLimit)
 	cfg.handover, cfg.pins, cfg.crashes, cfg.stopping, cfg.snapshots = &atomic.Bool{}, &sync.Map{}, &sync.Map{}, &atomic.Bool{}, &sync.Map{}
 	c := &cfg
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -66,6 +67,11 @@ func Start(cfg Config) *Proxy {
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}
 	})
+	c.props = map[string]*actor.Props{}
+	for role, producer := range map[string]actor.Producer{roleServicePort: newServicePort(c), rolePortal: newPortal(c),
+		roleBalancer: newBalancer(c), roleAffinity: newAffinity(c)} {
+		c.props[role] = actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
+	}
 	if c.Rules != nil && c.Faults != nil {
 		c.rulesFaults = rules.NewFaulty(c.Rules)
 		c.Rules = c.rulesFaults

@@ -34,7 +34,7 @@ func TestTCPRoundRobinSpread(t *testing.T) {
 	w := watchState(t, p)
 	addrs := tcpBackends(t, 3)
 	p.Submit(snapshot(1, spe(svcPort("rr", messages.Protocol_TCP, "127.0.20.1", 18080), endpoints(addrs...))))
-	w.listening(t, key("rr", messages.Protocol_TCP).ID(), 2, 1)
+	w.listening(t, key("rr", messages.Protocol_TCP).ID(), 1, 1)
 
 	counts := map[string]int{}
 	for range 300 {
@@ -50,17 +50,22 @@ func TestTCPRoundRobinSpread(t *testing.T) {
 	}
 }
 
-func TestTCPProxyPortForwards(t *testing.T) {
+// The bind portal opens one socket per service address and nothing else:
+// no proxy port is allocated and no proxy-port listener is opened.
+func TestTCPBindModeOneSocketPerAddress(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
 	addrs := tcpBackends(t, 1)
 	p.Submit(snapshot(1, spe(svcPort("pp", messages.Protocol_TCP, "127.0.20.2", 18080), endpoints(addrs...))))
-	st := w.listening(t, key("pp", messages.Protocol_TCP).ID(), 2, 1)
-	if st.GetProxyPort() == 0 {
-		t.Fatal("no proxy port allocated")
+	st := w.listening(t, key("pp", messages.Protocol_TCP).ID(), 1, 1)
+	if st.GetProxyPort() != 0 || st.GetListenAddresses()[0] != "127.0.20.2:18080" {
+		t.Fatalf("proxy port %d, listening on %v; want no proxy port and only 127.0.20.2:18080", st.GetProxyPort(), st.GetListenAddresses())
 	}
-	if got := dialName(t, net.JoinHostPort("127.0.0.1", itoa(st.GetProxyPort()))); got != "backend-0" {
-		t.Fatalf("proxy port reached %q", got)
+	if n := p.Listeners.Len(); n != 1 {
+		t.Fatalf("%d sockets open for one service address, want 1", n)
+	}
+	if got := dialName(t, "127.0.20.2:18080"); got != "backend-0" {
+		t.Fatalf("service address reached %q", got)
 	}
 }
 
@@ -72,7 +77,7 @@ func TestTCPSessionAffinityPinsAndExpires(t *testing.T) {
 	sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
 	sp.AffinityTimeoutSeconds = 1
 	p.Submit(snapshot(1, spe(sp, endpoints(addrs...))))
-	w.listening(t, sp.GetKey().ID(), 2, 1)
+	w.listening(t, sp.GetKey().ID(), 1, 1)
 
 	first := dialName(t, "127.0.20.3:18080")
 	for range 20 {
@@ -105,7 +110,7 @@ func TestTCPDeadEndpointFastRetry(t *testing.T) {
 	deadAddr := dead.Addr().String()
 	dead.Close()
 	p.Submit(snapshot(1, spe(svcPort("dead", messages.Protocol_TCP, "127.0.20.4", 18080), endpoints(append(addrs, deadAddr)...))))
-	w.listening(t, key("dead", messages.Protocol_TCP).ID(), 2, 1)
+	w.listening(t, key("dead", messages.Protocol_TCP).ID(), 1, 1)
 
 	for range 30 {
 		start := time.Now()
@@ -125,7 +130,7 @@ func TestTCPStalledEndpointDoesNotStallAccept(t *testing.T) {
 	addrs := tcpBackends(t, 1)
 	stalled := blackhole(t)
 	p.Submit(snapshot(1, spe(svcPort("stall", messages.Protocol_TCP, "127.0.20.5", 18080), endpoints(addrs[0], stalled))))
-	w.listening(t, key("stall", messages.Protocol_TCP).ID(), 2, 1)
+	w.listening(t, key("stall", messages.Protocol_TCP).ID(), 1, 1)
 
 	// Half the connections first try the stalled endpoint and wait out one
 	// dial timeout (250 ms). Served one after another on the accept path
@@ -196,7 +201,7 @@ func TestTCPHalfClose(t *testing.T) {
 	w := watchState(t, p)
 	addrs := tcpBackends(t, 1)
 	p.Submit(snapshot(1, spe(svcPort("half", messages.Protocol_TCP, "127.0.20.6", 18080), endpoints(addrs...))))
-	w.listening(t, key("half", messages.Protocol_TCP).ID(), 2, 1)
+	w.listening(t, key("half", messages.Protocol_TCP).ID(), 1, 1)
 
 	c, err := net.Dial("tcp", "127.0.20.6:18080")
 	if err != nil {
@@ -225,7 +230,7 @@ func TestTCPNoEndpointsResets(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
 	p.Submit(snapshot(1, spe(svcPort("empty", messages.Protocol_TCP, "127.0.20.7", 18080), nil)))
-	w.listening(t, key("empty", messages.Protocol_TCP).ID(), 2, 1)
+	w.listening(t, key("empty", messages.Protocol_TCP).ID(), 1, 1)
 
 	// The reset can arrive before connect(2) returns or on the first read.
 	c, err := net.Dial("tcp", "127.0.20.7:18080")

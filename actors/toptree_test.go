@@ -33,8 +33,8 @@ func (h *hammer) failed() (int, error) {
 
 // The top of the tree is supervised like the rest: the Watcher and the
 // Proxier crash 20 times each under load on 20 service ports, and no
-// connection fails; proxy ports, a held connection and an affinity pin
-// carry over every Proxier restart.
+// connection fails; listening sockets, a held connection and an affinity
+// pin carry over every Proxier restart.
 func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 	p := startProxy(t)
 	w := watchState(t, p)
@@ -50,9 +50,10 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 		targets = append(targets, fmt.Sprintf("127.0.21.%d:18080", i+1))
 	}
 	p.Submit(snapshot(1, spes...))
-	ports := map[string]int32{}
+	listen := map[string]string{}
 	for _, s := range spes {
-		ports[s.GetServicePort().GetKey().ID()] = w.listening(t, s.GetServicePort().GetKey().ID(), 2, 1).GetProxyPort()
+		id := s.GetServicePort().GetKey().ID()
+		listen[id] = w.listening(t, id, 1, 1).GetListenAddresses()[0]
 	}
 	pinned := dialName(t, targets[0])
 	held, err := net.Dial("tcp", targets[1])
@@ -74,10 +75,10 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // crashes spaced out; the load runs throughout
 	}
-	// Every service port serves again, on its proxy port.
-	w.wait(t, "all service ports listening on their proxy ports", func(m map[string]*messages.ServicePortState) bool {
-		for id, port := range ports {
-			if st := m[id]; st == nil || st.GetProxyPort() != port || len(st.GetListenAddresses()) != 2 {
+	// Every service port serves again, on its address.
+	w.wait(t, "all service ports listening on their addresses", func(m map[string]*messages.ServicePortState) bool {
+		for id, addr := range listen {
+			if st := m[id]; st == nil || len(st.GetListenAddresses()) != 1 || st.GetListenAddresses()[0] != addr {
 				return false
 			}
 		}
@@ -160,7 +161,7 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 	}
 	p.Submit(snapshot(1, spes...))
 	for _, s := range spes {
-		w.listening(t, s.GetServicePort().GetKey().ID(), 2, 1)
+		w.listening(t, s.GetServicePort().GetKey().ID(), 1, 1)
 	}
 	stop := make(chan struct{})
 	h := startHammer(targets, 4, stop)
@@ -174,7 +175,7 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 	}
 	w.wait(t, "every service port listening", func(m map[string]*messages.ServicePortState) bool {
 		for _, s := range spes {
-			if len(m[s.GetServicePort().GetKey().ID()].GetListenAddresses()) != 2 {
+			if len(m[s.GetServicePort().GetKey().ID()].GetListenAddresses()) != 1 {
 				return false
 			}
 		}

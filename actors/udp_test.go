@@ -45,7 +45,7 @@ func TestUDPClientsGetTheirOwnReplies(t *testing.T) {
 	w := watchState(t, p)
 	addrs := udpBackends(t, 2)
 	p.Submit(snapshot(1, spe(svcPort("dns", messages.Protocol_UDP, "127.0.21.1", 18053), endpoints(addrs...))))
-	w.listening(t, key("dns", messages.Protocol_UDP).ID(), 2, 1)
+	w.listening(t, key("dns", messages.Protocol_UDP).ID(), 1, 1)
 
 	const clients, rounds = 10, 20
 	var wg sync.WaitGroup
@@ -98,7 +98,7 @@ func TestUDPLargeDatagram(t *testing.T) {
 	w := watchState(t, p)
 	addrs := udpBackends(t, 1)
 	p.Submit(snapshot(1, spe(svcPort("big", messages.Protocol_UDP, "127.0.21.2", 18053), endpoints(addrs...))))
-	w.listening(t, key("big", messages.Protocol_UDP).ID(), 2, 1)
+	w.listening(t, key("big", messages.Protocol_UDP).ID(), 1, 1)
 
 	c := dialUDP(t, "127.0.21.2:18053")
 	payload := bytes.Repeat([]byte{'z'}, 60*1024)
@@ -113,7 +113,7 @@ func TestUDPIdleFlowsReaped(t *testing.T) {
 	w := watchState(t, p)
 	addrs := udpBackends(t, 1)
 	p.Submit(snapshot(1, spe(svcPort("idle", messages.Protocol_UDP, "127.0.21.3", 18053), endpoints(addrs...))))
-	w.listening(t, key("idle", messages.Protocol_UDP).ID(), 2, 1)
+	w.listening(t, key("idle", messages.Protocol_UDP).ID(), 1, 1)
 
 	for range 5 {
 		c := dialUDP(t, "127.0.21.3:18053")
@@ -138,7 +138,7 @@ func TestUDPServiceUpdateKeepsLiveFlow(t *testing.T) {
 	addrs := udpBackends(t, 3)
 	sp := svcPort("keep", messages.Protocol_UDP, "127.0.21.4", 18053)
 	p.Submit(snapshot(1, spe(sp, endpoints(addrs[:2]...))))
-	w.listening(t, sp.GetKey().ID(), 2, 1)
+	w.listening(t, sp.GetKey().ID(), 1, 1)
 
 	c := dialUDP(t, "127.0.21.4:18053")
 	first, _, _ := strings.Cut(udpExchange(t, c, []byte("a")), ":")
@@ -147,7 +147,7 @@ func TestUDPServiceUpdateKeepsLiveFlow(t *testing.T) {
 	sp2 := svcPort("keep", messages.Protocol_UDP, "127.0.21.4", 18053)
 	sp2.ExternalIps = &messages.IPSet{V4: []string{"127.0.21.5"}}
 	p.Submit(snapshot(2, spe(sp2, endpoints(addrs...))))
-	w.listening(t, sp.GetKey().ID(), 3, 2)
+	w.listening(t, sp.GetKey().ID(), 2, 2)
 	for range 10 {
 		if got, _, _ := strings.Cut(udpExchange(t, c, []byte("b")), ":"); got != first {
 			t.Fatalf("flow moved from %s to %s after a service update", first, got)
@@ -163,7 +163,7 @@ func TestUDPServiceUpdateKeepsLiveFlow(t *testing.T) {
 		}
 	}
 	p.Submit(snapshot(3, spe(sp2, endpoints(keep...))))
-	st := w.listening(t, sp.GetKey().ID(), 3, 3)
+	st := w.listening(t, sp.GetKey().ID(), 2, 3)
 	// The ServicePort reports before its Portal has handled the new
 	// endpoints; a request to the Portal is answered after it has.
 	portalPID := actor.NewPID(p.System.Address(), st.GetActorId()+"/portal")

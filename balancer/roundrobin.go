@@ -9,7 +9,7 @@ import "math/rand/v2"
 type RoundRobin struct {
 	rand      *rand.Rand
 	endpoints []string            // current order, no duplicates
-	set       map[string]struct{} // same members as endpoints
+	set       map[string]struct{} // same members as endpoints, only above smallSet
 	pos       int                 // index of the next candidate in endpoints
 }
 
@@ -19,8 +19,13 @@ func NewRoundRobin(rand *rand.Rand) *RoundRobin {
 	if rand == nil {
 		rand = newDefaultRand()
 	}
-	return &RoundRobin{rand: rand, set: map[string]struct{}{}}
+	return &RoundRobin{rand: rand}
 }
+
+// smallSet is the most endpoints looked up by scanning the list: a map per
+// pool held 0.3 KiB per pool, six pools per service port, and most
+// service ports have a few endpoints.
+const smallSet = 8
 
 func newDefaultRand() *rand.Rand {
 	// The top-level functions of math/rand/v2 are randomly seeded.
@@ -37,13 +42,16 @@ func (r *RoundRobin) Update(endpoints []string) bool {
 		return false
 	}
 	set := make(map[string]struct{}, len(endpoints))
-	list := make([]string, 0, len(endpoints))
+	var list []string
 	for _, e := range endpoints {
 		if _, dup := set[e]; dup {
 			continue
 		}
 		set[e] = struct{}{}
 		list = append(list, e)
+	}
+	if len(list) <= smallSet {
+		set = nil
 	}
 	r.rand.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
 	r.endpoints, r.set, r.pos = list, set, 0
@@ -58,7 +66,7 @@ func (r *RoundRobin) sameSet(endpoints []string) bool {
 	}
 	seen := make(map[string]struct{}, len(r.endpoints))
 	for _, e := range endpoints {
-		if _, ok := r.set[e]; !ok {
+		if !r.Has(e) {
 			return false // a new endpoint
 		}
 		seen[e] = struct{}{}
@@ -95,8 +103,12 @@ func (r *RoundRobin) Endpoints() []string {
 	return out
 }
 
-// Has reports whether endpoint is in the current set, in O(1).
+// Has reports whether endpoint is in the current set, in O(1) (a scan of
+// at most smallSet endpoints).
 func (r *RoundRobin) Has(endpoint string) bool {
+	if r.set == nil {
+		return contains(r.endpoints, endpoint)
+	}
 	_, ok := r.set[endpoint]
 	return ok
 }

@@ -49,6 +49,9 @@ func familyOf(ip string) family {
 
 // NewScopes returns empty Scopes; rand is as for NewRoundRobin.
 func NewScopes(rand *rand.Rand) *Scopes {
+	if rand == nil {
+		rand = newDefaultRand() // one for the six pools: they share an owner
+	}
 	s := &Scopes{pools: map[pool]*RoundRobin{}}
 	for _, external := range []bool{false, true} {
 		for _, f := range []family{anyFamily, ipv4, ipv6} {

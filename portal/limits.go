@@ -32,9 +32,9 @@ const (
 	fdsPerFlow = 1
 )
 
-// controlPlaneFDs is kept back from the data path for the API watch,
-// health, metrics, listeners and rules.
-func controlPlaneFDs(nofile int64) int64 { return max(1024, nofile/20) }
+// ControlPlaneFDs is kept back from the data path for the API watch,
+// health, metrics, listeners and rules, and from listeners for the rest.
+func ControlPlaneFDs(nofile int64) int64 { return max(1024, nofile/20) }
 
 // DefaultLimits derives the process bounds from the fd limit: after the
 // control plane's share, TCP connections may use up to 60% of what is left
@@ -42,7 +42,7 @@ func controlPlaneFDs(nofile int64) int64 { return max(1024, nofile/20) }
 // take at most half of each, so one flooded service port leaves room for
 // the rest.
 func DefaultLimits(nofile int64) *Limits {
-	avail := nofile - controlPlaneFDs(nofile)
+	avail := nofile - ControlPlaneFDs(nofile)
 	if avail < 100 {
 		avail = 100
 	}

@@ -2,6 +2,7 @@ package portal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -91,7 +92,6 @@ func (l *Listener) Serve(o ListenerOptions) {
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
 	l.stop, l.done, l.serving = stop, done, true
-	log := o.Log.With().Str("listen", l.Spec.Address).Logger()
 	go func() {
 		defer close(done)
 		defer func() {
@@ -102,12 +102,13 @@ func (l *Listener) Serve(o ListenerOptions) {
 		var err error
 		if l.tcp != nil {
 			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
-				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: log,
+				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
 				Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept}
 			err = tcp.Serve(l.tcp, stop)
 		} else {
 			err = l.flows.Serve(l.udp, UDPOptions{Picker: o.Picker, External: l.Spec.External,
-				IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: log}, stop)
+				IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
+				ServicePort: o.ServicePort, Listen: l.Spec.Address}, stop)
 		}
 		if err != nil && !l.closed.Load() && o.OnFailure != nil {
 			o.OnFailure(l.Spec, err)
@@ -191,8 +192,26 @@ type Listeners struct {
 	// owners is who holds each network address ("tcp/10.0.0.1:80"):
 	// sockets are opened with SO_REUSEPORT (a successor process shares
 	// them), so the kernel no longer refuses a second socket of this
-	// process on an address; this does.
+	// process on an address; this does. It holds an entry per open
+	// socket.
 	owners map[string]string
+	// fdLimit is the open-file limit (0: none); see SetFDLimit.
+	fdLimit int64
+}
+
+// ErrFDLimit means another listening socket would leave too few fds of
+// the open-file limit for the control plane and connections.
+var ErrFDLimit = errors.New("open-file limit reached")
+
+// SetFDLimit bounds the listening sockets to the open-file limit less the
+// control plane's share (ControlPlaneFDs), so the last fds are not taken
+// by listeners: beyond it Open fails with ErrFDLimit and a message naming
+// the limit, rather than with whatever the kernel says when fds run out
+// somewhere else.
+func (s *Listeners) SetFDLimit(limit int64) {
+	s.mu.Lock()
+	s.fdLimit = limit
+	s.mu.Unlock()
 }
 
 // NewListeners returns an empty set.
@@ -210,8 +229,16 @@ func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
 	if other, ok := s.owners[key]; ok && other != owner {
 		return nil, fmt.Errorf("open portal %s: held by %s: %w", key, other, syscall.EADDRINUSE)
 	}
+	limit, open := s.fdLimit, int64(len(s.owners))
+	if limit > 0 && open >= limit-ControlPlaneFDs(limit) {
+		return nil, fmt.Errorf("open portal %s: %d listening sockets are open and the open-file limit (RLIMIT_NOFILE) is %d, of which %d are kept for connections and the control plane: raise the hard limit (systemd LimitNOFILE, ulimit -Hn): %w",
+			key, open, limit, ControlPlaneFDs(limit), ErrFDLimit)
+	}
 	l, err := Open(spec)
 	if err != nil {
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			err = fmt.Errorf("%w (%d listening sockets open, open-file limit %d: raise the hard limit, systemd LimitNOFILE, ulimit -Hn)", err, len(s.owners), limit)
+		}
 		return nil, err
 	}
 	s.put(owner, l)

@@ -45,10 +45,16 @@ func Network(p messages.Protocol) (string, error) {
 // kernelMode reports whether mode redirects to proxy ports with kernel rules.
 func kernelMode(mode string) bool { return mode == ModeNftables || mode == ModeIPTables }
 
-// ListenSpecs lists the sockets for a service port: the proxy port on
-// bindAddress (a dual-stack wildcard in kernel modes when bindAddress is
-// unspecified), plus in bind and netsh modes every service IP:port and the
-// node port.
+// UsesProxyPorts reports whether a service port of mode has a proxy port
+// (and a listener on it): the kernel modes redirect to it, netsh keeps
+// winuserspace's. The bind portal listens on the service addresses alone:
+// one socket per address, no second listener and no ephemeral port.
+func UsesProxyPorts(mode string) bool { return mode != ModeBind }
+
+// ListenSpecs lists the sockets for a service port: in every mode but bind
+// the proxy port on bindAddress (a dual-stack wildcard in kernel modes when
+// bindAddress is unspecified), plus in bind and netsh modes every service
+// IP:port and the node port. Bind mode ignores proxy ports.
 //
 // externalProxyPort, when not zero, is a second proxy port for external
 // traffic (kernel modes with externalTrafficPolicy Local), so that its
@@ -77,8 +83,10 @@ func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort, 
 			proxyHost = ""
 		}
 	}
-	add(proxyHost, proxyPort, false, true)
-	add(proxyHost, externalProxyPort, true, true)
+	if UsesProxyPorts(mode) {
+		add(proxyHost, proxyPort, false, true)
+		add(proxyHost, externalProxyPort, true, true)
+	}
 	if mode != ModeBind && mode != ModeNetsh {
 		return specs, nil
 	}

@@ -29,7 +29,11 @@ type TCPProxy struct {
 	// Reaper closes idle and half-closed connections; nil closes none.
 	Reaper *IdleReaper
 	Faults *Faults // nil unless fault injection is on
+	// Log is the process's logger; events name ServicePort and Listen
+	// (a logger per listener with those fields held 1 KiB per service
+	// port: zerolog's With allocates a 500-byte buffer each time).
 	Log    zerolog.Logger
+	Listen string
 	// Tracer traces connections, sampled by its provider; nil traces
 	// none. ServicePort names them.
 	Tracer      trace.Tracer
@@ -52,7 +56,7 @@ var acceptErrors, connLimitHits, flowLimitHits RateLog
 func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 	if p.KeepAlive > 0 {
 		if err := setListenerKeepAlive(ln, p.KeepAlive); err != nil {
-			p.Log.Warn().Err(err).Msg("cannot turn on TCP keepalive for clients")
+			p.event(p.Log.Warn()).Err(err).Msg("cannot turn on TCP keepalive for clients")
 		}
 	}
 	for {
@@ -67,7 +71,7 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 			if isTemporaryAcceptError(err) {
 				// fd exhaustion (EMFILE/ENFILE): back off briefly, keep the listener.
 				if ok, held := acceptErrors.Allow(); ok {
-					p.Log.Warn().Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
+					p.event(p.Log.Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
 				}
 				p.Stats.acceptFailed()
 				time.Sleep(50 * time.Millisecond)
@@ -80,7 +84,7 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 		}
 		if !p.Limits.AcquireConn(p.Stats) {
 			if ok, held := connLimitHits.Allow(); ok {
-				p.Log.Warn().Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
+				p.event(p.Log.Warn()).Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
 			}
 			reset(conn)
 			continue
@@ -106,7 +110,7 @@ func (p *TCPProxy) accept(ln *net.TCPListener) (*net.TCPConn, error) {
 func (p *TCPProxy) handle(client *net.TCPConn) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.Log.Error().Interface("panic", r).Msg("tcp connection handler panicked")
+			p.event(p.Log.Error()).Interface("panic", r).Msg("tcp connection handler panicked")
 			client.Close()
 		}
 	}()
@@ -122,7 +126,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 	backend, err := p.dial(clientIP, ct)
 	p.Conns.DialDone()
 	if err != nil {
-		p.Log.Debug().Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
+		p.event(p.Log.Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 		ct.failed(err)
 		reset(client)
 		return
@@ -203,7 +207,7 @@ func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 		}
 		ct.dialFailed(addr, err)
 		lastErr = err
-		p.Log.Debug().Err(err).Str("endpoint", addr).Msg("dial endpoint failed, trying next")
+		p.event(p.Log.Debug()).Err(err).Str("endpoint", addr).Msg("dial endpoint failed, trying next")
 		exclude = append(exclude, addr)
 	}
 	return nil, fmt.Errorf("dial endpoints: %w", lastErr)
@@ -277,4 +281,9 @@ func stopped(stop <-chan struct{}) bool {
 func reset(c *net.TCPConn) {
 	c.SetLinger(0)
 	c.Close()
+}
+
+// event names the listener on a log event (nil when the level is off).
+func (p *TCPProxy) event(e *zerolog.Event) *zerolog.Event {
+	return e.Str("servicePort", p.ServicePort).Str("listen", p.Listen)
 }

@@ -44,7 +44,15 @@ type UDPOptions struct {
 	Stats       *Stats
 	Limits      *Limits
 	Faults      *Faults
+	// Log is the process's logger; events name ServicePort and Listen.
 	Log         zerolog.Logger
+	ServicePort string
+	Listen      string
+}
+
+// event names the listener on a log event (nil when the level is off).
+func (o UDPOptions) event(e *zerolog.Event) *zerolog.Event {
+	return e.Str("servicePort", o.ServicePort).Str("listen", o.Listen)
 }
 
 type udpFlow struct {
@@ -82,7 +90,7 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 		}
 		f.lastUsed.Store(time.Now().UnixNano())
 		if _, err := f.backend.Write(buf[:n]); err != nil {
-			o.Log.Debug().Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
+			o.event(o.Log.Debug()).Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
 		}
 	}
 }
@@ -97,7 +105,7 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte
 	}
 	if !o.Limits.AcquireFlow(o.Stats) {
 		if ok, held := flowLimitHits.Allow(); ok {
-			o.Log.Warn().Int64("suppressed", held).Msg("UDP flow limit reached: datagrams of new clients are dropped")
+			o.event(o.Log.Warn()).Int64("suppressed", held).Msg("UDP flow limit reached: datagrams of new clients are dropped")
 		}
 		return nil
 	}
@@ -116,7 +124,7 @@ func (p *UDPProxy) startFlow(listener *net.UDPConn, client netip.AddrPort, oob [
 	for range dialTimeouts {
 		pick, err := o.Picker.Pick(clientIP, exclude, o.External)
 		if err != nil {
-			o.Log.Debug().Err(err).Str("client", client.String()).Msg("udp: no endpoint")
+			o.event(o.Log.Debug()).Err(err).Str("client", client.String()).Msg("udp: no endpoint")
 			return nil
 		}
 		addr := pick.Endpoint
@@ -146,7 +154,7 @@ func (p *UDPProxy) startFlow(listener *net.UDPConn, client netip.AddrPort, oob [
 		p.mu.Unlock()
 		releaseConn := o.Conns.Add(backend)
 		release := func() { releaseConn(); o.Limits.ReleaseFlow(o.Stats) }
-		go p.reply(listener, f, release, o.IdleTimeout, o.Log)
+		go p.reply(listener, f, release, o.IdleTimeout, *o)
 		return f
 	}
 	return nil
@@ -154,10 +162,10 @@ func (p *UDPProxy) startFlow(listener *net.UDPConn, client netip.AddrPort, oob [
 
 // reply copies the endpoint's datagrams back to the client until the flow
 // is idle for IdleTimeout or its backend socket is closed.
-func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle time.Duration, log zerolog.Logger) {
+func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle time.Duration, o UDPOptions) {
 	defer func() {
 		if r := recover(); r != nil {
-			log.Error().Interface("panic", r).Msg("udp flow panicked")
+			o.event(o.Log.Error()).Interface("panic", r).Msg("udp flow panicked")
 		}
 		p.mu.Lock()
 		if p.flows[f.client] == f {
@@ -190,7 +198,7 @@ func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle
 			return // the flow was ended, or the listener closed
 		default:
 			// ICMP refused and the like: the endpoint may come back
-			log.Debug().Err(err).Msg("udp flow: read or reply failed")
+			o.event(o.Log.Debug()).Err(err).Msg("udp flow: read or reply failed")
 		}
 	}
 }

@@ -155,10 +155,7 @@ type decodedSet struct {
 
 // decodeInputs decodes all inputs and groups the slices by service.
 func decodeInputs(inputs []input) *decodedSet {
-	var d decoded
-	for _, in := range inputs {
-		decodeFile(in.name, in.data, &d)
-	}
+	d := decodeAll(inputs)
 	services := uniqueServices(d.services, &d.findings)
 	groups := groupSlices(d.slices, &d.findings)
 	return &decodedSet{services: services, slicesByService: groups, findings: d.findings}

@@ -185,7 +185,7 @@ func TestWatchListeners(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	w, err := watchListeners(ctx, []string{ln.Addr().String()}, time.Now())
+	w, err := watchListeners(ctx, []string{ln.Addr().String()}, time.Now(), nil)
 	if err != nil {
 		t.Skip(err)
 	}

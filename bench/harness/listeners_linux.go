@@ -19,8 +19,9 @@ import (
 // (sock_diag with a LISTEN state filter, which walks only the listening
 // table: cheap with thousands of ports, unlike reading /proc/net/tcp,
 // which walks every socket and slowed the proxies it watched). It scans
-// until every address listens or ctx ends.
-func watchListeners(ctx context.Context, addrs []string, start time.Time) (*listenWatch, error) {
+// until every address listens or ctx ends; then it calls onAll, if set,
+// before times returns.
+func watchListeners(ctx context.Context, addrs []string, start time.Time, onAll func()) (*listenWatch, error) {
 	keys := make(map[netip.AddrPort]int, len(addrs))
 	for i, a := range addrs {
 		ap, err := netip.ParseAddrPort(a)
@@ -57,11 +58,17 @@ func watchListeners(ctx context.Context, addrs []string, start time.Time) (*list
 			if err != nil {
 				return
 			}
+			if left == 0 {
+				break
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
+		}
+		if onAll != nil {
+			onAll()
 		}
 	}()
 	return w, nil

@@ -81,7 +81,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			}
 		}
 	}
-	type sizes struct{ listen, forward, rss, fds, threads, goroutines, floor []float64 }
+	type sizes struct{ listen, cpuListen, forward, rss, fds, threads, goroutines, floor []float64 }
 	got := map[string]*sizes{}
 	for r := range o.Rounds {
 		for j := range names {
@@ -101,7 +101,15 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			}
 			e.progress.step(fmt.Sprintf("startup %s: round %d/%d", name, r+1, o.Rounds), 0)
 			wctx, stopWatch := context.WithCancel(ctx)
-			watch, werr := watchListeners(wctx, t.addrs, p.Started())
+			// The process's CPU time (from /proc) once the last port
+			// listens: what starting N ports costs, whatever else runs
+			// on the machine.
+			cpuListen := -1.0
+			watch, werr := watchListeners(wctx, t.addrs, p.Started(), func() {
+				if st, err := p.Stat(); err == nil {
+					cpuListen = st.CPU.Seconds()
+				}
+			})
 			var gate func(int) <-chan struct{}
 			if werr == nil {
 				gate = watch.listening
@@ -120,6 +128,9 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			listen := ready.Listen
 			if werr == nil {
 				listen = watch.times()
+				if cpuListen >= 0 {
+					g.cpuListen = append(g.cpuListen, cpuListen)
+				}
 			}
 			stopWatch()
 			pt, err := procFigures(p)
@@ -165,6 +176,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 	label := fmt.Sprintf("%d ports: ", o.Ports)
 	res.Figures = append(res.Figures,
 		figure(label+"all listening", "s", true, vals(func(g *sizes) []float64 { return g.listen }, 1)),
+		figure(label+"CPU until all listening", "s", true, vals(func(g *sizes) []float64 { return g.cpuListen }, 1)),
 		figure(label+"all forwarding", "s", true, vals(func(g *sizes) []float64 { return g.forward }, 1)),
 		figure(label+"RSS", "MiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1.0/(1<<20))),
 		figure(label+"RSS over N", "KiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1/(1024*n))),

@@ -228,7 +228,7 @@ func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[strin
 		return nil, errors.New("bindAddressHardFail: true: kproxy reports a listener it cannot open and retries it; it never exits for it")
 	}
 	if c.EnableProfiling {
-		return nil, errors.New("enableProfiling: true: kproxy has no profiling endpoint")
+		values["profiling"] = "true"
 	}
 	if c.WindowsRunAsService {
 		return nil, errors.New("windowsRunAsService: true: run kproxy as a HostProcess container (deploy/daemonset-windows.yaml)")
@@ -386,6 +386,7 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 		BindAddress:        get("bind-address"),
 		HealthzBindAddress: get("healthz-bind-address"),
 		MetricsBindAddress: get("metrics-bind-address"),
+		EnableProfiling:    get("profiling") == "true",
 		ConfigSyncPeriod:   dur("config-sync-period"),
 		PortRange:          get("port-range"),
 	}

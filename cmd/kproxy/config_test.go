@@ -114,7 +114,6 @@ func TestConfigRejectsWithAClearError(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nbindAdress: 0.0.0.0\n", `unknown field "bindAdress"`},
 		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\n", `mode "ipvs"`},
-		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nenableProfiling: true\n", "enableProfiling"},
 		{"apiVersion: kproxy.io/v1alpha1\nkind: KproxyConfiguration\nlimits: {maxConnection: 5}\n", `unknown field "limits.maxConnection"`},
 		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclientConnection: {qpss: 5}\n", `unknown field "clientConnection.qpss"`},
 		{"apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nBindAddress: 1.2.3.4\n", `unknown field "BindAddress"`},
@@ -134,7 +133,7 @@ func TestWriteConfigRoundTrips(t *testing.T) {
 	var o runOptions
 	fs := runFlags(&o)
 	args := []string{"--source", "kube", "--portal", "nftables", "--bind-address", "127.0.0.9", "--max-udp-flows", "-1",
-		"--outlier-consecutive-failures", "4", "--metrics-actors", "--tracing-endpoint", "127.0.0.1:4317", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s"}
+		"--outlier-consecutive-failures", "4", "--metrics-actors", "--tracing-endpoint", "127.0.0.1:4317", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s", "--profiling"}
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +158,7 @@ func TestWriteConfigRoundTrips(t *testing.T) {
 	if first.String() != second.String() {
 		t.Fatalf("round trip changed the config:\n%s\n---- became ----\n%s", first.String(), second.String())
 	}
-	if o2.bindAddress != "127.0.0.9" || o2.limits.maxFlows != -1 || !o2.metricsActors || o2.limits.tcpKeepAlive != 0 {
+	if o2.bindAddress != "127.0.0.9" || o2.limits.maxFlows != -1 || !o2.metricsActors || o2.limits.tcpKeepAlive != 0 || !o2.profiling {
 		t.Errorf("round trip: %+v", o2)
 	}
 }

@@ -202,7 +202,7 @@ func TestKubeTwoThousandServices(t *testing.T) {
 	in.waitFor(t, fmt.Sprintf("%d services programmed", n), func(m map[string]*messages.ServicePortState) bool {
 		ready := 0
 		for id, st := range m {
-			if id != "default/kubernetes:https/TCP" && len(st.GetListenAddresses()) == 2 && len(st.GetEndpoints()) == perService {
+			if id != "default/kubernetes:https/TCP" && len(st.GetListenAddresses()) == 1 && len(st.GetEndpoints()) == perService {
 				ready++
 			}
 		}

@@ -40,3 +40,14 @@ func releaseAfterFloods(ctx context.Context, l *portal.Limits, log zerolog.Logge
 		}
 	}()
 }
+
+// releaseAfterStart hands back to the kernel what loading the first state
+// left behind (decoding thousands of manifests makes hundreds of MB of
+// garbage that the heap would otherwise keep as its size): once, in the
+// background, when every service port of the first state has started.
+func releaseAfterStart(servicePorts int, log zerolog.Logger) {
+	go func() {
+		debug.FreeOSMemory()
+		log.Info().Int("servicePorts", servicePorts).Msg("first state applied: every service port started; memory the load left returned to the kernel")
+	}()
+}

@@ -47,6 +47,7 @@ type runOptions struct {
 	metricsBindAddress string
 	metricsPortsLimit  int
 	metricsActors      bool
+	profiling          bool
 	syncPeriod         time.Duration
 
 	// Hand-over to the next process.
@@ -82,6 +83,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "127.0.0.1:10249", "host:port of the Prometheus metrics server (/metrics), as kube-proxy's; empty turns it off")
 	fs.IntVar(&o.metricsPortsLimit, "metrics-service-ports-limit", 1000, "per service port metrics for at most this many service ports (bounded series); 0 turns them off")
 	fs.BoolVar(&o.metricsActors, "metrics-actors", false, "also export protoactor's own actor metrics (mailbox length, receive duration, spawns, restarts, dead letters); they cost a little on every actor message")
+	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address, as kube-proxy's enableProfiling")
 	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "after SIGTERM, how long established connections may go on once the listeners are closed (new connections go to the next kproxy, whose sockets share the ports); a second signal ends it at once")
 	fs.StringVar(&o.proxyPortsFile, "proxy-ports-file", defaultProxyPortsFile, "where kproxy records its proxy ports, so the next process (an upgrade, a restart, after kill -9) takes the same ones and the kernel rules left in place stay right; empty turns it off")
@@ -126,6 +128,9 @@ func (o *runOptions) validate() error {
 		if _, _, err := net.SplitHostPort(o.metricsBindAddress); err != nil {
 			return fmt.Errorf("--metrics-bind-address %q: %w", o.metricsBindAddress, err)
 		}
+	}
+	if o.profiling && o.metricsBindAddress == "" {
+		return errors.New("--profiling: profiles are served on --metrics-bind-address, which is empty")
 	}
 	if o.outliers.ConsecutiveFailures < 0 {
 		return fmt.Errorf("--outlier-consecutive-failures %d: must not be negative", o.outliers.ConsecutiveFailures)
@@ -223,13 +228,15 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	o.portalMode = mode
 	log.Info().Str("version", version).Str("source", o.source).Str("portal", o.portalMode).
 		Str("bindAddress", o.bindAddress).Str("nodeName", o.nodeName).Msg("starting kproxy")
+	nofile := raiseFDLimit(log)
 	cfg := actors.Config{
 		PortalMode:     o.portalMode,
 		BindAddress:    o.bindAddress,
 		Ports:          portal.NewPortAllocator(o.bindAddress, ports),
 		UDPIdleTimeout: o.udpIdleTimeout,
 		Outliers:       o.outliers,
-		Limits:         o.limits.limits(fdLimit()),
+		Limits:         o.limits.limits(nofile),
+		FDLimit:        nofile,
 		TCPKeepAlive:   o.limits.tcpKeepAlive,
 		Reaper:         o.limits.reaper(),
 		MinSyncPeriod:  o.minSyncPeriod,
@@ -246,7 +253,9 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	defer stopTracing(context.Background())
 	cfg.Tracer = tracer
-	cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
+	if portal.UsesProxyPorts(o.portalMode) {
+		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
+	}
 	enableMigrateReq(log)
 	src, err := o.newSource(log, "kproxy run")
 	if err != nil {
@@ -261,8 +270,11 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
+	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, log) }
 	proxy := actors.Start(cfg)
-	startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
+	if portal.UsesProxyPorts(o.portalMode) {
+		startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
+	}
 	if o.enableFaultInjection {
 		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, o.apiConns, log); err != nil {
 			proxy.Stop(context.Background())
@@ -339,7 +351,11 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		m.Limits(cfg.Limits)
 		m.Reaper(cfg.Reaper)
 		cfg.Health.Observe = m.Health
-		serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, m.Handler(), log)
+		handler := m.Handler()
+		if o.profiling {
+			handler = withProfiling(handler)
+		}
+		serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, handler, log)
 	}
 	if o.healthzBindAddress != "" {
 		serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log)

@@ -111,7 +111,7 @@ func (in *instance) waitListening(t *testing.T, id string, endpoints int) {
 	t.Helper()
 	in.waitFor(t, fmt.Sprintf("%s listening with %d endpoints", id, endpoints), func(m map[string]*messages.ServicePortState) bool {
 		st := m[id]
-		return st != nil && !st.GetDeleted() && len(st.GetListenAddresses()) > 1 && len(st.GetEndpoints()) == endpoints
+		return st != nil && !st.GetDeleted() && len(st.GetListenAddresses()) > 0 && len(st.GetEndpoints()) == endpoints
 	})
 }
 

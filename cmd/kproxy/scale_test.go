@@ -24,7 +24,7 @@ func TestThousandServicePorts(t *testing.T) {
 	in.waitFor(t, fmt.Sprintf("%d service ports listening", n), func(m map[string]*messages.ServicePortState) bool {
 		ready := 0
 		for _, st := range m {
-			if len(st.GetListenAddresses()) == 2 && len(st.GetEndpoints()) == 3 {
+			if len(st.GetListenAddresses()) == 1 && len(st.GetEndpoints()) == 3 {
 				ready++
 			}
 		}
