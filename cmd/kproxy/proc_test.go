@@ -124,11 +124,23 @@ func coreArgs(addr, manifest string, extra ...string) []string {
 		"--min-sync-period", "10ms", "--log-level", "debug", "--log-format", "json"}, extra...)
 }
 
-// nodeArgs starts a node proxy (bind portal on loopback) whose one TCP
-// proxy port is proxyPort.
-func nodeArgs(core, node string, proxyPort int, extra ...string) []string {
+// testNodePort is the node port of the remote tests' services: each node
+// proxy (bind portal) listens on it on an address of its own, so a test
+// reaches each node's view apart (they share the service's cluster IP).
+const testNodePort = 30080
+
+// nodeIP is the loopback address of the node proxy numbered id (any
+// number below 65536 a test holds, such as a free port).
+func nodeIP(id int) string { return fmt.Sprintf("127.1.%d.%d", id>>8, id&0xff) }
+
+// nodeAddr is where the node proxy numbered id serves the node port.
+func nodeAddr(id int) string { return fmt.Sprintf("%s:%d", nodeIP(id), testNodePort) }
+
+// nodeArgs starts a node proxy (bind portal on loopback) whose node ports
+// listen on nodeIP(id).
+func nodeArgs(core, node string, id int, extra ...string) []string {
 	return append([]string{"run", "--source", "remote:" + core, "--node-name", node, "--portal", "bind",
-		"--bind-address", "127.0.0.1", "--port-range", fmt.Sprintf("%d-%d", proxyPort, proxyPort),
+		"--bind-address", nodeIP(id),
 		"--healthz-bind-address", "", "--metrics-bind-address", "", "--proxy-ports-file", "",
 		"--min-sync-period", "10ms", "--log-level", "debug", "--log-format", "json", "--shutdown-grace-period", "1s"}, extra...)
 }

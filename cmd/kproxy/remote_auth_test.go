@@ -51,7 +51,7 @@ func TestRemoteTokenRefusesWrongBackend(t *testing.T) {
 	pa := freeTCPPort(t)
 	node := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa, "--remote-token-file", good)...)
 	node.waitLog(t, "source synced", 1, 30*time.Second)
-	awaitNames(t, fmt.Sprintf("127.0.0.1:%d", pa), 5, "127.0.0.11")
+	awaitNames(t, nodeAddr(pa), 5, "127.0.0.11")
 }
 
 // TestRemoteTLSClientCertificates: remoting over TLS with client
@@ -99,7 +99,7 @@ func TestRemoteTLSClientCertificates(t *testing.T) {
 	pa := freeTCPPort(t)
 	node := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa, tlsFlags("node-a", ca, caKey, filepath.Join(dir, "ca.pem"))...)...)
 	node.waitLog(t, "source synced", 1, 30*time.Second)
-	awaitNames(t, fmt.Sprintf("127.0.0.1:%d", pa), 5, "127.0.0.11")
+	awaitNames(t, nodeAddr(pa), 5, "127.0.0.11")
 }
 
 func writePEM(t *testing.T, path, typ string, der []byte) {

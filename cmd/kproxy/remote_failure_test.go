@@ -26,7 +26,7 @@ func TestRemoteCoreKilledUnderLoad(t *testing.T) {
 	pa, pb := freeTCPPort(t), freeTCPPort(t)
 	a := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa)...)
 	b := startProc(t, "node-b", nodeArgs(coreAddr, "node-b", pb)...)
-	addrA, addrB := fmt.Sprintf("127.0.0.1:%d", pa), fmt.Sprintf("127.0.0.1:%d", pb)
+	addrA, addrB := nodeAddr(pa), nodeAddr(pb)
 	a.waitLog(t, "source synced", 1, 30*time.Second)
 	b.waitLog(t, "source synced", 1, 30*time.Second)
 	awaitNames(t, addrA, 1, "127.0.0.11")
@@ -94,7 +94,7 @@ func TestRemoteNodeStartsBeforeCore(t *testing.T) {
 	core.waitLog(t, "core serving", 1, 30*time.Second)
 	up := time.Now()
 	a.waitLog(t, "source synced", 1, 30*time.Second)
-	awaitNames(t, fmt.Sprintf("127.0.0.1:%d", pa), 5, "127.0.0.11")
+	awaitNames(t, nodeAddr(pa), 5, "127.0.0.11")
 	t.Logf("the node served %v after the core came up", time.Since(up).Round(time.Millisecond))
 
 	// Its link to the core in /metrics.

@@ -76,8 +76,12 @@ func TestRemoteKubeOneWatchServesThreeNodes(t *testing.T) {
 	svc, err := s.Admin.CoreV1().Services("default").Create(ctx, &corev1.Service{
 		// Named for this proxy, so the kubernetes service takes no proxy port.
 		ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: "default", Labels: map[string]string{"service.kubernetes.io/service-proxy-name": "remote-test"}},
-		Spec: corev1.ServiceSpec{InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
-			Ports: []corev1.ServicePort{{Name: "tcp", Port: 18080, TargetPort: intstr.FromInt32(8080)}}},
+		// A node port with Local policies: each node proxy serves it on an
+		// address of its own (they share the cluster IP on this host).
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+			InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Ports:                 []corev1.ServicePort{{Name: "tcp", Port: 18080, TargetPort: intstr.FromInt32(8080), NodePort: testNodePort}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +121,7 @@ func TestRemoteKubeOneWatchServesThreeNodes(t *testing.T) {
 		p.waitLog(t, "service port listening", 1, 30*time.Second)
 	}
 	core.waitLog(t, "backend subscribed", 3, 10*time.Second)
-	addr := func(n string) string { return fmt.Sprintf("127.0.0.1:%d", nodes[n]) }
+	addr := func(n string) string { return nodeAddr(nodes[n]) }
 	a0, a1, a2 := netip.AddrPortFrom(ips[0], 8080).String(), netip.AddrPortFrom(ips[1], 8080).String(), netip.AddrPortFrom(ips[2], 8080).String()
 	awaitNames(t, addr("node-a"), 10, a0)
 	awaitNames(t, addr("node-b"), 10, a1, a2)

@@ -24,8 +24,10 @@ kind: Service
 metadata: {name: %[1]s, namespace: default}
 spec:
   clusterIP: %[2]s
+  type: NodePort
   internalTrafficPolicy: Local
-  ports: [{name: tcp, port: %[3]d, targetPort: %[4]d}]
+  externalTrafficPolicy: Local
+  ports: [{name: tcp, port: %[3]d, targetPort: %[4]d, nodePort: %[6]d}]
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -36,7 +38,7 @@ metadata:
 addressType: IPv4
 ports: [{name: tcp, port: %[4]d}]
 endpoints:
-%[5]s`, name, clusterIP, port, targetPort, eps.String())
+%[5]s`, name, clusterIP, port, targetPort, eps.String(), testNodePort)
 }
 
 // TestRemoteCoreServesEachNodeItsView: one core on a manifest file, two
@@ -65,7 +67,7 @@ func TestRemoteCoreServesEachNodeItsView(t *testing.T) {
 			t.Fatalf("core logged no subscription with %s", node)
 		}
 	}
-	addrA, addrB := fmt.Sprintf("127.0.0.1:%d", pa), fmt.Sprintf("127.0.0.1:%d", pb)
+	addrA, addrB := nodeAddr(pa), nodeAddr(pb)
 	awaitNames(t, addrA, 1, "127.0.0.11")
 	awaitNames(t, addrB, 10, "127.0.0.12", "127.0.0.13")
 	if got := namesThrough(t, addrA, 20); len(got) != 1 || got["127.0.0.11"] != 20 {
@@ -93,9 +95,11 @@ func TestRemoteCoreServesEachNodeItsView(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"kproxy_core_subscriptions 2\n", "kproxy_core_snapshots_total 2\n", "kproxy_core_deltas_total 2\n"} {
+	// One delta: with both traffic policies Local a node's view holds only
+	// its own endpoints, so node-a's new endpoint changes nothing for node-b.
+	for _, want := range []string{"kproxy_core_subscriptions 2\n", "kproxy_core_snapshots_total 2\n", "kproxy_core_deltas_total 1\n"} {
 		if !strings.Contains(string(body), want) {
-			t.Errorf("core /metrics lacks %q", want)
+			t.Errorf("core /metrics lacks %q:\n%s", want, grepLines(string(body), "kproxy_core"))
 		}
 	}
 }
