@@ -46,21 +46,15 @@ func (p *Proxy) Crash(servicePort, role, reason string) error {
 	if !crashableRoles[role] {
 		return fmt.Errorf("crash %s: unknown actor %q (want portal, balancer, affinity or serviceport)", servicePort, role)
 	}
-	snap, err := p.State(5 * time.Second)
+	st, err := p.servicePortState(servicePort)
 	if err != nil {
-		return err
+		return fmt.Errorf("crash %w", err)
 	}
-	for _, st := range snap.GetServicePorts() {
-		if st.GetKey().ID() != servicePort {
-			continue
-		}
-		if role == roleAffinity && st.GetServicePort().GetSessionAffinity() != messages.SessionAffinity_CLIENT_IP {
-			return fmt.Errorf("crash %s: no affinity actor (sessionAffinity is not ClientIP)", servicePort)
-		}
-		p.crash(st, role, reason)
-		return nil
+	if role == roleAffinity && st.GetServicePort().GetSessionAffinity() != messages.SessionAffinity_CLIENT_IP {
+		return fmt.Errorf("crash %s: no affinity actor (sessionAffinity is not ClientIP)", servicePort)
 	}
-	return fmt.Errorf("crash %s: %w", servicePort, ErrUnknownServicePort)
+	p.crash(st, role, reason)
+	return nil
 }
 
 func (p *Proxy) crash(st *messages.ServicePortState, role, reason string) {

@@ -347,6 +347,9 @@ func (s *Listeners) StopAccepting() {
 	}
 	s.mu.Unlock()
 	for _, l := range tcp {
+		// Paused first: its accept loop has returned, and every
+		// connection it accepted is counted as dialing (WaitDialed).
+		l.Pause()
 		l.Close()
 	}
 }

@@ -93,6 +93,10 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 			p.OnFirstAccept()
 			p.OnFirstAccept = nil
 		}
+		// Counted as dialing before the accept loop goes on: a shutdown
+		// that stopped this loop (Listeners.StopAccepting) then waits for
+		// every connection it accepted to have its endpoint.
+		p.Conns.DialStart()
 		go p.handle(conn)
 	}
 }
@@ -107,8 +111,13 @@ func (p *TCPProxy) accept(ln *net.TCPListener) (*net.TCPConn, error) {
 	return ln.AcceptTCP()
 }
 
+// handle serves an accepted connection, which Serve counted as dialing.
 func (p *TCPProxy) handle(client *net.TCPConn) {
+	dialing := true
 	defer func() {
+		if dialing {
+			p.Conns.DialDone()
+		}
 		if r := recover(); r != nil {
 			p.event(p.Log.Error()).Interface("panic", r).Msg("tcp connection handler panicked")
 			client.Close()
@@ -122,9 +131,9 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 		clientIP = a.IP.String()
 	}
 	ct := p.traceConn(client)
-	p.Conns.DialStart()
 	backend, err := p.dial(clientIP, ct)
 	p.Conns.DialDone()
+	dialing = false
 	if err != nil {
 		p.event(p.Log.Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 		ct.failed(err)

@@ -49,13 +49,6 @@ func (a *APIConns) Break() int {
 	return len(conns)
 }
 
-// Open is the number of open connections.
-func (a *APIConns) Open() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.conns)
-}
-
 type apiConn struct {
 	net.Conn
 	owner *APIConns

@@ -27,18 +27,9 @@ const DefaultAdminAddress = "127.0.0.1:10260"
 // checkAdminAddress refuses a non-loopback admin address unless allowed:
 // the admin API can crash actors and break endpoints.
 func checkAdminAddress(addr string, allowNonLoopback bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--admin-address %q: %w", addr, err)
-	}
-	if allowNonLoopback {
-		return nil
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
+	loopback, err := loopbackAddress("--admin-address", addr)
+	if err != nil || loopback || allowNonLoopback {
+		return err
 	}
 	return fmt.Errorf("--admin-address %q is not a loopback address; the fault-injection API would be reachable from the network (pass --admin-allow-non-loopback to insist)", addr)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/pprof"
 )
@@ -10,15 +9,9 @@ import (
 // checkProfilingAddress accepts only a loopback address: profiles show
 // the process's internals and a CPU profile costs CPU while it runs.
 func checkProfilingAddress(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--profiling-address %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
+	loopback, err := loopbackAddress("--profiling-address", addr)
+	if err != nil || loopback {
+		return err
 	}
 	return fmt.Errorf("--profiling-address %q is not a loopback address", addr)
 }
@@ -28,10 +21,23 @@ func checkProfilingAddress(addr string) error {
 // its own rather than http.DefaultServeMux.
 func profilingHandler() http.Handler {
 	mux := http.NewServeMux()
+	addProfiling(mux)
+	return mux
+}
+
+// withProfiling serves the profiler's pages beside h (kube-proxy's
+// enableProfiling serves them on its metrics server too).
+func withProfiling(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	addProfiling(mux)
+	return mux
+}
+
+func addProfiling(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
 }

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 
@@ -40,19 +39,12 @@ func (f *remoteFlags) register(fs *flag.FlagSet) {
 // checkListen refuses a non-loopback remoting address unless allowed, and
 // then only with a token.
 func (f *remoteFlags) checkListen(flagName, addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%s %q: %w", flagName, addr, err)
+	loopback, err := loopbackAddress(flagName, addr)
+	if err != nil || loopback {
+		return err
 	}
-	if host == "localhost" {
-		return nil
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
+	if host, _, _ := net.SplitHostPort(addr); net.ParseIP(host) == nil {
 		return fmt.Errorf("%s %q: the host must be an IP address", flagName, addr)
-	}
-	if ip.IsLoopback() {
-		return nil
 	}
 	if !f.allowNonLoopback {
 		return fmt.Errorf("%s %q is not loopback: pass --remote-allow-non-loopback (and --remote-token-file) to serve remoting beyond this host", flagName, addr)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"time"
 
@@ -77,17 +76,4 @@ func nodeAddresses(prefixes []netip.Prefix) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// withProfiling serves net/http/pprof's handlers under /debug/pprof/ beside
-// h (kube-proxy's enableProfiling serves them on its metrics server too).
-func withProfiling(h http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/", h)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
 }

@@ -87,16 +87,7 @@ endpoints:
 		old = next
 	}
 	ok, failed, kaOK, kaFailed := load.stop(t)
-	for _, p := range draining {
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			t.Fatal("a draining kproxy did not exit within 15 s of its last connection closing")
-		}
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("a drained kproxy exited with %d, want 0", code)
-		}
-	}
+	waitDrained(t, draining)
 	t.Logf("bind portal, 10 overlapping restarts: %d requests, %d failed; keep-alive: %d exchanges, %d failed", ok, failed, kaOK, kaFailed)
 	if failed > 0 || kaFailed > 0 {
 		t.Errorf("%d of %d connection-per-request requests and %d keep-alive exchanges failed across overlapping restarts, want 0",
@@ -109,18 +100,8 @@ endpoints:
 		signalled := time.Now()
 		old.stop(t, sig)
 		old = start()
-		back := time.Time{}
-		for deadline := signalled.Add(15 * time.Second); time.Now().Before(deadline); {
-			if err := tcpOK(bindSvc); err == nil {
-				back = time.Now()
-				break
-			}
-			time.Sleep(5 * time.Millisecond) // measuring the gap: poll as a client would retry
-		}
-		if back.IsZero() {
-			t.Fatalf("service not back within 15 s of %v and a new start", sig)
-		}
-		t.Logf("bind portal, %v then start: service back %v after the signal", sig, back.Sub(signalled).Round(time.Millisecond))
+		gap := serviceGap(t, signalled, sig, ask)
+		t.Logf("bind portal, %v then start: service back %v after the signal", sig, gap.Round(time.Millisecond))
 	}
 }
 
@@ -128,36 +109,9 @@ endpoints:
 // to logPath; cleanup kills it if it still runs.
 func startBindProc(t *testing.T, bin, logPath, manifest string) *proc {
 	t.Helper()
-	p := &proc{log: logPath, done: make(chan struct{})}
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A grace period longer than the test: every old process keeps its
 	// keep-alive connections until the clients close them.
-	p.cmd = exec.Command(bin, "run", "--portal", "bind", "--bind-address", "127.0.0.1", "--source", "file:"+manifest,
+	return startProc(t, exec.Command(bin, "run", "--portal", "bind", "--bind-address", "127.0.0.1", "--source", "file:"+manifest,
 		"--healthz-bind-address", "", "--metrics-bind-address", "", "--log-format", "json",
-		"--proxy-ports-file", "", "--shutdown-grace-period", "60s")
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("end of %s:\n%s", p.log, tail(p.log, 30))
-		}
-	})
-	return p
+		"--proxy-ports-file", "", "--shutdown-grace-period", "60s"), logPath)
 }

@@ -62,17 +62,7 @@ func testHandover(t *testing.T, bin string) {
 		old = next
 	}
 	ok, failed, kaOK, kaFailed := load.stop(t)
-	// The clients closed: every old process has drained and exits 0.
-	for _, p := range draining {
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			t.Fatalf("a draining kproxy did not exit within 15 s of its last connection closing")
-		}
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("a drained kproxy exited with %d, want 0", code)
-		}
-	}
+	waitDrained(t, draining)
 	t.Logf("10 overlapping restarts: %d requests, %d failed; keep-alive: %d exchanges, %d failed", ok, failed, kaOK, kaFailed)
 	if failed > 0 || kaFailed > 0 {
 		t.Errorf("%d of %d connection-per-request requests and %d keep-alive exchanges failed across overlapping restarts, want 0",
@@ -87,25 +77,48 @@ func testHandover(t *testing.T, bin string) {
 		old.stop(t, sig)
 		e.adminAt = addrs[0]
 		next := e.start(t)
-		var back time.Time
-		deadline := signalled.Add(15 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, err := e.askBackend(e.tp.Client, "tcp", svc, time.Second); err == nil {
-				back = time.Now()
-				break
-			}
-			time.Sleep(5 * time.Millisecond) // measuring the gap: poll as a client would retry
-		}
-		if back.IsZero() {
-			t.Fatalf("service did not come back within 15 s of %v and a new start", sig)
-		}
+		gap := serviceGap(t, signalled, sig, func() error {
+			_, err := e.askBackend(e.tp.Client, "tcp", svc, time.Second)
+			return err
+		})
 		st := e.waitReady(t, next, servicePorts(false))
-		t.Logf("%v then start: service back after %v, proxy port %d (was %d)", sig, back.Sub(signalled).Round(time.Millisecond), st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
+		t.Logf("%v then start: service back after %v, proxy port %d (was %d)", sig, gap.Round(time.Millisecond), st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
 		if st[spWebTCP].ProxyPort != first[spWebTCP].ProxyPort {
 			t.Errorf("after %v the new process took proxy port %d, want the old one's %d", sig, st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
 		}
 		old = next
 	}
+}
+
+// waitDrained waits until each draining process exits (the clients have
+// closed: nothing is left to drain) and checks it exited 0.
+func waitDrained(t *testing.T, draining []*proc) {
+	t.Helper()
+	for _, p := range draining {
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("a draining kproxy did not exit within 15 s of its last connection closing")
+		}
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("a drained kproxy exited with %d, want 0", code)
+		}
+	}
+}
+
+// serviceGap polls ask, as a client would retry, until it succeeds, and
+// returns how long after signalled that was (at most 15 s, else the test
+// fails): the gap in service of a stop then start after sig.
+func serviceGap(t *testing.T, signalled time.Time, sig syscall.Signal, ask func() error) time.Duration {
+	t.Helper()
+	for deadline := signalled.Add(15 * time.Second); time.Now().Before(deadline); {
+		if ask() == nil {
+			return time.Since(signalled)
+		}
+		time.Sleep(5 * time.Millisecond) // measuring the gap: poll as a client would retry
+	}
+	t.Fatalf("service did not come back within 15 s of %v and a new start", sig)
+	return 0
 }
 
 // handoverLoad is connection-per-request clients and keep-alive

@@ -28,11 +28,6 @@ type proc struct {
 func (e *env) start(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	e.procs++
-	p := &proc{log: filepath.Join(e.dir, fmt.Sprintf("kproxy-%d.log", e.procs)), done: make(chan struct{})}
-	logf, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A token file per process: parallel tests' kproxies share the
 	// host's file system, and each its admin address.
 	e.tokenFile = filepath.Join(e.dir, fmt.Sprintf("admin-token-%d", e.procs))
@@ -40,16 +35,29 @@ func (e *env) start(t *testing.T, extra ...string) *proc {
 		"--log-format", "json", "--enable-fault-injection", "--admin-address", e.adminAddr(), "--admin-token-file", e.tokenFile,
 		"--file-poll-interval", "100ms", "--proxy-ports-file", filepath.Join(e.dir, "proxy-ports.json"),
 		"--shutdown-grace-period", "2s"}, extra...)
-	p.cmd = e.tp.Node.Command(context.Background(), e.bin, args...)
+	cmd := e.tp.Node.Command(context.Background(), e.bin, args...)
 	if e.path != "" {
-		p.cmd.Env = append(os.Environ(), "PATH="+e.path)
+		cmd.Env = append(os.Environ(), "PATH="+e.path)
+	}
+	p := startProc(t, cmd, filepath.Join(e.dir, fmt.Sprintf("kproxy-%d.log", e.procs)))
+	t.Logf("started kproxy (pid %d): %s", p.cmd.Process.Pid, strings.Join(args, " "))
+	return p
+}
+
+// startProc starts cmd with its output in logPath; cleanup kills it if it
+// is still running and, when the test failed, shows the end of its log.
+func startProc(t *testing.T, cmd *exec.Cmd, logPath string) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
 		t.Fatalf("start %s: %v", p.cmd, err)
 	}
-	t.Logf("started kproxy (pid %d): %s", p.cmd.Process.Pid, strings.Join(args, " "))
 	go func() {
 		p.err = p.cmd.Wait()
 		logf.Close()
