@@ -56,14 +56,12 @@ func (b *Balancer) Receive(ctx actor.Context) {
 		b.cfg.traceRestart(ctx)
 		// A restarted incarnation takes over the holder: its predecessor's
 		// last Snapshot keeps serving connections until this one has its
-		// endpoints.
+		// endpoints. Also when the ServicePort or the Proxier restarts
+		// (so not cleared on Stopping): no connection waits on an actor
+		// round trip that a slow restart could time out. The ServicePort
+		// drops the Snapshot when the service port goes for good.
 		b.snapshot = b.cfg.snapshotHolder(ctx.Self().GetId())
 		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleBalancer})
-	case *actor.Stopping:
-		// The service port goes away or restarts: connections ask the
-		// actor (the next incarnation, or nobody) from now on.
-		b.snapshot.Store(nil)
-		b.cfg.snapshots.CompareAndDelete(ctx.Self().GetId(), b.snapshot)
 	case *messages.SetEndpoints:
 		b.setEndpoints(ctx, m)
 	case *messages.InjectCrash:

@@ -121,6 +121,14 @@ func (c *Config) snapshotHolder(id string) *balancer.SnapshotHolder {
 	return h.(*balancer.SnapshotHolder)
 }
 
+// dropSnapshot ends the Snapshot of the Balancer with PID id (its service
+// port is gone): connections still picking ask the actor, which is gone.
+func (c *Config) dropSnapshot(id string) {
+	if h, ok := c.snapshots.LoadAndDelete(id); ok {
+		h.(*balancer.SnapshotHolder).Store(nil)
+	}
+}
+
 // ProxyPorts are a service port's proxy ports (External: the second one
 // for external traffic under a Local policy, or 0).
 type ProxyPorts struct {

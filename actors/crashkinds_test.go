@@ -89,6 +89,8 @@ func TestCrashEachKindRepeatedly(t *testing.T) {
 	hOthers := startHammer(ct.others, 4, stop)
 	stats := ct.p.cfg.Stats.For(ct.id)
 	for _, kind := range []string{rolePortal, roleBalancer, roleAffinity, roleServicePort, roleWatcher, roleProxier, roleRules} {
+		hCrashed.setPhase(kind + " crashes")
+		hOthers.setPhase(kind + " crashes")
 		var times []time.Duration
 		dialFailures := stats.DialFailures.Load()
 		for i := 1; i <= 100; i++ {

@@ -46,7 +46,12 @@ type hammer struct {
 	ok       atomic.Int64
 	mu       sync.Mutex
 	failures map[string][]error
+	// phase names what the test is doing (the crash kind), so a failure
+	// says when it happened.
+	phase atomic.Pointer[string]
 }
+
+func (h *hammer) setPhase(p string) { h.phase.Store(&p) }
 
 func startHammer(addrs []string, clients int, stop <-chan struct{}) *hammer {
 	h := &hammer{failures: map[string][]error{}}
@@ -62,6 +67,9 @@ func startHammer(addrs []string, clients int, stop <-chan struct{}) *hammer {
 				}
 				addr := addrs[n%len(addrs)]
 				if err := roundTrip(addr); err != nil {
+					if p := h.phase.Load(); p != nil {
+						err = fmt.Errorf("during %s: %w", *p, err)
+					}
 					h.mu.Lock()
 					h.failures[addr] = append(h.failures[addr], err)
 					h.mu.Unlock()

@@ -89,7 +89,6 @@ func (p *Portal) Receive(ctx actor.Context) {
 func (p *Portal) started(ctx actor.Context) {
 	p.incarnation = incarnations.Add(1)
 	p.owner = ctx.Self().GetId()
-	p.cfg.listeners.Unhold(p.owner)
 	p.serving = map[string]*portal.Listener{}
 	p.firstAccept = p.cfg.firstAccept(p.cfg.traceRestart(ctx))
 	bpid := siblingPID(ctx, roleBalancer)
@@ -130,10 +129,14 @@ func (p *Portal) restarting() {
 
 // stopping closes the sockets, unless the ServicePort is restarting rather
 // than going away: then they are kept for the next Portal, as for a Portal
-// restart.
+// restart. The hold is taken here, where it is used, not cleared when the
+// next Portal starts: a ServicePort can be stopped right after it spawned
+// this Portal, before this Portal's Started ran, and clearing the hold
+// there closed the sockets the ServicePort had just held (a Proxier
+// crashed twice in quick succession refused a few connections).
 func (p *Portal) stopping() {
 	p.stopRetry()
-	if p.cfg.listeners.Held(p.owner) {
+	if p.cfg.listeners.Unhold(p.owner) {
 		for _, l := range p.serving {
 			l.Pause()
 		}

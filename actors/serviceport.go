@@ -119,6 +119,7 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 	}
 	s.cfg.pins.Delete(ctx.Self().GetId()) // the service port is gone, its pins with it
 	s.cfg.listeners.CloseOwned(portalOwner(ctx))
+	s.cfg.dropSnapshot(childID(ctx.Self().GetId(), roleBalancer))
 	s.cfg.Stats.Delete(s.sp.GetKey().ID())
 	network, _ := portal.Network(s.sp.GetKey().GetProtocol()) // ports exist only for supported ones
 	for _, port := range []int{s.proxyPort, s.extPort} {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/bench/backends"
@@ -194,5 +195,77 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 	}
 	if failed > 0 {
 		t.Errorf("%d requests failed in the storm (first: %v)", failed, first)
+	}
+}
+
+// A Proxier that crashes again while it starts its ServicePorts over keeps
+// every listening socket: no socket is closed and opened again (which
+// refuses and resets connections). A Portal spawned just before the second
+// crash used to clear its ServicePort's hold when its Started ran late,
+// then closed the sockets on its Stopping.
+func TestProxierCrashingWhileRestartingKeepsSockets(t *testing.T) {
+	p := startProxy(t)
+	w := watchState(t, p)
+	restarts := make(chan struct{}, 64)
+	sub := p.System.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok && roleOf(e.Child.GetId()) == roleProxier {
+			restarts <- struct{}{}
+		}
+	})
+	t.Cleanup(func() { p.System.EventStream.Unsubscribe(sub) })
+	addrs := tcpBackends(t, 1)
+	var spes []*messages.ServicePortEndpoints
+	for i := range 20 {
+		sp := svcPort(fmt.Sprintf("again-%d", i), messages.Protocol_TCP, fmt.Sprintf("127.0.22.%d", i+1), 18080)
+		spes = append(spes, spe(sp, endpoints(addrs...)))
+	}
+	p.Submit(snapshot(1, spes...))
+	type socket struct {
+		owner, addr string
+		l           *portal.Listener
+	}
+	sockets := map[string]socket{}
+	for _, s := range spes {
+		id := s.GetServicePort().GetKey().ID()
+		st := w.listening(t, id, 1, 1)
+		owner, addr := childID(st.GetActorId(), rolePortal), st.GetListenAddresses()[0]
+		sockets[id] = socket{owner, addr, p.cfg.listeners.Get(owner, addr)}
+	}
+	awaitRestart := func(i int) {
+		select {
+		case <-restarts:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("crash pair %d: the Proxier was not restarted", i)
+		}
+	}
+	for i := range 10 {
+		if err := p.CrashTop(roleProxier, "test"); err != nil {
+			t.Fatal(err)
+		}
+		awaitRestart(i)
+		// The second crash lands at a different point of the restart
+		// each time: before, while or after the ServicePorts spawn
+		// their Portals. A jitter, not a wait for anything.
+		time.Sleep(time.Duration(i%4) * time.Millisecond)
+		if err := p.CrashTop(roleProxier, "test"); err != nil {
+			t.Fatal(err)
+		}
+		awaitRestart(i)
+		w.wait(t, "every service port listening again", func(m map[string]*messages.ServicePortState) bool {
+			for id, s := range sockets {
+				if st := m[id]; st == nil || len(st.GetListenAddresses()) != 1 || st.GetListenAddresses()[0] != s.addr {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	for id, s := range sockets {
+		if err := roundTrip(s.addr); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+		if got := p.cfg.listeners.Get(s.owner, s.addr); got != s.l {
+			t.Errorf("%s: its socket on %s was closed and opened again", id, s.addr)
+		}
 	}
 }

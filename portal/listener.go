@@ -246,7 +246,9 @@ func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
 }
 
 // Hold marks owner's sockets to be kept while its actor is stopped and
-// started again (its supervisor is restarting); Unhold ends that.
+// started again (its supervisor is restarting); Unhold takes the mark. A
+// hold that no actor takes is harmless: CloseOwned, when the owner goes
+// for good, closes the sockets and drops it.
 func (s *Listeners) Hold(owner string) {
 	s.mu.Lock()
 	s.held[owner] = true
@@ -260,13 +262,6 @@ func (s *Listeners) Unhold(owner string) bool {
 	held := s.held[owner]
 	delete(s.held, owner)
 	return held
-}
-
-// Held reports whether owner's sockets are to be kept.
-func (s *Listeners) Held(owner string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held[owner]
 }
 
 // CloseOwned closes and forgets all of owner's sockets and flows.
