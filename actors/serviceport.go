@@ -193,6 +193,12 @@ func (s *ServicePort) childStarted(ctx actor.Context, role string) {
 
 // listenerReady records where the Portal listens and what it could not open.
 func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady) {
+	if slices.Equal(s.state.ListenAddresses, m.GetAddresses()) && slices.Equal(failureTexts(s.state.Failures), failureTexts(m.GetFailures())) {
+		// A retry that failed as the last one did tells nothing new: past
+		// the open-file limit, thousands of ports logged every retry.
+		s.cfg.Log.Debug().Str("servicePort", s.sp.GetKey().ID()).Msg("portal still failing, retrying")
+		return
+	}
 	s.state.ListenAddresses = m.GetAddresses()
 	s.state.Error, s.state.Failures = "", m.GetFailures()
 	if len(m.GetFailures()) > 0 {
