@@ -19,7 +19,14 @@ import (
 
 func startProxy(t *testing.T) *Proxy {
 	t.Helper()
-	p := Start(Config{BindAddress: "127.0.0.1", Log: zerolog.New(zerolog.NewTestWriter(t)).Level(testLogLevel)})
+	return startProxyWith(t, Config{})
+}
+
+// startProxyWith starts cfg on loopback with the test's logger.
+func startProxyWith(t *testing.T, cfg Config) *Proxy {
+	t.Helper()
+	cfg.BindAddress, cfg.Log = "127.0.0.1", zerolog.New(zerolog.NewTestWriter(t)).Level(testLogLevel)
+	p := Start(cfg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

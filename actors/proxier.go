@@ -194,10 +194,10 @@ func (p *Proxier) restarted(ctx actor.Context) {
 			p.spawn(ctx, id)
 			continue
 		}
+		// Its pins, saved under its name, it takes itself when it starts
+		// (one taker: pins sent in a message were lost when this Proxier
+		// crashed again before the ServicePort read it).
 		p.adopt(id, pid)
-		if pins, ok := p.cfg.pins.LoadAndDelete(prev.GetId()); ok {
-			ctx.Send(pid, pins.(*messages.AffinityEntries))
-		}
 	}
 	p.cfg.handover.Store(false)
 	p.cfg.Log.Warn().Int("servicePorts", len(p.last)).Msg("proxier restarted; its service ports carried over")

@@ -101,10 +101,10 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 	}
 }
 
-// keepPins saves pins not yet handed to an Affinity (it restarted and
-// this actor is going down before passing them on). An Affinity that has
-// its pins saves them after this (children stop after their parent's
-// Stopping), under the same key.
+// keepPins saves the last pins this actor had for an Affinity: ones not
+// yet passed on, or passed on to an Affinity that may not have taken them.
+// An Affinity that has its pins saves them after this (children stop after
+// their parent's Stopping), under the same key, so its fresher ones win.
 func (s *ServicePort) keepPins(ctx actor.Context) {
 	if s.affinityEntries != nil {
 		s.cfg.pins.Store(ctx.Self().GetId(), s.affinityEntries)
@@ -171,7 +171,11 @@ func (s *ServicePort) childStarted(ctx actor.Context, role string) {
 	s.started[role] = true
 	msg := s.configFor(role)
 	if set, ok := msg.(*messages.SetEndpoints); ok && role == roleAffinity && s.affinityEntries != nil {
-		set.AffinityEntries, s.affinityEntries = s.affinityEntries, nil
+		// The copy is kept: an Affinity stopped (its system message
+		// jumps the queue) before it took this SetEndpoints saves no
+		// pins, and these would be lost. One that took them saves its
+		// own after this actor's keepPins, so the fresher ones win.
+		set.AffinityEntries = s.affinityEntries
 	}
 	if msg != nil {
 		if restarted {
