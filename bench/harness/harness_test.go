@@ -189,7 +189,9 @@ func TestWatchListeners(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	<-w.listening(0)
+	if i := <-w.order; i != 0 {
+		t.Fatalf("order gave %d, want 0", i)
+	}
 	if got := w.times(); got[0] <= 0 {
 		t.Fatalf("listener not seen: %v", got)
 	}
