@@ -26,7 +26,7 @@ test: vet test-deps apiserver jaeger
 # Each fuzz target for FUZZTIME (CI runs it after the tests). Minimizing
 # a new input is capped, or one slow minimization eats the whole budget.
 FUZZTIME ?= 10s
-FUZZ_TARGETS = FuzzManifests:./watcher FuzzAdminRequests:./cmd/kproxy FuzzConfig:./cmd/kproxy
+FUZZ_TARGETS = FuzzManifests:./watcher FuzzSimpleYAML:./watcher FuzzAdminRequests:./cmd/kproxy FuzzConfig:./cmd/kproxy
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		name=$${t%%:*}; pkg=$${t#*:}; \

@@ -23,6 +23,10 @@ type Proxier struct {
 	// that restarted (its children and state are rebuilt from it).
 	last map[string]*messages.UpsertServicePort
 	ids  map[string]string // ServicePort PID id -> service port id
+	// fresh holds service ports spawned by upsert whose ServicePort has not
+	// yet said ChildStarted: upsert sent it its state with the spawn, so
+	// that first ChildStarted needs no answer.
+	fresh map[string]bool
 	// first is set when the source's first state has been handed out
 	// (FlushApplied), complete once every service port reported since.
 	first, complete bool
@@ -49,6 +53,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		p.state = map[string]*messages.ServicePortState{}
 		p.last = map[string]*messages.UpsertServicePort{}
 		p.ids = map[string]string{}
+		p.fresh = map[string]bool{}
 	case *actor.Restarting:
 		// protoactor stops every ServicePort now; they keep what serves.
 		p.cfg.handover.Store(true)
@@ -59,6 +64,10 @@ func (p *Proxier) Receive(ctx actor.Context) {
 	case *messages.ChildStarted:
 		id, ok := p.ids[ctx.Sender().GetId()]
 		if !ok || p.last[id] == nil {
+			return
+		}
+		if p.fresh[id] {
+			delete(p.fresh, id)
 			return
 		}
 		up := proto.CloneOf(p.last[id])
@@ -77,6 +86,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 			delete(p.state, id)
 			delete(p.last, id)
 			delete(p.ids, pid.GetId())
+			delete(p.fresh, id)
 			p.cfg.ServiceHealth.Delete(id)
 			p.cfg.Log.Info().Str("servicePort", id).Msg("service port deleted")
 			ctx.ActorSystem().EventStream.Publish(&messages.ServicePortState{Key: m.GetKey(), Deleted: true, Generation: m.GetGeneration()})
@@ -113,6 +123,7 @@ func (p *Proxier) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 	pid := p.ports[id]
 	if pid == nil {
 		pid = p.spawn(ctx, id)
+		p.fresh[id] = true
 		span.SetAttributes(attribute.Bool("kproxy.new", true))
 	}
 	m.Trace = tc
@@ -181,7 +192,7 @@ func (p *Proxier) adopt(id string, pid *actor.PID) *actor.PID {
 // ServicePort restart.
 func (p *Proxier) restarted(ctx actor.Context) {
 	old := p.ports
-	p.ports, p.ids = map[string]*actor.PID{}, map[string]string{}
+	p.ports, p.ids, p.fresh = map[string]*actor.PID{}, map[string]string{}, map[string]bool{}
 	for id := range p.last {
 		prev := old[id]
 		if prev == nil {

@@ -41,9 +41,12 @@ type ServicePort struct {
 	// portRetry is the wait before the next try to allocate the proxy port.
 	portRetry time.Duration
 
-	started  map[string]bool // roles seen starting at least once
-	state    *messages.ServicePortState
-	children map[string]*actor.PID
+	started map[string]bool // roles seen starting at least once
+	// configSent holds the roles spawn sent their configuration to, so
+	// their first ChildStarted needs no answer.
+	configSent map[string]bool
+	state      *messages.ServicePortState
+	children   map[string]*actor.PID
 	// Entries a restarting Affinity handed over, for its next incarnation.
 	affinityEntries *messages.AffinityEntries
 	// The portal rules last asked of the Rules actor (kernel modes).
@@ -62,7 +65,7 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.cfg.traceRestart(ctx)
-		s.started = map[string]bool{}
+		s.started, s.configSent = map[string]bool{}, map[string]bool{}
 		s.children = map[string]*actor.PID{}
 		s.state = &messages.ServicePortState{}
 		if pins, ok := s.cfg.pins.LoadAndDelete(ctx.Self().GetId()); ok {
@@ -165,34 +168,32 @@ func (s *ServicePort) allocate(ctx actor.Context) {
 }
 
 // childStarted answers a (re)started child with its configuration (and a
-// restarted Affinity with the entries its predecessor saved).
+// restarted Affinity with the entries its predecessor saved). The first
+// start of a Portal or Balancer needs no answer: spawn sent its
+// configuration with it.
 func (s *ServicePort) childStarted(ctx actor.Context, role string) {
 	restarted := s.started[role]
 	s.started[role] = true
-	msg := s.configFor(role)
-	if set, ok := msg.(*messages.SetEndpoints); ok && role == roleAffinity && s.affinityEntries != nil {
-		// The copy is kept: an Affinity stopped (its system message
-		// jumps the queue) before it took this SetEndpoints saves no
-		// pins, and these would be lost. One that took them saves its
-		// own after this actor's keepPins, so the fresher ones win.
-		set.AffinityEntries = s.affinityEntries
+	if !restarted && s.configSent[role] {
+		return
 	}
-	if msg != nil {
+	if msg := s.childConfig(role); msg != nil {
 		if restarted {
 			setTrace(msg, nil) // a restart, not the last change
 		}
 		ctx.Respond(msg)
 	}
-	if restarted {
-		switch role {
-		case rolePortal:
-			s.state.ListenAddresses = nil // until the new incarnation reports
-		case roleBalancer:
-			s.state.Ejected = nil // outlier detection starts afresh
-		}
-		s.state.Restarts++
-		s.report(ctx, role+" restarted")
+	if !restarted {
+		return
 	}
+	switch role {
+	case rolePortal:
+		s.state.ListenAddresses = nil // until the new incarnation reports
+	case roleBalancer:
+		s.state.Ejected = nil // outlier detection starts afresh
+	}
+	s.state.Restarts++
+	s.report(ctx, role+" restarted")
 }
 
 // listenerReady records where the Portal listens and what it could not open.
@@ -333,6 +334,12 @@ func (s *ServicePort) syncAffinity(ctx actor.Context) {
 	}
 }
 
+// spawn starts a child. Without ClientIP affinity it gets its
+// configuration at once, behind its Started: no round trip through
+// ChildStarted (three messages per child, 20,000 for 10,000 service
+// ports). With affinity, children still ask, in the order they start, so
+// the Balancer is not configured (and forwarding lookups) before the
+// Affinity has the pins a predecessor saved.
 func (s *ServicePort) spawn(ctx actor.Context, role string) {
 	pid, err := ctx.SpawnNamed(s.cfg.props[role], role)
 	if err != nil {
@@ -340,6 +347,26 @@ func (s *ServicePort) spawn(ctx actor.Context, role string) {
 		return
 	}
 	s.children[role] = pid
+	if s.sp.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP {
+		return
+	}
+	if msg := s.configFor(role); msg != nil {
+		ctx.Send(pid, msg)
+		s.configSent[role] = true
+	}
+}
+
+// childConfig is configFor, with the entries a restarted Affinity's
+// predecessor saved for an Affinity. The copy is kept: an Affinity
+// stopped (its system message jumps the queue) before it took this
+// SetEndpoints saves no pins, and these would be lost. One that took them
+// saves its own after this actor's keepPins, so the fresher ones win.
+func (s *ServicePort) childConfig(role string) proto.Message {
+	msg := s.configFor(role)
+	if set, ok := msg.(*messages.SetEndpoints); ok && role == roleAffinity && s.affinityEntries != nil {
+		set.AffinityEntries = s.affinityEntries
+	}
+	return msg
 }
 
 // configFor is what a child of the role needs to (re)build its state.

@@ -2,6 +2,7 @@ package backends
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -20,9 +21,15 @@ type TCP struct {
 	open map[net.Conn]struct{}
 }
 
+// listenConfig makes the backends' listeners: no TCP keepalive on the
+// connections they accept (Go turns it on by default, three setsockopts
+// per connection), which a benchmark's clients would otherwise pay for
+// in every connection the backend accepts, whatever the proxy.
+var listenConfig = net.ListenConfig{KeepAlive: -1}
+
 // StartTCP listens on addr ("127.0.0.1:0" for any port).
 func StartTCP(name, addr string) (*TCP, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenConfig.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +157,7 @@ type Sink struct {
 
 // StartSink listens on addr.
 func StartSink(addr string) (*Sink, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listenConfig.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

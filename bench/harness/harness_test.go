@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,7 +190,9 @@ func TestWatchListeners(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	<-w.listening(0)
+	if i := <-w.order; i != 0 {
+		t.Fatalf("order gave %d, want 0", i)
+	}
 	if got := w.times(); got[0] <= 0 {
 		t.Fatalf("listener not seen: %v", got)
 	}
@@ -239,4 +242,51 @@ func TestRelay(t *testing.T) {
 	if res.Ops != 200 || res.Errors != 0 {
 		t.Fatalf("%d ok, %d failed %v", res.Ops, res.Errors, res.ErrSamples)
 	}
+}
+
+// The startup probe over the backends themselves, no proxy in between,
+// taking the addresses in a given order: every address forwards, each is
+// probed once, and the harness's own CPU for it is logged (what the
+// probe costs whatever the proxy; KPROXY_BENCH_PROBE_PORTS=10000 for the
+// startup scenario's size).
+func TestProbeDirect(t *testing.T) {
+	n := 200
+	if v := os.Getenv("KPROXY_BENCH_PROBE_PORTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("$KPROXY_BENCH_PROBE_PORTS=%q: want a positive number", v)
+		}
+	}
+	b, err := startBackends(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	addrs := directAddrs(b, n, ModeConn)
+	order := make(chan int, n)
+	for i := n - 1; i >= 0; i-- { // backwards: the order given is the order probed
+		order <- i
+	}
+	cpu0, err := readProc(os.Getpid())
+	if err != nil {
+		t.Skip(err)
+	}
+	start := time.Now()
+	r, err := awaitForwarding(context.Background(), nil, addrs, ModeConn, start, time.Minute, order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu1, err := readProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range r.Forward {
+		if f <= 0 {
+			t.Fatalf("%s never probed", addrs[i])
+		}
+	}
+	if len(order) != 0 {
+		t.Fatalf("%d addresses of the order left unprobed", len(order))
+	}
+	t.Logf("%d direct probes: %v, the harness's CPU %.2f s", n, time.Since(start).Round(time.Millisecond), (cpu1.CPU - cpu0.CPU).Seconds())
 }

@@ -51,11 +51,12 @@ func watchListeners(ctx context.Context, addrs []string, start time.Time, onAll 
 			err := dumpListeners(fd, func(ap netip.AddrPort) {
 				if i, ok := keys[ap]; ok && w.seen[i] == 0 {
 					w.seen[i] = now
-					close(w.up[i])
+					w.order <- i
 					left--
 				}
 			})
 			if err != nil {
+				w.giveUp()
 				return
 			}
 			if left == 0 {
@@ -63,6 +64,7 @@ func watchListeners(ctx context.Context, addrs []string, start time.Time, onAll 
 			}
 			select {
 			case <-ctx.Done():
+				w.giveUp()
 				return
 			case <-t.C:
 			}

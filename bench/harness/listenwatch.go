@@ -3,20 +3,18 @@ package harness
 import "time"
 
 // listenWatch is what watchListeners reports: when each address began to
-// listen, and a channel per address closed at that moment, so a probe of
-// whether it forwards can wait for it instead of dialing a closed port.
+// listen, and the addresses' indices in the order they began to, so a
+// probe of whether they forward can take each port as soon as it
+// listens, instead of dialing closed ports or waiting on one port while
+// others are already up.
 type listenWatch struct {
-	seen []time.Duration
-	up   []chan struct{}
-	done chan struct{}
+	seen  []time.Duration
+	order chan int // every index once: as it is seen listening, or when the scan gives up
+	done  chan struct{}
 }
 
 func newListenWatch(n int) *listenWatch {
-	w := &listenWatch{seen: make([]time.Duration, n), up: make([]chan struct{}, n), done: make(chan struct{})}
-	for i := range w.up {
-		w.up[i] = make(chan struct{})
-	}
-	return w
+	return &listenWatch{seen: make([]time.Duration, n), order: make(chan int, n), done: make(chan struct{})}
 }
 
 // times waits for the scan to end and returns when each address began to
@@ -26,5 +24,13 @@ func (w *listenWatch) times() []time.Duration {
 	return w.seen
 }
 
-// listening is closed once address i listens.
-func (w *listenWatch) listening(i int) <-chan struct{} { return w.up[i] }
+// giveUp hands out the addresses not seen listening, for a scan that
+// cannot go on (the kernel refused a dump): their probes dial them
+// until they answer, as without a watch.
+func (w *listenWatch) giveUp() {
+	for i, s := range w.seen {
+		if s == 0 {
+			w.order <- i
+		}
+	}
+}

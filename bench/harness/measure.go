@@ -52,9 +52,11 @@ func (e *env) awaitReady(ctx context.Context, t target, mode string, start time.
 	return e.awaitReadyGated(ctx, t, mode, start, nil)
 }
 
-func (e *env) awaitReadyGated(ctx context.Context, t target, mode string, start time.Time, gate func(int) <-chan struct{}) (*readiness, error) {
+// awaitReadyGated is awaitReady taking addresses in the order given (see
+// awaitForwarding).
+func (e *env) awaitReadyGated(ctx context.Context, t target, mode string, start time.Time, order <-chan int) (*readiness, error) {
 	e.progress.step(fmt.Sprintf("%s: %d ports coming up", t.name, len(t.addrs)), 0)
-	r, err := awaitForwarding(ctx, t.proc, t.addrs, mode, start, e.o.ReadyTimeout, gate)
+	r, err := awaitForwarding(ctx, t.proc, t.addrs, mode, start, e.o.ReadyTimeout, order)
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", t.name, err)
 	}

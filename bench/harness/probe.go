@@ -27,10 +27,12 @@ const retryPause = 5 * time.Millisecond
 
 // awaitForwarding probes every address until it forwards (a TCP client
 // reads the backend's name; a UDP one gets its echo), or fails when the
-// process exits, ctx ends or limit passes. With gate, an address is first
-// probed once gate(i) is closed (it listens), so no probe loads the
-// proxy by dialing ports that are not open yet.
-func awaitForwarding(ctx context.Context, p *Proc, addrs []string, mode string, start time.Time, limit time.Duration, gate func(int) <-chan struct{}) (*readiness, error) {
+// process exits, ctx ends or limit passes. With order (every index of
+// addrs once, as each begins to listen), an address is probed once it
+// listens, in the order they come up: no probe loads the proxy by dialing
+// ports that are not open yet, and none waits on a port still closed while
+// others are up. Without it, addresses are probed in turn.
+func awaitForwarding(ctx context.Context, p *Proc, addrs []string, mode string, start time.Time, limit time.Duration, order <-chan int) (*readiness, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	if p != nil {
@@ -50,13 +52,6 @@ func awaitForwarding(ctx context.Context, p *Proc, addrs []string, mode string, 
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if gate != nil {
-					select {
-					case <-gate(i):
-					case <-ctx.Done():
-						return
-					}
-				}
 				listen, forward, ok := probeUntil(ctx, addrs[i], mode, start)
 				if !ok {
 					return
@@ -66,7 +61,15 @@ func awaitForwarding(ctx context.Context, p *Proc, addrs []string, mode string, 
 		}()
 	}
 feed:
-	for i := range addrs {
+	for k := range addrs {
+		i := k
+		if order != nil {
+			select {
+			case i = <-order:
+			case <-ctx.Done():
+				break feed
+			}
+		}
 		select {
 		case work <- i:
 		case <-ctx.Done():
@@ -93,6 +96,11 @@ feed:
 	}
 	return r, nil
 }
+
+// probeDialer makes a probe's connection: no TCP keepalive, which a
+// connection this short never uses and which costs three setsockopts
+// per dial (Go's default turns it on).
+var probeDialer = net.Dialer{Timeout: time.Second, KeepAlive: -1}
 
 // probeUntil dials addr until it forwards; ok is false when ctx ended first.
 func probeUntil(ctx context.Context, addr string, mode string, start time.Time) (listen, forward time.Duration, ok bool) {
@@ -130,7 +138,7 @@ func probeOnce(addr string, mode string) (accepted, forwarded bool) {
 		ok := err == nil && n > 0
 		return ok, ok
 	}
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, err := probeDialer.Dial("tcp", addr)
 	if err != nil {
 		return false, false
 	}

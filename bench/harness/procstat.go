@@ -9,3 +9,11 @@ type ProcStat struct {
 	FDs     int
 	Threads int
 }
+
+// ProcessCPU is a process's CPU time so far (user and system, from /proc):
+// what a test reads of a process the harness does not run, such as the
+// API server of a churn through Kubernetes.
+func ProcessCPU(pid int) (time.Duration, error) {
+	st, err := readProc(pid)
+	return st.CPU, err
+}

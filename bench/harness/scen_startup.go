@@ -110,11 +110,11 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 					cpuListen = st.CPU.Seconds()
 				}
 			})
-			var gate func(int) <-chan struct{}
+			var order <-chan int
 			if werr == nil {
-				gate = watch.listening
+				order = watch.order
 			}
-			ready, err := e.awaitReadyGated(ctx, t, ModeConn, p.Started(), gate)
+			ready, err := e.awaitReadyGated(ctx, t, ModeConn, p.Started(), order)
 			if err != nil {
 				stopWatch()
 				if smp != nil {

@@ -77,6 +77,10 @@ func TestBenchChurnKube(t *testing.T) {
 	if bin := os.Getenv("KPROXY_BENCH_KPROXY"); bin != "" {
 		exe = bin
 	}
+	// The API server and etcd (one process) share the machine with kproxy,
+	// the driver and the load: their CPU per change made shows how many
+	// changes a second the machine can take at all.
+	apiCPU0, cpuErr := harness.ProcessCPU(s.PID())
 	rep, err := harness.Run(context.Background(), harness.Options{
 		Kproxy: exe, KproxyArgs: []string{"--kubeconfig", s.KproxyKubeconfig},
 		Services: services, ChurnRate: rate, Duration: duration, Clients: 4, LoadRate: 500,
@@ -91,6 +95,11 @@ func TestBenchChurnKube(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := rep.Scenarios[0].Churn
+	if apiCPU1, err := harness.ProcessCPU(s.PID()); err == nil && cpuErr == nil && c.Changes > 0 {
+		cpu := apiCPU1 - apiCPU0
+		t.Logf("API server and etcd: %.2f s of CPU during the scenario (kproxy's initial list included), %.2f ms per change made",
+			cpu.Seconds(), cpu.Seconds()*1000/float64(c.Changes))
+	}
 	if c.Applied == 0 || c.NotApplied != 0 || c.FailedReqs != 0 {
 		t.Errorf("churn: %d applied, %d not applied, %d of %d requests failed %v", c.Applied, c.NotApplied, c.FailedReqs, c.Requests, c.ErrorSamples)
 	}

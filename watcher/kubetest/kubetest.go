@@ -189,6 +189,17 @@ func (s *Server) ServiceIP(n uint16) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
+// PID is the running kube-apiserver-etcd process's id (0 when stopped):
+// a benchmark reads its CPU time from /proc.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == nil {
+		return 0
+	}
+	return s.running.cmd.Process.Pid
+}
+
 // Stop stops the apiserver and etcd (SIGTERM, SIGKILL after 3 s). The data
 // directory and ports are kept for Restart.
 func (s *Server) Stop(t testing.TB) {
