@@ -184,14 +184,24 @@ func (l *Listener) wake() {
 	l.runLocked()
 }
 
+// runningLoops counts the serving loops running, a goroutine each (a
+// parked listener has none).
+var runningLoops atomic.Int64
+
+// RunningLoops is how many listeners have a serving goroutine now: where
+// sockets park, those with traffic in the last ParkAfter or so.
+func RunningLoops() int64 { return runningLoops.Load() }
+
 // runLocked starts a goroutine running the loop; l.mu is held. When the
 // loop returns idle, the goroutine parks the socket, unless Pause or
 // Close came first.
 func (l *Listener) runLocked() {
 	stop, done, loop, onFailure := l.stop, make(chan struct{}), l.loop, l.onFailure
 	l.done, l.parked = done, false
+	runningLoops.Add(1)
 	go func() {
 		defer close(done)
+		defer runningLoops.Add(-1)
 		defer func() {
 			if r := recover(); r != nil && onFailure != nil {
 				onFailure(l.Spec, fmt.Errorf("serving goroutine panicked: %v", r))
