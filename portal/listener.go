@@ -17,19 +17,45 @@ import (
 // Listener is one open socket. It is served by at most one goroutine at a
 // time; Pause stops that goroutine but keeps the socket, so a restarting
 // Portal loses no queued connection or datagram and its UDP flows live on.
+//
+// On Linux an idle served socket has no goroutine at all: after ParkAfter
+// without a connection or datagram its loop returns and the socket waits in
+// the parking set (park_linux.go), which starts the loop again when the
+// socket becomes readable. Serving is then one of: running (a goroutine in
+// the loop), parked (no goroutine, armed in the parking set), or neither
+// (the loop ended on an error it reported).
 type Listener struct {
 	Spec ListenSpec
 	tcp  *net.TCPListener
 	udp  *net.UDPConn
 	// flows of a UDP socket; they outlive any one serving goroutine.
 	flows *UDPProxy
+	// fd is the socket's descriptor, for the parking set.
+	fd uintptr
 
-	mu      sync.Mutex
-	stop    chan struct{}
-	done    chan struct{}
-	serving bool
-	closed  atomic.Bool
+	// ctl makes Serve and Pause one at a time (each waits for a loop to
+	// return); mu guards the serving state and is held only briefly, as
+	// the parking set's goroutine and a loop going idle take it too.
+	ctl        sync.Mutex
+	mu         sync.Mutex
+	serving    bool          // between Serve and Pause
+	stop       chan struct{} // closed by Pause
+	done       chan struct{} // closed when the running loop returns; nil when none runs
+	parked     bool          // armed in the parking set, no goroutine
+	registered bool          // in the parking set, armed or not
+	// loop is one run of this Serve's accept (or read) loop; it returns
+	// errIdle after ParkAfter without traffic.
+	loop      func(stop <-chan struct{}) error
+	onFailure func(spec ListenSpec, err error)
+	closed    atomic.Bool
 }
+
+// DefaultParkAfter is how long a served socket goes without a connection
+// or datagram before its goroutine ends and it waits in the parking set
+// (Linux). Waking it costs a goroutine start and two epoll_ctl calls, far
+// less than a connection, so a few seconds keeps busy sockets running and
+// frees idle ones soon.
+const DefaultParkAfter = 2 * time.Second
 
 // ListenerOptions are what one serving goroutine uses.
 type ListenerOptions struct {
@@ -53,6 +79,10 @@ type ListenerOptions struct {
 	// OnFailure is called from the serving goroutine when the socket fails
 	// (not when it is closed or paused), or when that goroutine panics.
 	OnFailure func(spec ListenSpec, err error)
+	// ParkAfter is how long the socket may be idle before its goroutine
+	// ends and it is parked (Linux); 0 means DefaultParkAfter, negative
+	// never parks.
+	ParkAfter time.Duration
 }
 
 // Open binds the socket of spec; Serve starts serving it.
@@ -78,59 +108,157 @@ func Open(spec ListenSpec) (*Listener, error) {
 	default:
 		return nil, fmt.Errorf("open portal %s: %w", spec.Address, ErrUnsupportedProtocol)
 	}
+	var rc syscall.RawConn
+	var err error
+	if l.tcp != nil {
+		rc, err = l.tcp.SyscallConn()
+	} else {
+		rc, err = l.udp.SyscallConn()
+	}
+	if err == nil {
+		err = rc.Control(func(fd uintptr) { l.fd = fd })
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
+	}
 	return l, nil
 }
 
-// Serve starts a goroutine serving the socket with o, replacing (pausing)
-// the one serving it before.
+// Serve serves the socket with o, replacing (pausing) the serving before.
+// Where sockets can be parked it starts parked: the first connection or
+// datagram, or one already queued, starts its goroutine.
 func (l *Listener) Serve(o ListenerOptions) {
-	l.Pause()
+	l.ctl.Lock()
+	defer l.ctl.Unlock()
+	l.pause()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	l.stop, l.done, l.serving = stop, done, true
+	parkAfter := o.ParkAfter
+	if parkAfter == 0 {
+		parkAfter = DefaultParkAfter
+	}
+	if !parkingSupported {
+		parkAfter = 0
+	}
+	parkAfter = max(parkAfter, 0)
+	// One proxy for every run of the loop under these options: it keeps
+	// OnFirstAccept's once and the dialers across parking.
+	if l.tcp != nil {
+		tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
+			KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
+			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter}
+		l.loop = func(stop <-chan struct{}) error { return tcp.Serve(l.tcp, stop) }
+	} else {
+		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,
+			IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
+			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter}
+		l.loop = func(stop <-chan struct{}) error { return l.flows.Serve(l.udp, uo, stop) }
+	}
+	l.serving, l.stop, l.onFailure = true, make(chan struct{}), o.OnFailure
+	if parkAfter == 0 || l.parkLocked() != nil {
+		l.runLocked()
+	}
+}
+
+// parkLocked arms the socket in the parking set; l.mu is held.
+func (l *Listener) parkLocked() error {
+	if err := park(l); err != nil {
+		return err
+	}
+	l.parked = true
+	return nil
+}
+
+// wake starts the loop of a parked listener whose socket became readable
+// (called by the parking set's goroutine).
+func (l *Listener) wake() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.parked {
+		return // paused, closed or running meanwhile: a stale event
+	}
+	l.runLocked()
+}
+
+// runningLoops counts the serving loops running, a goroutine each (a
+// parked listener has none).
+var runningLoops atomic.Int64
+
+// RunningLoops is how many listeners have a serving goroutine now: where
+// sockets park, those with traffic in the last ParkAfter or so.
+func RunningLoops() int64 { return runningLoops.Load() }
+
+// runLocked starts a goroutine running the loop; l.mu is held. When the
+// loop returns idle, the goroutine parks the socket, unless Pause or
+// Close came first.
+func (l *Listener) runLocked() {
+	stop, done, loop, onFailure := l.stop, make(chan struct{}), l.loop, l.onFailure
+	l.done, l.parked = done, false
+	runningLoops.Add(1)
 	go func() {
 		defer close(done)
+		defer runningLoops.Add(-1)
 		defer func() {
-			if r := recover(); r != nil && o.OnFailure != nil {
-				o.OnFailure(l.Spec, fmt.Errorf("serving goroutine panicked: %v", r))
+			if r := recover(); r != nil && onFailure != nil {
+				onFailure(l.Spec, fmt.Errorf("serving goroutine panicked: %v", r))
 			}
 		}()
-		var err error
-		if l.tcp != nil {
-			tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
-				KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
-				Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept}
-			err = tcp.Serve(l.tcp, stop)
-		} else {
-			err = l.flows.Serve(l.udp, UDPOptions{Picker: o.Picker, External: l.Spec.External,
-				IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
-				ServicePort: o.ServicePort, Listen: l.Spec.Address}, stop)
+		err := loop(stop)
+		if errors.Is(err, errIdle) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if stopped(stop) || l.closed.Load() {
+				return // Pause waits for done; Close has unparked
+			}
+			if l.parkLocked() == nil {
+				l.done = nil
+				return
+			}
+			l.runLocked() // cannot park: serve on, and try again when idle
+			return
 		}
-		if err != nil && !l.closed.Load() && o.OnFailure != nil {
-			o.OnFailure(l.Spec, err)
+		if err != nil && !l.closed.Load() && onFailure != nil {
+			onFailure(l.Spec, err)
 		}
 	}()
 }
 
-// Pause stops the serving goroutine and waits for it; the socket stays
-// open, and connections and datagrams queue in the kernel until the next
-// Serve.
+// Pause stops the serving goroutine and waits for it, or takes a parked
+// socket out of the parking set; the socket stays open, and connections and
+// datagrams queue in the kernel until the next Serve.
 func (l *Listener) Pause() {
+	l.ctl.Lock()
+	defer l.ctl.Unlock()
+	l.pause()
+}
+
+// pause is Pause with l.ctl held.
+func (l *Listener) pause() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if !l.serving {
+		l.mu.Unlock()
 		return
 	}
+	l.serving, l.parked = false, false
 	close(l.stop)
-	// A deadline in the past wakes the blocked Accept/Read.
+	// Out of the set under l.mu: a wakeup already read finds the listener
+	// not parked and does nothing.
+	unpark(l)
+	done := l.done
+	l.done = nil
+	l.mu.Unlock()
+	if done == nil {
+		return // parked, or the loop ended on an error
+	}
+	// A deadline in the past wakes the blocked Accept/Read; the loop
+	// sees stop closed.
 	l.setDeadline(time.Unix(1, 0))
-	<-l.done
+	<-done
 	l.setDeadline(time.Time{})
-	l.serving = false
 }
 
 func (l *Listener) setDeadline(t time.Time) {
@@ -147,6 +275,12 @@ func (l *Listener) Close() {
 	if l.closed.Swap(true) {
 		return
 	}
+	// Out of the parking set before the descriptor is closed and its
+	// number reused.
+	l.mu.Lock()
+	unpark(l)
+	l.parked = false
+	l.mu.Unlock()
 	if l.tcp != nil {
 		l.tcp.Close()
 	} else {

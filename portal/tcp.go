@@ -40,9 +40,14 @@ type TCPProxy struct {
 	ServicePort string
 	// OnFirstAccept, when set, is called after the first accept.
 	OnFirstAccept func()
+	// ParkAfter, when positive, makes Serve return errIdle once no
+	// connection came for that long (between ParkAfter and twice it), so
+	// the listener can wait without a goroutine (Listener).
+	ParkAfter time.Duration
 
-	dialersOnce sync.Once
-	dialers     [len(dialTimeouts)]*net.Dialer
+	keepAliveSet bool // the listener's keepalive is on: Serve runs again after parking
+	dialersOnce  sync.Once
+	dialers      [len(dialTimeouts)]*net.Dialer
 }
 
 // Process-wide: one warning per interval for all listeners is plenty.
@@ -54,9 +59,22 @@ var acceptErrors, connLimitHits, flowLimitHits RateLog
 // its own goroutine, which also dials the endpoint, so a slow or dead
 // endpoint never stalls accept. The returned error is the accept error.
 func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
-	if p.KeepAlive > 0 {
+	if p.KeepAlive > 0 && !p.keepAliveSet {
+		p.keepAliveSet = true
 		if err := setListenerKeepAlive(ln, p.KeepAlive); err != nil {
 			p.event(p.Log.Warn()).Err(err).Msg("cannot turn on TCP keepalive for clients")
+		}
+	}
+	// The idle check is a deadline, set again only when it fires after
+	// an accept, so a busy listener pays nothing per connection for it.
+	// The deadline is set before stop is checked: Pause closes stop, then
+	// sets a past deadline, so either this sees stop closed or Pause's
+	// deadline replaces this one.
+	accepted := false
+	if p.ParkAfter > 0 {
+		ln.SetDeadline(time.Now().Add(p.ParkAfter))
+		if stopped(stop) {
+			return nil
 		}
 	}
 	for {
@@ -65,6 +83,16 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 			if isTimeout(err) {
 				if stopped(stop) {
 					return nil // paused
+				}
+				if p.ParkAfter > 0 {
+					if !accepted {
+						return errIdle
+					}
+					accepted = false
+					ln.SetDeadline(time.Now().Add(p.ParkAfter))
+					if stopped(stop) {
+						return nil
+					}
 				}
 				continue
 			}
@@ -82,6 +110,7 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 			}
 			return err
 		}
+		accepted = true
 		if !p.Limits.AcquireConn(p.Stats) {
 			if ok, held := connLimitHits.Allow(); ok {
 				p.event(p.Log.Warn()).Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
@@ -269,6 +298,10 @@ func copyHalf(dst, src *net.TCPConn, ended func() (last bool)) int64 {
 	}
 	return n
 }
+
+// errIdle is returned by a serving loop that went ParkAfter without
+// traffic: its socket can wait in the parking set.
+var errIdle = errors.New("idle")
 
 // isTimeout reports a deadline error: Pause sets a past deadline to wake
 // the serving goroutine.

@@ -48,6 +48,9 @@ type UDPOptions struct {
 	Log         zerolog.Logger
 	ServicePort string
 	Listen      string
+	// ParkAfter, when positive, makes Serve return errIdle once no
+	// datagram came for that long (between ParkAfter and twice it).
+	ParkAfter time.Duration
 }
 
 // event names the listener on a log event (nil when the level is off).
@@ -68,10 +71,21 @@ type udpFlow struct {
 // Flows keep running after Serve returns: they answer through the socket,
 // and end when idle or when their endpoint is removed.
 func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) error {
-	buf := make([]byte, MaxDatagram)
+	// The 64 KiB buffer is pooled: a parked socket holds none.
+	bp := datagramBuffers.Get().(*[]byte)
+	defer datagramBuffers.Put(bp)
+	buf := *bp
 	var oob []byte
 	if p.pktinfo {
 		oob = make([]byte, pktinfoOOBSize)
+	}
+	// As in TCPProxy.Serve: the deadline is set before stop is checked.
+	read := false
+	if o.ParkAfter > 0 {
+		conn.SetReadDeadline(time.Now().Add(o.ParkAfter))
+		if stopped(stop) {
+			return nil
+		}
 	}
 	for {
 		n, oobn, _, client, err := conn.ReadMsgUDPAddrPort(buf, oob)
@@ -80,10 +94,21 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 				if stopped(stop) {
 					return nil // paused
 				}
+				if o.ParkAfter > 0 {
+					if !read {
+						return errIdle
+					}
+					read = false
+					conn.SetReadDeadline(time.Now().Add(o.ParkAfter))
+					if stopped(stop) {
+						return nil
+					}
+				}
 				continue
 			}
 			return err
 		}
+		read = true
 		f := p.flow(conn, client, oob[:oobn], &o)
 		if f == nil {
 			continue // no endpoint: drop, as a kernel proxy would

@@ -50,6 +50,10 @@ type Options struct {
 	// of manifest files (a test's real API server).
 	ChurnSource ChurnSource `json:"-"`
 
+	// IdleWait, when set, makes startup measure the sizes again once every
+	// port has had no traffic for this long (an idle port), after the probes.
+	IdleWait time.Duration `json:"idleWait,omitempty"`
+
 	ReadyTimeout time.Duration `json:"readyTimeout"` // how long ports may take to forward
 	WorkDir      string        `json:"-"`            // manifests, configs, logs
 	Progress     io.Writer     `json:"-"`            // a terminal for the progress bar, or nil

@@ -24,6 +24,18 @@ func perPort(base, rss map[string]float64, n int) map[string]float64 {
 	return out
 }
 
+// idleFigures are p's sizes after d without traffic: waiting out d is what
+// makes the ports idle (kproxy parks a listener after a while without
+// connections), not a wait for an event.
+func idleFigures(ctx context.Context, p *Proc, d time.Duration) (ProcPoint, error) {
+	select {
+	case <-ctx.Done():
+		return ProcPoint{}, ctx.Err()
+	case <-time.After(d):
+	}
+	return procFigures(p)
+}
+
 // readyCurve is the sorted times at which ports reached a state.
 func readyCurve(target, kind string, times []time.Duration) ReadyCurve {
 	s := make([]float64, len(times))
@@ -56,7 +68,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 	}
 	// Each proxy's size with one port: what a port costs is the growth
 	// from there, not the size over N (a process has a size of its own).
-	base := map[string]float64{}
+	base, baseIdle := map[string]float64{}, map[string]float64{}
 	if o.Ports > 1 {
 		m1, err := e.writeServicesIn(filepath.Join(e.dir, "manifests-1"), 1, []string{ModeConn})
 		if err != nil {
@@ -75,13 +87,22 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 					base[name] = float64(pt.RSS)
 				}
 			}
+			if err == nil && o.IdleWait > 0 {
+				var pt ProcPoint
+				if pt, err = idleFigures(ctx, p, o.IdleWait); err == nil {
+					baseIdle[name] = float64(pt.RSS)
+				}
+			}
 			p.Stop()
 			if err != nil {
 				return fmt.Errorf("%s with one port: %w", name, err)
 			}
 		}
 	}
-	type sizes struct{ listen, cpuListen, forward, rss, fds, threads, goroutines, floor []float64 }
+	type sizes struct {
+		listen, cpuListen, forward, rss, fds, threads, goroutines, floor []float64
+		idleRSS, idleGoroutines                                          []float64
+	}
 	got := map[string]*sizes{}
 	for r := range o.Rounds {
 		for j := range names {
@@ -142,12 +163,19 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			// floor: how long it takes to see N ports at all.
 			floorStart := time.Now()
 			floor, err := awaitForwarding(ctx, p, t.addrs, ModeConn, floorStart, o.ReadyTimeout, nil)
+			if err == nil && o.IdleWait > 0 {
+				var ipt ProcPoint
+				if ipt, err = idleFigures(ctx, p, o.IdleWait); err == nil {
+					g.idleRSS = append(g.idleRSS, float64(ipt.RSS))
+					g.idleGoroutines = append(g.idleGoroutines, float64(ipt.Goroutines))
+				}
+			}
 			if smp != nil {
 				res.Timeline = append(res.Timeline, smp.stop()...)
 			}
 			p.Stop()
 			if err != nil {
-				return fmt.Errorf("%s: probe again: %w", name, err)
+				return fmt.Errorf("%s: probe again or idle: %w", name, err)
 			}
 			g.listen = append(g.listen, slices.Max(listen).Seconds())
 			g.forward = append(g.forward, slices.Max(ready.Forward).Seconds())
@@ -185,6 +213,13 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"threads", "", true, vals(func(g *sizes) []float64 { return g.threads }, 1)),
 		figure(label+"goroutines per port", "", true, vals(func(g *sizes) []float64 { return g.goroutines }, 1/n)),
 		figure(label+"probe floor (ready ports probed again)", "s", true, vals(func(g *sizes) []float64 { return g.floor }, 1)))
+	if o.IdleWait > 0 {
+		idle := fmt.Sprintf(", idle %v", o.IdleWait)
+		res.Figures = append(res.Figures,
+			figure(label+"RSS"+idle, "MiB", true, vals(func(g *sizes) []float64 { return g.idleRSS }, 1.0/(1<<20))),
+			figure(label+"RSS per port above one port"+idle, "KiB", true, perPort(baseIdle, vals(func(g *sizes) []float64 { return g.idleRSS }, 1), o.Ports)),
+			figure(label+"goroutines per port"+idle, "", true, vals(func(g *sizes) []float64 { return g.idleGoroutines }, 1/n)))
+	}
 	res.Notes = append(res.Notes, fmt.Sprintf("times are from the process's start until the last port listens (its listening socket as the kernel's sock_diag lists it, asked every %v) and forwards (its first reply from a backend, seen by %d probing clients once the port listens, retrying every %v: an upper bound, since probing N ports takes time of its own, the probe floor: the same probe over ports already up)", listenScanInterval, probeWorkers, retryPause))
 	return nil
 }

@@ -66,6 +66,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	kinds := fs.String("chaos-kinds", "portal", "chaos: actor kinds to crash: portal, balancer, affinity, serviceport, watcher, proxier")
 	fs.Uint64Var(&o.Seed, "seed", 1, "chaos: seed for the storm's choices")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long all ports may take to forward")
+	fs.DurationVar(&o.IdleWait, "idle-wait", 0, "startup: also measure RSS and goroutines once the ports have had no traffic for this long, e.g. 10s (0: not measured)")
 	fs.StringVar(&o.Kproxy, "kproxy", "", "the kproxy binary under test (default: this one)")
 	fs.StringVar(&o.HAProxy, "haproxy", "", "the haproxy binary (default: haproxy on PATH)")
 	var kproxyArgs multiFlag

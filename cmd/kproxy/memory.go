@@ -11,9 +11,12 @@ import (
 )
 
 // releaseAfterFloods hands memory back to the kernel once a flood of
-// connections or flows has drained. Go's runtime would keep it until a
-// periodic GC (every 2 min) and its scavenger get to it; a node agent
-// should not hold on to a flood's worth of memory.
+// connections or flows has drained, or a wave of listeners woken at once
+// (a probe of every port) has parked again: their goroutine stacks were
+// heap pages. Go's runtime would keep it until a periodic GC (every
+// 2 min) and its scavenger get to it, and keeps free pages up to its next
+// heap goal (twice the live heap); a node agent should not hold on to a
+// flood's worth of memory.
 func releaseAfterFloods(ctx context.Context, l *portal.Limits, log zerolog.Logger) {
 	if l == nil {
 		return
@@ -30,7 +33,7 @@ func releaseAfterFloods(ctx context.Context, l *portal.Limits, log zerolog.Logge
 			case <-t.C:
 			}
 			conns, flows, _, _ := l.Counts()
-			now := conns + flows
+			now := conns + flows + portal.RunningLoops()
 			high = max(high, now)
 			if high-now >= drained && now <= high/2 {
 				debug.FreeOSMemory()
