@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 )
 
@@ -22,11 +23,23 @@ const (
 	maxPorts = 65534
 )
 
-// hostIP is the i-th address (from 0) of 127.NET.0.0/16.
+// hostIP is the i-th address (from 0) of 127.NET.0.0/16, NET moved up by
+// $KPROXY_BENCH_NET_OFFSET: sessions benchmarking on one machine at once
+// each take their own /16s (kproxy's and HAProxy's sockets share ports
+// with SO_REUSEPORT, so two harnesses on one plan would serve each
+// other's clients).
 func hostIP(net byte, i int) string {
 	n := i + 1
-	return fmt.Sprintf("127.%d.%d.%d", net, n>>8, n&0xff)
+	return fmt.Sprintf("127.%d.%d.%d", int(net)+netOffset, n>>8, n&0xff)
 }
+
+var netOffset = func() int {
+	n, err := strconv.Atoi(os.Getenv("KPROXY_BENCH_NET_OFFSET"))
+	if err != nil || n < 0 || n > 250 {
+		return 0
+	}
+	return n
+}()
 
 // servicePort is the port a load mode uses.
 func servicePort(mode string) int {
