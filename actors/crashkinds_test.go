@@ -3,7 +3,6 @@ package actors
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -14,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/bench/backends"
-	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
 )
@@ -44,14 +42,7 @@ func startCrashTree(t *testing.T, faults *portal.Faults) *crashTree {
 	})
 	t.Cleanup(func() { p.System.EventStream.Unsubscribe(sub) })
 	addrs := tcpBackends(t, 2)
-	var spes []*messages.ServicePortEndpoints
-	for i := range 51 {
-		sp := svcPort(fmt.Sprintf("k%02d", i), messages.Protocol_TCP, fmt.Sprintf("198.18.3.%d", i+1), 80)
-		if i == 0 {
-			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
-		}
-		spes = append(spes, spe(sp, endpoints(addrs...)))
-	}
+	spes := stickyFirst(51, "k", "198.18.3.%d", 80, addrs)
 	p.Submit(snapshot(1, spes...))
 	for i, s := range spes {
 		st := ct.w.listening(t, s.GetServicePort().GetKey().ID(), 1, 1)

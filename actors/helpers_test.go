@@ -159,3 +159,18 @@ var testLogLevel = func() zerolog.Level {
 	}
 	return zerolog.WarnLevel
 }()
+
+// stickyFirst is n TCP service ports, name-i on fmt.Sprintf(ipFormat, i+1)
+// and port, all with addrs as endpoints; the first has ClientIP affinity
+// (the crash tests check its pin).
+func stickyFirst(n int, name, ipFormat string, port int, addrs []string) []*messages.ServicePortEndpoints {
+	spes := make([]*messages.ServicePortEndpoints, 0, n)
+	for i := range n {
+		sp := svcPort(fmt.Sprintf("%s-%d", name, i), messages.Protocol_TCP, fmt.Sprintf(ipFormat, i+1), port)
+		if i == 0 {
+			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
+		}
+		spes = append(spes, spe(sp, endpoints(addrs...)))
+	}
+	return spes
+}

@@ -40,14 +40,9 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 	p := startProxyWith(t, Config{Stats: portal.NewStatsTable()})
 	w := watchState(t, p)
 	addrs := tcpBackends(t, 3)
-	var spes []*messages.ServicePortEndpoints
+	spes := stickyFirst(20, "svc", "127.0.21.%d", 18080, addrs)
 	var targets []string
-	for i := range 20 {
-		sp := svcPort(fmt.Sprintf("svc-%d", i), messages.Protocol_TCP, fmt.Sprintf("127.0.21.%d", i+1), 18080)
-		if i == 0 {
-			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
-		}
-		spes = append(spes, spe(sp, endpoints(addrs...)))
+	for i := range spes {
 		targets = append(targets, fmt.Sprintf("127.0.21.%d:18080", i+1))
 	}
 	p.Submit(snapshot(1, spes...))
@@ -224,14 +219,7 @@ func TestProxierCrashingWhileRestartingKeepsSockets(t *testing.T) {
 	})
 	t.Cleanup(func() { p.System.EventStream.Unsubscribe(sub) })
 	addrs := tcpBackends(t, 3)
-	var spes []*messages.ServicePortEndpoints
-	for i := range 20 {
-		sp := svcPort(fmt.Sprintf("again-%d", i), messages.Protocol_TCP, fmt.Sprintf("127.0.22.%d", i+1), 18080)
-		if i == 0 {
-			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
-		}
-		spes = append(spes, spe(sp, endpoints(addrs...)))
-	}
+	spes := stickyFirst(20, "again", "127.0.22.%d", 18080, addrs)
 	p.Submit(snapshot(1, spes...))
 	type socket struct {
 		owner, addr string

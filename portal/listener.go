@@ -151,6 +151,7 @@ func (l *Listener) Serve(o ListenerOptions) {
 		tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
 			KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
 			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter}
+		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
 		l.loop = func(stop <-chan struct{}) error { return tcp.Serve(l.tcp, stop) }
 	} else {
 		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,

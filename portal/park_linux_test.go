@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
 // testParkAfter is short, so the tests see listeners park within their
@@ -347,4 +348,33 @@ func TestManyParkedListenersHoldNoGoroutines(t *testing.T) {
 		}
 	}
 	awaitGoroutines(t, base+n/100, 10*time.Second)
+}
+
+// Keepalive for clients is on the listening socket before it is parked:
+// the kernel gives a connection the listener's options when it completes
+// the handshake, not at accept, so one queued while the listener was
+// parked went without keepalive (e2e NftablesVanishedClient held a
+// vanished client's connection for good).
+func TestParkedListenerHasKeepAliveAlready(t *testing.T) {
+	l := openTCP(t)
+	o := parkOptions(namedBackend(t, "b"))
+	o.TCPKeepAlive = 2 * time.Second
+	l.Serve(o)
+	rc, err := l.tcp.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var on, idle int
+	var sockErr error
+	rc.Control(func(fd uintptr) {
+		if on, sockErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE); sockErr == nil {
+			idle, sockErr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_KEEPIDLE)
+		}
+	})
+	if sockErr != nil {
+		t.Fatal(sockErr)
+	}
+	if on != 1 || idle != 2 {
+		t.Fatalf("parked listener: SO_KEEPALIVE %d, TCP_KEEPIDLE %d; want 1 and 2", on, idle)
+	}
 }

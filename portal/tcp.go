@@ -59,12 +59,7 @@ var acceptErrors, connLimitHits, flowLimitHits RateLog
 // its own goroutine, which also dials the endpoint, so a slow or dead
 // endpoint never stalls accept. The returned error is the accept error.
 func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
-	if p.KeepAlive > 0 && !p.keepAliveSet {
-		p.keepAliveSet = true
-		if err := setListenerKeepAlive(ln, p.KeepAlive); err != nil {
-			p.event(p.Log.Warn()).Err(err).Msg("cannot turn on TCP keepalive for clients")
-		}
-	}
+	p.listenerKeepAlive(ln)
 	// The idle check is a deadline, set again only when it fires after
 	// an accept, so a busy listener pays nothing per connection for it.
 	// The deadline is set before stop is checked: Pause closes stop, then
@@ -127,6 +122,20 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 		// every connection it accepted to have its endpoint.
 		p.Conns.DialStart()
 		go p.handle(conn)
+	}
+}
+
+// listenerKeepAlive turns on keepalive for clients on the listening
+// socket, once. Listener.Serve calls it before the socket is parked: a
+// connection the kernel completes inherits the listener's options then,
+// not when it is accepted, so one queued while parked would go without.
+func (p *TCPProxy) listenerKeepAlive(ln *net.TCPListener) {
+	if p.KeepAlive <= 0 || p.keepAliveSet {
+		return
+	}
+	p.keepAliveSet = true
+	if err := setListenerKeepAlive(ln, p.KeepAlive); err != nil {
+		p.event(p.Log.Warn()).Err(err).Msg("cannot turn on TCP keepalive for clients")
 	}
 }
 
