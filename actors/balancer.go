@@ -29,6 +29,9 @@ type Balancer struct {
 	outliers   *balancer.Outliers
 	affinity   bool
 	configured bool
+	// version is that of the last endpoint set applied; its Snapshots
+	// carry it (SnapshotHolder.Load).
+	version int64
 	// snapshot is where this service port's picks are published for its
 	// connections, which pick from it without asking the actor (no
 	// affinity); the actor stays its only writer.
@@ -92,7 +95,7 @@ func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
 	}
 	forgotEjected := b.outliers.Retain(addrs)
 	b.affinity = m.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP
-	b.configured = true
+	b.configured, b.version = true, m.GetVersion()
 	// Connections see the change before anyone is told of it.
 	b.publish()
 	if forgotEjected {
@@ -129,7 +132,9 @@ func (b *Balancer) publish() {
 		b.snapshot.Store(nil)
 		return
 	}
-	b.snapshot.Store(b.scopes.Snapshot(b.outliers, &b.snapshot.Positions))
+	snap := b.scopes.Snapshot(b.outliers, &b.snapshot.Positions)
+	snap.Version = b.version
+	b.snapshot.Store(snap)
 }
 
 func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
@@ -51,6 +52,9 @@ type ServicePort struct {
 	affinityEntries *messages.AffinityEntries
 	// The portal rules last asked of the Rules actor (kernel modes).
 	rulesSent *messages.SetPortalRules
+	// snapshots is where the Balancer publishes its Snapshots; the sets
+	// sent to it are versioned there (configFor).
+	snapshots *balancer.SnapshotHolder
 	// trace is the last applied change's trace context (tracing only):
 	// what children and Rules do for it joins that trace.
 	trace *messages.TraceContext
@@ -68,6 +72,7 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 		s.started, s.configSent = map[string]bool{}, map[string]bool{}
 		s.children = map[string]*actor.PID{}
 		s.state = &messages.ServicePortState{}
+		s.snapshots = s.cfg.snapshotHolder(childID(ctx.Self().GetId(), roleBalancer))
 		if pins, ok := s.cfg.pins.LoadAndDelete(ctx.Self().GetId()); ok {
 			// This actor restarted: its Affinity saved its pins on the way down.
 			s.affinityEntries = pins.(*messages.AffinityEntries)
@@ -381,12 +386,16 @@ func (s *ServicePort) configFor(role string) proto.Message {
 		}
 		return &messages.ConfigurePortal{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort), Trace: s.trace}
 	default:
-		return &messages.SetEndpoints{
+		set := &messages.SetEndpoints{
 			Endpoints:              s.endpoints,
 			SessionAffinity:        s.sp.GetSessionAffinity(),
 			AffinityTimeoutSeconds: s.sp.GetAffinityTimeoutSeconds(),
 			Trace:                  s.trace,
 		}
+		if role == roleBalancer {
+			set.Version = s.snapshots.Expect()
+		}
+		return set
 	}
 }
 

@@ -19,6 +19,9 @@ type Snapshot struct {
 	watched map[string]struct{}
 	// Watching is set when any endpoint has a record.
 	Watching bool
+	// Version is that of the endpoint set it was built from (see
+	// SnapshotHolder.Expect).
+	Version int64
 }
 
 type snapshotPool struct {
@@ -95,12 +98,29 @@ func (s *Snapshot) Pick(external bool, clientIP string, exclude []string) (endpo
 // published: ask the actor.
 type SnapshotHolder struct {
 	p atomic.Pointer[Snapshot]
+	// want is the version of the last endpoint set sent to the Balancer.
+	want atomic.Int64
 	// Positions outlive the Balancer's incarnations, as the holder does.
 	Positions Positions
 }
 
-// Load returns the published Snapshot, or nil.
-func (h *SnapshotHolder) Load() *Snapshot { return h.p.Load() }
+// Load returns the published Snapshot if it was built from the last
+// endpoint set sent to the Balancer, or nil: while a set is on its way the
+// Snapshot is stale, and a connection asks the actor, which reads its
+// mailbox in order. Without this a service port reported its new
+// endpoints before its Balancer had applied them, and a connection made
+// after the report could still reach a removed endpoint.
+func (h *SnapshotHolder) Load() *Snapshot {
+	want := h.want.Load()
+	if snap := h.p.Load(); snap != nil && snap.Version >= want {
+		return snap
+	}
+	return nil
+}
+
+// Expect returns the version of an endpoint set about to be sent to the
+// Balancer: until it publishes a Snapshot of it, Load returns nil.
+func (h *SnapshotHolder) Expect() int64 { return h.want.Add(1) }
 
 // Store publishes snap (nil withdraws it).
 func (h *SnapshotHolder) Store(snap *Snapshot) { h.p.Store(snap) }

@@ -110,3 +110,26 @@ func TestSnapshotConcurrentPicks(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A Snapshot older than the last endpoint set sent to the Balancer is not
+// served: a connection asks the actor until the Balancer publishes one
+// built from that set.
+func TestSnapshotHolderServesOnlyTheExpectedVersion(t *testing.T) {
+	s := NewScopes(nil)
+	s.Update(snapshotEndpoints("10.0.0.1"))
+	var h SnapshotHolder
+	h.Store(s.Snapshot(NewOutliers(DefaultOutlierConfig), &h.Positions))
+	if h.Load() == nil {
+		t.Fatal("version 0, nothing expected: the Snapshot is current")
+	}
+	v := h.Expect()
+	if h.Load() != nil {
+		t.Fatal("a set is on its way: the Snapshot before it was served")
+	}
+	snap := s.Snapshot(NewOutliers(DefaultOutlierConfig), &h.Positions)
+	snap.Version = v
+	h.Store(snap)
+	if h.Load() != snap {
+		t.Fatal("the Snapshot of the expected set was not served")
+	}
+}

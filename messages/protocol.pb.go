@@ -274,6 +274,10 @@ type SetEndpoints struct {
 	AffinityTimeoutSeconds int32           `protobuf:"varint,3,opt,name=affinity_timeout_seconds,json=affinityTimeoutSeconds,proto3" json:"affinity_timeout_seconds,omitempty"`
 	// Only to a restarted Affinity actor: the entries its previous incarnation saved.
 	AffinityEntries *AffinityEntries `protobuf:"bytes,4,opt,name=affinity_entries,json=affinityEntries,proto3" json:"affinity_entries,omitempty"`
+	// The ServicePort's count of sets sent to its Balancer: connections use
+	// the Balancer's Snapshot only once it was built from the latest one
+	// (SnapshotHolder.Want), and ask the actor meanwhile.
+	Version int64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -336,6 +340,13 @@ func (x *SetEndpoints) GetAffinityEntries() *AffinityEntries {
 		return x.AffinityEntries
 	}
 	return nil
+}
+
+func (x *SetEndpoints) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 func (x *SetEndpoints) GetTrace() *TraceContext {
@@ -2259,12 +2270,13 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
 	"generation\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\xb8\x02\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\xd2\x02\n" +
 	"\fSetEndpoints\x121\n" +
 	"\tendpoints\x18\x01 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12E\n" +
 	"\x10session_affinity\x18\x02 \x01(\x0e2\x1a.kproxy.v1.SessionAffinityR\x0fsessionAffinity\x128\n" +
 	"\x18affinity_timeout_seconds\x18\x03 \x01(\x05R\x16affinityTimeoutSeconds\x12E\n" +
-	"\x10affinity_entries\x18\x04 \x01(\v2\x1a.kproxy.v1.AffinityEntriesR\x0faffinityEntries\x12-\n" +
+	"\x10affinity_entries\x18\x04 \x01(\v2\x1a.kproxy.v1.AffinityEntriesR\x0faffinityEntries\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x03R\aversion\x12-\n" +
 	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\xca\x01\n" +
 	"\x0fConfigurePortal\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
