@@ -74,6 +74,9 @@ func (p *Proxier) Receive(ctx actor.Context) {
 		up.ProxyPort = p.state[id].GetProxyPort()
 		up.ExternalProxyPort = p.state[id].GetExternalProxyPort()
 		up.Restarts = p.state[id].GetRestarts() + 1
+		// The previous ServicePort reported this generation, so it had sent
+		// these endpoints to its Balancer.
+		up.EndpointsSent = p.state[id].GetGeneration() == up.GetGeneration()
 		up.Trace = nil // a restart, not the change that last came
 		ctx.Respond(up)
 	case *messages.DeleteServicePort:

@@ -53,8 +53,12 @@ type ServicePort struct {
 	// The portal rules last asked of the Rules actor (kernel modes).
 	rulesSent *messages.SetPortalRules
 	// snapshots is where the Balancer publishes its Snapshots; the sets
-	// sent to it are versioned there (configFor).
+	// sent to it are versioned there (configFor). newSet is set while the
+	// next set for the Balancer differs from the last one sent: only then
+	// does its version advance, so a restart that changes nothing leaves
+	// the Snapshot in use.
 	snapshots *balancer.SnapshotHolder
+	newSet    bool
 	// trace is the last applied change's trace context (tracing only):
 	// what children and Rules do for it joins that trace.
 	trace *messages.TraceContext
@@ -257,6 +261,7 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 	}
 
 	if first {
+		s.newSet = !m.GetEndpointsSent()
 		s.state.Restarts = m.GetRestarts() // a restarted ServicePort counts on
 		network, err := portal.Network(s.sp.GetKey().GetProtocol())
 		switch {
@@ -294,6 +299,7 @@ func (s *ServicePort) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 			ctx.Send(s.children[rolePortal], msg)
 		}
 	}
+	s.newSet = true
 	set := s.configFor(roleBalancer)
 	for _, role := range []string{roleBalancer, roleAffinity, rolePortal} {
 		if pid := s.children[role]; pid != nil {
@@ -393,7 +399,10 @@ func (s *ServicePort) configFor(role string) proto.Message {
 			Trace:                  s.trace,
 		}
 		if role == roleBalancer {
-			set.Version = s.snapshots.Expect()
+			set.Version = s.snapshots.Want()
+			if s.newSet {
+				set.Version, s.newSet = s.snapshots.Expect(), false
+			}
 		}
 		return set
 	}

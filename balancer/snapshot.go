@@ -122,5 +122,10 @@ func (h *SnapshotHolder) Load() *Snapshot {
 // Balancer: until it publishes a Snapshot of it, Load returns nil.
 func (h *SnapshotHolder) Expect() int64 { return h.want.Add(1) }
 
+// Want is the version of the last endpoint set sent to the Balancer, for a
+// set sent again unchanged (to a restarted Balancer): its Snapshot stays
+// good.
+func (h *SnapshotHolder) Want() int64 { return h.want.Load() }
+
 // Store publishes snap (nil withdraws it).
 func (h *SnapshotHolder) Store(snap *Snapshot) { h.p.Store(snap) }

@@ -119,6 +119,10 @@ type UpsertServicePort struct {
 	// Also on that re-send: the restarts counted so far, this one included,
 	// so the service port's count goes on rather than starting over.
 	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// Also on that re-send, when the previous ServicePort had already sent
+	// these endpoints to its Balancer: the Balancer's Snapshot of them stays
+	// good (the next SetEndpoints.version is not advanced).
+	EndpointsSent bool `protobuf:"varint,7,opt,name=endpoints_sent,json=endpointsSent,proto3" json:"endpoints_sent,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -195,6 +199,13 @@ func (x *UpsertServicePort) GetRestarts() int32 {
 		return x.Restarts
 	}
 	return 0
+}
+
+func (x *UpsertServicePort) GetEndpointsSent() bool {
+	if x != nil {
+		return x.EndpointsSent
+	}
+	return false
 }
 
 func (x *UpsertServicePort) GetTrace() *TraceContext {
@@ -2253,7 +2264,7 @@ var File_messages_protocol_proto protoreflect.FileDescriptor
 
 const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
-	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xbb\x02\n" +
+	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xe2\x02\n" +
 	"\x11UpsertServicePort\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12\x1e\n" +
@@ -2263,7 +2274,8 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
 	"proxy_port\x18\x04 \x01(\x05R\tproxyPort\x12.\n" +
 	"\x13external_proxy_port\x18\x05 \x01(\x05R\x11externalProxyPort\x12\x1a\n" +
-	"\brestarts\x18\x06 \x01(\x05R\brestarts\x12-\n" +
+	"\brestarts\x18\x06 \x01(\x05R\brestarts\x12%\n" +
+	"\x0eendpoints_sent\x18\a \x01(\bR\rendpointsSent\x12-\n" +
 	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x8f\x01\n" +
 	"\x11DeleteServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x1e\n" +

@@ -14,27 +14,13 @@ import (
 // end of the stream must still reach the client (the copy must not wait
 // for a readiness that will not come again).
 func TestDataAndCloseTogetherReachTheClient(t *testing.T) {
-	backend, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backend.Close()
-	go func() {
-		for {
-			c, err := backend.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("answer and goodbye"))
-			c.Close()
-		}
-	}()
+	backend := namedBackend(t, "answer and goodbye")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend.Addr().String(), nil }), Log: zerolog.Nop()}
+	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
 	go p.Serve(ln.(*net.TCPListener), nil)
 	for i := range 200 {
 		c, err := net.Dial("tcp", ln.Addr().String())

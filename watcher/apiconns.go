@@ -2,7 +2,9 @@ package watcher
 
 import (
 	"context"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 )
 
@@ -38,10 +40,7 @@ func (a *APIConns) DialContext(ctx context.Context, network, address string) (ne
 // it closed.
 func (a *APIConns) Break() int {
 	a.mu.Lock()
-	conns := make([]*apiConn, 0, len(a.conns))
-	for c := range a.conns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(a.conns))
 	a.mu.Unlock()
 	for _, c := range conns {
 		c.Close()

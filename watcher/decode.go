@@ -40,6 +40,16 @@ type located[T any] struct {
 	obj T
 }
 
+// appendAfter appends a later file's items to dst, numbered after the
+// off documents of the files before it.
+func appendAfter[T any](dst, src []located[T], off int) []located[T] {
+	for _, x := range src {
+		x.seq += off
+		dst = append(dst, x)
+	}
+	return dst
+}
+
 // decoded collects what the documents of all input files contained.
 type decoded struct {
 	services []located[*corev1.Service]
@@ -95,22 +105,10 @@ func decodeAll(inputs []input) decoded {
 	var d decoded
 	for _, p := range parts {
 		off := d.seq
-		for _, s := range p.services {
-			s.seq += off
-			d.services = append(d.services, s)
-		}
-		for _, s := range p.slices {
-			s.seq += off
-			d.slices = append(d.slices, s)
-		}
-		for _, e := range p.errors {
-			e.seq += off
-			d.errors = append(d.errors, e)
-		}
-		for _, e := range p.skipped {
-			e.seq += off
-			d.skipped = append(d.skipped, e)
-		}
+		d.services = appendAfter(d.services, p.services, off)
+		d.slices = appendAfter(d.slices, p.slices, off)
+		d.errors = appendAfter(d.errors, p.errors, off)
+		d.skipped = appendAfter(d.skipped, p.skipped, off)
 		for key := range p.retain {
 			if d.retain == nil {
 				d.retain = make(map[string]bool)

@@ -21,13 +21,7 @@ import (
 // traffic keeps flowing, and changes made after it returns are applied
 // without restarting kproxy.
 func TestKubeAPIServerOutage(t *testing.T) {
-	s := kubetest.Start(t)
-	bn := kubetest.NewBackendNet(t)
-	ip1, ip2 := bn.AddIP(t), bn.AddIP(t)
-	kubeBackends(t, bn, 8080, ip1, ip2)
-	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
-	web := k.service("web", 18080, intstr.FromInt32(8080), nil)
-	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String())))
+	s, k, web, ip1, ip2 := startWeb(t)
 	in := startKubeKproxy(t, s, nil)
 	in.endpointsAre(t, "default/web:tcp/TCP", netip.AddrPortFrom(ip1, 8080).String())
 	webAddr := web.Spec.ClusterIP + ":18080"
@@ -117,13 +111,7 @@ func (l *load) stopAndCheck(t *testing.T, during string) {
 // fails, and a change made after each break is applied (client-go
 // re-lists and re-watches by itself).
 func TestKubeWatchBreak(t *testing.T) {
-	s := kubetest.Start(t)
-	bn := kubetest.NewBackendNet(t)
-	ip1, ip2 := bn.AddIP(t), bn.AddIP(t)
-	kubeBackends(t, bn, 8080, ip1, ip2)
-	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
-	web := k.service("web", 18080, intstr.FromInt32(8080), nil)
-	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String())))
+	s, k, web, ip1, ip2 := startWeb(t)
 	admin := freeAddr(t)
 	in := startKubeKproxy(t, s, func(o *runOptions) { o.enableFaultInjection, o.adminAddress = true, admin })
 	e1, e2 := netip.AddrPortFrom(ip1, 8080).String(), netip.AddrPortFrom(ip2, 8080).String()

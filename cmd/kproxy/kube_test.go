@@ -273,3 +273,18 @@ func equalSets(a, b map[string]bool) bool {
 	}
 	return true
 }
+
+// startWeb is the kube tests' common start: a real API server, two backend
+// addresses serving port 8080 in a network namespace, and Service web
+// (port 18080) whose EndpointSlice web-a holds the first.
+func startWeb(t *testing.T) (s *kubetest.Server, k kubeObjects, web *corev1.Service, ip1, ip2 netip.Addr) {
+	t.Helper()
+	s = kubetest.Start(t)
+	bn := kubetest.NewBackendNet(t)
+	ip1, ip2 = bn.AddIP(t), bn.AddIP(t)
+	kubeBackends(t, bn, 8080, ip1, ip2)
+	k = kubeObjects{t: t, c: s.Admin, ns: "default"}
+	web = k.service("web", 18080, intstr.FromInt32(8080), nil)
+	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String())))
+	return s, k, web, ip1, ip2
+}

@@ -13,9 +13,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/kproxy/kproxy/watcher/kubetest"
 )
 
 // scrape GETs /metrics (retrying while the server starts, at most 10 s)
@@ -55,13 +52,7 @@ func histogram(t *testing.T, fams map[string]*dto.MetricFamily, name string) (ui
 // work) and kproxy's own; network programming latency is measured from an
 // EndpointSlice's trigger-time annotation, on a real API server.
 func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
-	s := kubetest.Start(t)
-	bn := kubetest.NewBackendNet(t)
-	ip1, ip2 := bn.AddIP(t), bn.AddIP(t)
-	kubeBackends(t, bn, 8080, ip1, ip2)
-	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
-	web := k.service("web", 18080, intstr.FromInt32(8080), nil)
-	k.apply(k.slice("web", "web-a", 8080, readyEP(ip1.String())))
+	s, k, web, ip1, ip2 := startWeb(t)
 
 	metricsAddr := freeAddr(t)
 	j := startJaeger(t) // the same change, traced: its flush carries the trigger time

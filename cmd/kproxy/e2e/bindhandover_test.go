@@ -86,13 +86,7 @@ endpoints:
 		load.waitProgress(t)
 		old = next
 	}
-	ok, failed, kaOK, kaFailed := load.stop(t)
-	waitDrained(t, draining)
-	t.Logf("bind portal, 10 overlapping restarts: %d requests, %d failed; keep-alive: %d exchanges, %d failed", ok, failed, kaOK, kaFailed)
-	if failed > 0 || kaFailed > 0 {
-		t.Errorf("%d of %d connection-per-request requests and %d keep-alive exchanges failed across overlapping restarts, want 0",
-			failed, ok+failed, kaFailed)
-	}
+	endOverlappingRestarts(t, "bind portal", load, draining)
 
 	// Stop then start: nothing listens in between, so clients are refused
 	// until the next process listens. The gap is measured from the signal.

@@ -61,13 +61,7 @@ func testHandover(t *testing.T, bin string) {
 		load.waitProgress(t)
 		old = next
 	}
-	ok, failed, kaOK, kaFailed := load.stop(t)
-	waitDrained(t, draining)
-	t.Logf("10 overlapping restarts: %d requests, %d failed; keep-alive: %d exchanges, %d failed", ok, failed, kaOK, kaFailed)
-	if failed > 0 || kaFailed > 0 {
-		t.Errorf("%d of %d connection-per-request requests and %d keep-alive exchanges failed across overlapping restarts, want 0",
-			failed, ok+failed, kaFailed)
-	}
+	endOverlappingRestarts(t, "nftables portal", load, draining)
 
 	// Stop then start, after SIGTERM and after kill -9: the rules stay,
 	// the new process takes the same proxy port; the gap is how long
@@ -87,6 +81,19 @@ func testHandover(t *testing.T, bin string) {
 			t.Errorf("after %v the new process took proxy port %d, want the old one's %d", sig, st[spWebTCP].ProxyPort, first[spWebTCP].ProxyPort)
 		}
 		old = next
+	}
+}
+
+// endOverlappingRestarts stops the load, waits for the old processes to
+// drain, and fails on any request that failed across the restarts.
+func endOverlappingRestarts(t *testing.T, what string, load *handoverLoad, draining []*proc) {
+	t.Helper()
+	ok, failed, kaOK, kaFailed := load.stop(t)
+	waitDrained(t, draining)
+	t.Logf("%s, 10 overlapping restarts: %d requests, %d failed; keep-alive: %d exchanges, %d failed", what, ok, failed, kaOK, kaFailed)
+	if failed > 0 || kaFailed > 0 {
+		t.Errorf("%d of %d connection-per-request requests and %d keep-alive exchanges failed across overlapping restarts, want 0",
+			failed, ok+failed, kaFailed)
 	}
 }
 
