@@ -71,7 +71,7 @@ func runCase(t *testing.T, bin, mode string, c kpCase, flags map[string]bool, re
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := newTopology(t)
+	tp := newTopology(t, c.ports())
 	for _, b := range m.backends {
 		name := b.addr.String()
 		tp.pods.MustDo(t, func() error {
@@ -140,6 +140,19 @@ func runCase(t *testing.T, bin, mode string, c kpCase, flags map[string]bool, re
 			}
 		})
 	}
+}
+
+// ports are the destination ports of the case's flows.
+func (c kpCase) ports() []int {
+	var ports []int
+	for _, ph := range c.phases {
+		for _, f := range ph.flows {
+			if ap, err := netip.ParseAddrPort(f.to); err == nil && !slices.Contains(ports, int(ap.Port())) {
+				ports = append(ports, int(ap.Port()))
+			}
+		}
+	}
+	return ports
 }
 
 // expand turns kube-proxy's pod into the two pods the suite has.

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
@@ -35,8 +35,8 @@ const (
 
 // outcome is what one connection saw.
 type outcome struct {
-	kind string // "answer", "refused", "timeout", "reset", "error"
-	who  string // the endpoint that answered
+	kind string // "answer", "other", "refused", "timeout", "reset", "error"
+	who  string // the endpoint that answered, or what another server said
 	err  error
 	took time.Duration
 }
@@ -45,6 +45,8 @@ func (o outcome) String() string {
 	switch o.kind {
 	case "answer":
 		return o.who
+	case "other":
+		return fmt.Sprintf("answered %q, not by an endpoint", o.who)
 	case "refused", "timeout":
 		return fmt.Sprintf("%s after %v", o.kind, o.took.Round(time.Millisecond))
 	}
@@ -90,18 +92,22 @@ func probeOnce(ns *netnstest.Netns, proto string, src netip.Addr, dst netip.Addr
 		}
 		who, ok := strings.CutSuffix(string(buf[:n]), ":ping")
 		if !ok {
-			return outcome{kind: "error", err: fmt.Errorf("answer %q is not an endpoint's", buf[:n])}
+			return outcome{kind: "other", who: string(buf[:n])}
 		}
 		return outcome{kind: "answer", who: who}
 	}
-	who, err := backends.ReadName(bufio.NewReader(c))
-	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return outcome{kind: "error", err: errors.New("connected, then silence")}
-		}
-		return outcome{kind: "reset", err: fmt.Errorf("connected, then closed: %w", err)}
+	// Endpoints send "ip:port\n" first (bench/backends); anything else
+	// came from another server (upstream answers "pp=PORT" and closes).
+	line, err := bufio.NewReader(io.LimitReader(c, 256)).ReadString('\n')
+	switch {
+	case err == nil:
+		return outcome{kind: "answer", who: strings.TrimSuffix(line, "\n")}
+	case line != "":
+		return outcome{kind: "other", who: line}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return outcome{kind: "error", err: errors.New("connected, then silence")}
 	}
-	return outcome{kind: "answer", who: who}
+	return outcome{kind: "reset", err: fmt.Errorf("connected, then closed: %w", err)}
 }
 
 func classify(err error) outcome {

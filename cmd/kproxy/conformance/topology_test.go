@@ -14,14 +14,23 @@ import (
 //
 //	outside (192.0.2.1)  --kx0/kn0--  node (192.0.2.2, .111, .130)  --kp0/kq0--  pods (198.51.100.0/25)
 //	 external clients 203.0.113.2, .130      runs kproxy                    a pod 198.51.100.2
-//	 a pod on another node 198.51.100.200                                  the endpoints
+//	 a pod on another node 198.51.100.200        |                          the endpoints
+//	                                          ku0/kw0
+//	                                             |
+//	                                 upstream (203.0.113.250): the service
+//	                                 CIDR, LB and external IPs are its own
 //
 // The outside routes the service CIDR, LB IPs (203.0.113.192/26) and the
 // node's second IPv6 address via the node; the node routes the outside's
-// clients back out of kn0 and the pods' link to the pods. Pods send
-// everything via the node.
+// clients back out of kn0, the pods' link to the pods, and the service
+// CIDR, LB IPs and external IPs (203.0.113.192/26) upstream. Pods send
+// everything via the node. Upstream is where a packet goes that kproxy
+// leaves alone: it owns those ranges and its servers answer every port a
+// flow uses ("pp=PORT"), so a packet that leaks out of the node is
+// answered, not silently lost, and a DROP or a REJECT that is missing
+// shows.
 type topology struct {
-	out, node, pods *netnstest.Netns
+	out, node, pods, up *netnstest.Netns
 }
 
 // Addresses of the topology.
@@ -61,12 +70,30 @@ const (
 	nodeName          = "test-node"
 )
 
-func newTopology(t *testing.T) *topology {
+// newTopology builds the namespaces; upstream answers on ports.
+func newTopology(t *testing.T, ports []int) *topology {
 	t.Helper()
-	tp := &topology{out: netnstest.New(t, "out"), node: netnstest.New(t, "node"), pods: netnstest.New(t, "pods")}
-	o, n, p := tp.out, tp.node, tp.pods
+	tp := &topology{out: netnstest.New(t, "out"), node: netnstest.New(t, "node"), pods: netnstest.New(t, "pods"), up: netnstest.New(t, "up")}
+	o, n, p, u := tp.out, tp.node, tp.pods, tp.up
 	netnstest.Veth(t, o, "kx0", n, "kn0")
 	netnstest.Veth(t, n, "kp0", p, "kq0")
+	netnstest.Veth(t, n, "ku0", u, "kw0")
+	n.AddAddr(t, "ku0", "203.0.113.249/30")
+	n.AddAddr(t, "ku0", "2001:db8:4::1/64")
+	u.AddAddr(t, "kw0", "203.0.113.250/30")
+	u.AddAddr(t, "kw0", "2001:db8:4::2/64")
+	for _, r := range [][]string{
+		{"local", "198.18.0.0/15", "dev", "lo"},
+		{"local", "203.0.113.192/26", "dev", "lo"},
+		{"-6", "local", "2001:db8:5::/64", "dev", "lo"},
+		{"default", "via", "203.0.113.249"},
+		{"-6", "default", "via", "2001:db8:4::1"},
+	} {
+		u.MustRun(t, route(r)...)
+	}
+	for _, port := range ports {
+		netnstest.StartEcho(t, u, port, true)
+	}
 	for _, a := range []string{"192.0.2.1/24", "2001:db8::1/64", "203.0.113.2/32", "203.0.113.130/32",
 		"198.51.100.200/32", "2001:db8:2::1/128", "2001:db8:1:1::200/128"} {
 		o.AddAddr(t, "kx0", a)
@@ -94,9 +121,11 @@ func newTopology(t *testing.T) *topology {
 		o.MustRun(t, route(r)...)
 	}
 	for _, r := range [][]string{
-		// A node's own packets need a route to reach the output hook.
-		{"198.18.0.0/15", "dev", "kn0"},
-		{"-6", "2001:db8:5::/64", "dev", "kn0"},
+		// Upstream, as a node's default route would take them (its own
+		// packets need a route to reach the output hook, too).
+		{"198.18.0.0/15", "via", "203.0.113.250"},
+		{"203.0.113.192/26", "via", "203.0.113.250"},
+		{"-6", "2001:db8:5::/64", "via", "2001:db8:4::2"},
 		{"203.0.113.0/24", "via", "192.0.2.1"},
 		{"198.51.100.128/25", "via", "192.0.2.1"},
 		{"-6", "2001:db8:2::/64", "via", "2001:db8::1"},
@@ -109,7 +138,7 @@ func newTopology(t *testing.T) *topology {
 	// Forwarding on, as on a real node; no ICMP redirects, which would use
 	// up the rate limit that a reject's ICMP answers need.
 	n.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
-		"net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.kn0.send_redirects=0", "net.ipv4.conf.kp0.send_redirects=0")
+		"net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.kn0.send_redirects=0", "net.ipv4.conf.kp0.send_redirects=0", "net.ipv4.conf.ku0.send_redirects=0")
 	return tp
 }
 
