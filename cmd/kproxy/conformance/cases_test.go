@@ -39,6 +39,8 @@ const (
 	fromEndpoint source = "endpoint"
 	// fromNode is the node itself, from its own IP 192.0.2.2 (2001:db8::2).
 	fromNode source = "node"
+	// fromLocalhost is the node itself from 127.0.0.1 (::1).
+	fromLocalhost source = "node-localhost"
 	// fromLBIP is a packet whose source something outside the node has
 	// rewritten to the LB IP it is sent to.
 	fromLBIP source = "lb-ip"
@@ -281,6 +283,9 @@ func nodePorts(variant, manifest, addrs, nodeIP, clusterIP, alt, eps string, all
 		{name: "pod to cluster IP", from: fromPod, to: clusterIP, want: eps},
 		{name: "external to nodePort", from: fromExternal, to: hostPort(nodeIP), want: eps},
 		{name: "node to nodePort", from: fromNode, to: hostPort(nodeIP), want: eps},
+		// Not one of kube-proxy's flows: its nftables mode serves node
+		// ports on the --nodeport-addresses only, never on localhost.
+		{name: "node localhost to nodePort on localhost (added)", from: fromLocalhost, to: hostPort(loopback(nodeIP)), want: wantNone},
 	}
 	if allowAlt {
 		flows = append(flows, flow{name: "external to nodePort on secondary IP", from: fromExternal, to: hostPort(alt), want: eps})
@@ -288,6 +293,14 @@ func nodePorts(variant, manifest, addrs, nodeIP, clusterIP, alt, eps string, all
 		flows = append(flows, flow{name: "secondary nodeIP ignores NodePorts", from: fromExternal, to: hostPort(alt), want: wantNone})
 	}
 	return kpCase{test: "TestNodePorts", variant: variant, manifest: manifest, nodePortAddresses: addrs, phases: one(flows...)}
+}
+
+// loopback is the loopback address of ip's family.
+func loopback(ip string) string {
+	if netip.MustParseAddr(ip).Is6() {
+		return "::1"
+	}
+	return "127.0.0.1"
 }
 
 // internalTrafficPolicy is a case of TestInternalTrafficPolicy: a pod to

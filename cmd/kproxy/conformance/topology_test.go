@@ -38,18 +38,20 @@ var (
 	nodeIP4    = netip.MustParseAddr("192.0.2.2")
 	nodeIP6    = netip.MustParseAddr("2001:db8::2")
 	sourceIPs4 = map[source]netip.Addr{
-		fromExternal: netip.MustParseAddr("203.0.113.2"),
-		fromBlocked:  netip.MustParseAddr("203.0.113.130"),
-		fromPodHere:  netip.MustParseAddr("198.51.100.2"),
-		fromPodThere: netip.MustParseAddr("198.51.100.200"),
-		fromEndpoint: netip.MustParseAddr("198.51.100.11"),
-		fromNode:     nodeIP4,
+		fromExternal:  netip.MustParseAddr("203.0.113.2"),
+		fromBlocked:   netip.MustParseAddr("203.0.113.130"),
+		fromPodHere:   netip.MustParseAddr("198.51.100.2"),
+		fromPodThere:  netip.MustParseAddr("198.51.100.200"),
+		fromEndpoint:  netip.MustParseAddr("198.51.100.11"),
+		fromNode:      nodeIP4,
+		fromLocalhost: netip.MustParseAddr("127.0.0.1"),
 	}
 	sourceIPs6 = map[source]netip.Addr{
-		fromExternal: netip.MustParseAddr("2001:db8:2::1"),
-		fromPodHere:  netip.MustParseAddr("2001:db8:1::2"),
-		fromPodThere: netip.MustParseAddr("2001:db8:1:1::200"),
-		fromNode:     nodeIP6,
+		fromExternal:  netip.MustParseAddr("2001:db8:2::1"),
+		fromPodHere:   netip.MustParseAddr("2001:db8:1::2"),
+		fromPodThere:  netip.MustParseAddr("2001:db8:1:1::200"),
+		fromNode:      nodeIP6,
+		fromLocalhost: netip.MustParseAddr("::1"),
 	}
 	// endpointIPs are the pods that may be endpoints (all on the pods'
 	// link: the node reaches them all, wherever the slice says they run).
@@ -165,7 +167,7 @@ func (tp *topology) from(s source, ipv6 bool) (*netnstest.Netns, netip.Addr, err
 		return tp.out, ip, nil
 	case fromPodHere, fromEndpoint:
 		return tp.pods, ip, nil
-	case fromNode:
+	case fromNode, fromLocalhost:
 		return tp.node, ip, nil
 	}
 	return nil, netip.Addr{}, fmt.Errorf("source %s is not in the topology", s)
