@@ -37,11 +37,13 @@ func TestEndpointSelection(t *testing.T) {
 			want:      []string{"10.1.0.1:8080[ready,serving,internal,external]"},
 		},
 		{
-			name: "serving defaults to ready",
+			// The API and kube-proxy read serving unset as true, so this
+			// endpoint is the terminating fallback.
+			name: "serving unset means serving",
 			endpoints: []discoveryv1.Endpoint{
 				newEndpoint("10.1.0.1", "", conditions{ready: ptr(false), terminating: ptr(true)}),
 			},
-			want: nil, // not ready, hence not serving: no fallback either
+			want: []string{"10.1.0.1:8080[serving,terminating,internal,external]"},
 		},
 		{
 			name: "not ready endpoints are dropped while others are ready",
@@ -129,6 +131,8 @@ func TestEndpointSelection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := newService(func(s *corev1.Service) {
+				// A node port, so external traffic exists and its policy counts.
+				s.Spec.Type, s.Spec.Ports[0].NodePort = corev1.ServiceTypeNodePort, 30080
 				s.Spec.InternalTrafficPolicy = tt.internal
 				s.Spec.ExternalTrafficPolicy = tt.external
 			})

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/rs/zerolog"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,6 +28,9 @@ type Options struct {
 	ServiceProxyName string
 	// Zone is this node's topology.kubernetes.io/zone, for topology hints.
 	Zone string
+	// TopologyLog, when set, gets kube-proxy's topology log lines (hints
+	// ignored, and why) at debug and trace level.
+	TopologyLog *zerolog.Logger
 }
 
 // Skip reports whether this proxy must ignore svc, and why. The rules are
@@ -83,11 +88,16 @@ func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice,
 		port := &svc.Spec.Ports[i]
 		sp := servicePort(svc, port)
 		candidates := collectEndpoints(port, own, opts.NodeName)
+		policy := scopePolicy{
+			internalLocal: sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+			externalLocal: sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+			externallyAccessible: sp.GetNodePort() != 0 || sp.GetExternalIps().Len() > 0 ||
+				sp.GetLoadBalancerIps().Len() > 0,
+		}
 		out = append(out, &messages.ServicePortEndpoints{
 			ServicePort: sp,
-			Endpoints: selectEndpoints(candidates,
-				sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-				sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL, opts.Zone),
+			Endpoints: selectEndpoints(candidates, policy, opts.NodeName, opts.Zone,
+				topologyLog{log: opts.TopologyLog, servicePort: sp.GetKey().ID()}),
 		})
 	}
 	return out, nil
