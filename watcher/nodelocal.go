@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"errors"
+	"net/netip"
 	"strconv"
 
 	"github.com/rs/zerolog"
@@ -178,17 +179,37 @@ func clusterIPs(svc *corev1.Service) []string {
 // loadBalancerIPs gathers the addresses a load balancer delivers traffic to:
 // the ingress IPs the cloud reported (hostname-only ingress has none) and the
 // deprecated, user-requested spec.loadBalancerIP.
+//
+// An ingress IP whose ipMode is not VIP (Proxy: the load balancer proxies
+// to the node rather than delivering packets for its IP) gets no rule, as
+// kube-proxy's IsVIPMode decides; unset means VIP. Nor does
+// spec.loadBalancerIP when an ingress reports that same IP in Proxy mode.
 func loadBalancerIPs(svc *corev1.Service) []string {
 	var ips []string
+	proxied := map[netip.Addr]bool{}
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		if ing.IP != "" {
-			ips = append(ips, ing.IP)
+		if ing.IP == "" {
+			continue
+		}
+		if !vipMode(ing) {
+			if addr, ok := parseIP(ing.IP); ok {
+				proxied[addr] = true
+			}
+			continue
+		}
+		ips = append(ips, ing.IP)
+	}
+	if ip := svc.Spec.LoadBalancerIP; ip != "" {
+		if addr, ok := parseIP(ip); !ok || !proxied[addr] {
+			ips = append(ips, ip)
 		}
 	}
-	if svc.Spec.LoadBalancerIP != "" {
-		ips = append(ips, svc.Spec.LoadBalancerIP)
-	}
 	return ips
+}
+
+// vipMode is kube-proxy's IsVIPMode: only an unset or VIP ipMode is one.
+func vipMode(ing corev1.LoadBalancerIngress) bool {
+	return ing.IPMode == nil || *ing.IPMode == corev1.LoadBalancerIPModeVIP
 }
 
 // affinityTimeout is the configured ClientIP timeout, or nil when unset.
