@@ -39,11 +39,12 @@ func slicesOf(svc *corev1.Service, all []*discoveryv1.EndpointSlice) []*discover
 // named targetPort ("http") becomes a number. A slice without such a port
 // contributes nothing to this service port. Endpoints appearing in several
 // slices (possible while the controller moves them) are kept once, first
-// slice by name wins.
+// slice by name wins, except that a terminating endpoint gives way to a
+// non-terminating one with the same address.
 func collectEndpoints(port *corev1.ServicePort, own []*discoveryv1.EndpointSlice, nodeName string) []*messages.Endpoint {
 	protocol, _ := parseProtocol(port.Protocol)
 	var out []*messages.Endpoint
-	seen := make(map[string]bool)
+	seen := make(map[string]int) // address -> index in out
 	for _, s := range own {
 		target, ok := slicePort(s, port.Name, protocol)
 		if !ok {
@@ -51,11 +52,19 @@ func collectEndpoints(port *corev1.ServicePort, own []*discoveryv1.EndpointSlice
 		}
 		for i := range s.Endpoints {
 			ep := endpoint(&s.Endpoints[i], target, nodeName)
-			if ep == nil || seen[ep.Address()] {
+			if ep == nil {
 				continue
 			}
-			seen[ep.Address()] = true
-			out = append(out, ep)
+			j, dup := seen[ep.Address()]
+			switch {
+			case !dup:
+				seen[ep.Address()] = len(out)
+				out = append(out, ep)
+			case out[j].GetTerminating() && !ep.GetTerminating():
+				// The pod network reused a terminating pod's IP for a new
+				// pod: the running one wins, as in kube-proxy.
+				out[j] = ep
+			}
 		}
 	}
 	sortEndpoints(out)

@@ -279,3 +279,19 @@ func TestEndpointsPerServicePort(t *testing.T) {
 		}
 	}
 }
+
+// TestReusedAddressPrefersTheRunningEndpoint: when the pod network gives a
+// terminating pod's IP to a new pod, both may be listed for a while; the
+// running one is used, in whichever slice it comes (kube-proxy's rule).
+func TestReusedAddressPrefersTheRunningEndpoint(t *testing.T) {
+	old := newEndpoint("10.1.0.1", "node-a", terminatingEP)
+	running := newEndpoint("10.1.0.1", "node-b", readyEP)
+	for _, order := range [][2]discoveryv1.Endpoint{{old, running}, {running, old}} {
+		got := buildOne(t, newService(), []*discoveryv1.EndpointSlice{newSlice("web-a", order[0]), newSlice("web-b", order[1])},
+			Options{NodeName: "node-a"})
+		want := []string{"10.1.0.1:8080[ready,serving,internal,external]"}
+		if desc := describeEndpoints(got.GetEndpoints()); !slices.Equal(desc, want) {
+			t.Errorf("endpoints:\n got %q\nwant %q", desc, want)
+		}
+	}
+}

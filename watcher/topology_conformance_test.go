@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,4 +217,37 @@ func TestTopologyConformance(t *testing.T) {
 		})
 	}
 	t.Logf("%d cases:\n%s", len(cases), strings.Join(report, "\n"))
+}
+
+// When hints cannot be used, kproxy says so with kube-proxy's log lines
+// (klog V(2) as debug), so the same grep finds why.
+func TestTopologyLogLines(t *testing.T) {
+	hinted := func(ip, zone, node string) discoveryv1.Endpoint {
+		ep := newEndpoint(ip, "node-b", readyEP)
+		ep.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}, ForNodes: []discoveryv1.ForNode{{Name: node}}}
+		return ep
+	}
+	slice := newSlice("web-1", hinted("192.0.2.1", "zone-a", "node-a"), hinted("192.0.2.2", "zone-b", "node-b"))
+	for _, c := range []struct {
+		zone string
+		want []string
+	}{
+		{"zone-c", []string{
+			`"node":"node-c","message":"Ignoring same-node topology hints for service since no hints were provided for node"`,
+			`"zone":"zone-c","message":"Ignoring same-zone topology hints for service since no hints were provided for zone"`,
+		}},
+		{"", []string{`"label":"topology.kubernetes.io/zone","message":"Ignoring same-zone topology hints for service since node is missing label"`}},
+	} {
+		var buf strings.Builder
+		log := zerolog.New(&buf).Level(zerolog.DebugLevel)
+		got := buildOne(t, newService(), []*discoveryv1.EndpointSlice{slice}, Options{NodeName: "node-c", Zone: c.zone, TopologyLog: &log})
+		if n := len(got.GetEndpoints()); n != 2 {
+			t.Errorf("zone %q: %d endpoints, want both (hints ignored)", c.zone, n)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(buf.String(), `"service":"default/web:http/TCP",`+w) {
+				t.Errorf("zone %q: log lacks %s:\n%s", c.zone, w, buf.String())
+			}
+		}
+	}
 }
