@@ -35,6 +35,8 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesVanishedClient", nft, testVanishedClient},
 		{"NftablesAffinityPerScope", nft, testAffinityPerScope},
 		{"NftablesHandover", nft, testHandover},
+		{"NftablesHealthHandover", nft, testHealthHandover},
+		{"NftablesHealthPortRetry", nft, testHealthPortRetry},
 		{"NftablesNoHijack", nft, func(t *testing.T, bin string) { testNoHijack(t, bin, "nftables") }},
 		{"IPTables", ipt, testIPTables},
 		{"IPTablesNoHijack", ipt, func(t *testing.T, bin string) { testNoHijack(t, bin, "iptables") }},
