@@ -262,7 +262,18 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		return err
 	}
 	cfg.View = src
-	if err := o.operatorEndpoints(ctx, &cfg, src, log); err != nil {
+	// The operator endpoints stop when run returns, and it waits for
+	// them to finish their requests (deferred calls run last first).
+	opCtx, opCancel := context.WithCancel(ctx)
+	var opStopped []<-chan struct{}
+	defer func() {
+		for _, c := range opStopped {
+			<-c
+		}
+	}()
+	defer opCancel()
+	opStopped, err = o.operatorEndpoints(opCtx, &cfg, src, log)
+	if err != nil {
 		return err
 	}
 	if rs, ok := src.(*actors.RemoteSource); ok && cfg.Metrics != nil {
@@ -299,6 +310,16 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	srcCancel()
 	<-done
 	log.Info().Msg("shutting down")
+	// The health-check node ports stop accepting with the service ports
+	// (the next kproxy's sockets share them), and finish what they have.
+	hcDone := make(chan struct{})
+	go func() {
+		defer close(hcDone)
+		hctx, cancel := context.WithTimeout(context.Background(), httpShutdownWait)
+		defer cancel()
+		cfg.ServiceHealth.Shutdown(hctx)
+	}()
+	defer func() { <-hcDone }()
 	// A second SIGINT or SIGTERM cuts the grace period short.
 	again := make(chan os.Signal, 1)
 	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
@@ -323,7 +344,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 // operatorEndpoints sets up what kube-proxy offers operators: the health
 // and metrics servers (each unless its address is empty) and the
 // health-check node ports.
-func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, src source, log zerolog.Logger) error {
+func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, src source, log zerolog.Logger) (stopped []<-chan struct{}, err error) {
 	var eligible func() bool
 	if n, ok := src.(interface{ NodeEligible() bool }); ok {
 		eligible = n.NodeEligible
@@ -340,7 +361,7 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		if o.metricsActors {
 			mp, err := m.MeterProvider()
 			if err != nil {
-				return err
+				return stopped, err
 			}
 			cfg.MeterProvider = mp
 		}
@@ -355,21 +376,21 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		if o.profiling {
 			handler = withProfiling(handler)
 		}
-		serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, handler, log)
+		stopped = append(stopped, serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, handler, log))
 	}
 	if o.healthzBindAddress != "" {
-		serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log)
+		stopped = append(stopped, serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log))
 	}
 	if o.profilingAddress != "" {
-		serveHTTP(ctx, "the profiler (/debug/pprof/)", o.profilingAddress, profilingHandler(), log)
+		stopped = append(stopped, serveHTTP(ctx, "the profiler (/debug/pprof/)", o.profilingAddress, profilingHandler(), log))
 	}
 	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
 	hosts, err := nodeAddresses(prefixes)
 	if err != nil {
-		return fmt.Errorf("health-check node ports: %w", err)
+		return stopped, fmt.Errorf("health-check node ports: %w", err)
 	}
 	cfg.ServiceHealth = healthcheck.NewServices(hosts, cfg.Health, log)
-	return nil
+	return stopped, nil
 }
 
 // defaultShutdownGrace fits in a pod's default 30 s termination grace.

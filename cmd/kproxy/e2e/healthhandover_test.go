@@ -75,7 +75,8 @@ func testHealthHandover(t *testing.T, bin string) {
 		ok, failed := p.ok.Load(), p.failed.Load()
 		t.Logf("%s: %d probes answered, %d failed", p.name, ok, failed)
 		if failed > 0 {
-			t.Errorf("%s: %d of %d probes failed across the hand-over (first: %v), want 0", p.name, failed, ok+failed, p.firstErr.Load())
+			at := time.Unix(0, p.firstAt.Load()).Sub(signalled).Round(time.Millisecond)
+			t.Errorf("%s: %d of %d probes failed across the hand-over (first, %v after SIGTERM to A: %v), want 0", p.name, failed, ok+failed, at, p.firstErr.Load())
 		}
 	}
 	if t.Failed() {
@@ -124,6 +125,7 @@ type healthProbe struct {
 	check      func(code int, body string) error // nil: 200 wanted
 	ok, failed atomic.Int64
 	firstErr   atomic.Value
+	firstAt    atomic.Int64 // when the first failure was, in Unix nanoseconds
 }
 
 // healthProbes are probes at a steady rate, each its own goroutine.
@@ -158,7 +160,9 @@ func startHealthProbes(ns *netnstest.Netns, probes []healthProbe) *healthProbes 
 				}
 				if err := p.once(client); err != nil {
 					p.failed.Add(1)
-					p.firstErr.CompareAndSwap(nil, fmt.Sprintf("%s (refused: %v)", err, errors.Is(err, syscall.ECONNREFUSED)))
+					if p.firstErr.CompareAndSwap(nil, fmt.Sprintf("%s (refused: %v)", err, errors.Is(err, syscall.ECONNREFUSED))) {
+						p.firstAt.Store(time.Now().UnixNano())
+					}
 					continue
 				}
 				p.ok.Add(1)
