@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -69,7 +68,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	o.sourceFlags.register(fs)
 	fs.StringVar(&o.config, "config", "", "a config file: kube-proxy's KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) and/or a KproxyConfiguration (kproxy.io/v1alpha1); flags given on the command line win")
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", `write the effective config (the file's settings and the flags) to this file ("-": standard output) and exit`)
-	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (nftables when it works, else bind)")
+	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (the first kernel portal that works: nftables, then iptables; netsh on Windows; the start fails when none does)")
 	fs.StringVar(&o.nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs: node ports answer only on local addresses within them (default: all local addresses)")
 	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
@@ -401,27 +400,18 @@ const defaultSyncPeriod = 30 * time.Second
 
 const portalAuto = "auto"
 
-// portalRules sets up the kernel portal of the chosen mode; auto means
-// nftables when it works here (root, nft installed), else bind.
+// portalRules sets up the kernel portal of the chosen mode; auto is the
+// first kernel portal that works here (autoPortal).
 func portalRules(ctx context.Context, o runOptions, log zerolog.Logger) (rules.Interface, string, error) {
 	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
 	ro := rules.Options{NodePortAddresses: prefixes, Interface: o.netshInterface}
 	mode := o.portalMode
 	if mode == portalAuto {
-		mode = portal.ModeNftables
-		if runtime.GOOS == "windows" {
-			mode = portal.ModeNetsh
-		}
-		r, err := newRules(ctx, mode, ro)
-		if err != nil {
-			log.Warn().Err(err).Msg("kernel portal unavailable; listening on service IPs directly (--portal bind)")
-			return nil, portal.ModeBind, nil
-		}
-		return r, mode, nil
+		return autoPortal(ctx, ro, log)
 	}
 	r, err := newRules(ctx, mode, ro)
 	if err != nil {
-		return nil, "", fmt.Errorf("--portal %s: %w", mode, err)
+		return nil, "", fmt.Errorf("--portal %w", portalUnavailable(mode, err))
 	}
 	return r, mode, nil
 }

@@ -37,6 +37,7 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesHandover", nft, testHandover},
 		{"NftablesHealthHandover", nft, testHealthHandover},
 		{"NftablesHealthPortRetry", nft, testHealthPortRetry},
+		{"AutoPortal", append(ipt, "nft", "setpriv"), testAutoPortal},
 		{"NftablesNoHijack", nft, func(t *testing.T, bin string) { testNoHijack(t, bin, "nftables") }},
 		{"IPTables", ipt, testIPTables},
 		{"IPTablesNoHijack", ipt, func(t *testing.T, bin string) { testNoHijack(t, bin, "iptables") }},
