@@ -44,6 +44,9 @@ type FileSource struct {
 	// polled, when set, is called after each poll. Tests use it to wait for
 	// a poll without sleeping.
 	polled func()
+
+	// writerHold is writerHoldLimit; tests shorten it.
+	writerHold time.Duration
 }
 
 // NewFileSource prepares a source for path (a file or a directory, as for
@@ -52,7 +55,7 @@ func NewFileSource(path string, opts Options, interval time.Duration, log zerolo
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	return &FileSource{Store: NewStore(), path: path, opts: opts, interval: interval, log: log}
+	return &FileSource{Store: NewStore(), path: path, opts: opts, interval: interval, log: log, writerHold: writerHoldLimit}
 }
 
 // Start reads the path until one read succeeds, then returns with the
@@ -186,12 +189,12 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	case writersOpen:
 		// Read once the writer closes (watchCloseWrite wakes the loop),
 		// unless it holds the file open, unchanged, for writerHoldLimit.
-		if stable < writerHoldLimit {
+		if stable < s.writerHold {
 			if !st.heldLogged {
 				st.heldLogged = true
 				s.log.Debug().Str("path", s.path).Msg("manifests open for writing; reading once the writer closes them")
 			}
-			return writerHoldLimit - stable
+			return s.writerHold - stable
 		}
 		s.log.Warn().Str("path", s.path).Dur("unchangedFor", stable).
 			Msg("manifests still open for writing by another process; reading them anyway")
