@@ -83,6 +83,9 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
 	}
+	if o.TopologyLog == nil {
+		o.TopologyLog = &o.Log
+	}
 	sel, err := ServiceSelector(o.ServiceProxyName)
 	if err != nil {
 		return nil, err

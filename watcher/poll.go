@@ -55,6 +55,9 @@ func NewFileSource(path string, opts Options, interval time.Duration, log zerolo
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
+	if opts.TopologyLog == nil {
+		opts.TopologyLog = &log
+	}
 	return &FileSource{Store: NewStore(), path: path, opts: opts, interval: interval, log: log, writerHold: writerHoldLimit}
 }
 
