@@ -21,12 +21,14 @@ const DefaultPollInterval = time.Second
 // every reload it notifies only the services whose ports changed, so the
 // Watcher's Tracker handles both sources the same way.
 //
-// It polls instead of using inotify: editors and ConfigMap volumes replace
-// files by rename, which file watches follow poorly, while a periodic stat
-// of a handful of files costs nothing. A changed stat (name, size, mtime)
-// only triggers a re-read; a result is used only when the content hash
-// differs from the last one, and then only services that really changed
-// are notified, so a touch or an identical rewrite changes nothing downstream.
+// It watches the inputs' directory (notify) and also polls, since file
+// watches miss changes on some file systems while a periodic stat of a
+// handful of files costs nothing. A changed stat (name, size, mtime,
+// inode) triggers a read once no writer has the files open (readQuiet) or,
+// where the kernel cannot tell, once they have settled; a result is used
+// only when the content hash differs from the last one, and then only
+// services that really changed are notified, so a touch or an identical
+// rewrite changes nothing downstream.
 type FileSource struct {
 	*Store
 	path     string
