@@ -133,6 +133,9 @@ func (f *sourceFlags) kubeClient() (kubernetes.Interface, error) {
 	if f.apiConns != nil {
 		cfg.Dial = f.apiConns.DialContext
 	}
+	// After an outage, resume as soon as the API server answers rather
+	// than when client-go's backoff says (see watcher.APIGate).
+	cfg.Wrap(watcher.NewAPIGate().Wrap)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
