@@ -477,7 +477,10 @@ type Endpoint struct {
 	Internal bool `protobuf:"varint,9,opt,name=internal,proto3" json:"internal,omitempty"`
 	External bool `protobuf:"varint,10,opt,name=external,proto3" json:"external,omitempty"`
 	// Topology hints: zones this endpoint should serve (hints.forZones).
-	ZoneHints     []string `protobuf:"bytes,11,rep,name=zone_hints,json=zoneHints,proto3" json:"zone_hints,omitempty"`
+	ZoneHints []string `protobuf:"bytes,11,rep,name=zone_hints,json=zoneHints,proto3" json:"zone_hints,omitempty"`
+	// Topology hints: nodes this endpoint should serve (hints.forNodes, what
+	// trafficDistribution PreferSameNode produces).
+	NodeHints     []string `protobuf:"bytes,12,rep,name=node_hints,json=nodeHints,proto3" json:"node_hints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -589,6 +592,13 @@ func (x *Endpoint) GetZoneHints() []string {
 	return nil
 }
 
+func (x *Endpoint) GetNodeHints() []string {
+	if x != nil {
+		return x.NodeHints
+	}
+	return nil
+}
+
 // ServicePortEndpoints is one entry of a source's desired state.
 type ServicePortEndpoints struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -673,7 +683,7 @@ const file_messages_model_proto_rawDesc = "" +
 	"\x17internal_traffic_policy\x18\f \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15internalTrafficPolicy\x12P\n" +
 	"\x17external_traffic_policy\x18\r \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15externalTrafficPolicy\x123\n" +
 	"\x16health_check_node_port\x18\x0e \x01(\x05R\x13healthCheckNodePort\x12\x1a\n" +
-	"\bheadless\x18\x0f \x01(\bR\bheadless\"\xa0\x02\n" +
+	"\bheadless\x18\x0f \x01(\bR\bheadless\"\xbf\x02\n" +
 	"\bEndpoint\x12\x10\n" +
 	"\x03ips\x18\x01 \x03(\tR\x03ips\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x14\n" +
@@ -687,7 +697,9 @@ const file_messages_model_proto_rawDesc = "" +
 	"\bexternal\x18\n" +
 	" \x01(\bR\bexternal\x12\x1d\n" +
 	"\n" +
-	"zone_hints\x18\v \x03(\tR\tzoneHints\"\x84\x01\n" +
+	"zone_hints\x18\v \x03(\tR\tzoneHints\x12\x1d\n" +
+	"\n" +
+	"node_hints\x18\f \x03(\tR\tnodeHints\"\x84\x01\n" +
 	"\x14ServicePortEndpoints\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints*@\n" +

@@ -39,11 +39,12 @@ func slicesOf(svc *corev1.Service, all []*discoveryv1.EndpointSlice) []*discover
 // named targetPort ("http") becomes a number. A slice without such a port
 // contributes nothing to this service port. Endpoints appearing in several
 // slices (possible while the controller moves them) are kept once, first
-// slice by name wins.
+// slice by name wins, except that a terminating endpoint gives way to a
+// non-terminating one with the same address.
 func collectEndpoints(port *corev1.ServicePort, own []*discoveryv1.EndpointSlice, nodeName string) []*messages.Endpoint {
 	protocol, _ := parseProtocol(port.Protocol)
 	var out []*messages.Endpoint
-	seen := make(map[string]bool)
+	seen := make(map[string]int) // address -> index in out
 	for _, s := range own {
 		target, ok := slicePort(s, port.Name, protocol)
 		if !ok {
@@ -51,11 +52,19 @@ func collectEndpoints(port *corev1.ServicePort, own []*discoveryv1.EndpointSlice
 		}
 		for i := range s.Endpoints {
 			ep := endpoint(&s.Endpoints[i], target, nodeName)
-			if ep == nil || seen[ep.Address()] {
+			if ep == nil {
 				continue
 			}
-			seen[ep.Address()] = true
-			out = append(out, ep)
+			j, dup := seen[ep.Address()]
+			switch {
+			case !dup:
+				seen[ep.Address()] = len(out)
+				out = append(out, ep)
+			case out[j].GetTerminating() && !ep.GetTerminating():
+				// The pod network reused a terminating pod's IP for a new
+				// pod: the running one wins, as in kube-proxy.
+				out[j] = ep
+			}
 		}
 	}
 	sortEndpoints(out)
@@ -84,18 +93,15 @@ func slicePort(s *discoveryv1.EndpointSlice, name string, protocol messages.Prot
 	return 0, false
 }
 
-// endpoint maps one slice endpoint, applying the API's condition defaults:
-// ready unset means ready, serving unset means "same as ready", terminating
-// unset means not terminating. An endpoint without addresses is unusable.
+// endpoint maps one slice endpoint, applying the API's condition defaults
+// as kube-proxy reads them: ready and serving unset mean true, terminating
+// unset means false. An endpoint without addresses is unusable.
 func endpoint(e *discoveryv1.Endpoint, port int32, nodeName string) *messages.Endpoint {
 	if len(e.Addresses) == 0 {
 		return nil
 	}
 	ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-	serving := ready
-	if e.Conditions.Serving != nil {
-		serving = *e.Conditions.Serving
-	}
+	serving := e.Conditions.Serving == nil || *e.Conditions.Serving
 	terminating := e.Conditions.Terminating != nil && *e.Conditions.Terminating
 
 	ep := &messages.Endpoint{
@@ -116,6 +122,9 @@ func endpoint(e *discoveryv1.Endpoint, port int32, nodeName string) *messages.En
 		for _, z := range e.Hints.ForZones {
 			ep.ZoneHints = append(ep.ZoneHints, z.Name)
 		}
+		for _, n := range e.Hints.ForNodes {
+			ep.NodeHints = append(ep.NodeHints, n.Name)
+		}
 	}
 	return ep
 }
@@ -132,88 +141,6 @@ func canonicalIPs(addrs []string) []string {
 		}
 	}
 	return out
-}
-
-// selectEndpoints applies kube-proxy's endpoint selection once per traffic
-// scope and returns the endpoints usable by at least one scope, with their
-// Internal and External flags set.
-//
-// Internal (cluster IP) traffic uses local endpoints only under
-// internalTrafficPolicy Local; external traffic (external IPs, load
-// balancer, node ports) likewise under externalTrafficPolicy Local.
-//
-// Under a Cluster policy, topology hints narrow the choice to the endpoints
-// hinted for this node's zone, but only when every ready endpoint carries
-// hints and at least one is hinted for the zone (kube-proxy's rule);
-// otherwise hints are ignored.
-func selectEndpoints(candidates []*messages.Endpoint, internalLocal, externalLocal bool, zone string) []*messages.Endpoint {
-	internal := usable(candidates, internalLocal, zone)
-	external := usable(candidates, externalLocal, zone)
-	var out []*messages.Endpoint
-	for _, ep := range candidates {
-		ep.Internal = internal[ep]
-		ep.External = external[ep]
-		if ep.Internal || ep.External {
-			out = append(out, ep)
-		}
-	}
-	return out
-}
-
-// usable picks one scope's endpoints: the ready ones among those the
-// policy allows, or, when none is ready, those still serving while
-// terminating, so connections keep working during a rolling update that
-// leaves no ready endpoint (kube-proxy's terminating fallback). The fallback
-// is decided per scope, after the locality filter, exactly as kube-proxy
-// does: a Local policy falls back to a local terminating endpoint even when
-// other nodes have ready ones.
-func usable(candidates []*messages.Endpoint, localOnly bool, zone string) map[*messages.Endpoint]bool {
-	if !localOnly && useTopology(candidates, zone) {
-		hinted := make(map[*messages.Endpoint]bool)
-		for _, ep := range candidates {
-			if ep.Ready && slices.Contains(ep.GetZoneHints(), zone) {
-				hinted[ep] = true
-			}
-		}
-		return hinted
-	}
-	ready := make(map[*messages.Endpoint]bool)
-	fallback := make(map[*messages.Endpoint]bool)
-	for _, ep := range candidates {
-		if localOnly && !ep.Local {
-			continue
-		}
-		if ep.Ready {
-			ready[ep] = true
-		} else if ep.Serving && ep.Terminating {
-			fallback[ep] = true
-		}
-	}
-	if len(ready) > 0 {
-		return ready
-	}
-	return fallback
-}
-
-// useTopology reports whether zone hints apply: this node has a zone, every
-// ready endpoint has hints, and one of them is hinted for the zone.
-func useTopology(candidates []*messages.Endpoint, zone string) bool {
-	if zone == "" {
-		return false
-	}
-	forZone := false
-	for _, ep := range candidates {
-		if !ep.Ready {
-			continue
-		}
-		if len(ep.GetZoneHints()) == 0 {
-			return false
-		}
-		if slices.Contains(ep.GetZoneHints(), zone) {
-			forZone = true
-		}
-	}
-	return forZone
 }
 
 // sortEndpoints orders endpoints by address, then port, so that the same

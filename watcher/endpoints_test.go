@@ -37,11 +37,13 @@ func TestEndpointSelection(t *testing.T) {
 			want:      []string{"10.1.0.1:8080[ready,serving,internal,external]"},
 		},
 		{
-			name: "serving defaults to ready",
+			// The API and kube-proxy read serving unset as true, so this
+			// endpoint is the terminating fallback.
+			name: "serving unset means serving",
 			endpoints: []discoveryv1.Endpoint{
 				newEndpoint("10.1.0.1", "", conditions{ready: ptr(false), terminating: ptr(true)}),
 			},
-			want: nil, // not ready, hence not serving: no fallback either
+			want: []string{"10.1.0.1:8080[serving,terminating,internal,external]"},
 		},
 		{
 			name: "not ready endpoints are dropped while others are ready",
@@ -129,6 +131,8 @@ func TestEndpointSelection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := newService(func(s *corev1.Service) {
+				// A node port, so external traffic exists and its policy counts.
+				s.Spec.Type, s.Spec.Ports[0].NodePort = corev1.ServiceTypeNodePort, 30080
 				s.Spec.InternalTrafficPolicy = tt.internal
 				s.Spec.ExternalTrafficPolicy = tt.external
 			})
@@ -272,6 +276,22 @@ func TestEndpointsPerServicePort(t *testing.T) {
 	for key, w := range want {
 		if !slices.Equal(got[key], w) {
 			t.Errorf("%s: got %q, want %q", key, got[key], w)
+		}
+	}
+}
+
+// TestReusedAddressPrefersTheRunningEndpoint: when the pod network gives a
+// terminating pod's IP to a new pod, both may be listed for a while; the
+// running one is used, in whichever slice it comes (kube-proxy's rule).
+func TestReusedAddressPrefersTheRunningEndpoint(t *testing.T) {
+	old := newEndpoint("10.1.0.1", "node-a", terminatingEP)
+	running := newEndpoint("10.1.0.1", "node-b", readyEP)
+	for _, order := range [][2]discoveryv1.Endpoint{{old, running}, {running, old}} {
+		got := buildOne(t, newService(), []*discoveryv1.EndpointSlice{newSlice("web-a", order[0]), newSlice("web-b", order[1])},
+			Options{NodeName: "node-a"})
+		want := []string{"10.1.0.1:8080[ready,serving,internal,external]"}
+		if desc := describeEndpoints(got.GetEndpoints()); !slices.Equal(desc, want) {
+			t.Errorf("endpoints:\n got %q\nwant %q", desc, want)
 		}
 	}
 }

@@ -87,6 +87,11 @@ func readManifest(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readLimited(f, name)
+}
+
+// readLimited reads the open file name, refusing more than MaxManifestBytes.
+func readLimited(f *os.File, name string) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
 	if err != nil {
 		return nil, err

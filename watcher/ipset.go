@@ -3,15 +3,29 @@ package watcher
 import (
 	"net/netip"
 
+	netutils "k8s.io/utils/net"
+
 	"github.com/kproxy/kproxy/messages"
 )
 
 // parseIP accepts a plain IPv4 or IPv6 address. Zones ("fe80::1%eth0") are
 // rejected because Kubernetes never carries them and a proxy cannot listen
 // on them portably. IPv4-mapped IPv6 is treated as the IPv4 address it is.
+//
+// IPv4 written with leading zeros ("198.018.000.010") is read as decimal,
+// as kube-proxy reads it (k8s.io/utils/net ParseIPSloppy): the API server
+// kept accepting such legacy addresses in existing objects, so refusing
+// them would drop a service kube-proxy serves.
 func parseIP(s string) (netip.Addr, bool) {
 	addr, err := netip.ParseAddr(s)
-	if err != nil || addr.Zone() != "" {
+	if err != nil {
+		ip := netutils.ParseIPSloppy(s)
+		if ip == nil {
+			return netip.Addr{}, false
+		}
+		addr, _ = netip.AddrFromSlice(ip)
+	}
+	if addr.Zone() != "" {
 		return netip.Addr{}, false
 	}
 	return addr.Unmap(), true

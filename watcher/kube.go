@@ -83,6 +83,9 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
 	}
+	if o.TopologyLog == nil {
+		o.TopologyLog = &o.Log
+	}
 	sel, err := ServiceSelector(o.ServiceProxyName)
 	if err != nil {
 		return nil, err
@@ -187,22 +190,27 @@ func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
 		}
 		s.synced = append(s.synced, inf.HasSynced)
 	}
+	// The probe runs from the start: an APIGate closed by a failed
+	// first list opens only when the probe gets an answer.
+	go s.monitor(ctx)
 	for _, f := range s.factories {
 		f.Start(ctx.Done())
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), s.synced...) {
 		return errors.New("informer caches did not sync")
 	}
-	go s.monitor(ctx)
 	return nil
 }
 
 // apiServerCheckInterval is how often the source checks that the API
-// server answers, to log an outage (informers retry silently).
+// server answers: to log an outage (informers retry silently), and, with
+// an APIGate on the client, to let the informers resume within this long
+// of the API server's return.
 const apiServerCheckInterval = 2 * time.Second
 
-// monitor logs when the API server stops and starts answering. Informers
-// retry on their own; this only makes an outage visible.
+// monitor logs when the API server stops and starts answering. Its probe
+// also drives the client's APIGate (see there), which holds the informers'
+// requests during an outage so that they resume as soon as it ends.
 func (s *KubeSource) monitor(ctx context.Context) {
 	t := time.NewTicker(apiServerCheckInterval)
 	defer t.Stop()
@@ -214,7 +222,7 @@ func (s *KubeSource) monitor(ctx context.Context) {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, apiServerCheckInterval)
-		err := s.client.Discovery().RESTClient().Get().AbsPath("/livez").Do(cctx).Error()
+		err := s.client.Discovery().RESTClient().Get().AbsPath("/livez").Do(probeContext(cctx)).Error()
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil && downSince.IsZero():

@@ -2,7 +2,10 @@ package watcher
 
 import (
 	"errors"
+	"net/netip"
 	"strconv"
+
+	"github.com/rs/zerolog"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -26,6 +29,9 @@ type Options struct {
 	ServiceProxyName string
 	// Zone is this node's topology.kubernetes.io/zone, for topology hints.
 	Zone string
+	// TopologyLog, when set, gets kube-proxy's topology log lines (hints
+	// ignored, and why) at debug and trace level.
+	TopologyLog *zerolog.Logger
 }
 
 // Skip reports whether this proxy must ignore svc, and why. The rules are
@@ -83,11 +89,16 @@ func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice,
 		port := &svc.Spec.Ports[i]
 		sp := servicePort(svc, port)
 		candidates := collectEndpoints(port, own, opts.NodeName)
+		policy := scopePolicy{
+			internalLocal: sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+			externalLocal: sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+			externallyAccessible: sp.GetNodePort() != 0 || sp.GetExternalIps().Len() > 0 ||
+				sp.GetLoadBalancerIps().Len() > 0,
+		}
 		out = append(out, &messages.ServicePortEndpoints{
 			ServicePort: sp,
-			Endpoints: selectEndpoints(candidates,
-				sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-				sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL, opts.Zone),
+			Endpoints: selectEndpoints(candidates, policy, opts.NodeName, opts.Zone,
+				topologyLog{log: opts.TopologyLog, servicePort: sp.GetKey().ID()}),
 		})
 	}
 	return out, nil
@@ -168,17 +179,37 @@ func clusterIPs(svc *corev1.Service) []string {
 // loadBalancerIPs gathers the addresses a load balancer delivers traffic to:
 // the ingress IPs the cloud reported (hostname-only ingress has none) and the
 // deprecated, user-requested spec.loadBalancerIP.
+//
+// An ingress IP whose ipMode is not VIP (Proxy: the load balancer proxies
+// to the node rather than delivering packets for its IP) gets no rule, as
+// kube-proxy's IsVIPMode decides; unset means VIP. Nor does
+// spec.loadBalancerIP when an ingress reports that same IP in Proxy mode.
 func loadBalancerIPs(svc *corev1.Service) []string {
 	var ips []string
+	proxied := map[netip.Addr]bool{}
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		if ing.IP != "" {
-			ips = append(ips, ing.IP)
+		if ing.IP == "" {
+			continue
+		}
+		if !vipMode(ing) {
+			if addr, ok := parseIP(ing.IP); ok {
+				proxied[addr] = true
+			}
+			continue
+		}
+		ips = append(ips, ing.IP)
+	}
+	if ip := svc.Spec.LoadBalancerIP; ip != "" {
+		if addr, ok := parseIP(ip); !ok || !proxied[addr] {
+			ips = append(ips, ip)
 		}
 	}
-	if svc.Spec.LoadBalancerIP != "" {
-		ips = append(ips, svc.Spec.LoadBalancerIP)
-	}
 	return ips
+}
+
+// vipMode is kube-proxy's IsVIPMode: only an unset or VIP ipMode is one.
+func vipMode(ing corev1.LoadBalancerIngress) bool {
+	return ing.IPMode == nil || *ing.IPMode == corev1.LoadBalancerIPModeVIP
 }
 
 // affinityTimeout is the configured ClientIP timeout, or nil when unset.

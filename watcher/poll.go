@@ -21,12 +21,14 @@ const DefaultPollInterval = time.Second
 // every reload it notifies only the services whose ports changed, so the
 // Watcher's Tracker handles both sources the same way.
 //
-// It polls instead of using inotify: editors and ConfigMap volumes replace
-// files by rename, which file watches follow poorly, while a periodic stat
-// of a handful of files costs nothing. A changed stat (name, size, mtime)
-// only triggers a re-read; a result is used only when the content hash
-// differs from the last one, and then only services that really changed
-// are notified, so a touch or an identical rewrite changes nothing downstream.
+// It watches the inputs' directory (notify) and also polls, since file
+// watches miss changes on some file systems while a periodic stat of a
+// handful of files costs nothing. A changed stat (name, size, mtime,
+// inode) triggers a read once no writer has the files open (readQuiet) or,
+// where the kernel cannot tell, once they have settled; a result is used
+// only when the content hash differs from the last one, and then only
+// services that really changed are notified, so a touch or an identical
+// rewrite changes nothing downstream.
 type FileSource struct {
 	*Store
 	path     string
@@ -44,6 +46,9 @@ type FileSource struct {
 	// polled, when set, is called after each poll. Tests use it to wait for
 	// a poll without sleeping.
 	polled func()
+
+	// writerHold is writerHoldLimit; tests shorten it.
+	writerHold time.Duration
 }
 
 // NewFileSource prepares a source for path (a file or a directory, as for
@@ -52,7 +57,10 @@ func NewFileSource(path string, opts Options, interval time.Duration, log zerolo
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	return &FileSource{Store: NewStore(), path: path, opts: opts, interval: interval, log: log}
+	if opts.TopologyLog == nil {
+		opts.TopologyLog = &log
+	}
+	return &FileSource{Store: NewStore(), path: path, opts: opts, interval: interval, log: log, writerHold: writerHoldLimit}
 }
 
 // Start reads the path until one read succeeds, then returns with the
@@ -104,12 +112,31 @@ type pollState struct {
 	// seen. It is read once it has not changed for fileSettle.
 	pending      string
 	pendingSince time.Time
+	heldLogged   bool // the wait for pending's writer was logged
 }
 
 // fileSettle is how long a changed file must stay unchanged before it is
-// read: a file rewritten in place (truncated, then written) is briefly
-// empty or partial, and that is not a state its author wrote.
+// read when the kernel cannot say whether it is still being written: a
+// file rewritten in place (truncated, then written) is briefly empty or
+// partial, and that is not a state its author wrote. Where the kernel can
+// tell (Linux file leases), a file is read once no process has it open for
+// writing, however long its writer pauses, and without this delay.
 const fileSettle = 100 * time.Millisecond
+
+// writerHoldLimit bounds the wait for a writer to close: a process that
+// keeps a manifest open for writing for good (a shell's `exec 3>file`, a
+// generator that never closes) must not freeze the source. A change that
+// has stayed unchanged this long while still open is read anyway.
+const writerHoldLimit = 10 * time.Second
+
+// writeState is what the kernel says about writers of the inputs.
+type writeState int
+
+const (
+	kernelCannotTell writeState = iota // no leases: wait for fileSettle
+	writersOpen                        // some process has an input open for writing
+	writersClosed                      // none has; the inputs were read under a lease
+)
 
 // run loads the path immediately and emits the result, then polls until
 // ctx is done, emitting each time the content changes. emit is called from
@@ -153,18 +180,40 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 		st.pending = ""
 		return 0
 	}
-	// Read only what has stayed the same for fileSettle.
-	if now := time.Now(); stamp != st.pending {
-		st.pending, st.pendingSince = stamp, now
-		return fileSettle
-	} else if wait := fileSettle - now.Sub(st.pendingSince); wait > 0 {
-		return wait
+	now := time.Now()
+	if stamp != st.pending {
+		st.pending, st.pendingSince, st.heldLogged = stamp, now, false
 	}
-	inputs, err := readInputs(s.path)
+	inputs, state, err := readQuiet(s.path)
 	if err != nil {
 		st.stamped, st.pending = false, "" // retry on the next poll
 		s.failed(st, err)
 		return 0
+	}
+	switch stable := now.Sub(st.pendingSince); state {
+	case writersOpen:
+		// Read once the writer closes (watchCloseWrite wakes the loop),
+		// unless it holds the file open, unchanged, for writerHoldLimit.
+		if stable < s.writerHold {
+			if !st.heldLogged {
+				st.heldLogged = true
+				s.log.Debug().Str("path", s.path).Msg("manifests open for writing; reading once the writer closes them")
+			}
+			return s.writerHold - stable
+		}
+		s.log.Warn().Str("path", s.path).Dur("unchangedFor", stable).
+			Msg("manifests still open for writing by another process; reading them anyway")
+		fallthrough
+	case kernelCannotTell:
+		// Read only what has stayed the same for fileSettle.
+		if wait := fileSettle - stable; wait > 0 {
+			return wait
+		}
+		if inputs, err = readInputs(s.path); err != nil {
+			st.stamped, st.pending = false, "" // retry on the next poll
+			s.failed(st, err)
+			return 0
+		}
 	}
 	// Changed while being read: wait for it to settle again.
 	if after, err := statStamp(s.path); err != nil || after != stamp {

@@ -28,10 +28,13 @@ type runningSource struct {
 	polled  chan struct{} // signalled (without blocking) after every poll
 }
 
-func startSource(t *testing.T, path string) *runningSource {
+func startSource(t *testing.T, path string, mutate ...func(*FileSource)) *runningSource {
 	t.Helper()
 	rs := &runningSource{results: make(chan *Result, 16), polled: make(chan struct{}, 1)}
 	src := NewFileSource(path, Options{}, 20*time.Millisecond, zerolog.Nop())
+	for _, m := range mutate {
+		m(src)
+	}
 	src.polled = func() {
 		rs.polls.Add(1)
 		select {

@@ -110,7 +110,7 @@ func TestTopologyHints(t *testing.T) {
 		{"no endpoint for zone", []*messages.Endpoint{hinted("192.0.2.1", "b"), hinted("192.0.2.2", "b")}, "a", 2},
 		{"node has no zone", []*messages.Endpoint{hinted("192.0.2.1", "a"), hinted("192.0.2.2", "b")}, "", 2},
 	} {
-		got := names(selectEndpoints(tc.eps, false, false, tc.zone), true)
+		got := names(selectEndpoints(tc.eps, scopePolicy{}, "node-a", tc.zone, topologyLog{}), true)
 		if len(got) != tc.want {
 			t.Errorf("%s: internal endpoints %v, want %d", tc.name, got, tc.want)
 		}

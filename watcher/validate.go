@@ -157,7 +157,7 @@ func validateServiceIPs(svc *corev1.Service) errorList {
 	}
 	// Kubernetes keeps clusterIP as a copy of the primary clusterIPs entry;
 	// disagreeing values are a typo we should not guess about.
-	if svc.Spec.ClusterIP != "" && len(svc.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIP != svc.Spec.ClusterIPs[0] {
+	if svc.Spec.ClusterIP != "" && len(svc.Spec.ClusterIPs) > 0 && !sameIP(svc.Spec.ClusterIP, svc.Spec.ClusterIPs[0]) {
 		errs = append(errs, fmt.Errorf("spec.clusterIPs[0]: %q must equal spec.clusterIP %q", svc.Spec.ClusterIPs[0], svc.Spec.ClusterIP))
 	}
 	for i, ip := range svc.Spec.ExternalIPs {
@@ -226,3 +226,14 @@ func validateEndpointSlice(s *discoveryv1.EndpointSlice) error {
 }
 
 func validPort(p int32) bool { return p >= 1 && p <= 65535 }
+
+// sameIP compares two addresses as parsed ("198.018.0.10" is 198.18.0.10),
+// or as text when either does not parse.
+func sameIP(a, b string) bool {
+	ia, okA := parseIP(a)
+	ib, okB := parseIP(b)
+	if okA && okB {
+		return ia == ib
+	}
+	return a == b
+}

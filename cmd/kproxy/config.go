@@ -39,6 +39,7 @@ type KproxyConfiguration struct {
 	Portal           string `json:"portal,omitempty"`
 	NetshInterface   string `json:"netshInterface,omitempty"`
 	ServiceProxyName string `json:"serviceProxyName,omitempty"`
+	NodeZone         string `json:"nodeZone,omitempty"`
 	Master           string `json:"master,omitempty"`
 	FilePollInterval string `json:"filePollInterval,omitempty"`
 	UDPIdleTimeout   string `json:"udpIdleTimeout,omitempty"`
@@ -284,6 +285,7 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 	setIf(values, "portal", c.Portal)
 	setIf(values, "netsh-interface", c.NetshInterface)
 	setIf(values, "service-proxy-name", c.ServiceProxyName)
+	setIf(values, "node-zone", c.NodeZone)
 	setIf(values, "master", c.Master)
 	setIf(values, "file-poll-interval", c.FilePollInterval)
 	setIf(values, "udp-idle-timeout", c.UDPIdleTimeout)
@@ -404,7 +406,7 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 	kc := KproxyConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: kproxyAPIVersion, Kind: kproxyKind},
 		Source:   get("source"), Portal: get("portal"), NetshInterface: get("netsh-interface"),
-		ServiceProxyName: get("service-proxy-name"), Master: get("master"),
+		ServiceProxyName: get("service-proxy-name"), NodeZone: get("node-zone"), Master: get("master"),
 		FilePollInterval: get("file-poll-interval"), UDPIdleTimeout: get("udp-idle-timeout"),
 		LogLevel: get("log-level"), LogFormat: get("log-format"),
 	}

@@ -48,14 +48,14 @@ func TestKubeAPIServerOutage(t *testing.T) {
 	k.apply(k.slice("api", "api-a", 8080, readyEP(ip2.String())))
 	in.endpointsAre(t, "default/web:tcp/TCP", netip.AddrPortFrom(ip1, 8080).String(), netip.AddrPortFrom(ip2, 8080).String())
 	in.endpointsAre(t, "default/api:tcp/TCP", netip.AddrPortFrom(ip2, 8080).String())
-	t.Logf("changes made after the API server returned were applied %v later (client-go's watch backoff)", time.Since(back).Round(time.Millisecond))
+	t.Logf("changes made after the API server returned were applied %v later", time.Since(back).Round(time.Millisecond))
 	if got := readName(t, api.Spec.ClusterIP+":18081"); got != netip.AddrPortFrom(ip2, 8080).String() {
 		t.Fatalf("new service reached %s", got)
 	}
 	l.stopAndCheck(t, "across the outage")
-	if !in.logged("API server unreachable") || !in.logged("API server reachable again") {
-		t.Error("the outage was not logged")
-	}
+	// The changes can be applied before the probe that logs the return.
+	in.waitLogged(t, 0, "API server unreachable")
+	in.waitLogged(t, 0, "API server reachable again")
 }
 
 // load is two clients dialing a service in a loop, each connection

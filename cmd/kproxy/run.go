@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -69,7 +68,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	o.sourceFlags.register(fs)
 	fs.StringVar(&o.config, "config", "", "a config file: kube-proxy's KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) and/or a KproxyConfiguration (kproxy.io/v1alpha1); flags given on the command line win")
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", `write the effective config (the file's settings and the flags) to this file ("-": standard output) and exit`)
-	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (nftables when it works, else bind)")
+	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (the first kernel portal that works: nftables, then iptables; netsh on Windows; the start fails when none does)")
 	fs.StringVar(&o.nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs: node ports answer only on local addresses within them (default: all local addresses)")
 	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
@@ -262,7 +261,18 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		return err
 	}
 	cfg.View = src
-	if err := o.operatorEndpoints(ctx, &cfg, src, log); err != nil {
+	// The operator endpoints stop when run returns, and it waits for
+	// them to finish their requests (deferred calls run last first).
+	opCtx, opCancel := context.WithCancel(ctx)
+	var opStopped []<-chan struct{}
+	defer func() {
+		for _, c := range opStopped {
+			<-c
+		}
+	}()
+	defer opCancel()
+	opStopped, err = o.operatorEndpoints(opCtx, &cfg, src, log)
+	if err != nil {
 		return err
 	}
 	if rs, ok := src.(*actors.RemoteSource); ok && cfg.Metrics != nil {
@@ -299,6 +309,16 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	srcCancel()
 	<-done
 	log.Info().Msg("shutting down")
+	// The health-check node ports stop accepting with the service ports
+	// (the next kproxy's sockets share them), and finish what they have.
+	hcDone := make(chan struct{})
+	go func() {
+		defer close(hcDone)
+		hctx, cancel := context.WithTimeout(context.Background(), httpShutdownWait)
+		defer cancel()
+		cfg.ServiceHealth.Shutdown(hctx)
+	}()
+	defer func() { <-hcDone }()
 	// A second SIGINT or SIGTERM cuts the grace period short.
 	again := make(chan os.Signal, 1)
 	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
@@ -323,7 +343,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 // operatorEndpoints sets up what kube-proxy offers operators: the health
 // and metrics servers (each unless its address is empty) and the
 // health-check node ports.
-func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, src source, log zerolog.Logger) error {
+func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, src source, log zerolog.Logger) (stopped []<-chan struct{}, err error) {
 	var eligible func() bool
 	if n, ok := src.(interface{ NodeEligible() bool }); ok {
 		eligible = n.NodeEligible
@@ -340,7 +360,7 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		if o.metricsActors {
 			mp, err := m.MeterProvider()
 			if err != nil {
-				return err
+				return stopped, err
 			}
 			cfg.MeterProvider = mp
 		}
@@ -355,21 +375,21 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		if o.profiling {
 			handler = withProfiling(handler)
 		}
-		serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, handler, log)
+		stopped = append(stopped, serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, handler, log))
 	}
 	if o.healthzBindAddress != "" {
-		serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log)
+		stopped = append(stopped, serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log))
 	}
 	if o.profilingAddress != "" {
-		serveHTTP(ctx, "the profiler (/debug/pprof/)", o.profilingAddress, profilingHandler(), log)
+		stopped = append(stopped, serveHTTP(ctx, "the profiler (/debug/pprof/)", o.profilingAddress, profilingHandler(), log))
 	}
 	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
 	hosts, err := nodeAddresses(prefixes)
 	if err != nil {
-		return fmt.Errorf("health-check node ports: %w", err)
+		return stopped, fmt.Errorf("health-check node ports: %w", err)
 	}
 	cfg.ServiceHealth = healthcheck.NewServices(hosts, cfg.Health, log)
-	return nil
+	return stopped, nil
 }
 
 // defaultShutdownGrace fits in a pod's default 30 s termination grace.
@@ -380,27 +400,18 @@ const defaultSyncPeriod = 30 * time.Second
 
 const portalAuto = "auto"
 
-// portalRules sets up the kernel portal of the chosen mode; auto means
-// nftables when it works here (root, nft installed), else bind.
+// portalRules sets up the kernel portal of the chosen mode; auto is the
+// first kernel portal that works here (autoPortal).
 func portalRules(ctx context.Context, o runOptions, log zerolog.Logger) (rules.Interface, string, error) {
 	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
 	ro := rules.Options{NodePortAddresses: prefixes, Interface: o.netshInterface}
 	mode := o.portalMode
 	if mode == portalAuto {
-		mode = portal.ModeNftables
-		if runtime.GOOS == "windows" {
-			mode = portal.ModeNetsh
-		}
-		r, err := newRules(ctx, mode, ro)
-		if err != nil {
-			log.Warn().Err(err).Msg("kernel portal unavailable; listening on service IPs directly (--portal bind)")
-			return nil, portal.ModeBind, nil
-		}
-		return r, mode, nil
+		return autoPortal(ctx, ro, log)
 	}
 	r, err := newRules(ctx, mode, ro)
 	if err != nil {
-		return nil, "", fmt.Errorf("--portal %s: %w", mode, err)
+		return nil, "", fmt.Errorf("--portal %w", portalUnavailable(mode, err))
 	}
 	return r, mode, nil
 }

@@ -2,13 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/netip"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/healthcheck"
 )
 
 // serveRetryInterval is how long an operator endpoint whose address
@@ -16,13 +18,24 @@ import (
 // predecessor may still hold the port during a rolling update).
 const serveRetryInterval = 5 * time.Second
 
-// serveHTTP serves handler on addr until ctx ends, in the background.
-// A failure to listen is logged and retried: the proxy itself keeps
-// serving, which matters more than its health or metrics endpoint.
-func serveHTTP(ctx context.Context, what, addr string, handler http.Handler, log zerolog.Logger) {
+// httpShutdownWait bounds how long a stopping operator endpoint lets
+// requests in flight finish.
+const httpShutdownWait = 5 * time.Second
+
+// serveHTTP serves handler on addr until ctx ends, in the background;
+// stopped is closed once it has stopped and finished its requests. A
+// failure to listen is logged and retried: the proxy itself keeps
+// serving, which matters more than its health or metrics endpoint. The
+// socket is shared with the next kproxy process (SO_REUSEPORT, as the
+// proxy ports): during a hand-over both answer, and when ctx ends this
+// one stops accepting and finishes the requests it has, so a prober of
+// /healthz is never refused across a restart.
+func serveHTTP(ctx context.Context, what, addr string, handler http.Handler, log zerolog.Logger) (stopped <-chan struct{}) {
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for {
-			ln, err := net.Listen("tcp", addr)
+			ln, err := portal.ListenShared(ctx, addr)
 			if err != nil {
 				log.Error().Err(err).Str("address", addr).Msgf("cannot serve %s, retrying in %v", what, serveRetryInterval)
 				select {
@@ -32,19 +45,21 @@ func serveHTTP(ctx context.Context, what, addr string, handler http.Handler, log
 					continue
 				}
 			}
-			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-			go func() {
-				<-ctx.Done()
-				srv.Close()
-			}()
 			log.Info().Str("address", ln.Addr().String()).Msgf("serving %s", what)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error().Err(err).Str("address", addr).Msgf("%s server failed, restarting", what)
+			srv := healthcheck.Serve(ln, handler)
+			select {
+			case <-srv.Done():
+				log.Error().Err(srv.Err()).Str("address", addr).Msgf("%s server failed, restarting", what)
 				continue
+			case <-ctx.Done():
 			}
+			sctx, cancel := context.WithTimeout(context.Background(), httpShutdownWait)
+			srv.Shutdown(sctx)
+			cancel()
 			return
 		}
 	}()
+	return done
 }
 
 // nodeAddresses lists this host's addresses within prefixes, as

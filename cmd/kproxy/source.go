@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -31,6 +32,7 @@ type sourceFlags struct {
 	minSyncPeriod    time.Duration
 	filePollInterval time.Duration
 	nodeName         string
+	nodeZone         string
 	serviceProxyName string
 	remote           remoteFlags
 	// apiConns are the connections to the API server (--source kube), for
@@ -49,6 +51,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.minSyncPeriod, "min-sync-period", actors.DefaultMinSyncPeriod, "how long Kubernetes events are coalesced before they are applied")
 	fs.DurationVar(&f.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
+	fs.StringVar(&f.nodeZone, "node-zone", "", "this node's topology.kubernetes.io/zone, for zone hints (hints.forZones), with --source file:PATH, which has no Node objects; --source kube reads the label off the Node")
 	fs.StringVar(&f.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
 	f.remote.register(fs)
 }
@@ -81,6 +84,10 @@ func (f *sourceFlags) validate() error {
 	default:
 		return fmt.Errorf("--source %q: want kube, file:PATH or remote:ADDR", f.source)
 	}
+	if f.nodeZone != "" && !f.isFile() {
+		// The Node's label (kube) or the core (remote) decides the zone.
+		return fmt.Errorf("--node-zone %q: only for --source file:PATH; --source kube reads the Node's %s label", f.nodeZone, corev1.LabelTopologyZone)
+	}
 	if err := f.remote.validate(); err != nil {
 		return err
 	}
@@ -92,12 +99,13 @@ func (f *sourceFlags) validate() error {
 
 func (f *sourceFlags) isKube() bool   { return f.source == "kube" }
 func (f *sourceFlags) isRemote() bool { return strings.HasPrefix(f.source, "remote:") }
+func (f *sourceFlags) isFile() bool   { return strings.HasPrefix(f.source, "file:") }
 func (f *sourceFlags) remoteAddr() string {
 	return strings.TrimPrefix(f.source, "remote:")
 }
 func (f *sourceFlags) filePath() string { return strings.TrimPrefix(f.source, "file:") }
 func (f *sourceFlags) options() watcher.Options {
-	return watcher.Options{NodeName: f.nodeName, ServiceProxyName: f.serviceProxyName}
+	return watcher.Options{NodeName: f.nodeName, Zone: f.nodeZone, ServiceProxyName: f.serviceProxyName}
 }
 
 // kubeClient builds the client as kube-proxy does: --kubeconfig, else
@@ -125,6 +133,9 @@ func (f *sourceFlags) kubeClient() (kubernetes.Interface, error) {
 	if f.apiConns != nil {
 		cfg.Dial = f.apiConns.DialContext
 	}
+	// After an outage, resume as soon as the API server answers rather
+	// than when client-go's backoff says (see watcher.APIGate).
+	cfg.Wrap(watcher.NewAPIGate().Wrap)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -14,5 +14,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asKproxyEnv) == "1" {
 		os.Exit(kproxyMain(os.Args[1:], os.Stdout))
 	}
+	if os.Getenv(asSlowWriterEnv) == "1" {
+		os.Exit(slowWriterMain(os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }

@@ -63,6 +63,9 @@ func watchCommand(args []string, stdout io.Writer) error {
 		if o.isRemote() {
 			return errors.New("--serve needs --source kube or file:PATH")
 		}
+		if o.nodeZone != "" {
+			return errors.New("--serve and --node-zone do not go together: a core serves many nodes, and --node-zone names one node's zone")
+		}
 		if o.json || o.callout != "" {
 			return errors.New("--serve and --json/--callout do not go together")
 		}

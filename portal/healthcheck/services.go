@@ -1,15 +1,19 @@
 package healthcheck
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/portal"
 )
 
 // Services serves a health-check node port for every service that has one
@@ -17,7 +21,11 @@ import (
 // does: 200 while this node has local endpoints for the service and the
 // proxy is healthy, else 503, with the local endpoint count. Servers open
 // and close as services change; one that cannot open is logged and
-// retried at the next change.
+// retried by itself with backoff.
+//
+// The sockets are shared with the next kproxy process (SO_REUSEPORT, as
+// the proxy ports are): during a hand-over both serve the port, and once
+// this one shuts down (Shutdown) the next one answers every probe.
 //
 // Service ports report separately (Upsert, Delete); a service's count is
 // the largest of its ports'. Safe for concurrent use.
@@ -25,8 +33,11 @@ type Services struct {
 	hosts []string // addresses to listen on; "" is every address
 	proxy *ProxyHealth
 	log   zerolog.Logger
+	// listen opens a server's socket: portal.ListenShared.
+	listen func(address string) (net.Listener, error)
 
 	mu       sync.Mutex
+	closed   bool                              // shut down: nothing opens any more
 	ports    map[string]map[string]servicePort // by "namespace/name", then service port ID
 	keyOf    map[string]string                 // service port ID -> "namespace/name"
 	services map[string]*serviceServer         // by "namespace/name"
@@ -41,8 +52,10 @@ type serviceServer struct {
 	namespace, name string
 	port            int
 	local           int
-	servers         []*http.Server
-	err             error // the last failure to open; retried
+	servers         []*Server
+	err             error       // the last failure to open; retried
+	attempts        int         // failed opens in a row
+	retry           *time.Timer // the next attempt after a failure
 }
 
 // NewServices returns an empty set. hosts are the node addresses to listen
@@ -52,7 +65,9 @@ func NewServices(hosts []string, proxy *ProxyHealth, log zerolog.Logger) *Servic
 	if len(hosts) == 0 {
 		hosts = []string{""}
 	}
-	return &Services{hosts: hosts, proxy: proxy, log: log, ports: map[string]map[string]servicePort{}, keyOf: map[string]string{}, services: map[string]*serviceServer{}}
+	listen := func(address string) (net.Listener, error) { return portal.ListenShared(context.Background(), address) }
+	return &Services{hosts: hosts, proxy: proxy, log: log, listen: listen,
+		ports: map[string]map[string]servicePort{}, keyOf: map[string]string{}, services: map[string]*serviceServer{}}
 }
 
 // Upsert records a service port's health-check node port (0: none) and
@@ -81,7 +96,6 @@ func (s *Services) Upsert(id, namespace, name string, port, localEndpoints int) 
 		s.syncService(old)
 	}
 	s.syncService(key)
-	s.retryFailed()
 }
 
 // Delete forgets a service port.
@@ -97,7 +111,6 @@ func (s *Services) Delete(id string) {
 	}
 	s.forget(id)
 	s.syncService(key)
-	s.retryFailed()
 }
 
 // forget drops id's report.
@@ -113,17 +126,43 @@ func (s *Services) forget(id string) {
 	}
 }
 
-// Close closes every server.
+// Close closes every server at once, requests in flight too.
 func (s *Services) Close() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	for key, svc := range s.services {
 		svc.close()
 		delete(s.services, key)
 	}
+}
+
+// Shutdown stops accepting on every health-check node port and lets the
+// requests in flight finish (until ctx ends): with the next kproxy's
+// sockets in the same SO_REUSEPORT group, new probes, and those queued on
+// these sockets (net.ipv4.tcp_migrate_req), go to it. The answers go on
+// reflecting this process's view until then. Nothing opens afterwards.
+func (s *Services) Shutdown(ctx context.Context) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.closed = true
+	var servers []*Server
+	for _, svc := range s.services {
+		svc.stopRetry()
+		servers = append(servers, svc.servers...)
+		svc.servers = nil
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() { srv.Shutdown(ctx) })
+	}
+	wg.Wait()
 }
 
 // syncService makes a service's server match its ports' reports.
@@ -151,39 +190,101 @@ func (s *Services) syncService(key string) {
 	svc.local = local
 }
 
-func (s *Services) retryFailed() {
-	for _, svc := range s.services {
-		if svc.err != nil {
+// open listens on every host at the service's port; on failure nothing
+// stays open, and it is tried again by itself with backoff (the port may
+// be held by a socket outside kproxy's SO_REUSEPORT group for a while),
+// not only at the service's next change.
+func (s *Services) open(svc *serviceServer) {
+	svc.stopRetry()
+	if s.closed {
+		return
+	}
+	err := s.listenAll(svc)
+	if err == nil {
+		ev := s.log.Info().Str("service", svc.key()).Int("port", svc.port)
+		if svc.attempts > 0 {
+			ev = ev.Int("failedAttempts", svc.attempts)
+		}
+		ev.Msg("health-check node port open")
+		svc.err, svc.attempts = nil, 0
+		return
+	}
+	svc.err = err
+	svc.attempts++
+	delay := retryDelay(svc.attempts)
+	// The first failure is an error; the retries that follow are not
+	// news until one succeeds.
+	ev := s.log.Debug()
+	if svc.attempts == 1 {
+		ev = s.log.Error()
+	}
+	ev.Err(err).Int("attempt", svc.attempts).Dur("retryIn", delay).Msg("cannot open health-check node port; retrying")
+	key, attempt := svc.key(), svc.attempts
+	svc.retry = time.AfterFunc(delay, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		// Only the retry this failure scheduled, for the server still wanted.
+		if s.services[key] == svc && svc.err != nil && svc.attempts == attempt {
 			s.open(svc)
 		}
-	}
+	})
 }
 
-// open listens on every host at the service's port; on failure nothing
-// stays open, so a retry starts clean.
-func (s *Services) open(svc *serviceServer) {
-	svc.err = nil
+// Retry backoff for a health-check node port that cannot be opened: 1 s,
+// doubling, at most 5 s (kube-proxy's retry interval for its own health
+// server, whose port a predecessor may hold during a rolling update).
+const (
+	retryFirst = time.Second
+	retryMax   = 5 * time.Second
+)
+
+func retryDelay(attempt int) time.Duration {
+	d := retryFirst
+	for i := 1; i < attempt && d < retryMax; i++ {
+		d *= 2
+	}
+	return min(d, retryMax)
+}
+
+// listenAll opens the service's servers on every host, or none.
+func (s *Services) listenAll(svc *serviceServer) error {
+	// SO_REUSEPORT lets this process bind a port twice; two services
+	// must not share one (the API server never allocates it twice, a
+	// file source might).
+	for _, other := range s.services {
+		if other != svc && other.port == svc.port && len(other.servers) > 0 {
+			return fmt.Errorf("health-check node port %d of %s: held by %s: %w", svc.port, svc.key(), other.key(), syscall.EADDRINUSE)
+		}
+	}
 	for _, host := range s.hosts {
 		addr := net.JoinHostPort(host, strconv.Itoa(svc.port))
-		ln, err := net.Listen("tcp", addr)
+		ln, err := s.listen(addr)
 		if err != nil {
 			svc.close()
-			svc.err = fmt.Errorf("health-check node port %s of %s/%s: %w", addr, svc.namespace, svc.name, err)
-			s.log.Error().Err(svc.err).Msg("cannot open health-check node port; retrying at the next change")
-			return
+			return fmt.Errorf("health-check node port %s of %s: %w", addr, svc.key(), err)
 		}
-		srv := &http.Server{Handler: s.handler(svc.namespace + "/" + svc.name)}
+		srv := Serve(ln, s.handler(svc.key()))
 		svc.servers = append(svc.servers, srv)
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Err(); err != nil {
 				s.log.Error().Err(err).Str("address", addr).Msg("health-check node port server failed")
 			}
 		}()
 	}
-	s.log.Info().Str("service", svc.namespace+"/"+svc.name).Int("port", svc.port).Msg("health-check node port open")
+	return nil
+}
+
+func (svc *serviceServer) key() string { return svc.namespace + "/" + svc.name }
+
+func (svc *serviceServer) stopRetry() {
+	if svc.retry != nil {
+		svc.retry.Stop()
+		svc.retry = nil
+	}
 }
 
 func (svc *serviceServer) close() {
+	svc.stopRetry()
 	for _, srv := range svc.servers {
 		srv.Close() // not Shutdown: it would wait for handlers, which need the lock held here
 	}

@@ -20,7 +20,10 @@
 // (matrix_test.go), node ports with and without --nodeport-addresses
 // (nodeports_test.go), portal crashes (crash_test.go), a deleted service
 // (delete_test.go), and whether the rules outlive kproxy on SIGTERM,
-// SIGKILL, restart and kproxy cleanup (lifecycle_test.go).
+// SIGKILL, restart and kproxy cleanup (lifecycle_test.go); health-check
+// node ports and /healthz across a hand-over (healthhandover_test.go);
+// what --portal auto takes, and its failed start where no kernel portal
+// works (autoportal_test.go).
 //
 // The shared setup: the topology, its backends and the requests that expect
 // a backend's answer (env_test.go), the services kproxy reads

@@ -27,9 +27,10 @@ type env struct {
 	tp        *netnstest.Topology
 	be        *netnstest.Backend
 	procs     int
-	tokenFile string // the admin token of the last kproxy started
-	adminAt   string // the admin address of the next kproxy started ("": adminAddress)
-	path      string // kproxy's $PATH when set
+	tokenFile string   // the admin token of the last kproxy started
+	adminAt   string   // the admin address of the next kproxy started ("": adminAddress)
+	path      string   // kproxy's $PATH when set
+	wrap      []string // a command kproxy runs under (setpriv ...) when set
 
 	backendNames []string // what the backends answer: their addresses
 	mu           sync.Mutex

@@ -36,6 +36,9 @@ func (e *env) start(t *testing.T, extra ...string) *proc {
 		"--file-poll-interval", "100ms", "--proxy-ports-file", filepath.Join(e.dir, "proxy-ports.json"),
 		"--shutdown-grace-period", "2s"}, extra...)
 	cmd := e.tp.Node.Command(context.Background(), e.bin, args...)
+	if len(e.wrap) > 0 {
+		cmd = e.tp.Node.Command(context.Background(), e.wrap[0], append(append(e.wrap[1:len(e.wrap):len(e.wrap)], e.bin), args...)...)
+	}
 	if e.path != "" {
 		cmd.Env = append(os.Environ(), "PATH="+e.path)
 	}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package watcher
+
+import "context"
+
+// watchCloseWrite has nothing to watch here: without leases the source
+// does not wait for writers to close.
+func watchCloseWrite(context.Context, string, func()) bool { return false }

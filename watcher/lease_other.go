@@ -1,0 +1,7 @@
+//go:build !linux
+
+package watcher
+
+// readQuiet cannot ask the kernel whether a file is open for writing here
+// (no file leases), so the caller waits for the file to settle instead.
+func readQuiet(string) ([]input, writeState, error) { return nil, kernelCannotTell, nil }
