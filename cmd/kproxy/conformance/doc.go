@@ -35,7 +35,11 @@
 // --service-cluster-ip-range when the binary has them; without them the
 // flows that need them fail.
 //
-// It needs root and Linux (it skips otherwise) and nft, iptables-save and
+// TestCasesData checks the data without root: every manifest is used and
+// parses, every address is in a documentation range, every endpoint a flow
+// wants is one of its case's.
+//
+// The flows need root and Linux (they skip otherwise) and nft, iptables-save and
 // ip6tables-save. Run it alone with
 //
 //	go test -count=1 -v -run TestConformanceKubeProxyFlows ./cmd/kproxy/conformance/
