@@ -59,7 +59,7 @@ const (
 const (
 	naSCTP     = "SCTP: kproxy proxies TCP and UDP only"
 	naMasq     = "masqueradeAll: a userspace proxy always connects from the node; there is nothing to masquerade"
-	naSNATtoLB = "source rewritten to the LB IP by a device outside the node; the harness has no such device, and giving the client the LB IP makes the LB IP local to it"
+	naSNATtoLB = "source rewritten to the LB IP by a device outside the node: the harness has none, and giving a client the LB IP makes it local to that client; kproxy also does not admit LB IPs as a source on purpose (it does not know the node's primary IP)"
 )
 
 // flow is one packet flow: a connection from a source to a destination
