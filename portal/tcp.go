@@ -14,11 +14,13 @@ import (
 
 // dialTimeouts are the per-attempt endpoint dial timeouts, as in kube-proxy's
 // userspace proxier: a silent endpoint costs one short attempt, then the
-// next endpoint is tried, and the ladder bounds how long a client waits for
-// a dial (3.75 s). A timeout is not a failure: a SYN dropped by a full
-// accept queue is retransmitted by the kernel only after 1 s, so a
-// timed-out endpoint is tried again with the next, longer timeout when no
-// other is left (a refused or unreachable one is not).
+// next endpoint is tried. A timeout is not a failure: a SYN dropped by a
+// full accept queue is retransmitted by the kernel only after 1 s, so a
+// timed-out endpoint is tried again, with the next, longer timeout, when no
+// other is left (a refused or unreachable one is not), and after the
+// ladder with its last step, for as long as the kernel itself keeps
+// retransmitting a SYN (synTimeout): a client is not reset while a direct
+// connect of its own would still be trying.
 var dialTimeouts = [...]time.Duration{250 * time.Millisecond, 500 * time.Millisecond, 1 * time.Second, 2 * time.Second}
 
 // TCPProxy forwards connections accepted on one listener to endpoints.
@@ -174,7 +176,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 		clientIP = a.IP.String()
 	}
 	ct := p.traceConn(client)
-	backend, err := p.dial(clientIP, ct)
+	backend, err := p.dial(client, clientIP, ct)
 	p.Conns.DialDone()
 	dialing = false
 	if err != nil {
@@ -233,14 +235,15 @@ func (p *TCPProxy) dialEndpoint(i int, addr string) (*net.TCPConn, error) {
 // one that timed out is passed over while others are left, then tried
 // again with the next timeout. A refusal takes no step of the ladder (it
 // took no time), so every endpoint gets its chance.
-func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
+func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*net.TCPConn, error) {
 	// exclude is the refused endpoints, then the slow ones. It is never
 	// written where a Picker was shown it (clipped before each change): a
 	// request to the Balancer that timed out may still be reading it.
 	var exclude []string
 	refused := 0
 	var lastErr error
-	for rung := 0; rung < len(dialTimeouts); {
+	var giveUp time.Time // set by the first timeout
+	for rung := 0; rung < len(dialTimeouts) || time.Now().Before(giveUp); {
 		start := ct.now()
 		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
 		if errors.Is(err, ErrNoEndpoints) && len(exclude) > refused {
@@ -260,11 +263,12 @@ func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 		if refused > 0 && slices.Contains(exclude[:refused], addr) {
 			break // a Picker that ignores exclusions: do not spin
 		}
-		timeout := dialTimeouts[rung]
+		step := min(rung, len(dialTimeouts)-1)
+		timeout := dialTimeouts[step]
 		err = p.Faults.Before(addr, timeout)
 		var conn *net.TCPConn
 		if err == nil {
-			conn, err = p.dialEndpoint(rung, addr)
+			conn, err = p.dialEndpoint(step, addr)
 		}
 		if err != nil || pick.Report {
 			p.Picker.Dialed(addr, err)
@@ -277,7 +281,13 @@ func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 		lastErr = err
 		p.event(p.Log.Debug()).Err(err).Str("endpoint", addr).Dur("timeout", timeout).Msg("dial endpoint failed, trying next")
 		if isTimeout(err) {
+			if rung == 0 {
+				giveUp = time.Now().Add(synTimeout() - timeout)
+			}
 			rung++
+			if client != nil && clientGone(client) {
+				return nil, fmt.Errorf("client gone while dialing: %w", lastErr)
+			}
 			exclude = append(slices.Clip(exclude), addr)
 			continue
 		}
