@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,5 +94,68 @@ func TestDroppedSYNDirectControl(t *testing.T) {
 	made, failed, first := backends.Requests(context.Background(), backend, queueRequests, queueClients, time.Minute)
 	if failed > 0 || made < queueRequests {
 		t.Fatalf("direct: %d of %d requests failed (first: %v)", failed, made, first)
+	}
+}
+
+// fullQueueEndpoint is an endpoint whose handshakes never complete: a
+// listener with a backlog of 0 that nobody accepts from, its queue full
+// (backlog+1 connections); the kernel drops every further SYN.
+func fullQueueEndpoint(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := syscall.Getsockname(fd)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	for range 3 {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr // the queue is full
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Skip("the kernel completes handshakes beyond the backlog here")
+	return ""
+}
+
+// A connection dials a silent endpoint for as long as the kernel would
+// retransmit a SYN, but not for a client that has gone: the dial ends at
+// its next attempt.
+func TestTCPDialEndsWhenTheClientLeaves(t *testing.T) {
+	endpoint := fullQueueEndpoint(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := NewConnTracker()
+	p := &TCPProxy{Picker: &excludingPicker{endpoints: []string{endpoint}}, Conns: conns, Log: zerolog.Nop()}
+	served := make(chan struct{})
+	go func() { defer close(served); p.Serve(ln.(*net.TCPListener), nil) }()
+	t.Cleanup(func() { ln.Close(); <-served })
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the ladder (3.75 s) the client still waits, not reset.
+	c.SetReadDeadline(time.Now().Add(4 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("read from a client whose only endpoint is silent: %v, want nothing yet", err)
+	}
+	c.Close()
+	// The next attempt (2 s) sees the client gone.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*dialTimeouts[len(dialTimeouts)-1])
+	defer cancel()
+	conns.WaitDialed(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("still dialing for a client that left")
 	}
 }
