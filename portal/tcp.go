@@ -230,11 +230,12 @@ func (p *TCPProxy) dialEndpoint(i int, addr string) (*net.TCPConn, error) {
 	return c.(*net.TCPConn), nil
 }
 
-// dial picks endpoints until one answers, or the timeout ladder is
-// spent. An endpoint that refused or is unreachable is not picked again;
-// one that timed out is passed over while others are left, then tried
-// again with the next timeout. A refusal takes no step of the ladder (it
-// took no time), so every endpoint gets its chance.
+// dial picks endpoints until one answers, every endpoint refused, or the
+// time is up: the ladder, then as long as the kernel would retransmit a
+// SYN (see dialTimeouts). An endpoint that refused or is unreachable is
+// not picked again; one that timed out is passed over while others are
+// left, then tried again with the next timeout. A refusal takes no step
+// of the ladder (it took no time), so every endpoint gets its chance.
 func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*net.TCPConn, error) {
 	// exclude is the refused endpoints, then the slow ones. It is never
 	// written where a Picker was shown it (clipped before each change): a
