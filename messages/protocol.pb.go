@@ -618,9 +618,12 @@ func (x *Picked) GetAffinityHit() bool {
 // DialOutcome tells the Balancer how a TCP dial to an endpoint it picked
 // went, for outlier detection.
 type DialOutcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Endpoint      string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	Failed        bool                   `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Failed   bool                   `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	// The dial failed by timing out (no answer to its SYNs), not by a
+	// refusal or an unreachable: a full accept queue drops SYNs too.
+	TimedOut      bool `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -665,6 +668,13 @@ func (x *DialOutcome) GetEndpoint() string {
 func (x *DialOutcome) GetFailed() bool {
 	if x != nil {
 		return x.Failed
+	}
+	return false
+}
+
+func (x *DialOutcome) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
 	}
 	return false
 }
@@ -2305,10 +2315,11 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\x06Picked\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06report\x18\x02 \x01(\bR\x06report\x12!\n" +
-	"\faffinity_hit\x18\x03 \x01(\bR\vaffinityHit\"A\n" +
+	"\faffinity_hit\x18\x03 \x01(\bR\vaffinityHit\"^\n" +
 	"\vDialOutcome\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x16\n" +
-	"\x06failed\x18\x02 \x01(\bR\x06failed\"+\n" +
+	"\x06failed\x18\x02 \x01(\bR\x06failed\x12\x1b\n" +
+	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\"+\n" +
 	"\rProbeEndpoint\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\"I\n" +
 	"\x11EndpointEjections\x124\n" +

@@ -74,7 +74,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
 	fs.StringVar(&o.portRange, "port-range", "", `proxy port range "begin-end" or "begin+offset" (empty: any free port)`)
 	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", portal.DefaultUDPIdleTimeout, "how long an idle UDP flow is kept")
-	fs.IntVar(&o.outliers.ConsecutiveFailures, "outlier-consecutive-failures", balancer.DefaultOutlierConfig.ConsecutiveFailures, "failed dials in a row (refused, unreachable, timed out) that eject an endpoint for a while; 0 turns outlier detection off")
+	fs.IntVar(&o.outliers.ConsecutiveFailures, "outlier-consecutive-failures", balancer.DefaultOutlierConfig.ConsecutiveFailures, "failed dials in a row (refused, unreachable; timed out once the endpoint answered no dial for 3 s) that eject an endpoint for a while; 0 turns outlier detection off")
 	fs.DurationVar(&o.outliers.BaseEjection, "outlier-base-ejection-time", balancer.DefaultOutlierConfig.BaseEjection, "how long an endpoint's first ejection lasts; each further one without a successful dial between doubles it")
 	fs.DurationVar(&o.outliers.MaxEjection, "outlier-max-ejection-time", balancer.DefaultOutlierConfig.MaxEjection, "the longest an ejection lasts")
 	o.limits.register(fs)
