@@ -136,7 +136,12 @@ func canonicalIPs(addrs []string) []string {
 
 // selectEndpoints applies kube-proxy's endpoint selection once per traffic
 // scope and returns the endpoints usable by at least one scope, with their
-// Internal and External flags set.
+// Internal, External and Cluster flags set.
+//
+// Cluster is the selection under a Cluster policy whatever the service's
+// policies: kube-proxy's cluster endpoints, which local traffic to an
+// external destination of an externalTrafficPolicy Local service uses, and
+// whose presence makes a scope left without endpoints drop, not reject.
 //
 // Internal (cluster IP) traffic uses local endpoints only under
 // internalTrafficPolicy Local; external traffic (external IPs, load
@@ -149,11 +154,13 @@ func canonicalIPs(addrs []string) []string {
 func selectEndpoints(candidates []*messages.Endpoint, internalLocal, externalLocal bool, zone string) []*messages.Endpoint {
 	internal := usable(candidates, internalLocal, zone)
 	external := usable(candidates, externalLocal, zone)
+	cluster := usable(candidates, false, zone)
 	var out []*messages.Endpoint
 	for _, ep := range candidates {
 		ep.Internal = internal[ep]
 		ep.External = external[ep]
-		if ep.Internal || ep.External {
+		ep.Cluster = cluster[ep]
+		if ep.Internal || ep.External || ep.Cluster {
 			out = append(out, ep)
 		}
 	}

@@ -181,6 +181,9 @@ func (ds *decodedSet) result(opts Options) *Result {
 			f.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: %w", s.at, err))
 			continue
 		}
+		for _, err := range SourceRangeErrors(s.obj) {
+			f.skip(s.seq, fmt.Sprintf("%s: %v", s.at, err))
+		}
 		res.ServicePorts = append(res.ServicePorts, ports...)
 	}
 
