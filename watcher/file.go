@@ -26,6 +26,10 @@ type Result struct {
 	// Skipped explains objects deliberately not used: services Skip
 	// rejects, kinds kproxy does not read, slices no service uses.
 	Skipped []string
+	// InvalidCIDRs are entries of services' loadBalancerSourceRanges that
+	// do not parse: ignored, as kube-proxy ignores them, the service used
+	// with the rest.
+	InvalidCIDRs []error
 
 	// Retain lists the services ("namespace/name") whose input had errors
 	// (the Service itself or one of its EndpointSlices). Their ports are
@@ -182,7 +186,7 @@ func (ds *decodedSet) result(opts Options) *Result {
 			continue
 		}
 		for _, err := range SourceRangeErrors(s.obj) {
-			f.skip(s.seq, fmt.Sprintf("%s: %v", s.at, err))
+			f.ignore(s.seq, fmt.Errorf("%s: %w", s.at, err))
 		}
 		res.ServicePorts = append(res.ServicePorts, ports...)
 	}
