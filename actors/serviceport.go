@@ -393,7 +393,7 @@ func (s *ServicePort) configFor(role string) proto.Message {
 		return &messages.ConfigurePortal{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort), Trace: s.trace}
 	default:
 		set := &messages.SetEndpoints{
-			Endpoints:              s.endpoints,
+			Endpoints:              portal.BalancerEndpoints(s.sp, s.cfg.PortalMode, s.extPort, s.endpoints),
 			SessionAffinity:        s.sp.GetSessionAffinity(),
 			AffinityTimeoutSeconds: s.sp.GetAffinityTimeoutSeconds(),
 			Trace:                  s.trace,

@@ -29,10 +29,13 @@ const (
 // IPs and node port to externalProxyPort (proxyPort when zero), with the
 // verdict of each scope (internal: cluster IPs; external: the rest).
 //
-// Under externalTrafficPolicy Local with internalTrafficPolicy Cluster and
-// two proxy ports, the external rules short-circuit traffic from the node
-// itself and from pods to proxyPort, which serves the cluster's endpoints.
-// Load-balancer IPs carry the service's source ranges of their family.
+// Under externalTrafficPolicy Local with two proxy ports, the external
+// rules short-circuit traffic from the node itself and from pods to the
+// proxy port serving the cluster's endpoints: proxyPort under
+// internalTrafficPolicy Cluster; under Local, externalProxyPort, and the
+// rest of external traffic goes to proxyPort, whose endpoints are the same
+// local ones (portal.ClusterScopeOnExternalPort). Load-balancer IPs carry
+// the service's source ranges of their family.
 func ForServicePort(sp *messages.ServicePort, proxyPort, externalProxyPort int, internalVerdict, externalVerdict Verdict) ([]Rule, error) {
 	network, err := portal.Network(sp.GetKey().GetProtocol())
 	if err != nil {
@@ -40,10 +43,11 @@ func ForServicePort(sp *messages.ServicePort, proxyPort, externalProxyPort int, 
 	}
 	shortCircuit := 0
 	if externalProxyPort != 0 && externalProxyPort != proxyPort &&
-		sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL &&
-		sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER &&
-		externalVerdict != RejectAll {
+		sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL && externalVerdict != RejectAll {
 		shortCircuit = proxyPort
+		if sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL {
+			shortCircuit, externalProxyPort = externalProxyPort, proxyPort
+		}
 	}
 	if externalProxyPort == 0 {
 		externalProxyPort = proxyPort

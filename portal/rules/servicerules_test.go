@@ -115,13 +115,21 @@ func TestShortCircuitAndSourceRanges(t *testing.T) {
 			t.Errorf("%v: source ranges %q, want %q", r, r.SourceRanges, want)
 		}
 	}
-	// Under internalTrafficPolicy Local no proxy port serves the cluster's
-	// endpoints, and a service without endpoints rejects: no short-circuit.
+	// Under internalTrafficPolicy Local too, the second proxy port serves
+	// the cluster's endpoints: external traffic from outside shares the
+	// first (the same local endpoints), local traffic short-circuits to the
+	// second.
 	sp.InternalTrafficPolicy = messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL
 	rs, _ = ForServicePort(sp, 40000, 40001, Serve, Serve)
+	for _, r := range rs {
+		if !r.ClusterIP && (r.ProxyPort != 40000 || r.ShortCircuitPort != 40001) {
+			t.Errorf("both policies Local: %v, want -> :40000, local traffic -> :40001", r)
+		}
+	}
+	// A service without endpoints rejects: no short-circuit.
 	sp.InternalTrafficPolicy = messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
 	rej, _ := ForServicePort(sp, 40000, 40001, RejectAll, RejectAll)
-	for _, r := range append(rs, rej...) {
+	for _, r := range rej {
 		if r.ShortCircuitPort != 0 {
 			t.Errorf("%v: want no short-circuit", r)
 		}

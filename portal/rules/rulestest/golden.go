@@ -74,6 +74,12 @@ func localExternal(sp *messages.ServicePort) *messages.ServicePort {
 	return sp
 }
 
+// bothLocal sets both traffic policies Local.
+func bothLocal(sp *messages.ServicePort) *messages.ServicePort {
+	sp.InternalTrafficPolicy = messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	return localExternal(sp)
+}
+
 // sourceRanges sets loadBalancerSourceRanges.
 func sourceRanges(sp *messages.ServicePort, ranges ...string) *messages.ServicePort {
 	sp.LoadBalancerSourceRanges = ranges
@@ -94,6 +100,9 @@ func sourceRanges(sp *messages.ServicePort, ranges ...string) *messages.ServiceP
 //	       externalTrafficPolicy Local, no local endpoint: cluster
 //	       traffic -> 40005, external dropped unless from pods or the node,
 //	       which go to 40005
+//	both   TCP, ClusterIP, LB IP, node port 30050, both policies Local:
+//	       cluster and external traffic -> 40008 (local endpoints), from
+//	       pods and the node -> 40009 (the cluster's endpoints)
 func goldenPorts() []goldenPort {
 	return []goldenPort{
 		{servicePort("web", messages.Protocol_TCP, 80, 30080, []string{"198.18.0.10", "2001:db8:5::10"}, nil, nil), 40001, 0, both},
@@ -101,6 +110,7 @@ func goldenPorts() []goldenPort {
 		{sourceRanges(localExternal(servicePort("lb", messages.Protocol_TCP, 443, 30020, []string{"198.18.0.20"}, []string{"192.0.2.20"}, []string{"198.51.100.20", "2001:db8:6::20"})),
 			"203.0.113.0/24", "192.0.2.2/32", "2001:db8:7::/48"), 40003, 40004, both},
 		{servicePort("empty", messages.Protocol_TCP, 80, 30030, []string{"198.18.0.30"}, nil, nil), 40006, 0, nil},
+		{bothLocal(servicePort("both", messages.Protocol_TCP, 80, 30050, []string{"198.18.0.50"}, nil, []string{"198.51.100.50"})), 40008, 40009, both},
 		{localExternal(servicePort("remote", messages.Protocol_TCP, 80, 30040, []string{"198.18.0.40"}, []string{"192.0.2.40"}, nil)), 40005, 40007, internal},
 	}
 }
