@@ -346,11 +346,23 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	if !r.needSync && len(r.dirty) == 0 {
 		r.cfg.Health.Updated(healthStageRules)
 	}
-	n := 0
+	n, dropInternal, dropExternal := 0, 0, 0
 	for _, rs := range r.applied {
 		n += len(rs)
+		in, ex := false, false
+		for _, rule := range rs {
+			in = in || rule.Drop && rule.ClusterIP
+			ex = ex || rule.Drop && !rule.ClusterIP
+		}
+		if in {
+			dropInternal++
+		}
+		if ex {
+			dropExternal++
+		}
 	}
 	r.cfg.Metrics.PortalRules(n)
+	r.cfg.Metrics.NoLocalEndpoints(dropInternal, dropExternal)
 	r.kick(ctx)
 	if r.checkLater && !r.inFlight {
 		r.check(ctx)

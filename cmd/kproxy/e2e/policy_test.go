@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -91,6 +92,26 @@ func testTrafficPolicy(t *testing.T, bin, mode string) {
 		// No endpoint anywhere: rejected at once.
 		netnstest.ExpectRefused(t, e.tp.Client, "tcp", svcAddr(noneCluster, webTCP))
 		netnstest.ExpectRefused(t, e.tp.Client, "tcp", nodePort(noneNodePort))
+	})
+
+	t.Run("NoLocalEndpointsMetric", func(t *testing.T) {
+		// kube-proxy's gauge: itp-remote and both-local drop internal
+		// traffic; etp-remote and both-local external traffic.
+		resp, err := e.tp.Node.HTTPClient(2 * time.Second).Get("http://127.0.0.1:10249/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body := string(raw)
+		for _, want := range []string{
+			`kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="internal"} 2`,
+			`kubeproxy_sync_proxy_rules_no_local_endpoints_total{traffic_policy="external"} 2`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
 	})
 
 	t.Run("ShortCircuitLocalTraffic", func(t *testing.T) {
