@@ -20,7 +20,11 @@
 // (matrix_test.go), node ports with and without --nodeport-addresses
 // (nodeports_test.go), portal crashes (crash_test.go), a deleted service
 // (delete_test.go), and whether the rules outlive kproxy on SIGTERM,
-// SIGKILL, restart and kproxy cleanup (lifecycle_test.go).
+// SIGKILL, restart and kproxy cleanup (lifecycle_test.go). The traffic
+// policies (policy_test.go) are checked for each mode as kube-proxy answers
+// them: drop versus reject, the short-circuit of the node's and the pods'
+// traffic (the backends stand in for pods), loadBalancerSourceRanges and
+// the service-CIDR catch-all.
 //
 // The shared setup: the topology, its backends and the requests that expect
 // a backend's answer (env_test.go), the services kproxy reads
