@@ -329,6 +329,19 @@ func TestNftablesKernelTakesPolicies(t *testing.T) {
 		}
 	}
 	tp.Node.MustDo(t, func() error { return n.Apply(ctx, changed, removed) })
+	// A served external destination with a short-circuit starts dropping:
+	// its elements go and come back in one transaction.
+	var flipped []rules.Rule
+	for _, r := range all {
+		if r.ShortCircuitPort != 0 && !r.Drop && r.SourceRanges == "" {
+			r.Drop = true
+			flipped = append(flipped, r)
+		}
+	}
+	if len(flipped) == 0 {
+		t.Fatal("the golden scenario has no served short-circuit")
+	}
+	tp.Node.MustDo(t, func() error { return n.Apply(ctx, flipped, nil) })
 	out := tp.Node.MustRun(t, "nft", "list", "table", "inet", Table)
 	if !strings.Contains(out, "ip saddr != 192.0.2.0/24 drop") || strings.Contains(out, "2001:db8:7::/48") {
 		t.Errorf("firewall chains after Apply:\n%s", out)
