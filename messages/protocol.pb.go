@@ -1751,6 +1751,11 @@ type SetPortalRules struct {
 	ExternalProxyPort int32 `protobuf:"varint,4,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
 	// Reject external traffic (no external endpoints).
 	RejectExternal bool `protobuf:"varint,5,opt,name=reject_external,json=rejectExternal,proto3" json:"reject_external,omitempty"`
+	// Drop cluster-IP traffic: the service has endpoints, but none for the
+	// internal traffic policy (kube-proxy drops rather than rejects).
+	Drop bool `protobuf:"varint,6,opt,name=drop,proto3" json:"drop,omitempty"`
+	// Drop external traffic: endpoints, but none for the external policy.
+	DropExternal bool `protobuf:"varint,7,opt,name=drop_external,json=dropExternal,proto3" json:"drop_external,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1818,6 +1823,20 @@ func (x *SetPortalRules) GetExternalProxyPort() int32 {
 func (x *SetPortalRules) GetRejectExternal() bool {
 	if x != nil {
 		return x.RejectExternal
+	}
+	return false
+}
+
+func (x *SetPortalRules) GetDrop() bool {
+	if x != nil {
+		return x.Drop
+	}
+	return false
+}
+
+func (x *SetPortalRules) GetDropExternal() bool {
+	if x != nil {
+		return x.DropExternal
 	}
 	return false
 }
@@ -2390,14 +2409,16 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\fWatcherStats\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x03R\x06events\x12\x18\n" +
 	"\achanges\x18\x02 \x01(\x03R\achanges\x12\x18\n" +
-	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\x8a\x02\n" +
+	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\xc3\x02\n" +
 	"\x0eSetPortalRules\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
 	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12\x16\n" +
 	"\x06reject\x18\x03 \x01(\bR\x06reject\x12.\n" +
 	"\x13external_proxy_port\x18\x04 \x01(\x05R\x11externalProxyPort\x12'\n" +
-	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\x12-\n" +
+	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\x12\x12\n" +
+	"\x04drop\x18\x06 \x01(\bR\x04drop\x12#\n" +
+	"\rdrop_external\x18\a \x01(\bR\fdropExternal\x12-\n" +
 	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"o\n" +
 	"\x11DeletePortalRules\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12-\n" +
