@@ -147,7 +147,12 @@ func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {
 		}
 		return
 	}
-	d := b.outliers.Failed(ep, time.Now())
+	var d time.Duration
+	if m.GetTimedOut() {
+		d = b.outliers.TimedOut(ep, time.Now())
+	} else {
+		d = b.outliers.Failed(ep, time.Now())
+	}
 	b.publish()
 	if d > 0 {
 		b.metrics.Ejected()
@@ -164,8 +169,7 @@ func (b *Balancer) probe(ctx actor.Context, ep string) {
 	}
 	root, self, faults := ctx.ActorSystem().Root, ctx.Self(), b.faults
 	go func() {
-		err := portal.Probe(ep, faults)
-		root.Send(self, &messages.DialOutcome{Endpoint: ep, Failed: err != nil})
+		root.Send(self, dialOutcome(ep, portal.Probe(ep, faults)))
 	}()
 }
 

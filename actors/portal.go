@@ -322,7 +322,13 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 // Dialed tells the Balancer (outlier detection). A report lost while the
 // Balancer restarts only delays an ejection.
 func (b *balancerPicker) Dialed(endpoint string, err error) {
-	b.root.Send(b.pid, &messages.DialOutcome{Endpoint: endpoint, Failed: err != nil})
+	b.root.Send(b.pid, dialOutcome(endpoint, err))
+}
+
+// dialOutcome is a dial's outcome for outlier detection, which tells a
+// timeout from a refusal.
+func dialOutcome(endpoint string, err error) *messages.DialOutcome {
+	return &messages.DialOutcome{Endpoint: endpoint, Failed: err != nil, TimedOut: portal.IsTimeout(err)}
 }
 
 // pickAttemptTimeout bounds one request to the Balancer; a lost request is

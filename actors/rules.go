@@ -122,11 +122,23 @@ const desiredStateWait = 30 * time.Second
 // set records what one service port needs now.
 func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
 	id := m.GetServicePort().GetKey().ID()
-	rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetReject(), m.GetRejectExternal())
+	rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()),
+		verdict(m.GetReject(), m.GetDrop()), verdict(m.GetRejectExternal(), m.GetDropExternal()))
 	if err != nil {
 		r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
 	}
 	r.changed(ctx, id, rs)
+}
+
+// verdict reads one scope's verdict from SetPortalRules.
+func verdict(reject, drop bool) rules.Verdict {
+	switch {
+	case reject:
+		return rules.RejectAll
+	case drop:
+		return rules.DropAll
+	}
+	return rules.Serve
 }
 
 // healthStageRules is the Rules actor's stage in Config.Health: changes
@@ -254,7 +266,7 @@ func (r *Rules) staleFlows(full bool, upserts, removals []rules.Rule) []rules.Ru
 	var out []rules.Rule
 	for _, u := range upserts {
 		old, ok := was[u.Key()]
-		if u.Protocol == "udp" && (full || !ok || old.ProxyPort != u.ProxyPort || old.Reject != u.Reject) {
+		if u.Protocol == "udp" && (full || !ok || old.ProxyPort != u.ProxyPort || old.Reject != u.Reject || old.Drop != u.Drop || old.ShortCircuitPort != u.ShortCircuitPort) {
 			out = append(out, u)
 		}
 	}
@@ -334,11 +346,23 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	if !r.needSync && len(r.dirty) == 0 {
 		r.cfg.Health.Updated(healthStageRules)
 	}
-	n := 0
+	n, dropInternal, dropExternal := 0, 0, 0
 	for _, rs := range r.applied {
 		n += len(rs)
+		in, ex := false, false
+		for _, rule := range rs {
+			in = in || rule.Drop && rule.ClusterIP
+			ex = ex || rule.Drop && !rule.ClusterIP
+		}
+		if in {
+			dropInternal++
+		}
+		if ex {
+			dropExternal++
+		}
 	}
 	r.cfg.Metrics.PortalRules(n)
+	r.cfg.Metrics.NoLocalEndpoints(dropInternal, dropExternal)
 	r.kick(ctx)
 	if r.checkLater && !r.inFlight {
 		r.check(ctx)

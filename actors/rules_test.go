@@ -68,20 +68,23 @@ func TestKernelModeExternalTrafficPolicyLocal(t *testing.T) {
 		t.Fatalf("cluster traffic reached %v (want both), external traffic reached %v (want the local backend-0)", internal, external)
 	}
 
-	// The local endpoint goes away: external traffic is rejected by the
-	// rules, cluster traffic still has an endpoint.
+	// The local endpoint goes away: external traffic is dropped by the
+	// rules (the service has endpoints elsewhere, so not rejected, as
+	// kube-proxy does), except the node's and pods' own, which
+	// short-circuits to the cluster's endpoints; cluster traffic still has
+	// an endpoint.
 	p.Submit(snapshot(2, spe(sp, eps[1:])))
 	waitRules(t, fake, func(m rules.Set) bool {
-		var clusterOK, externalRejected bool
+		var clusterOK, externalDropped bool
 		for _, r := range m {
 			switch r.IP.String() {
 			case "198.18.0.10":
-				clusterOK = !r.Reject
+				clusterOK = !r.Reject && !r.Drop
 			case "192.0.2.50":
-				externalRejected = r.Reject
+				externalDropped = r.Drop && !r.Reject && r.ShortCircuitPort == int(st.GetProxyPort())
 			}
 		}
-		return clusterOK && externalRejected
+		return clusterOK && externalDropped
 	})
 	// Deleting the service port removes its rules; a clean stop leaves none.
 	p.Submit(snapshot(3))

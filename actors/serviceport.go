@@ -393,7 +393,7 @@ func (s *ServicePort) configFor(role string) proto.Message {
 		return &messages.ConfigurePortal{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort), Trace: s.trace}
 	default:
 		set := &messages.SetEndpoints{
-			Endpoints:              s.endpoints,
+			Endpoints:              portal.BalancerEndpoints(s.sp, s.cfg.PortalMode, s.extPort, s.endpoints),
 			SessionAffinity:        s.sp.GetSessionAffinity(),
 			AffinityTimeoutSeconds: s.sp.GetAffinityTimeoutSeconds(),
 			Trace:                  s.trace,
@@ -450,9 +450,10 @@ func (s *ServicePort) syncRules(ctx actor.Context) {
 	if s.cfg.rulesPID == nil || s.proxyPort == 0 {
 		return
 	}
-	rejectInternal, rejectExternal := rules.Rejects(s.endpoints)
+	internal, external := rules.Verdicts(s.endpoints)
 	want := &messages.SetPortalRules{ServicePort: s.sp, ProxyPort: int32(s.proxyPort), ExternalProxyPort: int32(s.extPort),
-		Reject: rejectInternal, RejectExternal: rejectExternal}
+		Reject: internal == rules.RejectAll, RejectExternal: external == rules.RejectAll,
+		Drop: internal == rules.DropAll, DropExternal: external == rules.DropAll}
 	if proto.Equal(want, s.rulesSent) {
 		return
 	}

@@ -45,6 +45,7 @@ func Start(cfg Config) *Proxy {
 	cfg.conns = portal.NewConnTracker()
 	cfg.listeners = portal.NewListeners()
 	cfg.listeners.SetFDLimit(cfg.FDLimit)
+	cfg.Ports.Attach(cfg.listeners, cfg.PortalMode) // proxy ports are held as the sockets the Portals serve
 	cfg.handover, cfg.pins, cfg.crashes, cfg.stopping, cfg.snapshots = &atomic.Bool{}, &sync.Map{}, &sync.Map{}, &atomic.Bool{}, &sync.Map{}
 	c := &cfg
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {

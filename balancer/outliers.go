@@ -11,7 +11,8 @@ import (
 // max_ejection_time.
 type OutlierConfig struct {
 	// ConsecutiveFailures is how many dials in a row must fail (refused,
-	// unreachable, timed out) to eject an endpoint; 0 turns detection off.
+	// unreachable; timed out once the endpoint is stalled, see StallAfter)
+	// to eject an endpoint; 0 turns detection off.
 	ConsecutiveFailures int
 	// BaseEjection is the first ejection's length; each further ejection
 	// without a success between doubles it, up to MaxEjection.
@@ -24,6 +25,16 @@ type OutlierConfig struct {
 // up to a minute: a pod that comes back is used again within a minute,
 // and a dead one costs one probe per ejection.
 var DefaultOutlierConfig = OutlierConfig{ConsecutiveFailures: 3, BaseEjection: 2 * time.Second, MaxEjection: time.Minute}
+
+// StallAfter is how long an endpoint's dials may time out, with no
+// success between, before a timeout counts as a failure. A SYN the
+// endpoint's kernel dropped because its accept queue was full is
+// retransmitted by the client's kernel after 1 s and 3 s (an initial RTO
+// of 1 s, TCP_TIMEOUT_INIT, doubling): until both retransmissions went
+// unanswered, a timed-out dial says the endpoint is busy, not dead. A
+// blackholed endpoint (a node gone without a trace) only ever times out,
+// and is ejected after this.
+const StallAfter = 3 * time.Second
 
 // panicThreshold is Envoy's healthy panic threshold, in percent: when
 // fewer of a pool's endpoints than this are un-ejected, ejections are
@@ -50,6 +61,9 @@ type outlier struct {
 	failures  int       // consecutive failed dials since the last success or ejection
 	ejections int       // ejections since the last success
 	until     time.Time // when the ejection is up and a probe is due
+	// slowSince is when the first dial timed out since the last success
+	// (zero: none did).
+	slowSince time.Time
 }
 
 // Ejection is an ejected endpoint, for state.
@@ -87,11 +101,43 @@ func (o *Outliers) Failed(endpoint string, now time.Time) time.Duration {
 	if o.cfg.ConsecutiveFailures <= 0 {
 		return 0
 	}
+	return o.failed(o.record(endpoint), now)
+}
+
+// TimedOut records a dial that timed out, a client's or a probe's. It
+// counts as a failure (see Failed) only once the endpoint has answered no
+// dial for StallAfter, or while it is ejected (a probe's): before that the
+// endpoint may only have a full accept queue, and a client's later dials
+// reach it. It still starts a record, so the next success is reported and
+// ends the slow spell.
+func (o *Outliers) TimedOut(endpoint string, now time.Time) time.Duration {
+	if o.cfg.ConsecutiveFailures <= 0 {
+		return 0
+	}
+	h := o.record(endpoint)
+	if h.ejections == 0 {
+		if h.slowSince.IsZero() {
+			h.slowSince = now
+		}
+		if now.Sub(h.slowSince) < StallAfter {
+			return 0
+		}
+	}
+	return o.failed(h, now)
+}
+
+func (o *Outliers) record(endpoint string) *outlier {
 	h := o.hosts[endpoint]
 	if h == nil {
 		h = &outlier{}
 		o.hosts[endpoint] = h
 	}
+	return h
+}
+
+// failed counts a failure of h's endpoint and returns the ejection it
+// causes, if any.
+func (o *Outliers) failed(h *outlier, now time.Time) time.Duration {
 	if now.Before(h.until) {
 		return 0 // already ejected
 	}

@@ -124,3 +124,51 @@ func TestOutliersSkipDoesNotAllocateWhenHealthy(t *testing.T) {
 		t.Fatalf("Skip allocates %v times", n)
 	}
 }
+
+// A dial that times out may only have met a full accept queue (the SYN
+// dropped, retransmitted by the kernel after 1 s): it does not count like
+// a refusal. Timeouts eject only an endpoint that answered nothing for
+// StallAfter; refusals eject as before.
+func TestOutliersSlowConnectsAreNotRefusals(t *testing.T) {
+	o := NewOutliers(testOutliers)
+	t0 := time.Unix(1000, 0)
+	for i := range 20 {
+		if d := o.TimedOut("slow", t0.Add(time.Duration(i)*StallAfter/20)); d != 0 {
+			t.Fatalf("timeout %d within %v of the first ejected for %v", i+1, StallAfter, d)
+		}
+	}
+	if o.Ejected("slow") || !o.Watched("slow") {
+		t.Fatal("timed-out dials: want a record (the next success is reported), no ejection")
+	}
+	// A success ends the slow spell: the window starts again.
+	o.Succeeded("slow")
+	later := t0.Add(10 * StallAfter)
+	for i := range 3 {
+		if d := o.TimedOut("slow", later.Add(time.Duration(i)*time.Millisecond)); d != 0 {
+			t.Fatalf("timeout %d after a success ejected for %v", i+1, d)
+		}
+	}
+	// Refusals still count at once.
+	for range 2 {
+		o.Failed("refused", t0)
+	}
+	if d := o.Failed("refused", t0); d != time.Second {
+		t.Fatalf("third refusal in a row: ejected for %v, want 1s", d)
+	}
+	// An endpoint that answers nothing for StallAfter is stalled: its
+	// timeouts then count as failures.
+	o.TimedOut("dead", t0)
+	stalled := t0.Add(StallAfter)
+	for i := range 2 {
+		if d := o.TimedOut("dead", stalled); d != 0 {
+			t.Fatalf("counted timeout %d ejected", i+1)
+		}
+	}
+	if d := o.TimedOut("dead", stalled); d != time.Second {
+		t.Fatalf("third timeout past %v: ejected for %v, want 1s", StallAfter, d)
+	}
+	// A probe that times out ejects it again at once.
+	if d := o.TimedOut("dead", stalled.Add(time.Second)); d != 2*time.Second {
+		t.Fatalf("timed-out probe: ejected for %v, want 2s", d)
+	}
+}

@@ -319,9 +319,14 @@ type ServicePort struct {
 	// Headless: clusterIP None. Only a named proxier (--service-proxy-name)
 	// gets such a service; it serves its external and load-balancer IPs and
 	// node ports, never an invented cluster IP (KPNG's ServiceIPs.Headless).
-	Headless      bool `protobuf:"varint,15,opt,name=headless,proto3" json:"headless,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Headless bool `protobuf:"varint,15,opt,name=headless,proto3" json:"headless,omitempty"`
+	// loadBalancerSourceRanges: the only sources a new connection to a
+	// load-balancer IP may come from (canonical CIDRs, both families; each
+	// IP uses those of its family, none meaning all). Node ports and external
+	// IPs are not subject to them, as in kube-proxy.
+	LoadBalancerSourceRanges []string `protobuf:"bytes,16,rep,name=load_balancer_source_ranges,json=loadBalancerSourceRanges,proto3" json:"load_balancer_source_ranges,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *ServicePort) Reset() {
@@ -459,6 +464,13 @@ func (x *ServicePort) GetHeadless() bool {
 	return false
 }
 
+func (x *ServicePort) GetLoadBalancerSourceRanges() []string {
+	if x != nil {
+		return x.LoadBalancerSourceRanges
+	}
+	return nil
+}
+
 type Endpoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Addresses of the endpoint; the first is dialled.
@@ -480,7 +492,14 @@ type Endpoint struct {
 	ZoneHints []string `protobuf:"bytes,11,rep,name=zone_hints,json=zoneHints,proto3" json:"zone_hints,omitempty"`
 	// Topology hints: nodes this endpoint should serve (hints.forNodes, what
 	// trafficDistribution PreferSameNode produces).
-	NodeHints     []string `protobuf:"bytes,12,rep,name=node_hints,json=nodeHints,proto3" json:"node_hints,omitempty"`
+	NodeHints []string `protobuf:"bytes,12,rep,name=node_hints,json=nodeHints,proto3" json:"node_hints,omitempty"`
+	// Cluster: in kube-proxy's cluster endpoints (ready ones, topology
+	// applied; else serving terminating ones), whatever the policies. Traffic
+	// from the node itself or from a pod to an external destination of an
+	// externalTrafficPolicy Local service uses them (short-circuit), and a
+	// service with any such endpoint drops, rather than rejects, traffic its
+	// policy leaves without endpoints.
+	Cluster       bool `protobuf:"varint,13,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -599,6 +618,13 @@ func (x *Endpoint) GetNodeHints() []string {
 	return nil
 }
 
+func (x *Endpoint) GetCluster() bool {
+	if x != nil {
+		return x.Cluster
+	}
+	return false
+}
+
 // ServicePortEndpoints is one entry of a source's desired state.
 type ServicePortEndpoints struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -664,7 +690,7 @@ const file_messages_model_proto_rawDesc = "" +
 	"\bprotocol\x18\x04 \x01(\x0e2\x13.kproxy.v1.ProtocolR\bprotocol\"'\n" +
 	"\x05IPSet\x12\x0e\n" +
 	"\x02v4\x18\x01 \x03(\tR\x02v4\x12\x0e\n" +
-	"\x02v6\x18\x02 \x03(\tR\x02v6\"\xe6\x05\n" +
+	"\x02v6\x18\x02 \x03(\tR\x02v6\"\xa5\x06\n" +
 	"\vServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
@@ -683,7 +709,8 @@ const file_messages_model_proto_rawDesc = "" +
 	"\x17internal_traffic_policy\x18\f \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15internalTrafficPolicy\x12P\n" +
 	"\x17external_traffic_policy\x18\r \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15externalTrafficPolicy\x123\n" +
 	"\x16health_check_node_port\x18\x0e \x01(\x05R\x13healthCheckNodePort\x12\x1a\n" +
-	"\bheadless\x18\x0f \x01(\bR\bheadless\"\xbf\x02\n" +
+	"\bheadless\x18\x0f \x01(\bR\bheadless\x12=\n" +
+	"\x1bload_balancer_source_ranges\x18\x10 \x03(\tR\x18loadBalancerSourceRanges\"\xd9\x02\n" +
 	"\bEndpoint\x12\x10\n" +
 	"\x03ips\x18\x01 \x03(\tR\x03ips\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x14\n" +
@@ -699,7 +726,8 @@ const file_messages_model_proto_rawDesc = "" +
 	"\n" +
 	"zone_hints\x18\v \x03(\tR\tzoneHints\x12\x1d\n" +
 	"\n" +
-	"node_hints\x18\f \x03(\tR\tnodeHints\"\x84\x01\n" +
+	"node_hints\x18\f \x03(\tR\tnodeHints\x12\x18\n" +
+	"\acluster\x18\r \x01(\bR\acluster\"\x84\x01\n" +
 	"\x14ServicePortEndpoints\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints*@\n" +

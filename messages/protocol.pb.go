@@ -618,9 +618,12 @@ func (x *Picked) GetAffinityHit() bool {
 // DialOutcome tells the Balancer how a TCP dial to an endpoint it picked
 // went, for outlier detection.
 type DialOutcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Endpoint      string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
-	Failed        bool                   `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Failed   bool                   `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	// The dial failed by timing out (no answer to its SYNs), not by a
+	// refusal or an unreachable: a full accept queue drops SYNs too.
+	TimedOut      bool `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -665,6 +668,13 @@ func (x *DialOutcome) GetEndpoint() string {
 func (x *DialOutcome) GetFailed() bool {
 	if x != nil {
 		return x.Failed
+	}
+	return false
+}
+
+func (x *DialOutcome) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
 	}
 	return false
 }
@@ -1741,6 +1751,11 @@ type SetPortalRules struct {
 	ExternalProxyPort int32 `protobuf:"varint,4,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
 	// Reject external traffic (no external endpoints).
 	RejectExternal bool `protobuf:"varint,5,opt,name=reject_external,json=rejectExternal,proto3" json:"reject_external,omitempty"`
+	// Drop cluster-IP traffic: the service has endpoints, but none for the
+	// internal traffic policy (kube-proxy drops rather than rejects).
+	Drop bool `protobuf:"varint,6,opt,name=drop,proto3" json:"drop,omitempty"`
+	// Drop external traffic: endpoints, but none for the external policy.
+	DropExternal bool `protobuf:"varint,7,opt,name=drop_external,json=dropExternal,proto3" json:"drop_external,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1808,6 +1823,20 @@ func (x *SetPortalRules) GetExternalProxyPort() int32 {
 func (x *SetPortalRules) GetRejectExternal() bool {
 	if x != nil {
 		return x.RejectExternal
+	}
+	return false
+}
+
+func (x *SetPortalRules) GetDrop() bool {
+	if x != nil {
+		return x.Drop
+	}
+	return false
+}
+
+func (x *SetPortalRules) GetDropExternal() bool {
+	if x != nil {
+		return x.DropExternal
 	}
 	return false
 }
@@ -2305,10 +2334,11 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\x06Picked\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06report\x18\x02 \x01(\bR\x06report\x12!\n" +
-	"\faffinity_hit\x18\x03 \x01(\bR\vaffinityHit\"A\n" +
+	"\faffinity_hit\x18\x03 \x01(\bR\vaffinityHit\"^\n" +
 	"\vDialOutcome\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x16\n" +
-	"\x06failed\x18\x02 \x01(\bR\x06failed\"+\n" +
+	"\x06failed\x18\x02 \x01(\bR\x06failed\x12\x1b\n" +
+	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\"+\n" +
 	"\rProbeEndpoint\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\"I\n" +
 	"\x11EndpointEjections\x124\n" +
@@ -2379,14 +2409,16 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\fWatcherStats\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x03R\x06events\x12\x18\n" +
 	"\achanges\x18\x02 \x01(\x03R\achanges\x12\x18\n" +
-	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\x8a\x02\n" +
+	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\xc3\x02\n" +
 	"\x0eSetPortalRules\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
 	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12\x16\n" +
 	"\x06reject\x18\x03 \x01(\bR\x06reject\x12.\n" +
 	"\x13external_proxy_port\x18\x04 \x01(\x05R\x11externalProxyPort\x12'\n" +
-	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\x12-\n" +
+	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\x12\x12\n" +
+	"\x04drop\x18\x06 \x01(\bR\x04drop\x12#\n" +
+	"\rdrop_external\x18\a \x01(\bR\fdropExternal\x12-\n" +
 	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"o\n" +
 	"\x11DeletePortalRules\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12-\n" +

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestParsePortRange(t *testing.T) {
@@ -109,4 +110,52 @@ func TestAllocatorPoolsPerProtocol(t *testing.T) {
 	if _, err := a.Allocate("udp"); err != nil {
 		t.Fatalf("UDP after its release: %v", err)
 	}
+}
+
+// An allocated port is held by the socket its Portal will serve: nothing
+// else can bind it meanwhile, the Portal's Open takes that socket over
+// (no second one), and a port released before a Portal took it is free
+// again.
+func TestAllocatorHoldsThePortUntilThePortalTakesIt(t *testing.T) {
+	ls := NewListeners()
+	a := NewPortAllocator("127.0.0.1", PortRange{})
+	a.Attach(ls, ModeNetsh)
+	port, err := a.Allocate("tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if c, err := net.Listen("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("port %d allocated but free for anyone to bind", port)
+	}
+	spec := ProxySpec("tcp", ModeNetsh, "127.0.0.1", port, false)
+	l, err := ls.Open("owner", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls.Len() != 1 || l.Spec != spec {
+		t.Fatalf("%d sockets, spec %+v: want the allocator's one, taken over", ls.Len(), l.Spec)
+	}
+	a.Release("tcp", port) // the Portal's socket is its own now
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatalf("the Portal's socket closed by Release: %v", err)
+	}
+	c.Close()
+	ls.CloseOwned("owner")
+
+	port, err = a.Allocate("udp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release("udp", port)
+	if ls.Len() != 0 {
+		t.Fatalf("%d sockets left after a release before any Portal took the port", ls.Len())
+	}
+	pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("released port still held: %v", err)
+	}
+	pc.Close()
 }

@@ -3,6 +3,7 @@ package portal
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -11,7 +12,7 @@ import (
 // Fault modes for an endpoint.
 const (
 	FaultFail  = "fail"  // dials fail at once, as to a dead pod (connection refused)
-	FaultStall = "stall" // dials hang until their timeout, as to a blackholed node
+	FaultStall = "stall" // dials hang until their timeout and time out, as to a blackholed node
 )
 
 // ErrInjectedFault is the error of a dial failed by fault injection.
@@ -97,7 +98,8 @@ func (f *Faults) Before(endpoint string, timeout time.Duration) error {
 	}
 	if flt.mode == FaultStall && timeout > 0 {
 		time.Sleep(min(timeout, time.Until(flt.until)))
-		return fmt.Errorf("dial %s: %w (stalled %v)", endpoint, ErrInjectedFault, timeout)
+		// A timeout, as the kernel's would be (os.ErrDeadlineExceeded).
+		return fmt.Errorf("dial %s: %w (stalled %v): %w", endpoint, ErrInjectedFault, timeout, os.ErrDeadlineExceeded)
 	}
 	return fmt.Errorf("dial %s: %w", endpoint, ErrInjectedFault)
 }

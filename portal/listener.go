@@ -356,14 +356,61 @@ func NewListeners() *Listeners {
 
 // Open opens spec's socket for owner and records it, refusing an address
 // another owner of this process holds (EADDRINUSE, as the kernel would
-// without SO_REUSEPORT).
+// without SO_REUSEPORT). A proxy port's socket the allocator opened when
+// it took the port (reserve) is taken over, not opened again: the port was
+// never free between.
 func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := spec.Network + "/" + spec.Address
+	if r := reserved(spec.Network); s.owners[key] == r && spec.Proxy {
+		l := s.m[r][spec.Address]
+		if l.Spec.Mark == spec.Mark {
+			s.delete(r, spec.Address)
+			l.Spec = spec // External: how it is served, not the socket
+			s.put(owner, l)
+			return l, nil
+		}
+	}
 	if other, ok := s.owners[key]; ok && other != owner {
 		return nil, fmt.Errorf("open portal %s: held by %s: %w", key, other, syscall.EADDRINUSE)
 	}
+	return s.open(owner, spec)
+}
+
+// reserved owns the proxy ports' sockets of network from the moment the
+// allocator takes a port until a Portal takes the socket over (no PID has
+// this id; one per network, as TCP and UDP ports are apart).
+func reserved(network string) string { return "\x00proxy-port/" + network }
+
+// reserve opens a proxy port's socket and holds it for the Portal that
+// will serve the port, so nothing else (an outgoing connection's
+// ephemeral port, another process's bind) can take the port meanwhile.
+// It is counted against the open-file limit as any listener.
+func (s *Listeners) reserve(spec ListenSpec) (*Listener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open(reserved(spec.Network), spec)
+}
+
+// unreserve closes the proxy port socket held for network/address, if no
+// Portal took it over.
+func (s *Listeners) unreserve(network, address string) {
+	s.mu.Lock()
+	l := s.m[reserved(network)][address]
+	if l == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.delete(reserved(network), address)
+	s.mu.Unlock()
+	l.Close()
+	l.CloseFlows()
+}
+
+// open opens and records spec's socket for owner; s.mu is held.
+func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
+	key := spec.Network + "/" + spec.Address
 	limit, open := s.fdLimit, int64(len(s.owners))
 	if limit > 0 && open >= limit-ControlPlaneFDs(limit) {
 		return nil, fmt.Errorf("open portal %s: %d listening sockets are open and the open-file limit (RLIMIT_NOFILE) is %d, of which %d are kept for connections and the control plane: raise the hard limit (systemd LimitNOFILE, ulimit -Hn): %w",
@@ -441,6 +488,10 @@ func (s *Listeners) put(owner string, l *Listener) {
 func (s *Listeners) Delete(owner, addr string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.delete(owner, addr)
+}
+
+func (s *Listeners) delete(owner, addr string) {
 	if l := s.m[owner][addr]; l != nil {
 		delete(s.owners, l.Spec.Network+"/"+addr)
 	}

@@ -65,27 +65,17 @@ func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort, 
 		return nil, err
 	}
 	var specs []ListenSpec
-	add := func(ip string, port int, external, proxy bool) {
-		if port == 0 {
-			return
-		}
-		spec := ListenSpec{Network: network, Address: net.JoinHostPort(ip, strconv.Itoa(port)), External: external, Proxy: proxy}
-		if proxy && kernelMode(mode) {
-			spec.Mark = SocketMark
-		}
-		specs = append(specs, spec)
-	}
-	proxyHost := bindAddress
-	if kernelMode(mode) {
-		if ip := net.ParseIP(bindAddress); ip == nil || ip.IsUnspecified() {
-			// Redirected traffic arrives on whatever address the kernel
-			// chose, of either family: one dual-stack wildcard socket.
-			proxyHost = ""
+	add := func(ip string, port int, external bool) {
+		if port != 0 {
+			specs = append(specs, ListenSpec{Network: network, Address: net.JoinHostPort(ip, strconv.Itoa(port)), External: external})
 		}
 	}
 	if UsesProxyPorts(mode) {
-		add(proxyHost, proxyPort, false, true)
-		add(proxyHost, externalProxyPort, true, true)
+		for i, port := range []int{proxyPort, externalProxyPort} {
+			if port != 0 {
+				specs = append(specs, ProxySpec(network, mode, bindAddress, port, i == 1))
+			}
+		}
 	}
 	if mode != ModeBind && mode != ModeNetsh {
 		return specs, nil
@@ -96,9 +86,29 @@ func ListenSpecs(sp *messages.ServicePort, mode, bindAddress string, proxyPort, 
 		external bool
 	}{{sp.GetClusterIps(), false}, {sp.GetExternalIps(), true}, {sp.GetLoadBalancerIps(), true}} {
 		for _, ip := range set.ips.All() {
-			add(ip, port, set.external, false)
+			add(ip, port, set.external)
 		}
 	}
-	add(bindAddress, int(sp.GetNodePort()), true, false)
+	add(bindAddress, int(sp.GetNodePort()), true)
 	return specs, nil
+}
+
+// ProxySpec is the socket of a proxy port in mode: on bindAddress (a
+// dual-stack wildcard in kernel modes when bindAddress is unspecified),
+// with SocketMark in kernel modes. The allocator opens it when it takes
+// the port (PortAllocator), and the Portal serves that socket.
+func ProxySpec(network, mode, bindAddress string, port int, external bool) ListenSpec {
+	host := bindAddress
+	if kernelMode(mode) {
+		if ip := net.ParseIP(bindAddress); ip == nil || ip.IsUnspecified() {
+			// Redirected traffic arrives on whatever address the kernel
+			// chose, of either family: one dual-stack wildcard socket.
+			host = ""
+		}
+	}
+	spec := ListenSpec{Network: network, Address: net.JoinHostPort(host, strconv.Itoa(port)), External: external, Proxy: true}
+	if kernelMode(mode) {
+		spec.Mark = SocketMark
+	}
+	return spec
 }

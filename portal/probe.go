@@ -5,10 +5,11 @@ import (
 	"time"
 )
 
-// ProbeTimeout bounds a probe's dial: longer than a connection's first
-// attempt (250 ms), as an endpoint that answers within a second is
-// reached by a connection's later attempts.
-const ProbeTimeout = time.Second
+// ProbeTimeout bounds a probe's dial: long enough for the kernel's first
+// SYN retransmission (after 1 s) to be answered, so an endpoint whose
+// accept queue was full when the probe's first SYN came is not taken for
+// dead.
+const ProbeTimeout = 2 * time.Second
 
 // Probe dials endpoint ("ip:port") over TCP once and closes the connection:
 // outlier detection's check, off any client's path, that an ejected

@@ -4,7 +4,6 @@ package portal
 
 import (
 	"fmt"
-	"net"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -49,41 +48,6 @@ func socketOptions(mark int) func(network, address string, c syscall.RawConn) er
 		}
 		return nil
 	}
-}
-
-// probeShared binds (without listening, so no connection can land on it)
-// a socket with SO_REUSEPORT to host:port: it succeeds on a free port and
-// on one the previous kproxy process still holds, and fails on a port
-// anyone else holds.
-func probeShared(network, host string, port int) error {
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return fmt.Errorf("probe %s: not an IP address", host)
-	}
-	typ := unix.SOCK_STREAM
-	if network == "udp" {
-		typ = unix.SOCK_DGRAM
-	}
-	var sa unix.Sockaddr
-	family := unix.AF_INET
-	if ip4 := ip.To4(); ip4 != nil {
-		sa = &unix.SockaddrInet4{Port: port, Addr: [4]byte(ip4)}
-	} else {
-		family = unix.AF_INET6
-		sa = &unix.SockaddrInet6{Port: port, Addr: [16]byte(ip.To16())}
-	}
-	fd, err := unix.Socket(family, typ|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("probe %s/%d: %w", network, port, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-		return fmt.Errorf("probe %s/%d: %w", network, port, err)
-	}
-	if err := unix.Bind(fd, sa); err != nil {
-		return fmt.Errorf("probe %s/%d: %w", network, port, err)
-	}
-	return nil
 }
 
 // breakSocket shuts a listening socket down under its serving goroutine,

@@ -6,12 +6,6 @@ import "syscall"
 // process steal the port, and a successor process cannot share it.
 func reusePort(_, _ string, _ syscall.RawConn) error { return nil }
 
-// probeShared is probe without SO_REUSEPORT on Windows.
-func probeShared(network, host string, port int) error {
-	_, err := probe(network, host, port)
-	return err
-}
-
 // socketOptions: no socket marks on Windows.
 func socketOptions(int) func(network, address string, c syscall.RawConn) error { return reusePort }
 

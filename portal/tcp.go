@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,8 +13,14 @@ import (
 )
 
 // dialTimeouts are the per-attempt endpoint dial timeouts, as in kube-proxy's
-// userspace proxier: a dead endpoint costs one short attempt, then the next
-// endpoint is tried.
+// userspace proxier: a silent endpoint costs one short attempt, then the
+// next endpoint is tried. A timeout is not a failure: a SYN dropped by a
+// full accept queue is retransmitted by the kernel only after 1 s, so a
+// timed-out endpoint is tried again, with the next, longer timeout, when no
+// other is left (a refused or unreachable one is not), and after the
+// ladder with its last step, for as long as the kernel itself keeps
+// retransmitting a SYN (synTimeout): a client is not reset while a direct
+// connect of its own would still be trying.
 var dialTimeouts = [...]time.Duration{250 * time.Millisecond, 500 * time.Millisecond, 1 * time.Second, 2 * time.Second}
 
 // TCPProxy forwards connections accepted on one listener to endpoints.
@@ -169,7 +176,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 		clientIP = a.IP.String()
 	}
 	ct := p.traceConn(client)
-	backend, err := p.dial(clientIP, ct)
+	backend, err := p.dial(client, clientIP, ct)
 	p.Conns.DialDone()
 	dialing = false
 	if err != nil {
@@ -223,13 +230,29 @@ func (p *TCPProxy) dialEndpoint(i int, addr string) (*net.TCPConn, error) {
 	return c.(*net.TCPConn), nil
 }
 
-// dial picks endpoints until one answers, excluding those that failed.
-func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
+// dial picks endpoints until one answers, every endpoint refused, or the
+// time is up: the ladder, then as long as the kernel would retransmit a
+// SYN (see dialTimeouts). An endpoint that refused or is unreachable is
+// not picked again; one that timed out is passed over while others are
+// left, then tried again with the next timeout. A refusal takes no step
+// of the ladder (it took no time), so every endpoint gets its chance.
+func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*net.TCPConn, error) {
+	// exclude is the refused endpoints, then the slow ones. It is never
+	// written where a Picker was shown it (clipped before each change): a
+	// request to the Balancer that timed out may still be reading it.
 	var exclude []string
+	refused := 0
 	var lastErr error
-	for i, timeout := range dialTimeouts {
+	var giveUp time.Time // set by the first timeout
+	for rung := 0; rung < len(dialTimeouts) || time.Now().Before(giveUp); {
 		start := ct.now()
 		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
+		if errors.Is(err, ErrNoEndpoints) && len(exclude) > refused {
+			// Only slow endpoints are left: the kernel would still be
+			// retransmitting their SYNs. Again, with a longer timeout.
+			exclude = slices.Clip(exclude[:refused])
+			pick, err = p.Picker.Pick(clientIP, exclude, p.External)
+		}
 		ct.picked(start, pick, exclude, err)
 		if err != nil {
 			if lastErr != nil {
@@ -238,24 +261,39 @@ func (p *TCPProxy) dial(clientIP string, ct *connTrace) (*net.TCPConn, error) {
 			return nil, err
 		}
 		addr := pick.Endpoint
+		if refused > 0 && slices.Contains(exclude[:refused], addr) {
+			break // a Picker that ignores exclusions: do not spin
+		}
+		step := min(rung, len(dialTimeouts)-1)
+		timeout := dialTimeouts[step]
 		err = p.Faults.Before(addr, timeout)
 		var conn *net.TCPConn
 		if err == nil {
-			conn, err = p.dialEndpoint(i, addr)
+			conn, err = p.dialEndpoint(step, addr)
 		}
 		if err != nil || pick.Report {
 			p.Picker.Dialed(addr, err)
 		}
-		if err != nil {
-			p.Stats.dialFailed()
-		}
 		if err == nil {
 			return conn, nil
 		}
+		p.Stats.dialFailed()
 		ct.dialFailed(addr, err)
 		lastErr = err
-		p.event(p.Log.Debug()).Err(err).Str("endpoint", addr).Msg("dial endpoint failed, trying next")
-		exclude = append(exclude, addr)
+		p.event(p.Log.Debug()).Err(err).Str("endpoint", addr).Dur("timeout", timeout).Msg("dial endpoint failed, trying next")
+		if isTimeout(err) {
+			if rung == 0 {
+				giveUp = time.Now().Add(synTimeout() - timeout)
+			}
+			rung++
+			if client != nil && clientGone(client) {
+				return nil, fmt.Errorf("client gone while dialing: %w", lastErr)
+			}
+			exclude = append(slices.Clip(exclude), addr)
+			continue
+		}
+		exclude = slices.Insert(slices.Clip(exclude), refused, addr)
+		refused++
 	}
 	return nil, fmt.Errorf("dial endpoints: %w", lastErr)
 }
@@ -313,11 +351,15 @@ func copyHalf(dst, src *net.TCPConn, ended func() (last bool)) int64 {
 var errIdle = errors.New("idle")
 
 // isTimeout reports a deadline error: Pause sets a past deadline to wake
-// the serving goroutine.
+// the serving goroutine; a dial that got no answer in its time.
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// IsTimeout reports whether a dial's error is a timeout (no answer to its
+// SYNs), as opposed to a refusal or an unreachable.
+func IsTimeout(err error) bool { return err != nil && isTimeout(err) }
 
 func stopped(stop <-chan struct{}) bool {
 	select {

@@ -88,14 +88,16 @@ func TestEndpointSelection(t *testing.T) {
 			},
 		},
 		{
-			name:     "both policies Local drop remote endpoints",
+			// Remote endpoints stay as kube-proxy's cluster endpoints
+			// (short-circuit, drop rather than reject), in neither scope.
+			name:     "both policies Local keep remote endpoints out of both scopes",
 			internal: local,
 			external: corev1.ServiceExternalTrafficPolicyLocal,
 			endpoints: []discoveryv1.Endpoint{
 				newEndpoint("10.1.0.1", "node-a", readyEP),
 				newEndpoint("10.1.0.2", "node-b", readyEP),
 			},
-			want: []string{"10.1.0.1:8080[ready,serving,local,internal,external]"},
+			want: []string{"10.1.0.1:8080[ready,serving,local,internal,external]", "10.1.0.2:8080[ready,serving]"},
 		},
 		{
 			name:     "Local with no local endpoint leaves that scope empty",
@@ -104,7 +106,7 @@ func TestEndpointSelection(t *testing.T) {
 			endpoints: []discoveryv1.Endpoint{
 				newEndpoint("10.1.0.2", "node-b", readyEP),
 			},
-			want: nil,
+			want: []string{"10.1.0.2:8080[ready,serving]"},
 		},
 		{
 			// kube-proxy decides the fallback per scope, after the

@@ -26,6 +26,10 @@ type Result struct {
 	// Skipped explains objects deliberately not used: services Skip
 	// rejects, kinds kproxy does not read, slices no service uses.
 	Skipped []string
+	// InvalidCIDRs are entries of services' loadBalancerSourceRanges that
+	// do not parse: ignored, as kube-proxy ignores them, the service used
+	// with the rest.
+	InvalidCIDRs []error
 
 	// Retain lists the services ("namespace/name") whose input had errors
 	// (the Service itself or one of its EndpointSlices). Their ports are
@@ -185,6 +189,9 @@ func (ds *decodedSet) result(opts Options) *Result {
 		if err != nil {
 			f.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: %w", s.at, err))
 			continue
+		}
+		for _, err := range SourceRangeErrors(s.obj) {
+			f.ignore(s.seq, fmt.Errorf("%s: %w", s.at, err))
 		}
 		res.ServicePorts = append(res.ServicePorts, ports...)
 	}

@@ -12,6 +12,7 @@ import (
 type findings struct {
 	errors  []located[error]
 	skipped []located[string]
+	ignored []located[error]
 	// retain and retainMissing feed Result.Retain and Result.RetainMissing.
 	retain        map[string]bool
 	retainMissing bool
@@ -44,7 +45,7 @@ func (f *findings) failUnknown(seq int, err error) {
 
 // clone copies f, so building for one node adds nothing to another's.
 func (f *findings) clone() findings {
-	return findings{errors: slices.Clone(f.errors), skipped: slices.Clone(f.skipped),
+	return findings{errors: slices.Clone(f.errors), skipped: slices.Clone(f.skipped), ignored: slices.Clone(f.ignored),
 		retain: maps.Clone(f.retain), retainMissing: f.retainMissing}
 }
 
@@ -63,6 +64,11 @@ func (f *findings) fail(seq int, err error) {
 	f.errors = append(f.errors, located[error]{seq: seq, obj: err})
 }
 
+// ignore records a part of an object left out while the rest is used.
+func (f *findings) ignore(seq int, err error) {
+	f.ignored = append(f.ignored, located[error]{seq: seq, obj: err})
+}
+
 func (f *findings) skip(seq int, msg string) {
 	f.skipped = append(f.skipped, located[string]{seq: seq, obj: msg})
 }
@@ -72,6 +78,7 @@ func (f *findings) skip(seq int, msg string) {
 func (f *findings) fill(res *Result) {
 	res.Errors = inOrder(f.errors)
 	res.Skipped = inOrder(f.skipped)
+	res.InvalidCIDRs = inOrder(f.ignored)
 	res.Retain = slices.Sorted(maps.Keys(f.retain))
 	res.RetainMissing = f.retainMissing
 }

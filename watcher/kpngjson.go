@@ -113,6 +113,9 @@ func KPNGJSON(state []*messages.ServicePortEndpoints) [][]byte {
 			TargetPort: sp.GetTargetPort(), TargetPortName: sp.GetTargetPortName(),
 		})
 		for _, e := range spe.GetEndpoints() {
+			if !e.GetInternal() && !e.GetExternal() {
+				continue // only for short-circuited traffic: not in KPNG's view
+			}
 			ipKey := strings.Join(e.GetIps(), ",")
 			je := g.eps[ipKey]
 			if je == nil {

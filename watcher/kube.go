@@ -132,6 +132,11 @@ type Event struct {
 func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
 	onService := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			if svc, ok := obj.(*corev1.Service); ok {
+				for _, err := range SourceRangeErrors(svc) {
+					s.opts.Log.Error().Err(err).Str("service", key).Msg("Invalid CIDR ignored")
+				}
+			}
 			notify(Event{Kind: "Service", Service: key})
 		}
 	}

@@ -125,6 +125,7 @@ func servicePort(svc *corev1.Service, port *corev1.ServicePort) *messages.Servic
 		InternalTrafficPolicy: messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
 		ExternalTrafficPolicy: messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
 	}
+	sp.LoadBalancerSourceRanges, _ = loadBalancerSourceRanges(svc)
 	if sp.Type == "" {
 		sp.Type = string(corev1.ServiceTypeClusterIP)
 	}

@@ -108,6 +108,8 @@ type pollState struct {
 	lastErr string // last path error logged, to log each failure once
 	// rejected holds the document errors of the last result, logged once.
 	rejected map[string]bool
+	// invalidCIDRs are the ignored source ranges of the last result, logged once.
+	invalidCIDRs map[string]bool
 	// A change seen but not read yet: its stamp and when it was first
 	// seen. It is read once it has not changed for fileSettle.
 	pending      string
@@ -244,6 +246,15 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 		logged[err.Error()] = true
 	}
 	st.rejected = logged
+	for _, err := range res.InvalidCIDRs {
+		if msg := err.Error(); !st.invalidCIDRs[msg] {
+			s.log.Error().Err(err).Msg("Invalid CIDR ignored")
+		}
+	}
+	st.invalidCIDRs = map[string]bool{}
+	for _, err := range res.InvalidCIDRs {
+		st.invalidCIDRs[err.Error()] = true
+	}
 	if ctx.Err() != nil {
 		return 0
 	}

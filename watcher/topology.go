@@ -30,8 +30,11 @@ type scopePolicy struct {
 }
 
 // usesCluster and usesLocal: which kinds of endpoints some scope needs.
+// An externally accessible service needs the cluster's endpoints even under
+// externalTrafficPolicy Local: external traffic from the node itself or a
+// pod is short-circuited to them (kube-proxy's UsesClusterEndpoints).
 func (p scopePolicy) usesCluster() bool {
-	return !p.internalLocal || (p.externallyAccessible && !p.externalLocal)
+	return !p.internalLocal || p.externallyAccessible
 }
 func (p scopePolicy) usesLocal() bool {
 	return p.internalLocal || (p.externallyAccessible && p.externalLocal)
@@ -48,18 +51,24 @@ func (p scopePolicy) usesLocal() bool {
 // when none is ready anywhere, every serving terminating endpoint. Local
 // endpoints are the ready local ones, or else the serving terminating local
 // ones; topology never narrows them.
+//
+// The cluster endpoints are kept (Cluster set) even where no scope uses
+// them: external traffic from inside the cluster is short-circuited to
+// them, and a service that has some drops, rather than rejects, traffic its
+// Local policy leaves without endpoints (kube-proxy's hasAnyEndpoints).
 func selectEndpoints(candidates []*messages.Endpoint, p scopePolicy, node, zone string, log topologyLog) []*messages.Endpoint {
-	var cluster, local map[*messages.Endpoint]bool
-	if p.usesCluster() {
-		mode := topologyMode(candidates, node, zone, log)
-		cluster = pick(candidates, func(ep *messages.Endpoint) bool {
-			return ep.GetReady() && availableForTopology(ep, mode, node, zone)
-		})
-		// The mode needs a ready endpoint for this node or zone, so an
-		// empty set here means none is ready anywhere.
-		if len(cluster) == 0 {
-			cluster = pick(candidates, servingTerminating)
-		}
+	var local map[*messages.Endpoint]bool
+	if !p.usesCluster() {
+		log = topologyLog{} // kube-proxy says nothing of hints it does not use
+	}
+	mode := topologyMode(candidates, node, zone, log)
+	cluster := pick(candidates, func(ep *messages.Endpoint) bool {
+		return ep.GetReady() && availableForTopology(ep, mode, node, zone)
+	})
+	// The mode needs a ready endpoint for this node or zone, so an empty
+	// set here means none is ready anywhere.
+	if len(cluster) == 0 {
+		cluster = pick(candidates, servingTerminating)
 	}
 	if p.usesLocal() {
 		local = pick(candidates, func(ep *messages.Endpoint) bool { return ep.GetLocal() && ep.GetReady() })
@@ -83,7 +92,8 @@ func selectEndpoints(candidates []*messages.Endpoint, p scopePolicy, node, zone 
 	for _, ep := range candidates {
 		ep.Internal = internal[ep]
 		ep.External = external[ep]
-		if ep.Internal || ep.External {
+		ep.Cluster = cluster[ep]
+		if ep.Internal || ep.External || ep.Cluster {
 			out = append(out, ep)
 		}
 	}

@@ -149,36 +149,55 @@ func (c *topologyCase) node() string {
 	return c.Node
 }
 
-// kproxyAnswer reads kube-proxy's three sets off kproxy's scopes: each
-// scope traffic can reach (cluster-IP traffic always, external traffic
-// with a node port) uses the Cluster or the Local endpoints by its policy.
+// kproxyAnswer reads kube-proxy's three sets off kproxy's endpoint flags:
+// Cluster where some traffic uses the cluster's endpoints (cluster-IP
+// traffic under a Cluster policy, or any service with a node port, whose
+// local external traffic is short-circuited to them), and each scope
+// traffic can reach (cluster-IP traffic always, external traffic with a
+// node port) under a Local policy for Local.
 func kproxyAnswer(t *testing.T, spe *messages.ServicePortEndpoints) topologyAnswer {
 	t.Helper()
 	sp := spe.GetServicePort()
-	var internal, external, all []string
+	local := func(p messages.TrafficPolicy) bool { return p == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL }
+	externally := sp.GetNodePort() != 0
+	usesCluster := !local(sp.GetInternalTrafficPolicy()) || externally
+	var cluster, internal, external, all []string
 	for _, ep := range spe.GetEndpoints() {
+		ip := ep.GetIps()[0]
+		used := ep.GetInternal() || ep.GetExternal()
+		if ep.GetCluster() && usesCluster {
+			cluster = append(cluster, ip)
+			used = true
+		}
 		if ep.GetInternal() {
-			internal = append(internal, ep.GetIps()[0])
+			internal = append(internal, ip)
 		}
 		if ep.GetExternal() {
-			external = append(external, ep.GetIps()[0])
+			external = append(external, ip)
 		}
-		all = append(all, ep.GetIps()[0])
+		if used {
+			all = append(all, ip)
+		}
 	}
 	var a topologyAnswer
-	byPolicy := func(p messages.TrafficPolicy, eps []string) {
-		set := &a.Cluster
-		if p == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL {
-			set = &a.Local
-		}
-		if *set != nil && !slices.Equal(sorted(*set), sorted(eps)) {
-			t.Fatalf("the internal and external scopes differ under one policy: %v and %v", *set, eps)
-		}
-		*set = append([]string{}, eps...)
+	if usesCluster {
+		a.Cluster = cluster
 	}
-	byPolicy(sp.GetInternalTrafficPolicy(), internal)
-	if sp.GetNodePort() != 0 {
-		byPolicy(sp.GetExternalTrafficPolicy(), external)
+	scope := func(p messages.TrafficPolicy, eps []string) {
+		if !local(p) {
+			if !slices.Equal(sorted(cluster), sorted(eps)) {
+				t.Fatalf("a scope under a Cluster policy uses %v, not the cluster endpoints %v", eps, cluster)
+			}
+			return
+		}
+		if a.Local != nil && !slices.Equal(sorted(a.Local), sorted(eps)) {
+			t.Fatalf("the internal and external scopes differ under one policy: %v and %v", a.Local, eps)
+		}
+		a.Local = append([]string{}, eps...)
+	}
+	scope(sp.GetInternalTrafficPolicy(), internal)
+	if externally {
+		scope(sp.GetExternalTrafficPolicy(), external)
 	}
 	a.All = &all
 	return a

@@ -29,6 +29,7 @@ type Metrics struct {
 	endpointPending     prometheus.Gauge
 	healthz, livez      *prometheus.CounterVec
 	portalRules         prometheus.Gauge
+	noLocalEndpoints    *prometheus.GaugeVec
 	restarts            *prometheus.CounterVec
 	faults              *prometheus.CounterVec
 	ejections           prometheus.Counter
@@ -79,6 +80,9 @@ func New() *Metrics {
 	m.livez = prometheus.NewCounterVec(prometheus.CounterOpts(kp("proxy_livez_total", "/livez answers by code.")), []string{"code"})
 	f(m.healthz)
 	f(m.livez)
+	m.noLocalEndpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts(kp("sync_proxy_rules_no_local_endpoints_total",
+		"Service ports whose Local traffic policy leaves a scope without endpoints while the service has some elsewhere: that traffic is dropped.")), []string{"traffic_policy"})
+	f(m.noLocalEndpoints)
 	m.portalRules = gauge(prometheus.Opts{Namespace: "kproxy", Name: "portal_rules", Help: "Kernel portal rules programmed (one per service IP or node port)."})
 	m.restarts = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kproxy", Name: "actor_restarts_total", Help: "Actor restarts by role (portal, balancer, affinity, serviceport, ...)."}, []string{"role"})
 	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kproxy", Name: "faults_injected_total", Help: "Faults injected through the admin API, by kind."}, []string{"kind"})
@@ -155,6 +159,15 @@ func (m *Metrics) Health(path string, code int) {
 func (m *Metrics) PortalRules(n int) {
 	if m != nil {
 		m.portalRules.Set(float64(n))
+	}
+}
+
+// NoLocalEndpoints records how many service ports drop their internal and
+// their external traffic for want of a local endpoint (kube-proxy's gauge).
+func (m *Metrics) NoLocalEndpoints(internal, external int) {
+	if m != nil {
+		m.noLocalEndpoints.WithLabelValues("internal").Set(float64(internal))
+		m.noLocalEndpoints.WithLabelValues("external").Set(float64(external))
 	}
 }
 

@@ -41,10 +41,15 @@ type KproxyConfiguration struct {
 	ServiceProxyName string `json:"serviceProxyName,omitempty"`
 	NodeZone         string `json:"nodeZone,omitempty"`
 	Master           string `json:"master,omitempty"`
-	FilePollInterval string `json:"filePollInterval,omitempty"`
-	UDPIdleTimeout   string `json:"udpIdleTimeout,omitempty"`
-	LogLevel         string `json:"logLevel,omitempty"`
-	LogFormat        string `json:"logFormat,omitempty"`
+	// ServiceClusterIPRange is the API server's --service-cluster-ip-range
+	// (flag --service-cluster-ip-range); ClusterCIDR is also
+	// KubeProxyConfiguration's clusterCIDR (flag --cluster-cidr).
+	ServiceClusterIPRange string `json:"serviceClusterIPRange,omitempty"`
+	ClusterCIDR           string `json:"clusterCIDR,omitempty"`
+	FilePollInterval      string `json:"filePollInterval,omitempty"`
+	UDPIdleTimeout        string `json:"udpIdleTimeout,omitempty"`
+	LogLevel              string `json:"logLevel,omitempty"`
+	LogFormat             string `json:"logFormat,omitempty"`
 	// Hand-over to the next process.
 	ShutdownGracePeriod string  `json:"shutdownGracePeriod,omitempty"`
 	ProxyPortsFile      *string `json:"proxyPortsFile,omitempty"`
@@ -248,6 +253,7 @@ func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[strin
 	setIf(values, "metrics-bind-address", c.MetricsBindAddress)
 	durationIf(values, "config-sync-period", c.ConfigSyncPeriod)
 	setIf(values, "port-range", c.PortRange)
+	setIf(values, "cluster-cidr", c.ClusterCIDR)
 	for _, a := range c.NodePortAddresses {
 		if a == "primary" {
 			return nil, errors.New(`nodePortAddresses: "primary" is not supported; list CIDRs`)
@@ -265,10 +271,10 @@ func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[strin
 
 	var ignored []string
 	for field, set := range map[string]bool{
-		"clusterCIDR": c.ClusterCIDR != "", "detectLocalMode": c.DetectLocalMode != "",
-		"detectLocal": c.DetectLocal.BridgeInterface != "" || c.DetectLocal.InterfaceNamePrefix != "",
-		"conntrack":   c.Conntrack.MaxPerCore != nil || c.Conntrack.Min != nil || c.Conntrack.TCPEstablishedTimeout != nil || c.Conntrack.TCPCloseWaitTimeout != nil,
-		"oomScoreAdj": c.OOMScoreAdj != nil, "featureGates": len(c.FeatureGates) > 0,
+		"detectLocalMode": c.DetectLocalMode != "" && c.DetectLocalMode != "ClusterCIDR",
+		"detectLocal":     c.DetectLocal.BridgeInterface != "" || c.DetectLocal.InterfaceNamePrefix != "",
+		"conntrack":       c.Conntrack.MaxPerCore != nil || c.Conntrack.Min != nil || c.Conntrack.TCPEstablishedTimeout != nil || c.Conntrack.TCPCloseWaitTimeout != nil,
+		"oomScoreAdj":     c.OOMScoreAdj != nil, "featureGates": len(c.FeatureGates) > 0,
 		"iptables.masquerade*": c.IPTables.MasqueradeAll || c.IPTables.MasqueradeBit != nil,
 		"ipvs":                 c.IPVS.Scheduler != "" || len(c.IPVS.ExcludeCIDRs) > 0 || c.IPVS.StrictARP, "winkernel": c.Winkernel.NetworkName != "",
 	} {
@@ -287,6 +293,8 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 	setIf(values, "service-proxy-name", c.ServiceProxyName)
 	setIf(values, "node-zone", c.NodeZone)
 	setIf(values, "master", c.Master)
+	setIf(values, "service-cluster-ip-range", c.ServiceClusterIPRange)
+	setIf(values, "cluster-cidr", c.ClusterCIDR)
 	setIf(values, "file-poll-interval", c.FilePollInterval)
 	setIf(values, "udp-idle-timeout", c.UDPIdleTimeout)
 	setIf(values, "log-level", c.LogLevel)
@@ -391,6 +399,7 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 		EnableProfiling:    get("profiling") == "true",
 		ConfigSyncPeriod:   dur("config-sync-period"),
 		PortRange:          get("port-range"),
+		ClusterCIDR:        get("cluster-cidr"),
 	}
 	// The node name only when it is not this node's default, so one file
 	// serves every node (as a ConfigMap must).
@@ -407,7 +416,8 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 		TypeMeta: metav1.TypeMeta{APIVersion: kproxyAPIVersion, Kind: kproxyKind},
 		Source:   get("source"), Portal: get("portal"), NetshInterface: get("netsh-interface"),
 		ServiceProxyName: get("service-proxy-name"), NodeZone: get("node-zone"), Master: get("master"),
-		FilePollInterval: get("file-poll-interval"), UDPIdleTimeout: get("udp-idle-timeout"),
+		ServiceClusterIPRange: get("service-cluster-ip-range"),
+		FilePollInterval:      get("file-poll-interval"), UDPIdleTimeout: get("udp-idle-timeout"),
 		LogLevel: get("log-level"), LogFormat: get("log-format"),
 	}
 	cf, _ := strconv.Atoi(get("outlier-consecutive-failures"))

@@ -47,8 +47,11 @@ func TestConfigKubeadmKubeProxyConfigurationLoads(t *testing.T) {
 		t.Errorf("kubeadm's config does not validate: %v", err)
 	}
 	_, ignored, _ := loadConfig("testdata/kube-proxy-kubeadm.yaml")
-	if strings.Join(ignored, ",") != "clusterCIDR" {
-		t.Errorf("ignored fields %v, want [clusterCIDR]", ignored)
+	if len(ignored) != 0 {
+		t.Errorf("ignored fields %v, want none", ignored)
+	}
+	if o.clusterCIDR != "10.244.0.0/16" {
+		t.Errorf("clusterCIDR: %q, want kubeadm's 10.244.0.0/16", o.clusterCIDR)
 	}
 }
 
@@ -64,11 +67,13 @@ clientConnection: {kubeconfig: /etc/k.conf, qps: 20, burst: 40}
 configSyncPeriod: 5m
 portRange: 30000-30999
 nodePortAddresses: [192.0.2.0/24]
+clusterCIDR: 198.51.100.0/24,2001:db8:42::/56
 iptables: {syncPeriod: 10s, minSyncPeriod: 250ms}
 ---
 apiVersion: kproxy.io/v1alpha1
 kind: KproxyConfiguration
 source: kube
+serviceClusterIPRange: 198.18.0.0/16,2001:db8:5::/108
 udpIdleTimeout: 45s
 outliers: {consecutiveFailures: 5, baseEjectionTime: 3s, maxEjectionTime: 2m}
 limits: {maxConnections: 5000, tcpIdleTimeout: 30m}
@@ -102,6 +107,11 @@ tracing: {endpoint: "127.0.0.1:4317", samplingRatePerMillion: 250}
 		"metrics actors":     {o.metricsActors, true},
 		"tracing endpoint":   {o.tracing.endpoint, "127.0.0.1:4317"},
 		"tracing rate":       {o.tracing.samplingRatePerMillion, 250},
+		"cluster CIDR":       {o.clusterCIDR, "198.51.100.0/24,2001:db8:42::/56"},
+		"service CIDRs":      {o.serviceCIDRs, "198.18.0.0/16,2001:db8:5::/108"},
+	}
+	if err := o.validate(); err != nil {
+		t.Errorf("validate: %v", err)
 	}
 	for name, c := range checks {
 		if c[0] != c[1] {
@@ -128,12 +138,33 @@ func TestConfigRejectsWithAClearError(t *testing.T) {
 	}
 }
 
+// Dual-stack CIDR flags take one CIDR per family, as kube-proxy's and the
+// API server's do.
+func TestCIDRFlagsRefuseBadValues(t *testing.T) {
+	for _, c := range []struct{ flag, value, want string }{
+		{"--cluster-cidr", "198.51.100.0/33", "--cluster-cidr"},
+		{"--cluster-cidr", "198.51.100.0/24,203.0.113.0/24", "two of different families"},
+		{"--service-cluster-ip-range", "198.18.0.0", "--service-cluster-ip-range"},
+		{"--service-cluster-ip-range", "2001:db8::/64,2001:db8:1::/64", "two of different families"},
+	} {
+		var o runOptions
+		fs := runFlags(&o)
+		if err := fs.Parse([]string{"--source", "kube", c.flag, c.value}); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: %v, want an error naming %q", c.flag, c.value, err, c.want)
+		}
+	}
+}
+
 // --write-config-to writes what --config reads back to the same settings.
 func TestWriteConfigRoundTrips(t *testing.T) {
 	var o runOptions
 	fs := runFlags(&o)
 	args := []string{"--source", "kube", "--portal", "nftables", "--bind-address", "127.0.0.9", "--max-udp-flows", "-1",
-		"--outlier-consecutive-failures", "4", "--metrics-actors", "--tracing-endpoint", "127.0.0.1:4317", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s", "--profiling"}
+		"--outlier-consecutive-failures", "4", "--metrics-actors", "--tracing-endpoint", "127.0.0.1:4317", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s", "--profiling",
+		"--cluster-cidr", "198.51.100.0/24", "--service-cluster-ip-range", "198.18.0.0/16,2001:db8:5::/108"}
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +189,8 @@ func TestWriteConfigRoundTrips(t *testing.T) {
 	if first.String() != second.String() {
 		t.Fatalf("round trip changed the config:\n%s\n---- became ----\n%s", first.String(), second.String())
 	}
-	if o2.bindAddress != "127.0.0.9" || o2.limits.maxFlows != -1 || !o2.metricsActors || o2.limits.tcpKeepAlive != 0 || !o2.profiling {
+	if o2.bindAddress != "127.0.0.9" || o2.limits.maxFlows != -1 || !o2.metricsActors || o2.limits.tcpKeepAlive != 0 || !o2.profiling ||
+		o2.clusterCIDR != "198.51.100.0/24" || o2.serviceCIDRs != "198.18.0.0/16,2001:db8:5::/108" {
 		t.Errorf("round trip: %+v", o2)
 	}
 }

@@ -95,9 +95,11 @@ func TestRemoteCoreServesEachNodeItsView(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	// One delta: with both traffic policies Local a node's view holds only
-	// its own endpoints, so node-a's new endpoint changes nothing for node-b.
-	for _, want := range []string{"kproxy_core_subscriptions 2\n", "kproxy_core_snapshots_total 2\n", "kproxy_core_deltas_total 1\n"} {
+	// Two deltas: with both traffic policies Local a node's view still
+	// holds every node's endpoints as the cluster's (which the node's and
+	// pods' own traffic to the external destinations uses), so node-a's
+	// new endpoint reaches node-b's view too, outside both its scopes.
+	for _, want := range []string{"kproxy_core_subscriptions 2\n", "kproxy_core_snapshots_total 2\n", "kproxy_core_deltas_total 2\n"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("core /metrics lacks %q:\n%s", want, grepLines(string(body), "kproxy_core"))
 		}

@@ -28,10 +28,14 @@ import (
 // runOptions are kproxy run's flags; names follow kube-proxy where it has one.
 type runOptions struct {
 	sourceFlags
-	config         string
-	writeConfigTo  string
-	portalMode     string
-	nodePortAddrs  string
+	config        string
+	writeConfigTo string
+	portalMode    string
+	nodePortAddrs string
+	// clusterCIDR and serviceCIDRs: kube-proxy's --cluster-cidr and the API
+	// server's --service-cluster-ip-range, comma-separated, one per family.
+	clusterCIDR    string
+	serviceCIDRs   string
 	netshInterface string
 	bindAddress    string
 	portRange      string
@@ -70,11 +74,13 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", `write the effective config (the file's settings and the flags) to this file ("-": standard output) and exit`)
 	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (the first kernel portal that works: nftables, then iptables; netsh on Windows; the start fails when none does)")
 	fs.StringVar(&o.nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs: node ports answer only on local addresses within them (default: all local addresses)")
+	fs.StringVar(&o.clusterCIDR, "cluster-cidr", "", "comma-separated CIDRs of the pods, one per family, as kube-proxy's: their traffic to an external IP, load-balancer IP or node port of an externalTrafficPolicy Local service uses every endpoint, as the node's own traffic does (empty: only the node's)")
+	fs.StringVar(&o.serviceCIDRs, "service-cluster-ip-range", "", "comma-separated service CIDRs, one per family, as the API server's flag: traffic to an address within them that no service holds is dropped rather than routed out")
 	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
 	fs.StringVar(&o.portRange, "port-range", "", `proxy port range "begin-end" or "begin+offset" (empty: any free port)`)
 	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", portal.DefaultUDPIdleTimeout, "how long an idle UDP flow is kept")
-	fs.IntVar(&o.outliers.ConsecutiveFailures, "outlier-consecutive-failures", balancer.DefaultOutlierConfig.ConsecutiveFailures, "failed dials in a row (refused, unreachable, timed out) that eject an endpoint for a while; 0 turns outlier detection off")
+	fs.IntVar(&o.outliers.ConsecutiveFailures, "outlier-consecutive-failures", balancer.DefaultOutlierConfig.ConsecutiveFailures, "failed dials in a row (refused, unreachable; timed out once the endpoint answered no dial for 3 s) that eject an endpoint for a while; 0 turns outlier detection off")
 	fs.DurationVar(&o.outliers.BaseEjection, "outlier-base-ejection-time", balancer.DefaultOutlierConfig.BaseEjection, "how long an endpoint's first ejection lasts; each further one without a successful dial between doubles it")
 	fs.DurationVar(&o.outliers.MaxEjection, "outlier-max-ejection-time", balancer.DefaultOutlierConfig.MaxEjection, "the longest an ejection lasts")
 	o.limits.register(fs)
@@ -106,7 +112,13 @@ func (o *runOptions) validate() error {
 	default:
 		return fmt.Errorf("--portal %q: want auto, nftables, iptables, netsh or bind", o.portalMode)
 	}
-	if _, err := parsePrefixes(o.nodePortAddrs); err != nil {
+	if _, err := parsePrefixes("nodeport-addresses", o.nodePortAddrs); err != nil {
+		return err
+	}
+	if _, err := parseFamilyPrefixes("cluster-cidr", o.clusterCIDR); err != nil {
+		return err
+	}
+	if _, err := parseFamilyPrefixes("service-cluster-ip-range", o.serviceCIDRs); err != nil {
 		return err
 	}
 	if net.ParseIP(o.bindAddress) == nil {
@@ -383,7 +395,7 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 	if o.profilingAddress != "" {
 		stopped = append(stopped, serveHTTP(ctx, "the profiler (/debug/pprof/)", o.profilingAddress, profilingHandler(), log))
 	}
-	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
+	prefixes, _ := parsePrefixes("nodeport-addresses", o.nodePortAddrs) // validated
 	hosts, err := nodeAddresses(prefixes)
 	if err != nil {
 		return stopped, fmt.Errorf("health-check node ports: %w", err)
@@ -403,8 +415,10 @@ const portalAuto = "auto"
 // portalRules sets up the kernel portal of the chosen mode; auto is the
 // first kernel portal that works here (autoPortal).
 func portalRules(ctx context.Context, o runOptions, log zerolog.Logger) (rules.Interface, string, error) {
-	prefixes, _ := parsePrefixes(o.nodePortAddrs) // validated
-	ro := rules.Options{NodePortAddresses: prefixes, Interface: o.netshInterface}
+	prefixes, _ := parsePrefixes("nodeport-addresses", o.nodePortAddrs)                // validated
+	clusterCIDRs, _ := parseFamilyPrefixes("cluster-cidr", o.clusterCIDR)              // validated
+	serviceCIDRs, _ := parseFamilyPrefixes("service-cluster-ip-range", o.serviceCIDRs) // validated
+	ro := rules.Options{NodePortAddresses: prefixes, ClusterCIDRs: clusterCIDRs, ServiceCIDRs: serviceCIDRs, Interface: o.netshInterface}
 	mode := o.portalMode
 	if mode == portalAuto {
 		return autoPortal(ctx, ro, log)
@@ -416,7 +430,7 @@ func portalRules(ctx context.Context, o runOptions, log zerolog.Logger) (rules.I
 	return r, mode, nil
 }
 
-func parsePrefixes(s string) ([]netip.Prefix, error) {
+func parsePrefixes(flag, s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
@@ -424,11 +438,25 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 		}
 		p, err := netip.ParsePrefix(f)
 		if err != nil {
-			return nil, fmt.Errorf("--nodeport-addresses: %w", err)
+			return nil, fmt.Errorf("--%s: %w", flag, err)
 		}
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// parseFamilyPrefixes reads a dual-stack CIDR flag (kube-proxy's
+// --cluster-cidr, the API server's --service-cluster-ip-range): at most
+// one CIDR per family.
+func parseFamilyPrefixes(flag, s string) ([]netip.Prefix, error) {
+	ps, err := parsePrefixes(flag, s)
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) > 2 || len(ps) == 2 && ps[0].Addr().Is4() == ps[1].Addr().Is4() {
+		return nil, fmt.Errorf("--%s %q: want one CIDR, or two of different families", flag, s)
+	}
+	return ps, nil
 }
 
 // runSource runs the source until ctx ends; its notifications only hand

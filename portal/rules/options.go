@@ -15,6 +15,19 @@ type Options struct {
 	// means $INTERFACE_TO_ADD_SERVICE_IP, else "vEthernet (HNS Internal NIC)"
 	// (winuserspace's defaults).
 	Interface string
+	// ClusterCIDRs are the pods' ranges (kube-proxy's --cluster-cidr): a
+	// source within them is a pod, whose traffic to an external destination
+	// of an externalTrafficPolicy Local service short-circuits to the
+	// cluster's endpoints, as the node's own traffic always does. Empty:
+	// only the node's traffic does (kube-proxy without a local-traffic
+	// detector).
+	ClusterCIDRs []netip.Prefix
+	// ServiceCIDRs are the service cluster IP ranges (the API server's
+	// --service-cluster-ip-range): traffic to an address within them that
+	// no service holds is dropped rather than routed out. Traffic to a
+	// cluster IP on a port no rule serves is rejected whether or not they
+	// are known.
+	ServiceCIDRs []netip.Prefix
 	// StateDir is where a mode keeps what it must remember across
 	// processes: netsh lists the service IPs it added there, so a restart
 	// or `kproxy cleanup` removes them. Empty means nowhere (on Windows,
@@ -34,4 +47,35 @@ func (o Options) NodePortPrefixes(v6 bool) (prefixes []netip.Prefix, all bool) {
 		}
 	}
 	return prefixes, false
+}
+
+// Family returns the prefixes of ps in one family, masked, without those
+// contained in others.
+func Family(ps []netip.Prefix, v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is6() == v6 {
+			out = append(out, p.Masked())
+		}
+	}
+	return MergePrefixes(out)
+}
+
+// MergePrefixes drops prefixes contained in others, and duplicates (nft
+// refuses overlapping intervals).
+func MergePrefixes(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for i, p := range ps {
+		covered := false
+		for j, q := range ps {
+			if i != j && q.Bits() <= p.Bits() && q.Contains(p.Addr()) && (q.Bits() < p.Bits() || j < i) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -3,13 +3,16 @@ package rules
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/kproxy/kproxy/portal"
 )
 
 // Rule is one kernel portal: traffic to IP:Port (or to any local
 // address on the node port) of Protocol goes to the local listener on
-// ProxyPort, or is rejected at once when the service has no endpoints.
+// ProxyPort, or is rejected at once when the service has no endpoints, or
+// dropped when it has endpoints but none its traffic policy lets this
+// traffic use (kube-proxy's verdicts).
 //
 // A service port yields one rule per cluster, external and load-balancer IP
 // and one for its node port. Rules are identified by Key: an upsert with the
@@ -20,8 +23,37 @@ type Rule struct {
 	IP          netip.Addr // service IP (cluster, external or LB); invalid for NodePort rules
 	Port        int        // service port, or the node port when NodePort
 	NodePort    bool       // match any local destination address (restricted to Options.NodePortAddresses when set)
-	ProxyPort   int        // local listener port to redirect to; unused when Reject
+	ProxyPort   int        // local listener port to redirect to; unused when Reject or Drop
 	Reject      bool       // no endpoints: reject new connections at once (TCP reset / ICMP port unreachable)
+	Drop        bool       // endpoints, but none for this traffic's policy: drop new connections
+	// ClusterIP marks the rules of cluster IPs: traffic to such an IP on a
+	// port no rule serves is rejected (the service CIDR catch-all).
+	ClusterIP bool
+	// ShortCircuitPort, on the external destinations of a service with
+	// externalTrafficPolicy Local, is the proxy port serving the cluster's
+	// endpoints: traffic from the node itself or from a pod (a source in
+	// Options.ClusterCIDRs) goes there, whatever ProxyPort, Reject or Drop
+	// say for the rest (kube-proxy's short-circuit of local traffic). 0:
+	// none.
+	ShortCircuitPort int
+	// SourceRanges, on a load-balancer IP, are the only sources a new
+	// connection may come from (loadBalancerSourceRanges of the IP's
+	// family, canonical, comma-separated); others are dropped. Empty: all.
+	SourceRanges string
+}
+
+// Ranges parses SourceRanges (validated by Validate).
+func (r Rule) Ranges() []netip.Prefix {
+	if r.SourceRanges == "" {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, s := range strings.Split(r.SourceRanges, ",") {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Key is what a rule matches. Two rules with the same key are the same
@@ -51,8 +83,17 @@ func (k Key) String() string {
 
 func (r Rule) String() string {
 	to := fmt.Sprintf("-> :%d", r.ProxyPort)
-	if r.Reject {
+	switch {
+	case r.Reject:
 		to = "reject"
+	case r.Drop:
+		to = "drop"
+	}
+	if r.ShortCircuitPort != 0 {
+		to += fmt.Sprintf(" (local traffic -> :%d)", r.ShortCircuitPort)
+	}
+	if r.SourceRanges != "" {
+		to += " from " + r.SourceRanges
 	}
 	return fmt.Sprintf("%s %s %s", r.ServicePort, r.Key(), to)
 }
@@ -85,8 +126,28 @@ func (r Rule) Validate() error {
 	if err := r.ValidateKey(); err != nil {
 		return err
 	}
-	if !r.Reject && (r.ProxyPort < 1 || r.ProxyPort > 65535) {
+	if r.Reject && r.Drop {
+		return fmt.Errorf("portal rule %s: both reject and drop", r.ServicePort)
+	}
+	if !r.Reject && !r.Drop && (r.ProxyPort < 1 || r.ProxyPort > 65535) {
 		return fmt.Errorf("portal rule %s: proxy port %d out of range", r.ServicePort, r.ProxyPort)
+	}
+	if r.ShortCircuitPort < 0 || r.ShortCircuitPort > 65535 {
+		return fmt.Errorf("portal rule %s: short-circuit proxy port %d out of range", r.ServicePort, r.ShortCircuitPort)
+	}
+	if r.ShortCircuitPort != 0 && r.Reject {
+		return fmt.Errorf("portal rule %s: a rejecting rule has no short-circuit", r.ServicePort)
+	}
+	if r.SourceRanges != "" {
+		if r.NodePort {
+			return fmt.Errorf("portal rule %s: node ports have no source ranges", r.ServicePort)
+		}
+		for _, s := range strings.Split(r.SourceRanges, ",") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil || p != p.Masked() || p.Addr().Is4() != r.IP.Unmap().Is4() {
+				return fmt.Errorf("portal rule %s: source range %q: want a canonical CIDR of the IP's family", r.ServicePort, s)
+			}
+		}
 	}
 	return nil
 }
@@ -98,7 +159,7 @@ func normalize(r Rule) Rule {
 	} else {
 		r.IP = r.IP.Unmap()
 	}
-	if r.Reject {
+	if r.Reject || r.Drop {
 		r.ProxyPort = 0
 	}
 	return r

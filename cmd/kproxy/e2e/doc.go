@@ -23,7 +23,11 @@
 // SIGKILL, restart and kproxy cleanup (lifecycle_test.go); health-check
 // node ports and /healthz across a hand-over (healthhandover_test.go);
 // what --portal auto takes, and its failed start where no kernel portal
-// works (autoportal_test.go).
+// works (autoportal_test.go). The traffic policies (policy_test.go) are
+// checked for each mode as kube-proxy answers them: drop versus reject,
+// the short-circuit of the node's and the pods' traffic (the backends
+// stand in for pods), loadBalancerSourceRanges and the service-CIDR
+// catch-all.
 //
 // The shared setup: the topology, its backends and the requests that expect
 // a backend's answer (env_test.go), the services kproxy reads

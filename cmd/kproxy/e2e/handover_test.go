@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,9 @@ func testHandover(t *testing.T, bin string) {
 	e.waitRules(t, []string{webCluster4}, nil)
 	svc := svcAddr(webCluster4, webTCP)
 
+	// A successor takes the ports its predecessor recorded (within 100 ms
+	// of a change); one started before that allocates new ones.
+	e.waitProxyPortsRecorded(t, first[spWebTCP].ProxyPort)
 	load := e.startLoad(t, svc, 4, 4)
 	var draining []*proc
 	for i := 1; i <= 10; i++ {
@@ -255,5 +259,22 @@ func waitLogged(t *testing.T, p *proc, msg string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("kproxy did not log %q within 15 s", msg)
 		}
+	}
+}
+
+// waitProxyPortsRecorded waits until the proxy ports file lists port.
+func (e *env) waitProxyPortsRecorded(t *testing.T, port int) {
+	t.Helper()
+	path := filepath.Join(e.dir, "proxy-ports.json")
+	want := fmt.Sprintf(`"proxy":%d`, port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not list proxy port %d", path, port)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a file: no event to wait for
 	}
 }

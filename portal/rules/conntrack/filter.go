@@ -46,6 +46,8 @@ func (f *Filter) Stale(origDst, replySrc netip.AddrPort) bool {
 	if !ok {
 		r, ok = f.nodePorts[origDst.Port()]
 	}
-	natedToProxy := replySrc != origDst && int(replySrc.Port()) == r.ProxyPort
-	return ok && (r.Reject || !natedToProxy)
+	nated := replySrc != origDst
+	natedToProxy := nated && !r.Reject && !r.Drop && int(replySrc.Port()) == r.ProxyPort
+	shortCircuited := nated && r.ShortCircuitPort != 0 && int(replySrc.Port()) == r.ShortCircuitPort
+	return ok && !natedToProxy && !shortCircuited
 }

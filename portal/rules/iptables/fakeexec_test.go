@@ -18,7 +18,8 @@ type fakeTables struct {
 	tables map[string]map[string]map[string][]string
 }
 
-var builtin = map[string][]string{"nat": {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"}, "filter": {"INPUT", "FORWARD", "OUTPUT"}}
+var builtin = map[string][]string{"nat": {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"}, "filter": {"INPUT", "FORWARD", "OUTPUT"},
+	"mangle": {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}}
 
 func newFakeTables() *fakeTables {
 	f := &fakeTables{tables: map[string]map[string]map[string][]string{}}

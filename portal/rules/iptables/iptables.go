@@ -23,14 +23,18 @@ const (
 	iptPortalsReject     = "KUBE-PORTALS-REJECT"     // filter, from INPUT, FORWARD, OUTPUT: service IPs without endpoints
 	iptNodePortReject    = "KUBE-NODEPORT-REJECT"    // filter, from INPUT, OUTPUT: node ports without endpoints
 	iptProxyPortOwner    = "KPROXY-PROXY-PORT-OWNER" // filter, from INPUT for redirected traffic: kproxy's sockets only
+	iptFirewall          = "KPROXY-FIREWALL"         // mangle, from PREROUTING, OUTPUT: loadBalancerSourceRanges
+	iptClusterIPs        = "KPROXY-CLUSTER-IPS"      // filter, from FORWARD, OUTPUT: unserved ports of cluster IPs
+	iptServiceCIDRs      = "KPROXY-SERVICE-CIDRS"    // filter, from FORWARD, OUTPUT: unallocated service IPs
 )
 
 var iptChains = map[string][]string{
 	"nat":    {iptPortalsContainer, iptPortalsHost, iptNodePortContainer, iptNodePortHost},
-	"filter": {iptPortalsReject, iptNodePortReject, iptProxyPortOwner},
+	"filter": {iptPortalsReject, iptNodePortReject, iptProxyPortOwner, iptClusterIPs, iptServiceCIDRs},
+	"mangle": {iptFirewall},
 }
 
-var iptTables = []string{"nat", "filter"}
+var iptTables = []string{"mangle", "nat", "filter"}
 
 // Rules programs portal rules with iptables and ip6tables, as kube-proxy's
 // userspace mode did: in the nat table, KUBE-PORTALS-CONTAINER and
@@ -46,6 +50,19 @@ var iptTables = []string{"nat", "filter"}
 // proxy port meanwhile may receive service traffic. Per proxy-port rule it
 // restores the socket's mark into the packet (the socket match) and drops
 // the packet unless the mark is kproxy's.
+//
+// Services that have endpoints, but none their traffic policy allows, are
+// dropped in the same chains (kube-proxy's verdict). The external
+// destinations of a service with externalTrafficPolicy Local redirect the
+// node's own traffic (KUBE-*-HOST) and traffic from Options.ClusterCIDRs to
+// the proxy port serving the cluster's endpoints (kube-proxy's
+// short-circuit); the filter chains see it redirected, so a drop does not
+// catch it. KPROXY-FIREWALL, in the mangle table before any NAT, drops new
+// connections to a load-balancer IP from outside its
+// loadBalancerSourceRanges. KPROXY-CLUSTER-IPS (after NAT, from FORWARD and
+// OUTPUT) rejects what is still addressed to a cluster IP, a port no rule
+// serves, and KPROXY-SERVICE-CIDRS then drops what is addressed to the
+// rest of Options.ServiceCIDRs, so it never leaves by the default route.
 //
 // REJECT only works after routing: a non-local service IP without endpoints
 // is rejected when the node forwards (net.ipv4.ip_forward=1, as on any
@@ -144,6 +161,8 @@ func (t *Rules) jumps(f *iptFamily) []iptJump {
 		{"filter", "FORWARD", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
 		{"filter", "OUTPUT", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
 		{"filter", "INPUT", `-m conntrack --ctstate DNAT -m comment --comment "kproxy proxy ports: kproxy's sockets only" -j ` + iptProxyPortOwner},
+		{"mangle", "PREROUTING", newConn + `-m comment --comment "kproxy loadBalancerSourceRanges" -j ` + iptFirewall},
+		{"mangle", "OUTPUT", newConn + `-m comment --comment "kproxy loadBalancerSourceRanges" -j ` + iptFirewall},
 	}
 	for _, m := range nodePortMatches {
 		js = append(js,
@@ -153,54 +172,99 @@ func (t *Rules) jumps(f *iptFamily) []iptJump {
 			iptJump{"filter", "OUTPUT", newConn + m + ` -m comment --comment "kproxy node ports without endpoints" -j ` + iptNodePortReject},
 		)
 	}
+	for _, chain := range []string{"FORWARD", "OUTPUT"} {
+		js = append(js,
+			iptJump{"filter", chain, newConn + `-m comment --comment "kproxy unserved ports of cluster IPs" -j ` + iptClusterIPs},
+			iptJump{"filter", chain, newConn + `-m comment --comment "kproxy unallocated service IPs" -j ` + iptServiceCIDRs})
+	}
 	return js
 }
 
 // staticRules are the first rules of kproxy's own chains.
 func (t *Rules) staticRules(f *iptFamily) []iptJump {
 	// Loopback is a node-port destination from the node only.
-	return []iptJump{{"nat", iptNodePortContainer, "-d " + f.loopback + " -j RETURN"}}
+	out := []iptJump{{"nat", iptNodePortContainer, "-d " + f.loopback + " -j RETURN"}}
+	for _, p := range rules.Family(t.opts.ServiceCIDRs, f.v6) {
+		out = append(out, iptJump{"filter", iptServiceCIDRs, "-d " + p.String() + " -j DROP"})
+	}
+	return out
 }
 
 // ruleLines are the rules of one portal rule in family f.
 func (t *Rules) ruleLines(f *iptFamily, r rules.Rule) []iptJump {
-	match := fmt.Sprintf("-p %s -m %s --dport %d", r.Protocol, r.Protocol, r.Port)
+	dst := fmt.Sprintf("-p %s -m %s --dport %d", r.Protocol, r.Protocol, r.Port)
 	if !r.NodePort {
-		match = "-d " + r.IP.String() + f.hostBits + " " + match
+		dst = "-d " + r.IP.String() + f.hostBits + " " + dst
 	}
+	match := dst
 	if c := rules.Comment(r.ServicePort); c != "" {
 		match += ` -m comment --comment "` + c + `"`
 	}
-	if r.Reject {
-		target := " -j REJECT --reject-with " + f.icmpUnreachable
-		if r.Protocol == "tcp" {
-			target = " -j REJECT --reject-with tcp-reset"
+	var out []iptJump
+	// Source ranges first: a packet from elsewhere goes no further.
+	if ranges := r.Ranges(); len(ranges) > 0 {
+		for _, p := range ranges {
+			out = append(out, iptJump{"mangle", iptFirewall, "-s " + p.String() + " " + match + " -j RETURN"})
+		}
+		out = append(out, iptJump{"mangle", iptFirewall, match + " -j DROP"})
+	}
+	if r.ClusterIP && !r.NodePort {
+		// Whatever port: what the nat table did not redirect.
+		ip := "-d " + r.IP.String() + f.hostBits
+		out = append(out,
+			iptJump{"filter", iptClusterIPs, ip + " -p tcp -j REJECT --reject-with tcp-reset"},
+			iptJump{"filter", iptClusterIPs, ip + " -j REJECT --reject-with " + f.icmpUnreachable})
+	}
+	container, host := iptPortalsContainer, iptPortalsHost
+	if r.NodePort {
+		container, host = iptNodePortContainer, iptNodePortHost
+	}
+	if sc := r.ShortCircuitPort; sc != 0 {
+		to := " -j REDIRECT --to-ports " + strconv.Itoa(sc)
+		for _, p := range rules.Family(t.opts.ClusterCIDRs, f.v6) {
+			out = append(out, iptJump{"nat", container, "-s " + p.String() + " " + match + to})
+		}
+		out = append(out, iptJump{"nat", host, match + to})
+		out = append(out, ownerLines(r.Protocol, sc)...)
+	}
+	if r.Reject || r.Drop {
+		target := " -j DROP"
+		if r.Reject {
+			target = " -j REJECT --reject-with " + f.icmpUnreachable
+			if r.Protocol == "tcp" {
+				target = " -j REJECT --reject-with tcp-reset"
+			}
 		}
 		chain := iptPortalsReject
 		if r.NodePort {
 			chain = iptNodePortReject
 		}
-		return []iptJump{{"filter", chain, match + target}}
+		return append(out, iptJump{"filter", chain, match + target})
 	}
 	target := " -j REDIRECT --to-ports " + strconv.Itoa(r.ProxyPort)
-	// The owner check, per rule (rules sharing a proxy port repeat it,
-	// harmlessly) so that Apply adds and deletes it with the rule.
-	proxy := fmt.Sprintf("-p %s -m %s --dport %d", r.Protocol, r.Protocol, r.ProxyPort)
-	if r.Protocol == "tcp" {
+	out = append(out, iptJump{"nat", container, match + target})
+	if r.ShortCircuitPort == 0 {
+		out = append(out, iptJump{"nat", host, match + target})
+	}
+	return append(out, ownerLines(r.Protocol, r.ProxyPort)...)
+}
+
+// ownerLines check that what is redirected to a proxy port reaches only
+// kproxy's socket. They are per rule (rules sharing a proxy port repeat
+// them, harmlessly) so that Apply adds and deletes them with the rule.
+func ownerLines(protocol string, proxyPort int) []iptJump {
+	proxy := fmt.Sprintf("-p %s -m %s --dport %d", protocol, protocol, proxyPort)
+	if protocol == "tcp" {
 		// The socket match restores no mark from a connection that is
 		// not a full socket yet (SYN_RECV): the handshake's last ACK
 		// would be dropped. Only a new connection can reach another
 		// process's listener, and its SYN finds the listener.
 		proxy += " -m conntrack --ctstate NEW"
 	}
-	owner := []iptJump{
+	return []iptJump{
 		{"filter", iptProxyPortOwner, proxy + " -m socket --nowildcard --restore-skmark"},
 		{"filter", iptProxyPortOwner, fmt.Sprintf("%s -m mark ! --mark 0x%x/0x%x -j DROP", proxy, portal.SocketMark, portal.SocketMark)},
 	}
-	if r.NodePort {
-		return append([]iptJump{{"nat", iptNodePortContainer, match + target}, {"nat", iptNodePortHost, match + target}}, owner...)
-	}
-	return append([]iptJump{{"nat", iptPortalsContainer, match + target}, {"nat", iptPortalsHost, match + target}}, owner...)
 }
 
 // addLines adds to b the lines that append ("-A") or delete ("-D") the
@@ -423,7 +487,7 @@ func (t *Rules) Present(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		want := map[string]map[string]int{"nat": {}, "filter": {}}
+		want := map[string]map[string]int{"nat": {}, "filter": {}, "mangle": {}}
 		for _, l := range t.staticRules(f) {
 			want[l.table][l.chain]++
 		}

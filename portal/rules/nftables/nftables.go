@@ -4,6 +4,8 @@ package nftables
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"fmt"
 	"github.com/kproxy/kproxy/portal"
 	"maps"
@@ -31,7 +33,14 @@ const (
 	nftNoEndpointNodePort = "no-endpoint-nodeports"
 	nftNodePortAddrs4     = "nodeport-addresses-v4" // interval set of NodePortAddresses
 	nftNodePortAddrs6     = "nodeport-addresses-v6"
-	nftProxyPorts         = "proxy-ports" // inet_proto . inet_service: what the maps redirect to
+	nftProxyPorts         = "proxy-ports"      // inet_proto . inet_service: what the maps redirect to
+	nftShortCircuit4      = "short-circuit-v4" // ... : proxy port serving cluster endpoints, for local traffic
+	nftShortCircuit6      = "short-circuit-v6"
+	nftShortCircuitNP     = "short-circuit-nodeports"
+	nftFirewallIPs4       = "firewall-ips-v4" // ... : goto firewall-<hash> (loadBalancerSourceRanges)
+	nftFirewallIPs6       = "firewall-ips-v6"
+	nftClusterIPs4        = "cluster-ips-v4" // every cluster IP with a rule
+	nftClusterIPs6        = "cluster-ips-v6"
 
 	nftNatPrerouting    = "nat-prerouting"
 	nftNatOutput        = "nat-output"
@@ -47,6 +56,11 @@ const (
 	nftServiceCheck     = "service-endpoints-check"
 	nftNodePortCheck    = "nodeport-endpoints-check"
 	nftRejectChain      = "reject-chain"
+	nftDropExternal     = "drop-unless-local-traffic"
+	nftFirewallCheck    = "firewall-check"
+	nftClusterIPsCheck  = "cluster-ips-check"
+	nftFilterOutputPost = "filter-output-post-dnat"
+	nftFirewallPrefix   = "firewall-"
 )
 
 // Chain priorities: the nat chains run at dstnat (-100); the filter chains
@@ -54,8 +68,9 @@ const (
 // they see the original destination. Numbers rather than "dstnat", which
 // nft 1.0.6 (Debian 12) refuses for the output hook of an inet table.
 const (
-	nftNATPriority    = knftables.BaseChainPriority("-100")
-	nftFilterPriority = knftables.BaseChainPriority("-110")
+	nftNATPriority      = knftables.BaseChainPriority("-100")
+	nftFilterPriority   = knftables.BaseChainPriority("-110")
+	nftPostDNATPriority = knftables.BaseChainPriority("-90")
 )
 
 // Rules programs portal rules in the nftables table "inet kproxy":
@@ -189,6 +204,25 @@ type nftChain struct {
 	rules []string
 }
 
+// familyMatches lists, per family with prefixes in ps, the match
+// "ip saddr { ... }" (dir "saddr" or "daddr").
+func familyMatches(ps []netip.Prefix, dir string) []string {
+	var out []string
+	for _, fam := range []struct {
+		v6 bool
+		ip string
+	}{{false, "ip"}, {true, "ip6"}} {
+		var list []string
+		for _, p := range rules.Family(ps, fam.v6) {
+			list = append(list, p.String())
+		}
+		if len(list) > 0 {
+			out = append(out, fam.ip+" "+dir+" { "+strings.Join(list, ", ")+" }")
+		}
+	}
+	return out
+}
+
 // chains is the whole static structure of the table.
 func (n *Rules) chains() []nftChain {
 	var natPre, natOut, filterPre, filterOut []string
@@ -202,26 +236,57 @@ func (n *Rules) chains() []nftChain {
 		natOut = append(natOut, m+" jump "+nftNodePortsOutput)
 		filterOut = append(filterOut, "ct state new "+m+" jump "+nftNodePortCheck)
 	}
+	firewall := "ct state new jump " + nftFirewallCheck
 	serviceCheck := "ct state new jump " + nftServiceCheck
 	filterPre = append([]string{serviceCheck}, filterPre...)
-	filterOut = append([]string{serviceCheck}, filterOut...)
+	filterOut = append([]string{firewall, serviceCheck}, filterOut...)
+	clusterIPsCheck := "ct state new jump " + nftClusterIPsCheck
 
 	l4 := "meta l4proto { tcp, udp } "
+	// Local traffic (pods by source, the node always) short-circuits to
+	// the cluster's endpoints before the other maps.
+	pods := familyMatches(n.opts.ClusterCIDRs, "saddr")
+	var services, nodePorts []string
+	for _, m := range pods {
+		ip := strings.Fields(m)[0]
+		set := nftShortCircuit4
+		if ip == "ip6" {
+			set = nftShortCircuit6
+		}
+		services = append(services, m+" "+l4+"redirect to : "+ip+" daddr . meta l4proto . th dport map @"+set)
+		nodePorts = append(nodePorts, m+" "+l4+"redirect to : meta l4proto . th dport map @"+nftShortCircuitNP)
+	}
+	dropExternal := []string{}
+	for _, m := range pods {
+		dropExternal = append(dropExternal, m+" return")
+	}
+	dropExternal = append(dropExternal, "fib saddr type local return", "drop")
+	clusterIPs := []string{
+		"ip daddr @" + nftClusterIPs4 + " goto " + nftRejectChain,
+		"ip6 daddr @" + nftClusterIPs6 + " goto " + nftRejectChain,
+	}
+	for _, m := range familyMatches(n.opts.ServiceCIDRs, "daddr") {
+		clusterIPs = append(clusterIPs, m+" drop")
+	}
 	cs := []nftChain{
 		{name: nftNatPrerouting, typ: knftables.NATType, hook: knftables.PreroutingHook, prio: nftNATPriority, rules: natPre},
 		{name: nftNatOutput, typ: knftables.NATType, hook: knftables.OutputHook, prio: nftNATPriority, rules: natOut},
-		{name: nftServices, rules: []string{
-			l4 + "redirect to : ip daddr . meta l4proto . th dport map @" + nftServiceIPs4,
-			l4 + "redirect to : ip6 daddr . meta l4proto . th dport map @" + nftServiceIPs6,
-		}},
+		{name: nftServices, rules: append(services,
+			l4+"redirect to : ip daddr . meta l4proto . th dport map @"+nftServiceIPs4,
+			l4+"redirect to : ip6 daddr . meta l4proto . th dport map @"+nftServiceIPs6,
+		)},
 		{name: nftServicesOutput, rules: []string{
+			l4 + "dnat ip to ip saddr : ip daddr . meta l4proto . th dport map @" + nftShortCircuit4,
+			l4 + "dnat ip6 to ip6 saddr : ip6 daddr . meta l4proto . th dport map @" + nftShortCircuit6,
 			l4 + "dnat ip to ip saddr : ip daddr . meta l4proto . th dport map @" + nftServiceIPs4,
 			l4 + "dnat ip6 to ip6 saddr : ip6 daddr . meta l4proto . th dport map @" + nftServiceIPs6,
 		}},
-		{name: nftNodePorts, rules: []string{
-			l4 + "redirect to : meta l4proto . th dport map @" + nftServiceNodePorts,
-		}},
+		{name: nftNodePorts, rules: append(nodePorts,
+			l4+"redirect to : meta l4proto . th dport map @"+nftServiceNodePorts,
+		)},
 		{name: nftNodePortsOutput, rules: []string{
+			l4 + "meta nfproto ipv4 dnat ip to ip saddr : meta l4proto . th dport map @" + nftShortCircuitNP,
+			l4 + "meta nfproto ipv6 dnat ip6 to ip6 saddr : meta l4proto . th dport map @" + nftShortCircuitNP,
 			l4 + "meta nfproto ipv4 dnat ip to ip saddr : meta l4proto . th dport map @" + nftServiceNodePorts,
 			l4 + "meta nfproto ipv6 dnat ip6 to ip6 saddr : meta l4proto . th dport map @" + nftServiceNodePorts,
 		}},
@@ -236,7 +301,14 @@ func (n *Rules) chains() []nftChain {
 			"meta l4proto tcp reject with tcp reset",
 			"reject",
 		}},
+		{name: nftDropExternal, rules: dropExternal},
+		{name: nftFirewallCheck, rules: []string{
+			"ip daddr . meta l4proto . th dport vmap @" + nftFirewallIPs4,
+			"ip6 daddr . meta l4proto . th dport vmap @" + nftFirewallIPs6,
+		}},
+		{name: nftClusterIPsCheck, rules: clusterIPs},
 		{name: nftFilterOutput, typ: knftables.FilterType, hook: knftables.OutputHook, prio: nftFilterPriority, rules: filterOut},
+		{name: nftFilterOutputPost, typ: knftables.FilterType, hook: knftables.OutputHook, prio: nftPostDNATPriority, rules: []string{clusterIPsCheck}},
 		// Redirected traffic reaches only kproxy's own sockets (SO_MARK,
 		// which needs CAP_NET_ADMIN): while kproxy is down (a crash, a
 		// restart) a process binding a proxy port gets nothing.
@@ -245,12 +317,16 @@ func (n *Rules) chains() []nftChain {
 		}},
 	}
 	if n.rejectInPrerouting {
-		cs = append(cs, nftChain{name: nftFilterPrerouting, typ: knftables.FilterType, hook: knftables.PreroutingHook, prio: nftFilterPriority, rules: filterPre})
-	} else {
-		// Older kernels: reject after routing, as kube-proxy does.
 		cs = append(cs,
+			nftChain{name: nftFilterPrerouting, typ: knftables.FilterType, hook: knftables.PreroutingHook, prio: nftFilterPriority, rules: append([]string{firewall}, filterPre...)},
+			nftChain{name: nftFilterForward, typ: knftables.FilterType, hook: knftables.ForwardHook, prio: nftFilterPriority, rules: []string{clusterIPsCheck}})
+	} else {
+		// Older kernels: reject after routing, as kube-proxy does; the
+		// firewall only drops, which prerouting allows.
+		cs = append(cs,
+			nftChain{name: nftFilterPrerouting, typ: knftables.FilterType, hook: knftables.PreroutingHook, prio: nftFilterPriority, rules: []string{firewall}},
 			nftChain{name: nftFilterInput, typ: knftables.FilterType, hook: knftables.InputHook, prio: nftFilterPriority, rules: filterPre},
-			nftChain{name: nftFilterForward, typ: knftables.FilterType, hook: knftables.ForwardHook, prio: nftFilterPriority, rules: []string{serviceCheck}})
+			nftChain{name: nftFilterForward, typ: knftables.FilterType, hook: knftables.ForwardHook, prio: nftFilterPriority, rules: []string{serviceCheck, clusterIPsCheck}})
 	}
 	return cs
 }
@@ -265,11 +341,41 @@ func proxyPortsSet() *knftables.Set {
 func proxyPorts(s rules.Set) map[string]int {
 	out := map[string]int{}
 	for _, r := range s {
-		if !r.Reject && r.ProxyPort != 0 {
+		if !r.Reject && !r.Drop && r.ProxyPort != 0 {
 			out[r.Protocol+"/"+strconv.Itoa(r.ProxyPort)]++
+		}
+		if r.ShortCircuitPort != 0 {
+			out[r.Protocol+"/"+strconv.Itoa(r.ShortCircuitPort)]++
 		}
 	}
 	return out
+}
+
+// clusterIPs counts, per cluster IP, the rules of s for it.
+func clusterIPs(s rules.Set) map[netip.Addr]int {
+	out := map[netip.Addr]int{}
+	for _, r := range s {
+		if r.ClusterIP && !r.NodePort {
+			out[r.IP]++
+		}
+	}
+	return out
+}
+
+func clusterIPElement(ip netip.Addr) *knftables.Element {
+	set := nftClusterIPs4
+	if ip.Is6() {
+		set = nftClusterIPs6
+	}
+	return &knftables.Element{Set: set, Key: []string{ip.String()}}
+}
+
+// clusterIPsSets hold every cluster IP with a rule.
+func clusterIPsSets() []*knftables.Set {
+	return []*knftables.Set{
+		{Name: nftClusterIPs4, Type: "ipv4_addr", Comment: knftables.PtrTo("IPv4 cluster IPs: other ports are rejected")},
+		{Name: nftClusterIPs6, Type: "ipv6_addr", Comment: knftables.PtrTo("IPv6 cluster IPs: other ports are rejected")},
+	}
 }
 
 func proxyPortElement(key string) *knftables.Element {
@@ -286,6 +392,11 @@ func (n *Rules) maps() []*knftables.Map {
 		{Name: nftNoEndpointIPs4, Type: v4 + " : verdict", Comment: knftables.PtrTo("IPv4 service IPs without endpoints")},
 		{Name: nftNoEndpointIPs6, Type: v6 + " : verdict", Comment: knftables.PtrTo("IPv6 service IPs without endpoints")},
 		{Name: nftNoEndpointNodePort, Type: np + " : verdict", Comment: knftables.PtrTo("NodePorts without endpoints")},
+		{Name: nftShortCircuit4, Type: v4 + " : inet_service", Comment: knftables.PtrTo("IPv4 ExternalIP and LoadBalancer IP of externalTrafficPolicy Local -> proxy port of the cluster's endpoints, for local traffic")},
+		{Name: nftShortCircuit6, Type: v6 + " : inet_service", Comment: knftables.PtrTo("IPv6 ExternalIP and LoadBalancer IP of externalTrafficPolicy Local -> proxy port of the cluster's endpoints, for local traffic")},
+		{Name: nftShortCircuitNP, Type: np + " : inet_service", Comment: knftables.PtrTo("NodePort of externalTrafficPolicy Local -> proxy port of the cluster's endpoints, for local traffic")},
+		{Name: nftFirewallIPs4, Type: v4 + " : verdict", Comment: knftables.PtrTo("IPv4 LoadBalancer IPs with loadBalancerSourceRanges")},
+		{Name: nftFirewallIPs6, Type: v6 + " : verdict", Comment: knftables.PtrTo("IPv6 LoadBalancer IPs with loadBalancerSourceRanges")},
 	}
 }
 
@@ -305,30 +416,11 @@ func (n *Rules) sets() ([]*knftables.Set, []*knftables.Element) {
 			continue
 		}
 		sets = append(sets, &knftables.Set{Name: fam.name, Type: fam.ty, Flags: []knftables.SetFlag{knftables.IntervalFlag}, Comment: knftables.PtrTo("NodePortAddresses")})
-		for _, p := range mergePrefixes(prefixes) {
+		for _, p := range rules.MergePrefixes(prefixes) {
 			elems = append(elems, &knftables.Element{Set: fam.name, Key: []string{p.String()}})
 		}
 	}
 	return sets, elems
-}
-
-// mergePrefixes drops prefixes contained in others (nft refuses
-// overlapping intervals).
-func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
-	var out []netip.Prefix
-	for i, p := range ps {
-		covered := false
-		for j, q := range ps {
-			if i != j && q.Bits() <= p.Bits() && q.Contains(p.Addr()) && (q.Bits() < p.Bits() || j < i) {
-				covered = true
-				break
-			}
-		}
-		if !covered {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // element is a rule's map element; value is omitted for deletes.
@@ -338,35 +430,134 @@ func (n *Rules) element(r rules.Rule, withValue bool) (*knftables.Element, error
 	case r.NodePort:
 		e.Key = []string{r.Protocol, strconv.Itoa(r.Port)}
 		e.Map = nftServiceNodePorts
-		if r.Reject {
+		if r.Reject || r.Drop {
 			e.Map = nftNoEndpointNodePort
 		}
 	case r.IP.Is4():
 		e.Key = []string{r.IP.String(), r.Protocol, strconv.Itoa(r.Port)}
 		e.Map = nftServiceIPs4
-		if r.Reject {
+		if r.Reject || r.Drop {
 			e.Map = nftNoEndpointIPs4
 		}
 	case r.IP.Is6():
 		e.Key = []string{r.IP.String(), r.Protocol, strconv.Itoa(r.Port)}
 		e.Map = nftServiceIPs6
-		if r.Reject {
+		if r.Reject || r.Drop {
 			e.Map = nftNoEndpointIPs6
 		}
 	default:
 		return nil, fmt.Errorf("portal rule %s: %w", r, rules.ErrFamilyUnavailable)
 	}
 	if withValue {
-		if r.Reject {
+		switch {
+		case r.Reject:
 			e.Value = []string{"goto " + nftRejectChain}
-		} else {
+		case r.Drop && r.ShortCircuitPort != 0:
+			e.Value = []string{"goto " + nftDropExternal}
+		case r.Drop:
+			e.Value = []string{"drop"}
+		default:
 			e.Value = []string{strconv.Itoa(r.ProxyPort)}
 		}
-		if c := rules.Comment(r.ServicePort); c != "" {
-			e.Comment = &c
-		}
+		e.Comment = comment(r)
 	}
 	return e, nil
+}
+
+func comment(r rules.Rule) *string {
+	if c := rules.Comment(r.ServicePort); c != "" {
+		return &c
+	}
+	return nil
+}
+
+// firewallChain names the chain holding a rule's source ranges.
+func firewallChain(r rules.Rule) string {
+	sum := sha256.Sum256([]byte(r.Key().String()))
+	return nftFirewallPrefix + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:])[:16])
+}
+
+// firewallRule is the one rule of a rule's firewall chain.
+func firewallRule(r rules.Rule) string {
+	ip := "ip"
+	if r.IP.Is6() {
+		ip = "ip6"
+	}
+	var list []string
+	for _, p := range r.Ranges() {
+		list = append(list, p.String())
+	}
+	return ip + " saddr != { " + strings.Join(list, ", ") + " } drop"
+}
+
+// extras are a rule's elements besides its map element: its short-circuit
+// port and its firewall entry (values omitted for deletes).
+func extras(r rules.Rule, withValue bool) []*knftables.Element {
+	var out []*knftables.Element
+	key := []string{r.IP.String(), r.Protocol, strconv.Itoa(r.Port)}
+	if r.NodePort {
+		key = key[1:]
+	}
+	if r.ShortCircuitPort != 0 {
+		e := &knftables.Element{Map: nftShortCircuit4, Key: key}
+		switch {
+		case r.NodePort:
+			e.Map = nftShortCircuitNP
+		case r.IP.Is6():
+			e.Map = nftShortCircuit6
+		}
+		if withValue {
+			e.Value, e.Comment = []string{strconv.Itoa(r.ShortCircuitPort)}, comment(r)
+		}
+		out = append(out, e)
+	}
+	if r.SourceRanges != "" {
+		e := &knftables.Element{Map: nftFirewallIPs4, Key: key}
+		if r.IP.Is6() {
+			e.Map = nftFirewallIPs6
+		}
+		if withValue {
+			e.Value, e.Comment = []string{"goto " + firewallChain(r)}, comment(r)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// addRule adds to tx what programs r: its firewall chain, its elements.
+func (n *Rules) addRule(tx *knftables.Transaction, r rules.Rule) error {
+	e, err := n.element(r, true)
+	if err != nil {
+		return err
+	}
+	if r.SourceRanges != "" {
+		ch := &knftables.Chain{Name: firewallChain(r), Comment: comment(r)}
+		tx.Add(ch)
+		tx.Flush(ch)
+		tx.Add(&knftables.Rule{Chain: ch.Name, Rule: firewallRule(r)})
+	}
+	tx.Add(e)
+	for _, x := range extras(r, true) {
+		tx.Add(x)
+	}
+	return nil
+}
+
+// deleteRule adds to tx what removes r; keepChain when the same key
+// comes back with source ranges in the same transaction.
+func (n *Rules) deleteRule(tx *knftables.Transaction, r rules.Rule, keepChain bool) error {
+	e, err := n.element(r, false)
+	if err != nil {
+		return err
+	}
+	tx.Delete(e)
+	for _, x := range extras(r, false) {
+		tx.Delete(x)
+	}
+	if r.SourceRanges != "" && !keepChain {
+		tx.Delete(&knftables.Chain{Name: firewallChain(r)})
+	}
+	return nil
 }
 
 // Sync deletes and recreates the table with exactly rules, in one
@@ -392,6 +583,9 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		tx.Add(m)
 	}
 	tx.Add(proxyPortsSet())
+	for _, s := range clusterIPsSets() {
+		tx.Add(s)
+	}
 	chains := n.chains()
 	for _, c := range chains {
 		ch := &knftables.Chain{Name: c.name}
@@ -410,15 +604,17 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		tx.Add(e)
 	}
 	for _, r := range want.Sorted() {
-		e, err := n.element(r, true)
-		if err != nil {
+		if err := n.addRule(tx, r); err != nil {
 			return err
 		}
-		tx.Add(e)
 	}
 	ports := proxyPorts(want)
 	for _, k := range slices.Sorted(maps.Keys(ports)) {
 		tx.Add(proxyPortElement(k))
+	}
+	ips := clusterIPs(want)
+	for _, ip := range slices.SortedFunc(maps.Keys(ips), netip.Addr.Compare) {
+		tx.Add(clusterIPElement(ip))
 	}
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables sync of %d rules: %w", len(want), err)
@@ -439,22 +635,33 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 		return nil
 	}
 	tx := n.nft.NewTransaction()
+	readded := map[rules.Key]bool{}
+	for _, r := range add {
+		readded[r.Key()] = r.SourceRanges != ""
+	}
 	for _, r := range del {
-		e, err := n.element(r, false)
-		if err != nil {
+		if err := n.deleteRule(tx, r, readded[r.Key()]); err != nil {
 			return err
 		}
-		tx.Delete(e)
 	}
 	for _, r := range add {
-		e, err := n.element(r, true)
-		if err != nil {
+		if err := n.addRule(tx, r); err != nil {
 			return err
 		}
-		tx.Add(e)
 	}
 	next := maps.Clone(n.state)
 	next.Commit(del, add)
+	ipsBefore, ipsAfter := clusterIPs(n.state), clusterIPs(next)
+	for _, ip := range slices.SortedFunc(maps.Keys(ipsBefore), netip.Addr.Compare) {
+		if ipsAfter[ip] == 0 {
+			tx.Delete(clusterIPElement(ip))
+		}
+	}
+	for _, ip := range slices.SortedFunc(maps.Keys(ipsAfter), netip.Addr.Compare) {
+		if ipsBefore[ip] == 0 {
+			tx.Add(clusterIPElement(ip))
+		}
+	}
 	before, after := proxyPorts(n.state), proxyPorts(next)
 	for _, k := range slices.Sorted(maps.Keys(before)) {
 		if after[k] == 0 {
@@ -499,7 +706,7 @@ func (n *Rules) Present(ctx context.Context) (bool, error) {
 		}
 	}
 	sets, _ := n.sets()
-	for _, s := range append(sets, proxyPortsSet()) {
+	for _, s := range append(append(sets, proxyPortsSet()), clusterIPsSets()...) {
 		if !has("set", s.Name) {
 			return false, nil
 		}

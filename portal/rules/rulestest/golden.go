@@ -64,34 +64,61 @@ func servicePort(name string, proto messages.Protocol, port, nodePort int32, clu
 }
 
 var (
-	both     = []*messages.Endpoint{{Ips: []string{"192.0.2.100"}, Port: 8080, Internal: true, External: true}}
-	internal = []*messages.Endpoint{{Ips: []string{"192.0.2.101"}, Port: 8080, Internal: true}}
+	both     = []*messages.Endpoint{{Ips: []string{"192.0.2.100"}, Port: 8080, Internal: true, External: true, Cluster: true}}
+	internal = []*messages.Endpoint{{Ips: []string{"192.0.2.101"}, Port: 8080, Internal: true, Cluster: true}}
 )
+
+// localExternal sets externalTrafficPolicy Local.
+func localExternal(sp *messages.ServicePort) *messages.ServicePort {
+	sp.ExternalTrafficPolicy = messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	return sp
+}
+
+// bothLocal sets both traffic policies Local.
+func bothLocal(sp *messages.ServicePort) *messages.ServicePort {
+	sp.InternalTrafficPolicy = messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	return localExternal(sp)
+}
+
+// sourceRanges sets loadBalancerSourceRanges.
+func sourceRanges(sp *messages.ServicePort, ranges ...string) *messages.ServicePort {
+	sp.LoadBalancerSourceRanges = ranges
+	return sp
+}
 
 // goldenPorts is the golden scenario:
 //
 //	web    TCP, dual-stack ClusterIP, node port 30080                 -> 40001
 //	dns    UDP, ClusterIP                                              -> 40002
-//	lb     TCP, ClusterIP, external IP, LB IP, node port 30020,
-//	       externalTrafficPolicy Local: cluster traffic               -> 40003,
+//	lb     TCP, ClusterIP, external IP, LB IP (both families), node port
+//	       30020, externalTrafficPolicy Local: cluster traffic         -> 40003,
 //	       external traffic                                            -> 40004
+//	       but from pods and the node                                  -> 40003,
+//	       LB IPs only from loadBalancerSourceRanges
 //	empty  TCP, ClusterIP and node port 30030, no endpoints: rejected
-//	remote TCP, ClusterIP, external IP, node port 30040, Local policy,
-//	       no local endpoint: cluster traffic -> 40005, external rejected
+//	remote TCP, ClusterIP, external IP, node port 30040,
+//	       externalTrafficPolicy Local, no local endpoint: cluster
+//	       traffic -> 40005, external dropped unless from pods or the node,
+//	       which go to 40005
+//	both   TCP, ClusterIP, LB IP, node port 30050, both policies Local:
+//	       cluster and external traffic -> 40008 (local endpoints), from
+//	       pods and the node -> 40009 (the cluster's endpoints)
 func goldenPorts() []goldenPort {
 	return []goldenPort{
 		{servicePort("web", messages.Protocol_TCP, 80, 30080, []string{"198.18.0.10", "2001:db8:5::10"}, nil, nil), 40001, 0, both},
 		{servicePort("dns", messages.Protocol_UDP, 53, 0, []string{"198.18.0.53"}, nil, nil), 40002, 0, both},
-		{servicePort("lb", messages.Protocol_TCP, 443, 30020, []string{"198.18.0.20"}, []string{"192.0.2.20"}, []string{"198.51.100.20", "2001:db8:6::20"}), 40003, 40004, both},
+		{sourceRanges(localExternal(servicePort("lb", messages.Protocol_TCP, 443, 30020, []string{"198.18.0.20"}, []string{"192.0.2.20"}, []string{"198.51.100.20", "2001:db8:6::20"})),
+			"203.0.113.0/24", "192.0.2.2/32", "2001:db8:7::/48"), 40003, 40004, both},
 		{servicePort("empty", messages.Protocol_TCP, 80, 30030, []string{"198.18.0.30"}, nil, nil), 40006, 0, nil},
-		{servicePort("remote", messages.Protocol_TCP, 80, 30040, []string{"198.18.0.40"}, []string{"192.0.2.40"}, nil), 40005, 40007, internal},
+		{bothLocal(servicePort("both", messages.Protocol_TCP, 80, 30050, []string{"198.18.0.50"}, nil, []string{"198.51.100.50"})), 40008, 40009, both},
+		{localExternal(servicePort("remote", messages.Protocol_TCP, 80, 30040, []string{"198.18.0.40"}, []string{"192.0.2.40"}, nil)), 40005, 40007, internal},
 	}
 }
 
 func (g goldenPort) rules(t *testing.T) []rules.Rule {
 	t.Helper()
-	rejectInternal, rejectExternal := rules.Rejects(g.endpoints)
-	rs, err := rules.ForServicePort(g.sp, g.proxyPort, g.extPort, rejectInternal, rejectExternal)
+	internal, external := rules.Verdicts(g.endpoints)
+	rs, err := rules.ForServicePort(g.sp, g.proxyPort, g.extPort, internal, external)
 	if err != nil {
 		t.Fatal(err)
 	}

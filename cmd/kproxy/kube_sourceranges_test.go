@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kproxy/kproxy/watcher"
+	"github.com/kproxy/kproxy/watcher/kubetest"
+)
+
+// The Kubernetes source carries a LoadBalancer service's
+// loadBalancerSourceRanges into the model, masked, both families, and a
+// change of them reaches it through the informers.
+func TestKubeSourceLoadBalancerSourceRanges(t *testing.T) {
+	s := kubetest.Start(t)
+	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
+	svc := k.service("fw", 80, intstr.FromInt32(8080), func(svc *corev1.Service) {
+		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+		svc.Spec.LoadBalancerSourceRanges = []string{"192.0.2.3/32", "203.0.113.0/24"}
+	})
+	src, err := watcher.NewKubeSource(s.Admin, watcher.KubeOptions{Options: watcher.Options{NodeName: "node-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan watcher.Event, 64)
+	if err := src.Start(ctx, func(e watcher.Event) {
+		select {
+		case events <- e:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); src.Stop() }() // the informers end with ctx
+	ranges := func() []string {
+		ports, err := src.Build("default/fw")
+		if err != nil || len(ports) != 1 {
+			t.Fatalf("Build = %v, %v", ports, err)
+		}
+		return ports[0].GetServicePort().GetLoadBalancerSourceRanges()
+	}
+	if got := ranges(); !slices.Equal(got, []string{"192.0.2.3/32", "203.0.113.0/24"}) {
+		t.Fatalf("source ranges %v", got)
+	}
+	svc.Spec.LoadBalancerSourceRanges = []string{"2001:db8:1::/48"}
+	if _, err := s.Admin.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(ranges(), []string{"2001:db8:1::/48"}) {
+		select {
+		case <-events:
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("source ranges after the update: %v", ranges())
+		}
+	}
+}
