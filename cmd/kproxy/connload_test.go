@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,4 +67,19 @@ func (l *connLoad) request(addr string) {
 func (l *connLoad) stop() {
 	l.stopOnce.Do(func() { close(l.stopCh) })
 	l.wg.Wait()
+}
+
+// checkOverlappedRewrites, once the load is stopped, logs its outcome and
+// fails the test if a request failed or fewer than minOK succeeded (the
+// load then did not overlap the rewrites it was to witness).
+func (l *connLoad) checkOverlappedRewrites(t *testing.T, minOK int64) {
+	t.Helper()
+	ok, failed := l.ok.Load(), l.failed.Load()
+	t.Logf("%d requests, %d failed, by backend %v", ok+failed, failed, l.names)
+	if failed != 0 {
+		t.Errorf("%d of %d requests failed; first: %s", failed, ok+failed, strings.Join(l.errs, "; "))
+	}
+	if ok < minOK {
+		t.Errorf("only %d requests succeeded: the load did not overlap the rewrites", ok)
+	}
 }

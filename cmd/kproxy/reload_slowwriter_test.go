@@ -126,14 +126,7 @@ func TestSlowInPlaceWriter(t *testing.T) {
 		t.Errorf("alpha was applied without endpoints %d times: %v", len(empty), empty)
 	}
 	mu.Unlock()
-	ok, failed := load.ok.Load(), load.failed.Load()
-	t.Logf("%d requests, %d failed, by backend %v", ok+failed, failed, load.names)
-	if failed != 0 {
-		t.Errorf("%d of %d requests failed; first: %s", failed, ok+failed, strings.Join(load.errs, "; "))
-	}
-	if ok < 100 {
-		t.Errorf("only %d requests succeeded: the load did not overlap the rewrites", ok)
-	}
+	load.checkOverlappedRewrites(t, 100)
 }
 
 // rewriteSlowly runs slowWriterMain in its own process, splitting the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
@@ -35,7 +36,7 @@ func TestConformanceKubeProxyFlows(t *testing.T) {
 			t.Fatalf("%s not installed (apt-get install -y nftables iptables): %v", name, err)
 		}
 	}
-	bin := buildKproxy(t)
+	bin := binarytest.Build(t)
 	flags := supportedFlags(t, bin, "cluster-cidr", "service-cluster-ip-range")
 	for f, ok := range flags {
 		if !ok {

@@ -6,37 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
-
-// kproxyPackage is built by import path, so the build finds the module
-// from the test's directory, wherever that is.
-const kproxyPackage = "github.com/kproxy/kproxy/cmd/kproxy"
-
-// adminAddress is kproxy's admin API, on the node's own loopback.
-const adminAddress = "127.0.0.1:10260"
-
-// buildKproxy builds the binary once for the whole test into the test's
-// temporary directory (never into the source tree).
-func buildKproxy(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kproxy")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, kproxyPackage).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", kproxyPackage, err, out)
-	}
-	t.Logf("built %s in %v", bin, time.Since(start).Round(time.Millisecond))
-	return bin
-}
 
 // supportedFlags is which of names `kproxy run` knows: the suite passes
 // kube-proxy's flags where the binary has them, and a binary without one
@@ -53,59 +31,24 @@ func supportedFlags(t *testing.T, bin string, names ...string) map[string]bool {
 
 // instance is one kproxy run in a topology's node.
 type instance struct {
-	cmd       *exec.Cmd
-	log       string
+	*binarytest.Proc
 	tokenFile string
 	manifest  string
 	tp        *topology
 	mode      string
-	done      chan struct{}
-	err       error // of Wait, once done is closed
 }
 
 func startKproxy(t *testing.T, bin, mode string, tp *topology, manifestText string, flags []string) *instance {
 	t.Helper()
 	dir := t.TempDir()
-	in := &instance{
-		log: filepath.Join(dir, "kproxy.log"), tokenFile: filepath.Join(dir, "admin-token"),
-		manifest: filepath.Join(dir, "services.yaml"), tp: tp, mode: mode, done: make(chan struct{}),
-	}
+	in := &instance{tokenFile: filepath.Join(dir, "admin-token"), manifest: filepath.Join(dir, "services.yaml"), tp: tp, mode: mode}
 	in.writeManifest(t, manifestText)
 	args := append([]string{"run", "--portal", mode, "--source", "file:" + in.manifest, "--node-name", nodeName,
-		"--log-format", "json", "--enable-fault-injection", "--admin-address", adminAddress, "--admin-token-file", in.tokenFile,
+		"--log-format", "json", "--enable-fault-injection", "--admin-address", binarytest.AdminAddress, "--admin-token-file", in.tokenFile,
 		"--file-poll-interval", "100ms", "--proxy-ports-file", filepath.Join(dir, "proxy-ports.json"),
 		"--shutdown-grace-period", "1s"}, flags...)
-	in.cmd = tp.node.Command(context.Background(), bin, args...)
-	logf, err := os.Create(in.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.cmd.Stdout, in.cmd.Stderr = logf, logf
-	if err := in.cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("start %s: %v", in.cmd, err)
-	}
-	go func() {
-		in.err = in.cmd.Wait()
-		logf.Close()
-		close(in.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-in.done:
-		default:
-			in.cmd.Process.Kill()
-			select {
-			case <-in.done:
-			case <-time.After(10 * time.Second):
-				t.Errorf("kproxy pid %d did not exit after SIGKILL", in.cmd.Process.Pid)
-			}
-		}
-		if t.Failed() {
-			t.Logf("end of %s:\n%s", in.log, tail(in.log, 30))
-		}
-	})
-	t.Logf("started kproxy (pid %d): %s", in.cmd.Process.Pid, strings.Join(args, " "))
+	in.Proc = binarytest.Start(t, tp.node.Command(context.Background(), bin, args...), filepath.Join(dir, "kproxy.log"))
+	t.Logf("started kproxy (pid %d): %s", in.Cmd.Process.Pid, strings.Join(args, " "))
 	return in
 }
 
@@ -123,8 +66,8 @@ func (in *instance) writeManifest(t *testing.T, text string) {
 
 func (in *instance) exited() error {
 	select {
-	case <-in.done:
-		return fmt.Errorf("kproxy exited (%v); end of its log:\n%s", in.err, tail(in.log, 15))
+	case <-in.Done():
+		return fmt.Errorf("kproxy exited (%v); end of its log:\n%s", in.Err(), binarytest.Tail(in.Log, 15))
 	default:
 		return nil
 	}
@@ -141,37 +84,12 @@ type servicePort struct {
 // state asks the admin API, from inside the node, for the live service
 // ports.
 func (in *instance) state() ([]servicePort, error) {
-	token, err := os.ReadFile(in.tokenFile)
+	sps, err := binarytest.State[servicePort](in.tp.node.HTTPClient(2*time.Second), binarytest.AdminAddress, in.tokenFile)
 	if err != nil {
 		return nil, err
-	}
-	req, err := http.NewRequest("GET", "http://"+adminAddress+"/state", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := in.tp.node.HTTPClient(2 * time.Second).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET /state: %s: %s", resp.Status, body)
-	}
-	var doc struct {
-		State struct {
-			ServicePorts []servicePort `json:"servicePorts"`
-		} `json:"state"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf("GET /state: %w", err)
 	}
 	var live []servicePort
-	for _, sp := range doc.State.ServicePorts {
+	for _, sp := range sps {
 		if !sp.Deleted {
 			live = append(live, sp)
 		}
@@ -236,16 +154,4 @@ func (in *instance) notReady(m *manifest, noEndpoints bool) string {
 		}
 	}
 	return ""
-}
-
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }

@@ -10,15 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-)
 
-// adminAddress is kproxy's admin API, on the node's own loopback.
-const adminAddress = "127.0.0.1:10260"
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+)
 
 // adminAddr is the admin API of the last kproxy started (two overlap
 // during a hand-over, each with its own).
@@ -26,7 +24,7 @@ func (e *env) adminAddr() string {
 	if e.adminAt != "" {
 		return e.adminAt
 	}
-	return adminAddress
+	return binarytest.AdminAddress
 }
 
 // spState is what the admin API's GET /state says of one service port.
@@ -49,32 +47,12 @@ func (s spState) id() string {
 // state asks the admin API, from inside the node, for the service ports
 // (deleted ones left out).
 func (e *env) state() (map[string]spState, error) {
-	req, err := e.adminRequest("GET", "/state", nil)
+	sps, err := binarytest.State[spState](e.tp.Node.HTTPClient(2*time.Second), e.adminAddr(), e.tokenFile)
 	if err != nil {
 		return nil, err
-	}
-	resp, err := e.tp.Node.HTTPClient(2 * time.Second).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET /state: %s: %s", resp.Status, body)
-	}
-	var doc struct {
-		State struct {
-			ServicePorts []spState `json:"servicePorts"`
-		} `json:"state"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf("GET /state: %w: %s", err, body)
 	}
 	st := map[string]spState{}
-	for _, sp := range doc.State.ServicePorts {
+	for _, sp := range sps {
 		if !sp.Deleted {
 			st[sp.id()] = sp
 		}
@@ -92,8 +70,8 @@ func (e *env) waitState(t *testing.T, p *proc, what string, ok func(map[string]s
 	for i := 0; ; i++ {
 		if p != nil {
 			select {
-			case <-p.done:
-				t.Fatalf("kproxy exited (%v) while waiting for %s; end of its log:\n%s", p.err, what, tail(p.log, 40))
+			case <-p.Done():
+				t.Fatalf("kproxy exited (%v) while waiting for %s; end of its log:\n%s", p.Err(), what, binarytest.Tail(p.Log, 40))
 			default:
 			}
 		}
@@ -164,10 +142,6 @@ func unspecified(addr string, port int) bool {
 // adminRequest is a request to the admin API with the token and, for a
 // body, JSON's content type.
 func (e *env) adminRequest(method, path string, body any) (*http.Request, error) {
-	token, err := os.ReadFile(e.tokenFile)
-	if err != nil {
-		return nil, err
-	}
 	var r io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
@@ -176,11 +150,10 @@ func (e *env) adminRequest(method, path string, body any) (*http.Request, error)
 		}
 		r = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, "http://"+e.adminAddr()+path, r)
+	req, err := binarytest.AdminRequest(method, e.adminAddr(), path, e.tokenFile, r)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

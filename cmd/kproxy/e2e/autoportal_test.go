@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
 
 // testAutoPortal: --portal auto takes the first kernel portal that works
@@ -28,8 +30,8 @@ func testAutoPortal(t *testing.T, bin string) {
 		for _, proto := range []string{"tcp", "udp"} {
 			e.expectBackend(t, e.tp.Client, proto, svcAddr(webCluster4, webPort(proto)))
 		}
-		if n := countIn(p.log, "nft (package nftables) not installed or not in $PATH", "--portal auto: using iptables"); n != 1 {
-			t.Errorf("the missing nft was logged %d times with the mode taken instead, want once:\n%s", n, tail(p.log, 20))
+		if n := countIn(p.Log, "nft (package nftables) not installed or not in $PATH", "--portal auto: using iptables"); n != 1 {
+			t.Errorf("the missing nft was logged %d times with the mode taken instead, want once:\n%s", n, binarytest.Tail(p.Log, 20))
 		}
 	})
 	t.Run("NoKernelPortal", func(t *testing.T) {
@@ -86,18 +88,18 @@ func pathWith(t *testing.T, names ...string) string {
 func waitFailedStart(t *testing.T, p *proc) string {
 	t.Helper()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(15 * time.Second):
-		t.Fatalf("kproxy still runs 15 s after its start, want a failed start:\n%s", tail(p.log, 20))
+		t.Fatalf("kproxy still runs 15 s after its start, want a failed start:\n%s", binarytest.Tail(p.Log, 20))
 	}
-	raw, _ := os.ReadFile(p.log)
+	raw, _ := os.ReadFile(p.Log)
 	out := string(raw)
-	if code := p.cmd.ProcessState.ExitCode(); code == 0 {
+	if code := p.Cmd.ProcessState.ExitCode(); code == 0 {
 		t.Errorf("kproxy exited 0, want a failure:\n%s", out)
 	}
 	if strings.Contains(out, "service port listening") {
 		t.Errorf("kproxy served before failing:\n%s", out)
 	}
-	t.Logf("the failed start says:\n%s", tail(p.log, 3))
+	t.Logf("the failed start says:\n%s", binarytest.Tail(p.Log, 3))
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
 
 const (
@@ -32,7 +33,7 @@ func TestBindHandover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("11 kproxy processes")
 	}
-	bin := buildKproxy(t)
+	bin := binarytest.Build(t)
 	dir := t.TempDir()
 	for _, a := range []string{"127.0.42.11:8080", "127.0.42.12:8080"} {
 		b, err := backends.StartTCP("backend-"+a, a)
@@ -76,7 +77,7 @@ endpoints:
 	for i := 1; i <= 10; i++ {
 		next := start()
 		load.waitProgress(t)
-		if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := old.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		draining = append(draining, old)

@@ -32,5 +32,7 @@
 // The shared setup: the topology, its backends and the requests that expect
 // a backend's answer (env_test.go), the services kproxy reads
 // (manifest_test.go), kproxy's processes (process_test.go), its admin API
-// (admin_test.go) and its kernel rules (rules_test.go).
+// (admin_test.go) and its kernel rules (rules_test.go); what the
+// conformance suite shares with these (building the binary, its process
+// and log, GET /state) is in cmd/kproxy/binarytest.
 package e2e

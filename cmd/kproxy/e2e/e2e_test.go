@@ -3,13 +3,11 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
@@ -20,7 +18,7 @@ func TestE2ENetns(t *testing.T) {
 		t.Skip("end-to-end portal tests need root (network namespaces, nftables, iptables)")
 	}
 	netnstest.New(t, "probe") // skips when the kernel refuses namespaces, before the build
-	bin := buildKproxy(t)
+	bin := binarytest.Build(t)
 	nft, ipt := []string{"nft"}, []string{"iptables-restore", "iptables-save"}
 	for _, sc := range []struct {
 		name  string
@@ -61,23 +59,4 @@ func need(t *testing.T, names ...string) {
 			t.Fatalf("%s not installed (apt-get install -y nftables iptables): %v", name, err)
 		}
 	}
-}
-
-// kproxyPackage is what buildKproxy builds: by import path, so the build
-// finds the module from the test's directory, wherever that is.
-const kproxyPackage = "github.com/kproxy/kproxy/cmd/kproxy"
-
-// buildKproxy builds the binary once for the whole test into the test's
-// temporary directory (never into the source tree).
-func buildKproxy(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kproxy")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, kproxyPackage).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", kproxyPackage, err, out)
-	}
-	t.Logf("built %s in %v", bin, time.Since(start).Round(time.Millisecond))
-	return bin
 }

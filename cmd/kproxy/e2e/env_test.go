@@ -28,7 +28,7 @@ type env struct {
 	be        *netnstest.Backend
 	procs     int
 	tokenFile string   // the admin token of the last kproxy started
-	adminAt   string   // the admin address of the next kproxy started ("": adminAddress)
+	adminAt   string   // the admin address of the next kproxy started ("": binarytest.AdminAddress)
 	path      string   // kproxy's $PATH when set
 	wrap      []string // a command kproxy runs under (setpriv ...) when set
 

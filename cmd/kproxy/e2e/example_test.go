@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
 
 // testKPNGExample runs examples/kpng-example as its README says: the node
@@ -44,7 +46,7 @@ func testKPNGExample(t *testing.T, bin string) {
 		cmd.Wait()
 		logf.Close()
 		if t.Failed() {
-			t.Logf("kproxy watch --callout output:\n%s", tail(logf.Name(), 30))
+			t.Logf("kproxy watch --callout output:\n%s", binarytest.Tail(logf.Name(), 30))
 		}
 	})
 

@@ -55,13 +55,13 @@ func testIPTablesWithoutIP6tables(t *testing.T, bin string) {
 	e.admin(t, "/rules-fault", map[string]string{"duration": "1s"})
 	deadline = time.Now().Add(15 * time.Second)
 	// Wait for the full sync that follows the fault (the first was at start).
-	for countIn(p.log, "programming kernel portal rules failed") == 0 || countIn(p.log, `"fullSync":true`, "kernel portal rules programmed") < 2 {
+	for countIn(p.Log, "programming kernel portal rules failed") == 0 || countIn(p.Log, `"fullSync":true`, "kernel portal rules programmed") < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("no failed transaction and full resync after the rules fault")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := countIn(p.log, "portal rules of an IP family this node cannot program are left out"); n != 1 {
+	if n := countIn(p.Log, "portal rules of an IP family this node cannot program are left out"); n != 1 {
 		t.Errorf("the missing IPv6 family was logged %d times, want once", n)
 	}
 }

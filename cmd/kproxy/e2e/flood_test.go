@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
 
 // TestUDPFloodBounded: 20,000 UDP clients (distinct source ports, 1,500 a
@@ -24,7 +25,7 @@ func TestUDPFloodBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 20,000-client flood")
 	}
-	bin := buildKproxy(t)
+	bin := binarytest.Build(t)
 	dir := t.TempDir()
 	for _, b := range []struct{ name, addr string }{{"dns", "127.0.40.11:5353"}, {"steady-dns", "127.0.40.13:5353"}} {
 		u, err := backends.StartUDP(b.name, b.addr)

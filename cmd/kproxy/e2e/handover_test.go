@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
 
 // testHandover restarts kproxy 10 times under load in nftables mode, each
@@ -57,7 +58,7 @@ func testHandover(t *testing.T, bin string) {
 		load.waitProgress(t)
 		// The old one closes its listeners (queued connections migrate to
 		// the new one's) and drains its established connections.
-		if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := old.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		draining = append(draining, old)
@@ -107,11 +108,11 @@ func waitDrained(t *testing.T, draining []*proc) {
 	t.Helper()
 	for _, p := range draining {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(15 * time.Second):
 			t.Fatal("a draining kproxy did not exit within 15 s of its last connection closing")
 		}
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
 			t.Errorf("a drained kproxy exited with %d, want 0", code)
 		}
 	}
@@ -245,15 +246,15 @@ func waitLogged(t *testing.T, p *proc, msg string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if b, _ := os.ReadFile(p.log); strings.Contains(string(b), msg) {
+		if b, _ := os.ReadFile(p.Log); strings.Contains(string(b), msg) {
 			return
 		}
 		select {
-		case <-p.done:
-			if b, _ := os.ReadFile(p.log); strings.Contains(string(b), msg) {
+		case <-p.Done():
+			if b, _ := os.ReadFile(p.Log); strings.Contains(string(b), msg) {
 				return
 			}
-			t.Fatalf("kproxy exited before logging %q:\n%s", msg, tail(p.log, 20))
+			t.Fatalf("kproxy exited before logging %q:\n%s", msg, binarytest.Tail(p.Log, 20))
 		case <-time.After(20 * time.Millisecond): // a log file: nothing to await
 		}
 		if time.Now().After(deadline) {

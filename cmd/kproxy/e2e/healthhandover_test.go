@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
@@ -58,11 +59,11 @@ func testHealthHandover(t *testing.T, bin string) {
 	probes.waitProgress(t, 10)
 
 	signalled := time.Now()
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-a.done:
+	case <-a.Done():
 	case <-time.After(20 * time.Second):
 		t.Fatal("kproxy A did not exit within 20 s of SIGTERM")
 	}
@@ -80,7 +81,7 @@ func testHealthHandover(t *testing.T, bin string) {
 		}
 	}
 	if t.Failed() {
-		t.Logf("end of B's log:\n%s", tail(b.log, 30))
+		t.Logf("end of B's log:\n%s", binarytest.Tail(b.Log, 30))
 	}
 }
 
@@ -230,14 +231,14 @@ func waitLoggedAny(t *testing.T, p *proc, msgs ...string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		b, _ := os.ReadFile(p.log)
+		b, _ := os.ReadFile(p.Log)
 		for _, m := range msgs {
 			if strings.Contains(string(b), m) {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kproxy did not log any of %q within 15 s:\n%s", msgs, tail(p.log, 20))
+			t.Fatalf("kproxy did not log any of %q within 15 s:\n%s", msgs, binarytest.Tail(p.Log, 20))
 		}
 		time.Sleep(20 * time.Millisecond) // a log file: nothing to await
 	}

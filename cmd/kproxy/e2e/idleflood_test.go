@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
 
 // TestTCPIdleFloodBounded: 15,000 idle TCP connections against one
@@ -23,7 +24,7 @@ func TestTCPIdleFloodBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 15,000-connection flood")
 	}
-	bin := buildKproxy(t)
+	bin := binarytest.Build(t)
 	dir := t.TempDir()
 	for _, b := range []struct{ name, addr string }{{"idle", "127.0.41.11:8080"}, {"steady", "127.0.41.12:8080"}} {
 		be, err := backends.StartTCP(b.name, b.addr)

@@ -140,7 +140,7 @@ func testTrafficPolicy(t *testing.T, bin, mode string) {
 		e.expectBackend(t, e.tp.Client, "tcp", svcAddr(fwCluster, webTCP))
 		e.expectBackend(t, e.tp.Client, "tcp", nodePort(fwNodePort))
 		// The invalid entry was ignored and said so.
-		if log, _ := os.ReadFile(p.log); !strings.Contains(string(log), "Invalid CIDR ignored") || !strings.Contains(string(log), "not-a-cidr") {
+		if log, _ := os.ReadFile(p.Log); !strings.Contains(string(log), "Invalid CIDR ignored") || !strings.Contains(string(log), "not-a-cidr") {
 			t.Errorf("kproxy's log does not report the ignored range \"not-a-cidr\"")
 		}
 	})

@@ -13,15 +13,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
 
 // proc is one kproxy run in the node namespace.
-type proc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error // of Wait, once done is closed
-}
+type proc struct{ *binarytest.Proc }
 
 // start runs kproxy run in the node namespace; cleanup kills it if it is
 // still running and, when the test failed, shows the end of its log.
@@ -43,74 +40,31 @@ func (e *env) start(t *testing.T, extra ...string) *proc {
 		cmd.Env = append(os.Environ(), "PATH="+e.path)
 	}
 	p := startProc(t, cmd, filepath.Join(e.dir, fmt.Sprintf("kproxy-%d.log", e.procs)))
-	t.Logf("started kproxy (pid %d): %s", p.cmd.Process.Pid, strings.Join(args, " "))
+	t.Logf("started kproxy (pid %d): %s", p.Cmd.Process.Pid, strings.Join(args, " "))
 	return p
 }
 
-// startProc starts cmd with its output in logPath; cleanup kills it if it
-// is still running and, when the test failed, shows the end of its log.
+// startProc is binarytest.Start, as a proc.
 func startProc(t *testing.T, cmd *exec.Cmd, logPath string) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	logf, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("start %s: %v", p.cmd, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			select {
-			case <-p.done:
-			case <-time.After(10 * time.Second):
-				t.Errorf("kproxy pid %d did not exit after SIGKILL", p.cmd.Process.Pid)
-			}
-		}
-		if t.Failed() {
-			t.Logf("end of %s:\n%s", p.log, tail(p.log, 40))
-		}
-	})
-	return p
+	return &proc{binarytest.Start(t, cmd, logPath)}
 }
 
 // stop sends sig and waits (at most 15 s) for kproxy to exit; it returns
 // the exit code (-1 when killed by a signal).
 func (p *proc) stop(t *testing.T, sig syscall.Signal) int {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %v to kproxy: %v", sig, err)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(15 * time.Second):
 		t.Fatalf("kproxy did not exit within 15s of %v", sig)
 	}
 	var exit *exec.ExitError
-	if p.err != nil && !errors.As(p.err, &exit) {
-		t.Fatalf("kproxy: %v", p.err)
+	if p.Err() != nil && !errors.As(p.Err(), &exit) {
+		t.Fatalf("kproxy: %v", p.Err())
 	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
+	return p.Cmd.ProcessState.ExitCode()
 }

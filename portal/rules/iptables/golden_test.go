@@ -21,9 +21,7 @@ func TestGoldenRestore(t *testing.T) {
 		opts rules.Options
 	}{
 		{"sync", rules.Options{}},
-		{"sync-cluster-and-service-cidrs", rules.Options{
-			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:42::/56")},
-			ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/16"), netip.MustParsePrefix("2001:db8:5::/108")}}},
+		{"sync-cluster-and-service-cidrs", rulestest.GoldenCIDRs()},
 		{"sync-nodeport-addresses", rules.Options{NodePortAddresses: []netip.Prefix{
 			netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:1::/64")}}},
 	} {

@@ -132,45 +132,8 @@ func TestIPTablesNodePortAddresses(t *testing.T) {
 func TestIPTablesKernelTakesPolicies(t *testing.T) {
 	t.Parallel()
 	tp := netnstest.NewTopology(t)
-	ipt := newRulesIn(t, tp.Node, rules.Options{
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:42::/56")},
-		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/16"), netip.MustParsePrefix("2001:db8:5::/108")},
-	})
-	ctx := context.Background()
-	all := rulestest.GoldenRules(t)
-	tp.Node.MustDo(t, func() error { return ipt.Sync(ctx, all) })
-	if !rulestest.Present(t, tp.Node, ipt) {
-		t.Fatal("not Present after Sync")
-	}
-	var changed, removed []rules.Rule
-	for _, r := range all {
-		if r.SourceRanges == "" {
-			continue
-		}
-		if r.IP.Is4() {
-			r.SourceRanges = "192.0.2.0/24"
-			changed = append(changed, r)
-		} else {
-			removed = append(removed, r)
-		}
-	}
-	tp.Node.MustDo(t, func() error { return ipt.Apply(ctx, changed, removed) })
-	// A served external destination with a short-circuit starts dropping:
-	// its elements go and come back in one transaction.
-	var flipped []rules.Rule
-	for _, r := range all {
-		if r.ShortCircuitPort != 0 && !r.Drop && r.SourceRanges == "" {
-			r.Drop = true
-			flipped = append(flipped, r)
-		}
-	}
-	if len(flipped) == 0 {
-		t.Fatal("the golden scenario has no served short-circuit")
-	}
-	tp.Node.MustDo(t, func() error { return ipt.Apply(ctx, flipped, nil) })
-	if !rulestest.Present(t, tp.Node, ipt) {
-		t.Fatal("not Present after Apply")
-	}
+	ipt := newRulesIn(t, tp.Node, rulestest.GoldenCIDRs())
+	rulestest.CheckTakesPolicies(t, tp.Node, ipt)
 	out := tp.Node.MustRun(t, "iptables-save", "-t", "mangle")
 	if !strings.Contains(out, "-s 192.0.2.0/24 -d 198.51.100.20/32") || strings.Contains(out, "203.0.113.0/24") {
 		t.Errorf("mangle table after Apply:\n%s", out)

@@ -24,9 +24,7 @@ func TestGoldenTable(t *testing.T) {
 		rejectInPrerouting bool
 	}{
 		{"sync", rules.Options{}, true},
-		{"sync-cluster-and-service-cidrs", rules.Options{
-			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:42::/56")},
-			ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/16"), netip.MustParsePrefix("2001:db8:5::/108")}}, true},
+		{"sync-cluster-and-service-cidrs", rulestest.GoldenCIDRs(), true},
 		{"sync-nodeport-addresses", rules.Options{NodePortAddresses: []netip.Prefix{
 			netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("192.0.2.128/25"), netip.MustParsePrefix("2001:db8:1::/64")}}, true},
 		{"sync-nodeport-addresses-v4-only", rules.Options{NodePortAddresses: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}, true},

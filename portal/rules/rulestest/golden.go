@@ -2,6 +2,7 @@ package rulestest
 
 import (
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,4 +151,43 @@ func GoldenChange(t *testing.T) (upserts, removals []rules.Rule) {
 		}
 	}
 	return upserts, removals
+}
+
+// GoldenCIDRs are the options of the golden scenario with the cluster's
+// pod ranges and service CIDRs of both families.
+func GoldenCIDRs() rules.Options {
+	return rules.Options{
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:42::/56")},
+		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/16"), netip.MustParsePrefix("2001:db8:5::/108")},
+	}
+}
+
+// goldenPolicyChanges are two Applies to the golden rules all: the first
+// (changed, removed) narrows the IPv4 rules' source ranges to
+// 192.0.2.0/24 and removes the IPv6 rules that have ranges; the second
+// (flipped) makes the served external destinations with a short-circuit
+// drop, so their elements go and come back in one transaction.
+func goldenPolicyChanges(t *testing.T, all []rules.Rule) (changed, removed, flipped []rules.Rule) {
+	t.Helper()
+	for _, r := range all {
+		if r.SourceRanges == "" {
+			continue
+		}
+		if r.IP.Is4() {
+			r.SourceRanges = "192.0.2.0/24"
+			changed = append(changed, r)
+		} else {
+			removed = append(removed, r)
+		}
+	}
+	for _, r := range all {
+		if r.ShortCircuitPort != 0 && !r.Drop && r.SourceRanges == "" {
+			r.Drop = true
+			flipped = append(flipped, r)
+		}
+	}
+	if len(flipped) == 0 {
+		t.Fatal("the golden scenario has no served short-circuit")
+	}
+	return changed, removed, flipped
 }

@@ -120,6 +120,25 @@ func CheckApply(t *testing.T, tp *netnstest.Topology, r rules.Interface, b, c []
 	netnstest.ExpectRefused(t, tp.Client, "udp", netip.AddrPortFrom(netnstest.NodeIP4, 30081))
 }
 
+// CheckTakesPolicies syncs the golden rules into r in ns, then applies
+// goldenPolicyChanges; r must be Present after each. The caller checks
+// its kernel's rules for the change.
+func CheckTakesPolicies(t *testing.T, ns *netnstest.Netns, r rules.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	all := GoldenRules(t)
+	ns.MustDo(t, func() error { return r.Sync(ctx, all) })
+	if !Present(t, ns, r) {
+		t.Fatal("not Present after Sync")
+	}
+	changed, removed, flipped := goldenPolicyChanges(t, all)
+	ns.MustDo(t, func() error { return r.Apply(ctx, changed, removed) })
+	ns.MustDo(t, func() error { return r.Apply(ctx, flipped, nil) })
+	if !Present(t, ns, r) {
+		t.Fatal("not Present after Apply")
+	}
+}
+
 func Present(t *testing.T, ns *netnstest.Netns, r rules.Interface) bool {
 	t.Helper()
 	var ok bool
