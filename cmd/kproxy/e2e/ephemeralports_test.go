@@ -137,7 +137,7 @@ func testEphemeralPorts(t *testing.T, bin string) {
 
 // churnNodePorts opens and closes the node's own sockets, TCP connections
 // to tcpDst (closed with a reset: no TIME_WAIT) and connected UDP sockets
-// to udpDst, from epChurners goroutines, until the returned stop is called
+// to udpDst, from epChurners goroutines for each, until the returned stop is called
 // (it returns how many were opened; calling it again returns 0) or
 // epChurnLimit passes.
 func (e *env) churnNodePorts(t *testing.T, tcpDst, udpDst string) (stop func() int64) {
