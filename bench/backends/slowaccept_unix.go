@@ -96,6 +96,13 @@ func (b *SlowAccept) Close() {
 // clients, within limit. It returns how many were made, how many failed
 // (connect, write or read errors, a wrong answer) and the first error.
 func Requests(ctx context.Context, addr string, n, c int, limit time.Duration) (made, failed int64, first error) {
+	var d net.Dialer
+	return RequestsVia(ctx, d.DialContext, addr, n, c, limit)
+}
+
+// RequestsVia is Requests with each connection made by dial (one that
+// dials from inside a network namespace, say).
+func RequestsVia(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, n, c int, limit time.Duration) (made, failed int64, first error) {
 	var next, bad atomic.Int64
 	var once sync.Once
 	ctx, cancel := context.WithTimeout(ctx, limit)
@@ -110,7 +117,7 @@ func Requests(ctx context.Context, addr string, n, c int, limit time.Duration) (
 					next.Add(-1)
 					return
 				}
-				if err := request(addr); err != nil {
+				if err := request(dial, addr); err != nil {
 					bad.Add(1)
 					once.Do(func() { first = err })
 				}
@@ -121,8 +128,11 @@ func Requests(ctx context.Context, addr string, n, c int, limit time.Duration) (
 	return next.Load(), bad.Load(), first
 }
 
-func request(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+// request is one round trip; the time limit stops new ones, not this.
+func request(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

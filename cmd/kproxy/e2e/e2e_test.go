@@ -37,6 +37,8 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesHealthPortRetry", nft, testHealthPortRetry},
 		{"AutoPortal", append(ipt, "nft", "setpriv"), testAutoPortal},
 		{"NftablesNoHijack", nft, func(t *testing.T, bin string) { testNoHijack(t, bin, "nftables") }},
+		{"NftablesAcceptQueue", nft, testAcceptQueue},
+		{"NftablesEphemeralPorts", nft, testEphemeralPorts},
 		{"NftablesTrafficPolicy", nft, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "nftables") }},
 		{"IPTables", ipt, testIPTables},
 		{"IPTablesTrafficPolicy", ipt, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "iptables") }},
