@@ -76,7 +76,7 @@ func testAcceptQueue(t *testing.T, bin string) {
 	if made < aqRequests {
 		t.Errorf("only %d of %d requests through kproxy within %v", made, aqRequests, aqLimit)
 	}
-	log, err := os.ReadFile(p.log)
+	log, err := os.ReadFile(p.Log)
 	if err != nil {
 		t.Fatal(err)
 	}

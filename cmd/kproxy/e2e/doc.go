@@ -27,7 +27,10 @@
 // checked for each mode as kube-proxy answers them: drop versus reject,
 // the short-circuit of the node's and the pods' traffic (the backends
 // stand in for pods), loadBalancerSourceRanges and the service-CIDR
-// catch-all.
+// catch-all. Impolite peers: an endpoint whose 5-deep accept queue drops
+// SYNs resets no client (acceptqueue_test.go), and the node's own
+// connections in a narrow ephemeral range take no proxy port
+// (ephemeralports_test.go).
 //
 // The shared setup: the topology, its backends and the requests that expect
 // a backend's answer (env_test.go), the services kproxy reads

@@ -116,7 +116,7 @@ func testEphemeralPorts(t *testing.T, bin string) {
 		e.expectBackend(t, e.tp.Client, "tcp", svcAddr(ip, webTCP))
 		e.expectBackend(t, e.tp.Client, "udp", svcAddr(ip, webUDP))
 	}
-	log, err := os.ReadFile(p.log)
+	log, err := os.ReadFile(p.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
