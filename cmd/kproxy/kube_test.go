@@ -27,6 +27,15 @@ type kubeObjects struct {
 	ns string
 }
 
+// node creates a Node in zone (its topology.kubernetes.io/zone label).
+func (k kubeObjects) node(name, zone string) {
+	k.t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+	if _, err := k.c.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
 func (k kubeObjects) service(name string, port int32, target intstr.IntOrString, mutate func(*corev1.Service)) *corev1.Service {
 	k.t.Helper()
 	svc := &corev1.Service{

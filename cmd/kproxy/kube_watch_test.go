@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -22,12 +20,8 @@ import (
 func TestKubeWatchJSONGoldenFile(t *testing.T) {
 	s := kubetest.Start(t)
 	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
-	ctx := context.Background()
 	// This node, in zone-a: one endpoint is hinted for it.
-	if _, err := s.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: "node-a", Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	k.node("node-a", "zone-a")
 	k.service("web", 80, intstr.FromString("tcp"), func(svc *corev1.Service) {
 		svc.Spec.ClusterIP = s.ServiceIP(10).String()
 		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP

@@ -22,10 +22,7 @@ func TestKubeWatchTopologyAndIPMode(t *testing.T) {
 	s := kubetest.Start(t)
 	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
 	ctx := context.Background()
-	if _, err := s.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: "node-x", Labels: map[string]string{corev1.LabelTopologyZone: "zone-b"}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	k.node("node-x", "zone-b")
 	k.service("web", 80, intstr.FromInt32(8080), func(svc *corev1.Service) {
 		svc.Spec.ClusterIP = s.ServiceIP(20).String()
 		svc.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferSameNode)
