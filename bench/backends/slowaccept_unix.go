@@ -128,16 +128,25 @@ func RequestsVia(ctx context.Context, dial func(ctx context.Context, network, ad
 	return next.Load(), bad.Load(), first
 }
 
+// requestTimeout is how long one round trip may take: as long as the
+// kernel itself keeps a connection to a full accept queue alive. When the
+// queue is full the server's kernel drops the handshake's last ACK, so the
+// client's connect succeeds while the server sits in SYN_RECV, resending
+// its SYN-ACK after 1, 2, 4, 8 and 16 s (tcp_synack_retries, 5) before it
+// gives up at 63 s; a shorter deadline fails requests the kernel would
+// still have served, through a proxy or not.
+const requestTimeout = 65 * time.Second
+
 // request is one round trip; the time limit stops new ones, not this.
 func request(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(requestTimeout))
 	if _, err := io.WriteString(c, "GET\n"); err != nil {
 		return err
 	}
