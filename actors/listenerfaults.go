@@ -1,9 +1,9 @@
 package actors
 
 import (
-	"strings"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kproxy/kproxy/messages"
