@@ -8,30 +8,23 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
 )
 
 // affinitySweepInterval is how often expired ClientIP entries are dropped.
 const affinitySweepInterval = 10 * time.Second
 
-// Affinity owns a service port's ClientIP affinity table. It is started the
-// first time the service has sessionAffinity ClientIP. Pinned clients stay
-// pinned across a crash: the failing incarnation hands its entries to the
-// ServicePort while restarting, and the new one gets them back with its
-// endpoints (their idle clocks restart, so a crash can only lengthen a pin).
+// Affinity owns a service port's ClientIP affinity lookups and the sweep
+// of expired pins. It is started the first time the service has
+// sessionAffinity ClientIP. The table itself is the service port's record's:
+// pinned clients stay pinned across a crash of this actor, of its
+// ServicePort or of the Proxier (a panic mid-update can at worst leave one
+// pin the sweep or the next endpoint set removes).
 type Affinity struct {
 	cfg         *Config
-	pins        *balancer.ScopedAffinity
+	rec         *record
+	version     int64 // of the endpoint set applied
 	cancelSweep scheduler.CancelFunc
-	// configured is set once the first SetEndpoints (with the pins a
-	// predecessor saved) arrived: before, this incarnation's pins are not
-	// the service port's, and a handover must not save them.
-	configured bool
-}
-
-func newAffinity(cfg *Config) actor.Producer {
-	return func() actor.Actor { return &Affinity{cfg: cfg} }
 }
 
 // Receive implements actor.Actor.
@@ -39,43 +32,38 @@ func (a *Affinity) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.cfg.traceRestart(ctx)
-		a.pins = balancer.NewScopedAffinity(0, nil)
 		// A timer, not ReceiveTimeout: protoactor's ReceiveTimeout has a data race.
 		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
 			SendRepeatedly(affinitySweepInterval, affinitySweepInterval, ctx.Self(), &messages.SweepAffinity{})
-		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleAffinity})
+		a.current(ctx)
 	case *actor.Restarting:
 		a.cancelSweep()
-		ctx.Send(ctx.Parent(), &messages.AffinityEntries{Entries: a.pins.Table(false).Entries(), ExternalEntries: a.pins.Table(true).Entries()})
+		ctx.Send(ctx.Parent(), &messages.ChildRestarted{Role: roleAffinity})
 	case *actor.Stopping:
 		a.cancelSweep()
-		if a.configured { // its ServicePort restarts, or the Proxier: keep the pins for the next incarnation
-			a.cfg.pins.Store(ctx.Parent().GetId(), &messages.AffinityEntries{Entries: a.pins.Table(false).Entries(), ExternalEntries: a.pins.Table(true).Entries()})
-		}
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetEndpoints:
-		span, _ := a.cfg.childSpan(m.GetTrace(), spanAffinitySet, trace.WithAttributes(attrEndpoints.Int(len(m.GetEndpoints()))))
-		a.setEndpoints(m)
-		span.End()
+		a.current(ctx)
 	case *messages.AffinityLookup:
-		ep, pinned := a.pins.Pick(m.GetExternal(), m.GetClientIp(), m.GetExclude(), m.GetFallback())
+		a.current(ctx)
+		ep, pinned := a.rec.pins.Pick(m.GetExternal(), m.GetClientIp(), m.GetExclude(), m.GetFallback())
 		ctx.Respond(&messages.Picked{Address: ep, Report: m.GetReport(), AffinityHit: pinned})
 	case *messages.SweepAffinity:
-		a.pins.Sweep()
+		a.rec.pins.Sweep()
 	}
 }
 
-// setEndpoints applies the timeout, takes back the pins a previous
-// incarnation saved, and drops the pins whose endpoint left its scope.
-func (a *Affinity) setEndpoints(m *messages.SetEndpoints) {
-	a.configured = true
-	a.pins.SetTTL(time.Duration(m.GetAffinityTimeoutSeconds()) * time.Second)
-	for client, ep := range m.GetAffinityEntries().GetEntries() {
-		a.pins.Table(false).Record(client, ep)
+// current applies the service port's latest endpoint set, if not yet: the
+// timeout, and drops the pins whose endpoint left its scope.
+func (a *Affinity) current(ctx actor.Context) {
+	m := a.rec.endpoints.Load()
+	if m == nil || m.GetVersion() <= a.version {
+		return
 	}
-	for client, ep := range m.GetAffinityEntries().GetExternalEntries() {
-		a.pins.Table(true).Record(client, ep)
-	}
-	a.pins.Retain(m.GetEndpoints())
+	span, _ := a.cfg.childSpan(m.GetTrace(), spanAffinitySet, trace.WithAttributes(attrEndpoints.Int(len(m.GetEndpoints()))))
+	defer span.End()
+	a.version = m.GetVersion()
+	a.rec.pins.SetTTL(time.Duration(m.GetAffinityTimeoutSeconds()) * time.Second)
+	a.rec.pins.Retain(m.GetEndpoints())
 }

@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
@@ -22,34 +21,13 @@ import (
 // probe of its own, when the ejection is up, reaches them. With ClientIP affinity on it forwards its choice to the Affinity
 // actor, which answers the caller directly.
 type Balancer struct {
-	cfg        *Config
-	faults     *portal.Faults // probes see injected faults, as connections do
-	metrics    *metrics.Metrics
-	scopes     *balancer.Scopes
-	outliers   *balancer.Outliers
-	affinity   bool
-	configured bool
-	// version is that of the last endpoint set applied; its Snapshots
-	// carry it (SnapshotHolder.Load).
+	cfg      *Config
+	rec      *record
+	scopes   *balancer.Scopes
+	outliers *balancer.Outliers
+	affinity bool
+	// version is that of the endpoint set applied; its Snapshots carry it.
 	version int64
-	// snapshot is where this service port's picks are published for its
-	// connections, which pick from it without asking the actor (no
-	// affinity); the actor stays its only writer.
-	snapshot *balancer.SnapshotHolder
-	// Picks that arrive before the first SetEndpoints of this incarnation
-	// (just after a restart) wait here instead of failing.
-	pending []pendingPick
-}
-
-type pendingPick struct {
-	sender *actor.PID
-	pick   *messages.PickEndpoint
-}
-
-func newBalancer(cfg *Config) actor.Producer {
-	return func() actor.Actor {
-		return &Balancer{cfg: cfg, faults: cfg.Faults, metrics: cfg.Metrics, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(cfg.Outliers)}
-	}
 }
 
 // Receive implements actor.Actor.
@@ -57,23 +35,17 @@ func (b *Balancer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		b.cfg.traceRestart(ctx)
-		// A restarted incarnation takes over the holder: its predecessor's
-		// last Snapshot keeps serving connections until this one has its
-		// endpoints. Also when the ServicePort or the Proxier restarts
-		// (so not cleared on Stopping): no connection waits on an actor
-		// round trip that a slow restart could time out. The ServicePort
-		// drops the Snapshot when the service port goes for good.
-		b.snapshot = b.cfg.snapshotHolder(ctx.Self().GetId())
-		ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: roleBalancer})
+		// The previous incarnation's Snapshot kept serving connections
+		// while this one started; this one's replaces it at once.
+		b.current(ctx)
+	case *actor.Restarting:
+		ctx.Send(ctx.Parent(), &messages.ChildRestarted{Role: roleBalancer})
 	case *messages.SetEndpoints:
-		b.setEndpoints(ctx, m)
+		b.current(ctx)
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.PickEndpoint:
-		if !b.configured {
-			b.pending = append(b.pending, pendingPick{ctx.Sender(), m})
-			return
-		}
+		b.current(ctx)
 		b.pick(ctx, ctx.Sender(), m)
 	case *messages.DialOutcome:
 		b.dialOutcome(ctx, m)
@@ -82,7 +54,14 @@ func (b *Balancer) Receive(ctx actor.Context) {
 	}
 }
 
-func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
+// current applies the service port's latest endpoint set, if this actor
+// has not yet: a pick always sees the endpoints the service port last
+// reported (record.setEndpoints), whatever order messages came in.
+func (b *Balancer) current(ctx actor.Context) {
+	m := b.rec.endpoints.Load()
+	if m == nil || m.GetVersion() <= b.version {
+		return
+	}
 	if b.cfg.Tracer != nil {
 		span, _ := b.cfg.childSpan(m.GetTrace(), spanSetEndpoints, trace.WithAttributes(attrEndpoints.Int(len(m.GetEndpoints())),
 			attrReadyEndpoints.Int(readyEndpoints(m.GetEndpoints())), attribute.String("kproxy.session_affinity", m.GetSessionAffinity().String())))
@@ -95,16 +74,12 @@ func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
 	}
 	forgotEjected := b.outliers.Retain(addrs)
 	b.affinity = m.GetSessionAffinity() == messages.SessionAffinity_CLIENT_IP
-	b.configured, b.version = true, m.GetVersion()
+	b.version = m.GetVersion()
 	// Connections see the change before anyone is told of it.
 	b.publish()
 	if forgotEjected {
 		b.reportEjections(ctx)
 	}
-	for _, p := range b.pending {
-		b.pick(ctx, p.sender, p.pick)
-	}
-	b.pending = nil
 }
 
 func (b *Balancer) pick(ctx actor.Context, sender *actor.PID, m *messages.PickEndpoint) {
@@ -128,13 +103,14 @@ func (b *Balancer) pick(ctx actor.Context, sender *actor.PID, m *messages.PickEn
 // affinity there is none: the Affinity actor's table decides, so
 // connections ask.
 func (b *Balancer) publish() {
-	if !b.configured || b.affinity {
-		b.snapshot.Store(nil)
+	h := &b.rec.snapshots
+	if b.affinity {
+		h.Store(nil)
 		return
 	}
-	snap := b.scopes.Snapshot(b.outliers, &b.snapshot.Positions)
+	snap := b.scopes.Snapshot(b.outliers, &h.Positions)
 	snap.Version = b.version
-	b.snapshot.Store(snap)
+	h.Store(snap)
 }
 
 func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {
@@ -155,7 +131,7 @@ func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {
 	}
 	b.publish()
 	if d > 0 {
-		b.metrics.Ejected()
+		b.cfg.Metrics.Ejected()
 		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(d, ctx.Self(), &messages.ProbeEndpoint{Endpoint: ep})
 		b.reportEjections(ctx)
 	}
@@ -167,7 +143,7 @@ func (b *Balancer) probe(ctx actor.Context, ep string) {
 	if !b.outliers.Ejected(ep) {
 		return // restored or removed meanwhile, or a timer of an earlier incarnation
 	}
-	root, self, faults := ctx.ActorSystem().Root, ctx.Self(), b.faults
+	root, self, faults := ctx.ActorSystem().Root, ctx.Self(), b.cfg.Faults
 	go func() {
 		root.Send(self, dialOutcome(ep, portal.Probe(ep, faults)))
 	}()

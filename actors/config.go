@@ -2,7 +2,6 @@ package actors
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -88,44 +87,34 @@ type Config struct {
 	// Proxier's goroutine: keep it short).
 	FirstStateReported func(servicePorts int)
 
-	// props are the Props of each ServicePort child role and of
-	// ServicePort (roleServicePort), set by Start: one per kind, shared
-	// by every spawn (a Props per spawn held 0.7 KiB per service port).
-	props       map[string]*actor.Props
 	rulesPID    *actor.PID          // set by Start when Rules is set
 	rulesFaults *rules.Faulty       // set by Start when Rules and Faults are set
 	conns       *portal.ConnTracker // set by Start
-	listeners   *portal.Listeners   // set by Start; sockets outlive Portal incarnations
-	// handover is set while the Proxier restarts: protoactor stops its
-	// ServicePorts, which then keep their sockets, proxy ports, rules and
-	// affinity pins for the ServicePorts the new incarnation starts.
-	handover *atomic.Bool
-	// pins holds the affinity pins of ServicePorts that restart (or stop
-	// during a handover), by ServicePort PID id, until the next
-	// incarnation takes them.
-	pins *sync.Map
-	// stopping is set while the whole tree stops (the process exits).
-	stopping *atomic.Bool
+	listeners   *portal.Listeners   // set by Start; records own their sockets there
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map
-	// snapshots holds, by Balancer PID id, where each Balancer publishes
-	// its picks' Snapshot for its service port's connections.
-	snapshots *sync.Map
 }
 
-// snapshotHolder is where the Balancer with PID id publishes its
-// Snapshot; the Balancer and its sibling Portal share it.
-func (c *Config) snapshotHolder(id string) *balancer.SnapshotHolder {
-	h, _ := c.snapshots.LoadOrStore(id, &balancer.SnapshotHolder{})
-	return h.(*balancer.SnapshotHolder)
+// propsFor are the Props of an actor kproxy supervises: restarted by
+// childStrategy, with a mailbox safe to post to while it spawns.
+func (c *Config) propsFor(producer actor.Producer) *actor.Props {
+	return actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
 }
 
-// dropSnapshot ends the Snapshot of the Balancer with PID id (its service
-// port is gone): connections still picking ask the actor, which is gone.
-func (c *Config) dropSnapshot(id string) {
-	if h, ok := c.snapshots.LoadAndDelete(id); ok {
-		h.(*balancer.SnapshotHolder).Store(nil)
+// childProps are the Props of a ServicePort's child of role, which
+// borrows rec. Every incarnation the Props produce borrows the same rec:
+// the configuration travels with the spawn.
+func (c *Config) childProps(role string, rec *record) *actor.Props {
+	switch role {
+	case rolePortal:
+		return c.propsFor(func() actor.Actor { return &Portal{cfg: c, rec: rec} })
+	case roleBalancer:
+		return c.propsFor(func() actor.Actor {
+			return &Balancer{cfg: c, rec: rec, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(c.Outliers)}
+		})
+	default:
+		return c.propsFor(func() actor.Actor { return &Affinity{cfg: c, rec: rec} })
 	}
 }
 

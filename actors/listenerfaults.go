@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kproxy/kproxy/messages"
@@ -32,7 +33,8 @@ func (p *Proxy) SetListenerFault(servicePort, fault string, d time.Duration) err
 	switch fault {
 	case ListenerFaultBreak:
 		n := 0
-		for _, l := range p.cfg.listeners.Owned(childID(st.GetActorId(), rolePortal)) {
+		owner := strings.TrimPrefix(st.GetActorId(), p.Proxier.GetId()+"/") // its record's name
+		for _, l := range p.cfg.listeners.Owned(owner) {
 			if l.Spec.Network != "tcp" {
 				continue
 			}

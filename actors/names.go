@@ -7,15 +7,14 @@ import (
 )
 
 // servicePortPrefix is the name prefix of a ServicePort under the Proxier:
-// its key ID with "/" (protoactor's path separator) replaced. protoactor
-// adds a unique suffix, because a deleted port of the same key may still
-// be stopping.
+// its key ID with "/" (protoactor's path separator) replaced (recordName
+// adds a sequence number).
 func servicePortPrefix(id string) string { return strings.ReplaceAll(id, "/", "_") + "-" }
 
 // childID names a child of a ServicePort: "<ServicePort's PID id>/<role>".
-// Children are spawned under fixed role names, so siblings, the fault
-// injector and the listener registry find them without a PID travelling
-// in messages, and the name is the same for every incarnation.
+// Children are spawned under fixed role names, so siblings and the fault
+// injector find them without a PID travelling in messages, and the name
+// is the same for every incarnation.
 func childID(servicePortID, role string) string { return servicePortID + "/" + role }
 
 // siblingPID is another child of the same ServicePort.

@@ -25,23 +25,24 @@ import (
 // restart) is recognised as stale and dropped.
 var incarnations atomic.Int64
 
-// Portal owns a service port's listeners. It never blocks in Receive: each
-// listener is served by its own goroutine, which reports failure back as a
-// ListenerFailed message; the Portal then panics so its supervisor restarts
-// it. Sockets live in Config.listeners, keyed by the Portal's PID (which
-// survives restarts): a restart pauses their serving goroutines and the new
-// incarnation resumes them, so queued connections wait in the kernel
-// backlog instead of being reset, and UDP flows live on. Only the socket
-// that failed is closed and reopened. The proxy port is kept by the
-// supervisor, so kernel rules pointing at it stay valid.
+// Portal serves a service port's listeners. It never blocks in Receive:
+// each listener is served by its own goroutine, which reports failure back
+// as a ListenerFailed message; the Portal then panics so its supervisor
+// restarts it. The sockets are the service port's record's (in
+// Config.listeners, owned by the record's name): a Portal going away
+// pauses their serving goroutines and the next incarnation resumes them,
+// so queued connections wait in the kernel backlog instead of being
+// reset, and UDP flows live on. Only the socket that failed is closed and
+// reopened; the proxy port stays, so kernel rules pointing at it stay valid.
 type Portal struct {
 	cfg         *Config
-	owner       string
+	rec         *record
 	incarnation int64
+	version     int64 // of the configuration applied
 	sp          *messages.ServicePort
 	proxyPort   int
 	extPort     int // second proxy port for external traffic, or 0
-	endpoints   map[string]bool
+	epVersion   int64
 	serving     map[string]*portal.Listener // served by this incarnation, by address
 	failed      map[string]error            // could not be opened; retried with backoff
 	broken      string                      // address whose failure crashed this incarnation
@@ -53,10 +54,6 @@ type Portal struct {
 	firstAccept func()
 }
 
-func newPortal(cfg *Config) actor.Producer {
-	return func() actor.Actor { return &Portal{cfg: cfg} }
-}
-
 // Receive implements actor.Actor.
 func (p *Portal) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -64,17 +61,18 @@ func (p *Portal) Receive(ctx actor.Context) {
 		p.started(ctx)
 	case *actor.Restarting:
 		p.restarting()
+		ctx.Send(ctx.Parent(), &messages.ChildRestarted{Role: rolePortal})
 	case *actor.Stopping:
 		p.stopping()
 	case *messages.ConfigurePortal:
-		p.configure(ctx, m)
+		p.configure(ctx)
 	case *messages.RetryListen:
 		if m.GetIncarnation() == p.incarnation {
 			p.cancelRetry = nil
 			p.reconcile(ctx)
 		}
 	case *messages.SetEndpoints:
-		p.setEndpoints(m)
+		p.setEndpoints()
 	case *messages.GetState:
 		ctx.Respond(p.ready())
 	case *messages.ListenerFailed:
@@ -84,22 +82,27 @@ func (p *Portal) Receive(ctx actor.Context) {
 	}
 }
 
-// started adopts the sockets a previous incarnation (or a restarting
-// ServicePort) kept, and asks the ServicePort for its configuration.
+// started serves the record's sockets with the record's configuration (a
+// service port still waiting for its proxy port has none yet).
 func (p *Portal) started(ctx actor.Context) {
 	p.incarnation = incarnations.Add(1)
-	p.owner = ctx.Self().GetId()
 	p.serving = map[string]*portal.Listener{}
 	p.firstAccept = p.cfg.firstAccept(p.cfg.traceRestart(ctx))
-	bpid := siblingPID(ctx, roleBalancer)
-	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: bpid, timeout: p.cfg.PickTimeout, snapshot: p.cfg.snapshotHolder(bpid.GetId())}
-	ctx.Request(ctx.Parent(), &messages.ChildStarted{Role: rolePortal})
+	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout, snapshot: &p.rec.snapshots}
+	p.configure(ctx)
+	p.setEndpoints()
 }
 
-func (p *Portal) configure(ctx actor.Context, m *messages.ConfigurePortal) {
+// configure applies the record's latest configuration, if not yet.
+func (p *Portal) configure(ctx actor.Context) {
+	m := p.rec.portal.Load()
+	if m == nil || m.GetVersion() <= p.version {
+		return
+	}
 	span, _ := p.cfg.childSpan(m.GetTrace(), spanConfigure, trace.WithAttributes(attrServicePort.String(m.GetServicePort().GetKey().ID()),
 		attribute.Int("kproxy.proxy_port", int(m.GetProxyPort()))))
 	defer span.End()
+	p.version = m.GetVersion()
 	p.sp = m.GetServicePort()
 	p.proxyPort = int(m.GetProxyPort())
 	p.extPort = int(m.GetExternalProxyPort())
@@ -120,39 +123,36 @@ func (p *Portal) restarting() {
 	for addr, l := range p.serving {
 		if addr == p.broken {
 			l.Close()
-			p.cfg.listeners.Delete(p.owner, addr)
+			p.cfg.listeners.Delete(p.rec.name, addr)
 			continue
 		}
 		l.Pause()
 	}
 }
 
-// stopping closes the sockets, unless the ServicePort is restarting rather
-// than going away: then they are kept for the next Portal, as for a Portal
-// restart. The hold is taken here, where it is used, not cleared when the
-// next Portal starts: a ServicePort can be stopped right after it spawned
-// this Portal, before this Portal's Started ran, and clearing the hold
-// there closed the sockets the ServicePort had just held (a Proxier
-// crashed twice in quick succession refused a few connections).
+// stopping pauses the serving goroutines: the sockets are the record's,
+// for the next Portal (the ServicePort or the Proxier restarts), or closed
+// by the ServicePort when the service port is deleted.
 func (p *Portal) stopping() {
 	p.stopRetry()
-	if p.cfg.listeners.Unhold(p.owner) {
-		for _, l := range p.serving {
-			l.Pause()
-		}
-		return
+	for _, l := range p.serving {
+		l.Pause()
 	}
-	p.cfg.listeners.CloseOwned(p.owner)
 }
 
 // setEndpoints ends UDP flows to endpoints that are gone.
-func (p *Portal) setEndpoints(m *messages.SetEndpoints) {
-	p.endpoints = map[string]bool{}
+func (p *Portal) setEndpoints() {
+	m := p.rec.endpoints.Load()
+	if m == nil || m.GetVersion() <= p.epVersion {
+		return
+	}
+	p.epVersion = m.GetVersion()
+	keep := map[string]bool{}
 	for _, e := range m.GetEndpoints() {
-		p.endpoints[e.Address()] = true
+		keep[e.Address()] = true
 	}
 	for _, l := range p.serving {
-		l.RetainEndpoints(func(ep string) bool { return p.endpoints[ep] })
+		l.RetainEndpoints(func(ep string) bool { return keep[ep] })
 	}
 }
 
@@ -177,16 +177,16 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	want := map[string]bool{}
 	for _, spec := range specs {
 		want[spec.Address] = true
-		l := p.cfg.listeners.Get(p.owner, spec.Address)
+		l := p.cfg.listeners.Get(p.rec.name, spec.Address)
 		if l != nil && l.Spec != spec {
 			l.Close()
-			p.cfg.listeners.Delete(p.owner, spec.Address)
+			p.cfg.listeners.Delete(p.rec.name, spec.Address)
 			delete(p.serving, spec.Address)
 			l = nil
 		}
 		if l == nil {
 			var err error
-			if l, err = p.cfg.listeners.Open(p.owner, spec); err != nil {
+			if l, err = p.cfg.listeners.Open(p.rec.name, spec); err != nil {
 				p.failed[spec.Address] = err
 				continue
 			}
@@ -196,11 +196,11 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 			p.serving[spec.Address] = l
 		}
 	}
-	for _, l := range p.cfg.listeners.Owned(p.owner) {
+	for _, l := range p.cfg.listeners.Owned(p.rec.name) {
 		if addr := l.Spec.Address; !want[addr] {
 			l.Close()
 			l.CloseFlows()
-			p.cfg.listeners.Delete(p.owner, addr)
+			p.cfg.listeners.Delete(p.rec.name, addr)
 			delete(p.serving, addr)
 		}
 	}

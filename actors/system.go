@@ -32,6 +32,7 @@ type Proxy struct {
 	Listeners *portal.Listeners
 
 	cfg      *Config
+	desired  *desiredState // the Proxier's; read here only once it stopped
 	sub      *eventstream.Subscription
 	faults   atomic.Int64
 	restarts atomic.Int64
@@ -46,7 +47,7 @@ func Start(cfg Config) *Proxy {
 	cfg.listeners = portal.NewListeners()
 	cfg.listeners.SetFDLimit(cfg.FDLimit)
 	cfg.Ports.Attach(cfg.listeners, cfg.PortalMode) // proxy ports are held as the sockets the Portals serve
-	cfg.handover, cfg.pins, cfg.crashes, cfg.stopping, cfg.snapshots = &atomic.Bool{}, &sync.Map{}, &sync.Map{}, &atomic.Bool{}, &sync.Map{}
+	cfg.crashes = &sync.Map{}
 	c := &cfg
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})
@@ -68,11 +69,6 @@ func Start(cfg Config) *Proxy {
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}
 	})
-	c.props = map[string]*actor.Props{}
-	for role, producer := range map[string]actor.Producer{roleServicePort: newServicePort(c), rolePortal: newPortal(c),
-		roleBalancer: newBalancer(c), roleAffinity: newAffinity(c)} {
-		c.props[role] = actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
-	}
 	if c.Rules != nil && c.Faults != nil {
 		c.rulesFaults = rules.NewFaulty(c.Rules)
 		c.Rules = c.rulesFaults
@@ -81,11 +77,8 @@ func Start(cfg Config) *Proxy {
 		p.RulesPID, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newRules(c), actor.WithGuardian(childStrategy)), "rules")
 		c.rulesPID = p.RulesPID
 	}
-	// The top actors restart as every other, never giving up: each keeps its
-	// state across restarts (the same instance), and a restarting Proxier
-	// hands its service ports over to the next incarnation.
-	proxierProps := actor.PropsFromProducer(newProxier(c), actor.WithSupervisor(childStrategy), actor.WithGuardian(childStrategy))
-	p.Proxier, _ = system.Root.SpawnNamed(proxierProps, "proxier")
+	p.desired = &desiredState{records: map[string]*record{}}
+	p.Proxier, _ = system.Root.SpawnNamed(newProxier(c, p.desired).Configure(actor.WithGuardian(childStrategy)), "proxier")
 	p.Watcher, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newWatcher(c, p.Proxier), actor.WithGuardian(childStrategy)), "watcher")
 	return p
 }
@@ -163,9 +156,6 @@ func (p *Proxy) Stop(ctx context.Context) error { return p.StopWith(ctx, StopOpt
 // ActorSystem.Shutdown stops no actors, so the Proxier is poisoned and
 // awaited.
 func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
-	// The service ports stopping now leave their rules to the next
-	// process (or to the Cleanup below).
-	p.cfg.stopping.Store(true)
 	// Stop accepting first, and let the connections already accepted get
 	// their endpoint from the Balancers before the actors stop.
 	p.Listeners.StopAccepting()
@@ -176,6 +166,12 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 	go func() {
 		p.System.Root.StopFuture(p.Watcher).Wait()
 		err := p.System.Root.StopFuture(p.Proxier).Wait()
+		// The records outlive the actors: their sockets close here (UDP
+		// flows with them); their proxy ports and rules stay for the next
+		// process.
+		for _, rec := range p.desired.records {
+			p.Listeners.CloseOwned(rec.name)
+		}
 		if p.RulesPID != nil {
 			p.System.Root.StopFuture(p.RulesPID).Wait()
 			switch {

@@ -98,18 +98,18 @@ func (s *Snapshot) Pick(external bool, clientIP string, exclude []string) (endpo
 // published: ask the actor.
 type SnapshotHolder struct {
 	p atomic.Pointer[Snapshot]
-	// want is the version of the last endpoint set sent to the Balancer.
+	// want is the version of the latest endpoint set.
 	want atomic.Int64
 	// Positions outlive the Balancer's incarnations, as the holder does.
 	Positions Positions
 }
 
-// Load returns the published Snapshot if it was built from the last
-// endpoint set sent to the Balancer, or nil: while a set is on its way the
-// Snapshot is stale, and a connection asks the actor, which reads its
-// mailbox in order. Without this a service port reported its new
-// endpoints before its Balancer had applied them, and a connection made
-// after the report could still reach a removed endpoint.
+// Load returns the published Snapshot if it was built from the latest
+// endpoint set (Expect), or nil: until the Balancer applied that set the
+// Snapshot is stale, and a connection asks the actor, which applies the
+// latest set before it picks. Without this a service port reported its
+// new endpoints before its Balancer had applied them, and a connection
+// made after the report could still reach a removed endpoint.
 func (h *SnapshotHolder) Load() *Snapshot {
 	want := h.want.Load()
 	if snap := h.p.Load(); snap != nil && snap.Version >= want {
@@ -118,14 +118,9 @@ func (h *SnapshotHolder) Load() *Snapshot {
 	return nil
 }
 
-// Expect returns the version of an endpoint set about to be sent to the
-// Balancer: until it publishes a Snapshot of it, Load returns nil.
+// Expect returns the version of a new endpoint set: until the Balancer
+// publishes a Snapshot of it, Load returns nil.
 func (h *SnapshotHolder) Expect() int64 { return h.want.Add(1) }
-
-// Want is the version of the last endpoint set sent to the Balancer, for a
-// set sent again unchanged (to a restarted Balancer): its Snapshot stays
-// good.
-func (h *SnapshotHolder) Want() int64 { return h.want.Load() }
 
 // Store publishes snap (nil withdraws it).
 func (h *SnapshotHolder) Store(snap *Snapshot) { h.p.Store(snap) }

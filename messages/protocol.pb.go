@@ -111,18 +111,9 @@ type UpsertServicePort struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ServicePort *ServicePort           `protobuf:"bytes,1,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
 	Endpoints   []*Endpoint            `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	Generation  int64                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	// Set by the Proxier when it re-sends the state to a restarted
-	// ServicePort: the proxy port to keep, so kernel rules stay valid.
-	ProxyPort         int32 `protobuf:"varint,4,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
-	ExternalProxyPort int32 `protobuf:"varint,5,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
-	// Also on that re-send: the restarts counted so far, this one included,
-	// so the service port's count goes on rather than starting over.
-	Restarts int32 `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	// Also on that re-send, when the previous ServicePort had already sent
-	// these endpoints to its Balancer: the Balancer's Snapshot of them stays
-	// good (the next SetEndpoints.version is not advanced).
-	EndpointsSent bool `protobuf:"varint,7,opt,name=endpoints_sent,json=endpointsSent,proto3" json:"endpoints_sent,omitempty"`
+	// The Watcher's count of changes; a ServicePort ignores an upsert older
+	// than the state it already applied (a restarted one reads the latest).
+	Generation int64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -178,34 +169,6 @@ func (x *UpsertServicePort) GetGeneration() int64 {
 		return x.Generation
 	}
 	return 0
-}
-
-func (x *UpsertServicePort) GetProxyPort() int32 {
-	if x != nil {
-		return x.ProxyPort
-	}
-	return 0
-}
-
-func (x *UpsertServicePort) GetExternalProxyPort() int32 {
-	if x != nil {
-		return x.ExternalProxyPort
-	}
-	return 0
-}
-
-func (x *UpsertServicePort) GetRestarts() int32 {
-	if x != nil {
-		return x.Restarts
-	}
-	return 0
-}
-
-func (x *UpsertServicePort) GetEndpointsSent() bool {
-	if x != nil {
-		return x.EndpointsSent
-	}
-	return false
 }
 
 func (x *UpsertServicePort) GetTrace() *TraceContext {
@@ -283,11 +246,9 @@ type SetEndpoints struct {
 	// Affinity settings travel with the set so a restarted child rebuilds from one message.
 	SessionAffinity        SessionAffinity `protobuf:"varint,2,opt,name=session_affinity,json=sessionAffinity,proto3,enum=kproxy.v1.SessionAffinity" json:"session_affinity,omitempty"`
 	AffinityTimeoutSeconds int32           `protobuf:"varint,3,opt,name=affinity_timeout_seconds,json=affinityTimeoutSeconds,proto3" json:"affinity_timeout_seconds,omitempty"`
-	// Only to a restarted Affinity actor: the entries its previous incarnation saved.
-	AffinityEntries *AffinityEntries `protobuf:"bytes,4,opt,name=affinity_entries,json=affinityEntries,proto3" json:"affinity_entries,omitempty"`
-	// The ServicePort's count of sets sent to its Balancer: connections use
-	// the Balancer's Snapshot only once it was built from the latest one
-	// (SnapshotHolder.Want), and ask the actor meanwhile.
+	// The service port's count of endpoint sets (SnapshotHolder.Expect): a
+	// child ignores a set older than the one it applied, and connections use
+	// the Balancer's Snapshot only once it was built from the latest one.
 	Version int64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
@@ -346,13 +307,6 @@ func (x *SetEndpoints) GetAffinityTimeoutSeconds() int32 {
 	return 0
 }
 
-func (x *SetEndpoints) GetAffinityEntries() *AffinityEntries {
-	if x != nil {
-		return x.AffinityEntries
-	}
-	return nil
-}
-
 func (x *SetEndpoints) GetVersion() int64 {
 	if x != nil {
 		return x.Version
@@ -377,6 +331,10 @@ type ConfigurePortal struct {
 	// external traffic (external/LB IPs, node port), served with the external
 	// endpoint scope.
 	ExternalProxyPort int32 `protobuf:"varint,3,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
+	// The service port's count of Portal configurations: a Portal ignores
+	// one older than the one it applied (a restarted Portal reads the
+	// latest from its service port's record).
+	Version int64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -434,6 +392,13 @@ func (x *ConfigurePortal) GetExternalProxyPort() int32 {
 	return 0
 }
 
+func (x *ConfigurePortal) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 func (x *ConfigurePortal) GetTrace() *TraceContext {
 	if x != nil {
 		return x.Trace
@@ -441,29 +406,29 @@ func (x *ConfigurePortal) GetTrace() *TraceContext {
 	return nil
 }
 
-// ChildStarted is sent by a child to its ServicePort supervisor on every
-// (re)start; the supervisor answers with the child's current configuration.
-type ChildStarted struct {
+// ChildRestarted is sent by a ServicePort's child that failed, as it
+// restarts, to its ServicePort, which counts the restart in its state.
+type ChildRestarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ChildStarted) Reset() {
-	*x = ChildStarted{}
+func (x *ChildRestarted) Reset() {
+	*x = ChildRestarted{}
 	mi := &file_messages_protocol_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ChildStarted) String() string {
+func (x *ChildRestarted) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ChildStarted) ProtoMessage() {}
+func (*ChildRestarted) ProtoMessage() {}
 
-func (x *ChildStarted) ProtoReflect() protoreflect.Message {
+func (x *ChildRestarted) ProtoReflect() protoreflect.Message {
 	mi := &file_messages_protocol_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -475,12 +440,12 @@ func (x *ChildStarted) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ChildStarted.ProtoReflect.Descriptor instead.
-func (*ChildStarted) Descriptor() ([]byte, []int) {
+// Deprecated: Use ChildRestarted.ProtoReflect.Descriptor instead.
+func (*ChildRestarted) Descriptor() ([]byte, []int) {
 	return file_messages_protocol_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ChildStarted) GetRole() string {
+func (x *ChildRestarted) GetRole() string {
 	if x != nil {
 		return x.Role
 	}
@@ -1435,63 +1400,6 @@ func (x *InjectCrash) GetReason() string {
 	return ""
 }
 
-// AffinityEntries carries an Affinity table (client IP -> endpoint) from an
-// Affinity actor that is restarting to its supervisor, and back to the new
-// incarnation, so pinned clients stay pinned across a crash.
-type AffinityEntries struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The internal scope's pins (cluster-IP traffic).
-	Entries map[string]string `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The external scope's pins (external IPs, load-balancer IPs, node ports).
-	ExternalEntries map[string]string `protobuf:"bytes,2,rep,name=external_entries,json=externalEntries,proto3" json:"external_entries,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *AffinityEntries) Reset() {
-	*x = AffinityEntries{}
-	mi := &file_messages_protocol_proto_msgTypes[21]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AffinityEntries) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AffinityEntries) ProtoMessage() {}
-
-func (x *AffinityEntries) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[21]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AffinityEntries.ProtoReflect.Descriptor instead.
-func (*AffinityEntries) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
-}
-
-func (x *AffinityEntries) GetEntries() map[string]string {
-	if x != nil {
-		return x.Entries
-	}
-	return nil
-}
-
-func (x *AffinityEntries) GetExternalEntries() map[string]string {
-	if x != nil {
-		return x.ExternalEntries
-	}
-	return nil
-}
-
 // ServiceChanged tells the Watcher that a service ("namespace/name") may
 // have changed; empty means every service (this node's zone changed).
 type ServiceChanged struct {
@@ -1509,7 +1417,7 @@ type ServiceChanged struct {
 
 func (x *ServiceChanged) Reset() {
 	*x = ServiceChanged{}
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1429,7 @@ func (x *ServiceChanged) String() string {
 func (*ServiceChanged) ProtoMessage() {}
 
 func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1442,7 @@ func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceChanged.ProtoReflect.Descriptor instead.
 func (*ServiceChanged) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ServiceChanged) GetService() string {
@@ -1575,7 +1483,7 @@ type SourceSynced struct {
 
 func (x *SourceSynced) Reset() {
 	*x = SourceSynced{}
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1495,7 @@ func (x *SourceSynced) String() string {
 func (*SourceSynced) ProtoMessage() {}
 
 func (x *SourceSynced) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1508,7 @@ func (x *SourceSynced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceSynced.ProtoReflect.Descriptor instead.
 func (*SourceSynced) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
 }
 
 // FlushChanges is the Watcher's timer tick that ends a coalescing window.
@@ -1612,7 +1520,7 @@ type FlushChanges struct {
 
 func (x *FlushChanges) Reset() {
 	*x = FlushChanges{}
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1532,7 @@ func (x *FlushChanges) String() string {
 func (*FlushChanges) ProtoMessage() {}
 
 func (x *FlushChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1545,7 @@ func (x *FlushChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushChanges.ProtoReflect.Descriptor instead.
 func (*FlushChanges) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
 }
 
 // GetWatcherStats asks the Watcher for WatcherStats.
@@ -1649,7 +1557,7 @@ type GetWatcherStats struct {
 
 func (x *GetWatcherStats) Reset() {
 	*x = GetWatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1569,7 @@ func (x *GetWatcherStats) String() string {
 func (*GetWatcherStats) ProtoMessage() {}
 
 func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1582,7 @@ func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatcherStats.ProtoReflect.Descriptor instead.
 func (*GetWatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
 }
 
 type WatcherStats struct {
@@ -1689,7 +1597,7 @@ type WatcherStats struct {
 
 func (x *WatcherStats) Reset() {
 	*x = WatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1609,7 @@ func (x *WatcherStats) String() string {
 func (*WatcherStats) ProtoMessage() {}
 
 func (x *WatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1622,7 @@ func (x *WatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatcherStats.ProtoReflect.Descriptor instead.
 func (*WatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatcherStats) GetEvents() int64 {
@@ -1764,7 +1672,7 @@ type SetPortalRules struct {
 
 func (x *SetPortalRules) Reset() {
 	*x = SetPortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1684,7 @@ func (x *SetPortalRules) String() string {
 func (*SetPortalRules) ProtoMessage() {}
 
 func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1697,7 @@ func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPortalRules.ProtoReflect.Descriptor instead.
 func (*SetPortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetPortalRules) GetServicePort() *ServicePort {
@@ -1860,7 +1768,7 @@ type DeletePortalRules struct {
 
 func (x *DeletePortalRules) Reset() {
 	*x = DeletePortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1780,7 @@ func (x *DeletePortalRules) String() string {
 func (*DeletePortalRules) ProtoMessage() {}
 
 func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1793,7 @@ func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePortalRules.ProtoReflect.Descriptor instead.
 func (*DeletePortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeletePortalRules) GetKey() *ServicePortKey {
@@ -1915,7 +1823,7 @@ type RulesApplied struct {
 
 func (x *RulesApplied) Reset() {
 	*x = RulesApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +1835,7 @@ func (x *RulesApplied) String() string {
 func (*RulesApplied) ProtoMessage() {}
 
 func (x *RulesApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +1848,7 @@ func (x *RulesApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesApplied.ProtoReflect.Descriptor instead.
 func (*RulesApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RulesApplied) GetFullSync() bool {
@@ -1974,7 +1882,7 @@ type CheckRules struct {
 
 func (x *CheckRules) Reset() {
 	*x = CheckRules{}
-	mi := &file_messages_protocol_proto_msgTypes[30]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +1894,7 @@ func (x *CheckRules) String() string {
 func (*CheckRules) ProtoMessage() {}
 
 func (x *CheckRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[30]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +1907,7 @@ func (x *CheckRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRules.ProtoReflect.Descriptor instead.
 func (*CheckRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{30}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
 }
 
 type RulesPresent struct {
@@ -2013,7 +1921,7 @@ type RulesPresent struct {
 
 func (x *RulesPresent) Reset() {
 	*x = RulesPresent{}
-	mi := &file_messages_protocol_proto_msgTypes[31]
+	mi := &file_messages_protocol_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +1933,7 @@ func (x *RulesPresent) String() string {
 func (*RulesPresent) ProtoMessage() {}
 
 func (x *RulesPresent) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[31]
+	mi := &file_messages_protocol_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +1946,7 @@ func (x *RulesPresent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesPresent.ProtoReflect.Descriptor instead.
 func (*RulesPresent) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{31}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RulesPresent) GetPresent() bool {
@@ -2064,7 +1972,7 @@ type RetryRules struct {
 
 func (x *RetryRules) Reset() {
 	*x = RetryRules{}
-	mi := &file_messages_protocol_proto_msgTypes[32]
+	mi := &file_messages_protocol_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +1984,7 @@ func (x *RetryRules) String() string {
 func (*RetryRules) ProtoMessage() {}
 
 func (x *RetryRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[32]
+	mi := &file_messages_protocol_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +1997,7 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{32}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{31}
 }
 
 // Failure is a failure that crosses an actor boundary: a code for callers,
@@ -2105,7 +2013,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_messages_protocol_proto_msgTypes[33]
+	mi := &file_messages_protocol_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2025,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[33]
+	mi := &file_messages_protocol_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2038,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{33}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Failure) GetCode() FailureCode {
@@ -2160,7 +2068,7 @@ type TraceContext struct {
 
 func (x *TraceContext) Reset() {
 	*x = TraceContext{}
-	mi := &file_messages_protocol_proto_msgTypes[34]
+	mi := &file_messages_protocol_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2080,7 @@ func (x *TraceContext) String() string {
 func (*TraceContext) ProtoMessage() {}
 
 func (x *TraceContext) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[34]
+	mi := &file_messages_protocol_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2093,7 @@ func (x *TraceContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
 func (*TraceContext) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{34}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TraceContext) GetTraceparent() string {
@@ -2214,7 +2122,7 @@ type FlushApplied struct {
 
 func (x *FlushApplied) Reset() {
 	*x = FlushApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[35]
+	mi := &file_messages_protocol_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2134,7 @@ func (x *FlushApplied) String() string {
 func (*FlushApplied) ProtoMessage() {}
 
 func (x *FlushApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[35]
+	mi := &file_messages_protocol_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2147,7 @@ func (x *FlushApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushApplied.ProtoReflect.Descriptor instead.
 func (*FlushApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{35}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FlushApplied) GetGeneration() int64 {
@@ -2261,7 +2169,7 @@ type DesiredStateComplete struct {
 
 func (x *DesiredStateComplete) Reset() {
 	*x = DesiredStateComplete{}
-	mi := &file_messages_protocol_proto_msgTypes[36]
+	mi := &file_messages_protocol_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2181,7 @@ func (x *DesiredStateComplete) String() string {
 func (*DesiredStateComplete) ProtoMessage() {}
 
 func (x *DesiredStateComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[36]
+	mi := &file_messages_protocol_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,46 +2194,41 @@ func (x *DesiredStateComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DesiredStateComplete.ProtoReflect.Descriptor instead.
 func (*DesiredStateComplete) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{36}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{35}
 }
 
 var File_messages_protocol_proto protoreflect.FileDescriptor
 
 const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
-	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xe2\x02\n" +
+	"\x17messages/protocol.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xe8\x01\n" +
 	"\x11UpsertServicePort\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x121\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x03R\n" +
-	"generation\x12\x1d\n" +
-	"\n" +
-	"proxy_port\x18\x04 \x01(\x05R\tproxyPort\x12.\n" +
-	"\x13external_proxy_port\x18\x05 \x01(\x05R\x11externalProxyPort\x12\x1a\n" +
-	"\brestarts\x18\x06 \x01(\x05R\brestarts\x12%\n" +
-	"\x0eendpoints_sent\x18\a \x01(\bR\rendpointsSent\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x8f\x01\n" +
+	"generation\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05traceJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\a\x10\b\"\x8f\x01\n" +
 	"\x11DeleteServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
 	"generation\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\xd2\x02\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x91\x02\n" +
 	"\fSetEndpoints\x121\n" +
 	"\tendpoints\x18\x01 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12E\n" +
 	"\x10session_affinity\x18\x02 \x01(\x0e2\x1a.kproxy.v1.SessionAffinityR\x0fsessionAffinity\x128\n" +
-	"\x18affinity_timeout_seconds\x18\x03 \x01(\x05R\x16affinityTimeoutSeconds\x12E\n" +
-	"\x10affinity_entries\x18\x04 \x01(\v2\x1a.kproxy.v1.AffinityEntriesR\x0faffinityEntries\x12\x18\n" +
+	"\x18affinity_timeout_seconds\x18\x03 \x01(\x05R\x16affinityTimeoutSeconds\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\x03R\aversion\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\xca\x01\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05traceJ\x04\b\x04\x10\x05\"\xe4\x01\n" +
 	"\x0fConfigurePortal\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
 	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12.\n" +
-	"\x13external_proxy_port\x18\x03 \x01(\x05R\x11externalProxyPort\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\"\n" +
-	"\fChildStarted\x12\x12\n" +
+	"\x13external_proxy_port\x18\x03 \x01(\x05R\x11externalProxyPort\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x03R\aversion\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"$\n" +
+	"\x0eChildRestarted\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"a\n" +
 	"\fPickEndpoint\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x18\n" +
@@ -2388,16 +2291,7 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\rStateSnapshot\x12@\n" +
 	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts\"%\n" +
 	"\vInjectCrash\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb0\x02\n" +
-	"\x0fAffinityEntries\x12A\n" +
-	"\aentries\x18\x01 \x03(\v2'.kproxy.v1.AffinityEntries.EntriesEntryR\aentries\x12Z\n" +
-	"\x10external_entries\x18\x02 \x03(\v2/.kproxy.v1.AffinityEntries.ExternalEntriesEntryR\x0fexternalEntries\x1a:\n" +
-	"\fEntriesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
-	"\x14ExternalEntriesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x81\x01\n" +
 	"\x0eServiceChanged\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
@@ -2471,14 +2365,14 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_messages_protocol_proto_goTypes = []any{
 	(FailureCode)(0),             // 0: kproxy.v1.FailureCode
 	(*UpsertServicePort)(nil),    // 1: kproxy.v1.UpsertServicePort
 	(*DeleteServicePort)(nil),    // 2: kproxy.v1.DeleteServicePort
 	(*SetEndpoints)(nil),         // 3: kproxy.v1.SetEndpoints
 	(*ConfigurePortal)(nil),      // 4: kproxy.v1.ConfigurePortal
-	(*ChildStarted)(nil),         // 5: kproxy.v1.ChildStarted
+	(*ChildRestarted)(nil),       // 5: kproxy.v1.ChildRestarted
 	(*PickEndpoint)(nil),         // 6: kproxy.v1.PickEndpoint
 	(*Picked)(nil),               // 7: kproxy.v1.Picked
 	(*DialOutcome)(nil),          // 8: kproxy.v1.DialOutcome
@@ -2495,65 +2389,59 @@ var file_messages_protocol_proto_goTypes = []any{
 	(*ServicePortState)(nil),     // 19: kproxy.v1.ServicePortState
 	(*StateSnapshot)(nil),        // 20: kproxy.v1.StateSnapshot
 	(*InjectCrash)(nil),          // 21: kproxy.v1.InjectCrash
-	(*AffinityEntries)(nil),      // 22: kproxy.v1.AffinityEntries
-	(*ServiceChanged)(nil),       // 23: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),         // 24: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),         // 25: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),      // 26: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),         // 27: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),       // 28: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil),    // 29: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),         // 30: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),           // 31: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),         // 32: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),           // 33: kproxy.v1.RetryRules
-	(*Failure)(nil),              // 34: kproxy.v1.Failure
-	(*TraceContext)(nil),         // 35: kproxy.v1.TraceContext
-	(*FlushApplied)(nil),         // 36: kproxy.v1.FlushApplied
-	(*DesiredStateComplete)(nil), // 37: kproxy.v1.DesiredStateComplete
-	nil,                          // 38: kproxy.v1.AffinityEntries.EntriesEntry
-	nil,                          // 39: kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	(*ServicePort)(nil),          // 40: kproxy.v1.ServicePort
-	(*Endpoint)(nil),             // 41: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),       // 42: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),         // 43: kproxy.v1.SessionAffinity
+	(*ServiceChanged)(nil),       // 22: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),         // 23: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),         // 24: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),      // 25: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),         // 26: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),       // 27: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil),    // 28: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),         // 29: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),           // 30: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),         // 31: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),           // 32: kproxy.v1.RetryRules
+	(*Failure)(nil),              // 33: kproxy.v1.Failure
+	(*TraceContext)(nil),         // 34: kproxy.v1.TraceContext
+	(*FlushApplied)(nil),         // 35: kproxy.v1.FlushApplied
+	(*DesiredStateComplete)(nil), // 36: kproxy.v1.DesiredStateComplete
+	(*ServicePort)(nil),          // 37: kproxy.v1.ServicePort
+	(*Endpoint)(nil),             // 38: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),       // 39: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),         // 40: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	40, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	41, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	35, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
-	42, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	35, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
-	41, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	43, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	22, // 7: kproxy.v1.SetEndpoints.affinity_entries:type_name -> kproxy.v1.AffinityEntries
-	35, // 8: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
-	40, // 9: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	35, // 10: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
-	11, // 11: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	34, // 12: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
-	34, // 13: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	42, // 14: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	40, // 15: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	41, // 16: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	34, // 17: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
-	11, // 18: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	19, // 19: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	38, // 20: kproxy.v1.AffinityEntries.entries:type_name -> kproxy.v1.AffinityEntries.EntriesEntry
-	39, // 21: kproxy.v1.AffinityEntries.external_entries:type_name -> kproxy.v1.AffinityEntries.ExternalEntriesEntry
-	35, // 22: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
-	40, // 23: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	35, // 24: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
-	42, // 25: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	35, // 26: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
-	34, // 27: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	34, // 28: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
-	0,  // 29: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	37, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	38, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	34, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
+	39, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	34, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
+	38, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	40, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	34, // 7: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
+	37, // 8: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	34, // 9: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
+	11, // 10: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	33, // 11: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	33, // 12: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	39, // 13: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	37, // 14: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	38, // 15: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	33, // 16: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	11, // 17: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	19, // 18: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	34, // 19: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
+	37, // 20: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	34, // 21: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
+	39, // 22: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	34, // 23: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
+	33, // 24: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	33, // 25: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	0,  // 26: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_messages_protocol_proto_init() }
@@ -2568,7 +2456,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -317,13 +317,11 @@ func (l *Listener) CloseFlows() {
 	}
 }
 
-// Listeners keeps the sockets of every service port across Portal
-// incarnations, by owner (a Portal's PID, which survives restarts) and
-// address.
+// Listeners keeps the sockets of every service port, by owner (the
+// service port's record, which outlives its actors) and address.
 type Listeners struct {
-	mu   sync.Mutex
-	m    map[string]map[string]*Listener
-	held map[string]bool
+	mu sync.Mutex
+	m  map[string]map[string]*Listener
 	// owners is who holds each network address ("tcp/10.0.0.1:80"):
 	// sockets are opened with SO_REUSEPORT (a successor process shares
 	// them), so the kernel no longer refuses a second socket of this
@@ -351,7 +349,7 @@ func (s *Listeners) SetFDLimit(limit int64) {
 
 // NewListeners returns an empty set.
 func NewListeners() *Listeners {
-	return &Listeners{m: map[string]map[string]*Listener{}, held: map[string]bool{}, owners: map[string]string{}}
+	return &Listeners{m: map[string]map[string]*Listener{}, owners: map[string]string{}}
 }
 
 // Open opens spec's socket for owner and records it, refusing an address
@@ -427,31 +425,11 @@ func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
 	return l, nil
 }
 
-// Hold marks owner's sockets to be kept while its actor is stopped and
-// started again (its supervisor is restarting); Unhold takes the mark. A
-// hold that no actor takes is harmless: CloseOwned, when the owner goes
-// for good, closes the sockets and drops it.
-func (s *Listeners) Hold(owner string) {
-	s.mu.Lock()
-	s.held[owner] = true
-	s.mu.Unlock()
-}
-
-// Unhold clears Hold and reports whether owner was held.
-func (s *Listeners) Unhold(owner string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	held := s.held[owner]
-	delete(s.held, owner)
-	return held
-}
-
 // CloseOwned closes and forgets all of owner's sockets and flows.
 func (s *Listeners) CloseOwned(owner string) {
 	s.mu.Lock()
 	ls := s.m[owner]
 	delete(s.m, owner)
-	delete(s.held, owner)
 	for _, l := range ls {
 		delete(s.owners, l.Spec.Network+"/"+l.Spec.Address)
 	}

@@ -1,0 +1,86 @@
+package actors
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/kproxy/kproxy/balancer"
+	"github.com/kproxy/kproxy/messages"
+)
+
+// record is everything a service port holds for as long as it is in the
+// desired state, whichever actor incarnations come and go: its sockets (in
+// Config.listeners, owned by the record's name), its proxy ports, the
+// configuration its children build from, the Snapshot its connections pick
+// from and its affinity pins. The Proxier creates it when the service port
+// appears and marks it deleted when the service port goes; the ServicePort
+// that stops then releases it. Actors only borrow it, so a crash of any of
+// them, or of the Proxier above them, loses none of it.
+//
+// Who touches what: the Proxier writes upsert and deleted and keeps
+// reported; the ServicePort (one incarnation at a time) writes the rest
+// and stores the children's configuration, which the children read;
+// the Affinity actor alone uses pins once the ServicePort made them.
+type record struct {
+	id string
+	// name is the ServicePort's actor name under the Proxier and the owner
+	// of the service port's sockets: unique per record, because a deleted
+	// service port of the same key may still be stopping.
+	name string
+
+	// upsert is the desired state the Watcher last gave. The Proxier
+	// stores it before it tells the ServicePort, so a (re)started
+	// ServicePort reads the latest.
+	upsert atomic.Pointer[messages.UpsertServicePort]
+	// deleted is set when the service port left the desired state.
+	deleted atomic.Bool
+	// reported is the ServicePort's last report (the Proxier's).
+	reported *messages.ServicePortState
+
+	// The children's configuration, replaced whole (never changed in
+	// place) by the ServicePort before it tells them: a child that starts
+	// reads it, so it needs no round trip to be configured.
+	portal    atomic.Pointer[messages.ConfigurePortal]
+	endpoints atomic.Pointer[messages.SetEndpoints]
+	// snapshots is where the Balancer publishes its picks for the service
+	// port's connections (see setEndpoints for the rule they follow).
+	snapshots balancer.SnapshotHolder
+	// pins is the ClientIP affinity table, made the first time the
+	// service has ClientIP affinity; only the Affinity actor uses it.
+	pins *balancer.ScopedAffinity
+
+	// The ServicePort's, whichever incarnation runs.
+	applied            *messages.UpsertServicePort // the desired state applied
+	trace              *messages.TraceContext      // the last applied change's (tracing only)
+	proxyPort, extPort int                         // extPort: for external traffic under a Local policy, or 0
+	portErr            error                       // why there is no proxy port yet
+	portRetry          time.Duration               // wait before the next try to allocate it
+	portalVersion      int64
+	rulesSent          *messages.SetPortalRules // the portal rules last asked of the Rules actor
+	state              *messages.ServicePortState
+}
+
+// recordName names the ServicePort of a new record: the service port's ID
+// with "/" (protoactor's path separator) replaced, and a sequence number.
+func recordName(id string, seq int64) string {
+	return servicePortPrefix(id) + strconv.FormatInt(seq, 10)
+}
+
+// setEndpoints makes set the service port's endpoint set. This is the one
+// consistency rule of picks: from here until the Balancer publishes a
+// Snapshot built from set, SnapshotHolder.Load returns nil and connections
+// ask the Balancer actor, which picks from the latest set stored here
+// (Balancer.current). So no connection picks from endpoints older than
+// what the service port reports after this call.
+func (r *record) setEndpoints(set *messages.SetEndpoints) {
+	set.Version = r.snapshots.Expect()
+	r.endpoints.Store(set)
+}
+
+// configurePortal makes c the Portal's configuration.
+func (r *record) configurePortal(c *messages.ConfigurePortal) {
+	r.portalVersion++
+	c.Version = r.portalVersion
+	r.portal.Store(c)
+}
