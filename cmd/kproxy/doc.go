@@ -4,6 +4,5 @@
 //	kproxy watch --source kube|file:PATH|remote:ADDR [--json] [--callout CMD] [--serve ADDR]
 //	kproxy cleanup [--portal nftables|iptables|netsh|all]
 //	kproxy chaos crash|storm|endpoint|state ...
-//	kproxy bench SCENARIO[,SCENARIO...]|all [flags]    (startup, ports, churn, chaos)
 //	kproxy version
 package main
