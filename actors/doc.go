@@ -13,4 +13,7 @@
 //
 // Each actor's file holds its Receive; system.go starts and stops the tree,
 // strategy.go holds the restart strategy, faults.go the fault injection.
+// Subpackages: metrics (the Prometheus registry the actors update) and
+// remote (a core and its backends over protoactor remoting, a source of
+// this tree like informers or a file).
 package actors

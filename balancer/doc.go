@@ -1,13 +1,16 @@
 // Package balancer holds the pure load-balancing logic of the proxy: a
 // round-robin endpoint picker and a ClientIP session-affinity table, both
 // modelled on kube-proxy's userspace mode, kept per traffic scope and IP
-// family (Scopes, ScopedAffinity), and outlier detection after Envoy's
-// (Outliers).
+// family (Scopes, ScopedAffinity), outlier detection after Envoy's
+// (Outliers), and the read-only Snapshot of them that connections pick
+// from (snapshot.go).
 //
-// Nothing here is safe for concurrent use, by design: each value is owned by
-// exactly one actor (one per service port), which is the only goroutine that
-// ever touches it, so no locking is done or needed. Do not share a
-// RoundRobin or an AffinityTable between goroutines.
+// The state (RoundRobin, Scopes, AffinityTable, ScopedAffinity, Outliers)
+// is not safe for concurrent use, by design: each value is owned by one
+// actor of one service port, the only goroutine that touches it, so no
+// locking is done or needed. The exceptions are what connections share:
+// a Snapshot's Pick and a SnapshotHolder are safe for concurrent use (an
+// atomic pointer and atomic round-robin positions, no lock).
 package balancer
 
 // contains reports whether s is in list. Exclude lists are tiny (the

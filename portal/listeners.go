@@ -1,8 +1,6 @@
 package portal
 
 import (
-	"errors"
-	"fmt"
 	"net"
 	"strconv"
 
@@ -21,29 +19,6 @@ type ListenSpec struct {
 	// proxy port while kproxy is down.
 	Mark int
 }
-
-// SocketMark marks kproxy's proxy-port sockets in kernel modes. Setting
-// it needs CAP_NET_ADMIN, which an unprivileged process lacks. Bit 21:
-// clear of kube-proxy's 0x4000 and 0x8000.
-const SocketMark = 0x00200000
-
-// ErrUnsupportedProtocol is returned for protocols a userspace proxy cannot carry.
-var ErrUnsupportedProtocol = errors.New("protocol not supported by the userspace proxy")
-
-// Network maps a service protocol to a Go network name.
-func Network(p messages.Protocol) (string, error) {
-	switch p {
-	case messages.Protocol_TCP:
-		return "tcp", nil
-	case messages.Protocol_UDP:
-		return "udp", nil
-	default:
-		return "", fmt.Errorf("%s: %w", p, ErrUnsupportedProtocol)
-	}
-}
-
-// kernelMode reports whether mode redirects to proxy ports with kernel rules.
-func kernelMode(mode string) bool { return mode == ModeNftables || mode == ModeIPTables }
 
 // UsesProxyPorts reports whether a service port of mode has a proxy port
 // (and a listener on it): the kernel modes redirect to it, netsh keeps

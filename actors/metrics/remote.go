@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// RemoteStats is a backend's view of its core (actors.RemoteSource).
+// RemoteStats is a backend's view of its core (remote.Source).
 type RemoteStats interface {
 	// RemoteStats reports whether the core is heard from now, and the
 	// snapshots, deltas and re-subscriptions so far.

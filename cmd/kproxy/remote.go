@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/remote"
 )
 
 // remoteFlags configure protoactor remoting between a core (kproxy watch
@@ -66,8 +66,8 @@ func (f *remoteFlags) validate() error {
 }
 
 // config reads the token and certificates.
-func (f *remoteFlags) config(listen string, log zerolog.Logger) (actors.RemoteConfig, error) {
-	rc := actors.RemoteConfig{Listen: listen, Advertise: f.advertise, Log: log}
+func (f *remoteFlags) config(listen string, log zerolog.Logger) (remote.Config, error) {
+	rc := remote.Config{Listen: listen, Advertise: f.advertise, Log: log}
 	if f.tokenFile != "" {
 		b, err := os.ReadFile(f.tokenFile)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/metrics"
+	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/healthcheck"
@@ -287,7 +288,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	if err != nil {
 		return err
 	}
-	if rs, ok := src.(*actors.RemoteSource); ok && cfg.Metrics != nil {
+	if rs, ok := src.(*remote.Source); ok && cfg.Metrics != nil {
 		rs.OnDelivered(cfg.Metrics.Remote(rs))
 	}
 	defer cfg.ServiceHealth.Close()

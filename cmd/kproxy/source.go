@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -156,7 +157,7 @@ type source interface {
 var (
 	_ source = (*watcher.KubeSource)(nil)
 	_ source = (*watcher.FileSource)(nil)
-	_ source = (*actors.RemoteSource)(nil)
+	_ source = (*remote.Source)(nil)
 )
 
 // newSource builds the source of --source.
@@ -166,7 +167,7 @@ func (f *sourceFlags) newSource(log zerolog.Logger, clientName string) (source, 
 		if err != nil {
 			return nil, err
 		}
-		return actors.NewRemoteSource(actors.RemoteSourceConfig{Core: f.remoteAddr(), NodeName: f.nodeName, Client: clientName,
+		return remote.NewSource(remote.SourceConfig{Core: f.remoteAddr(), NodeName: f.nodeName, Client: clientName,
 			Remote: rc, Log: log}), nil
 	}
 	if !f.isKube() {

@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/metrics"
+	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -49,7 +49,7 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.logFmt, "log-format", "console", "json or console")
 	fs.StringVar(&o.serve, "serve", "", "be a core: watch the source once and serve each subscribing node proxy (kproxy run --source remote:ADDR) its node-local view over protoactor remoting on this host:port (loopback unless --remote-allow-non-loopback)")
 	fs.StringVar(&o.serveMetrics, "serve-metrics-address", "", "with --serve: host:port for the core's /metrics (subscriptions, snapshots, deltas, resyncs, client-go) and /healthz; empty turns it off")
-	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", actors.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets a full snapshot once it catches up instead of a growing backlog")
+	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", remote.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets a full snapshot once it catches up instead of a growing backlog")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -93,7 +93,7 @@ func watchCommand(args []string, stdout io.Writer) error {
 
 // serveCore runs a core until ctx ends. started, if set, sees it once it
 // serves (tests).
-func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started func(*actors.Core)) error {
+func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started func(*remote.Core)) error {
 	views, err := o.newNodeViews(log)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 	if err != nil {
 		return err
 	}
-	core, err := actors.StartCore(ctx, actors.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight,
+	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight,
 		Remote: rc, Log: log})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -196,7 +196,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 }
 
 // coreHandler serves a core's /metrics and /healthz (200 once it serves).
-func coreHandler(core *actors.Core) http.Handler {
+func coreHandler(core *remote.Core) http.Handler {
 	m := metrics.New()
 	m.ClientGo()
 	c := core.Counters()

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/steer"
 )
 
 // EchoServers answer on one port, TCP and UDP, IPv4 and IPv6 (dual-stack
@@ -45,7 +45,7 @@ func StartEcho(t testing.TB, ns *Netns, port int, pktinfo bool) *EchoServers {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, portal.SocketMark)
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, steer.SocketMark)
 		}); err != nil {
 			return err
 		}

@@ -2,14 +2,20 @@
 // kernel mode shares:
 //
 //   - rule.go: a Rule (service IP:port or node port -> proxy port, or
-//     reject) and its Key;
-//   - servicerules.go: the rules of one service port (ForServicePort,
-//     Rejects) and the clash check across service ports (Flatten);
-//   - plan.go: the diff planner (a programmed Set, Plan, Commit);
+//     reject, or drop) and its Key;
+//   - servicerules.go: the rules of one service port (ForServicePort), the
+//     verdict of each traffic scope (Verdicts) and the clash check across
+//     service ports (Flatten);
+//   - plan.go, programmed.go: the diff planner (a Set, Desired, Plan,
+//     Commit) and what a mode remembers it programmed (Programmed);
 //   - interface.go: the Interface each mode implements, and fake.go, a Fake
-//     of it for tests, as knftables ships one;
+//     of it for tests, as knftables ships one; faulty.go wraps an
+//     Interface for fault injection;
 //   - options.go, exec.go, comment.go: options, the exec seam, comments.
 //
 // The modes are its subpackages nftables, iptables and netsh, one per
-// kernel mode as in kube-proxy's pkg/proxy.
+// kernel mode as in kube-proxy's pkg/proxy; conntrack clears the UDP flows
+// their changes make stale, and rulestest is what the modes' tests share.
+// None of them imports the data path (package portal): what both sides
+// must agree on is portal/steer.
 package rules

@@ -5,11 +5,11 @@ import (
 	"errors"
 )
 
-// Interface programs kernel portal rules. Implementations: nftables.Nftables
-// (Linux), iptables.IPTables (Linux, legacy), netsh.Netsh (Windows), and
-// Fake for tests. Calls are serialised by the
-// implementation; a caller (the Rules actor) batches changes and calls
-// Apply once per batch.
+// Interface programs kernel portal rules. Implementations: nftables.Rules
+// (Linux), iptables.Rules (Linux, legacy), netsh.Rules (Windows), and Fake
+// for tests; Faulty wraps any of them for fault injection. Calls are
+// serialised by the implementation; a caller (the Rules actor) batches
+// changes and calls Apply once per batch.
 //
 // Implementations remember what they programmed; when Apply fails (for
 // example because someone deleted kproxy's rules underneath), the caller
@@ -29,7 +29,8 @@ type Interface interface {
 	// not verify every map element.
 	Present(ctx context.Context) (bool, error)
 	// Cleanup removes every rule, chain and table kproxy owns (kproxy
-	// cleanup, normal shutdown). It succeeds when there is nothing to remove.
+	// cleanup; a normal shutdown leaves them for the next kproxy). It
+	// succeeds when there is nothing to remove.
 	Cleanup(ctx context.Context) error
 }
 

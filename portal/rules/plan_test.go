@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/steer"
 )
 
 func rule(sp, proto, ip string, port, pp int) Rule {
@@ -58,7 +58,7 @@ func TestPlan(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
-			if tc.wantErrUnsupported && !errors.Is(err, portal.ErrUnsupportedProtocol) {
+			if tc.wantErrUnsupported && !errors.Is(err, steer.ErrUnsupportedProtocol) {
 				t.Errorf("err = %v, want ErrUnsupportedProtocol", err)
 			}
 			if !reflect.DeepEqual(del, tc.wantDel) || !reflect.DeepEqual(add, tc.wantAdd) {

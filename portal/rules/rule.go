@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/steer"
 )
 
 // Rule is one kernel portal: traffic to IP:Port (or to any local
@@ -103,7 +103,7 @@ func (r Rule) ValidateKey() error {
 	switch r.Protocol {
 	case "tcp", "udp":
 	default:
-		return fmt.Errorf("portal rule %s: protocol %q: %w", r.ServicePort, r.Protocol, portal.ErrUnsupportedProtocol)
+		return fmt.Errorf("portal rule %s: protocol %q: %w", r.ServicePort, r.Protocol, steer.ErrUnsupportedProtocol)
 	}
 	if r.Port < 1 || r.Port > 65535 {
 		return fmt.Errorf("portal rule %s: port %d out of range", r.ServicePort, r.Port)

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/steer"
 )
 
 // Verdict is what a service port's rules do with one traffic scope.
@@ -34,10 +34,10 @@ const (
 // proxy port serving the cluster's endpoints: proxyPort under
 // internalTrafficPolicy Cluster; under Local, externalProxyPort, and the
 // rest of external traffic goes to proxyPort, whose endpoints are the same
-// local ones (portal.ClusterScopeOnExternalPort). Load-balancer IPs carry
+// local ones (steer.ClusterScopeOnExternalPort). Load-balancer IPs carry
 // the service's source ranges of their family.
 func ForServicePort(sp *messages.ServicePort, proxyPort, externalProxyPort int, internalVerdict, externalVerdict Verdict) ([]Rule, error) {
-	network, err := portal.Network(sp.GetKey().GetProtocol())
+	network, err := steer.Network(sp.GetKey().GetProtocol())
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/portal/steer"
 )
 
 // Chains of the iptables portal, kube-proxy userspace mode's names.
@@ -45,7 +45,7 @@ var iptTables = []string{"mangle", "nat", "filter"}
 // KUBE-NODEPORT-REJECT (from INPUT and OUTPUT) reject new connections to
 // service ports without endpoints (TCP reset, ICMP port unreachable), and
 // KPROXY-PROXY-PORT-OWNER (from INPUT, for redirected traffic) drops what
-// reaches a proxy port whose socket lacks portal.SocketMark: the rules
+// reaches a proxy port whose socket lacks steer.SocketMark: the rules
 // stay in place while kproxy is down, and no other process that binds a
 // proxy port meanwhile may receive service traffic. Per proxy-port rule it
 // restores the socket's mark into the packet (the socket match) and drops
@@ -263,7 +263,7 @@ func ownerLines(protocol string, proxyPort int) []iptJump {
 	}
 	return []iptJump{
 		{"filter", iptProxyPortOwner, proxy + " -m socket --nowildcard --restore-skmark"},
-		{"filter", iptProxyPortOwner, fmt.Sprintf("%s -m mark ! --mark 0x%x/0x%x -j DROP", proxy, portal.SocketMark, portal.SocketMark)},
+		{"filter", iptProxyPortOwner, fmt.Sprintf("%s -m mark ! --mark 0x%x/0x%x -j DROP", proxy, steer.SocketMark, steer.SocketMark)},
 	}
 }
 

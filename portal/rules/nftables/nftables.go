@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
-	"github.com/kproxy/kproxy/portal"
 	"maps"
 	"net/netip"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/portal/steer"
 )
 
 // Table is the table kproxy owns, in family inet.
@@ -313,7 +313,7 @@ func (n *Rules) chains() []nftChain {
 		// which needs CAP_NET_ADMIN): while kproxy is down (a crash, a
 		// restart) a process binding a proxy port gets nothing.
 		{name: nftProxyPortOwner, typ: knftables.FilterType, hook: knftables.InputHook, prio: knftables.FilterPriority, rules: []string{
-			fmt.Sprintf("ct status dnat meta l4proto . th dport @%s socket mark != 0x%08x drop", nftProxyPorts, portal.SocketMark),
+			fmt.Sprintf("ct status dnat meta l4proto . th dport @%s socket mark != 0x%08x drop", nftProxyPorts, steer.SocketMark),
 		}},
 	}
 	if n.rejectInPrerouting {

@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
+	protoremote "github.com/asynkron/protoactor-go/remote"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -26,10 +26,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// RemoteConfig configures protoactor remoting (gRPC underneath) for a
+// Config configures protoactor remoting (gRPC underneath) for a
 // core or a backend. Both sides listen: protoactor delivers a message by
 // dialing the receiver's address, so the core dials its backends back.
-type RemoteConfig struct {
+type Config struct {
 	// Listen is host:port to serve remoting on; a backend defaults to
 	// 127.0.0.1:0 (loopback, any free port).
 	Listen string
@@ -49,7 +49,7 @@ type RemoteConfig struct {
 // remoteSystem is an actor system of its own with remoting started.
 type remoteSystem struct {
 	system *actor.ActorSystem
-	remote *remote.Remote
+	remote *protoremote.Remote
 	// identities is set when peers must present client certificates: who
 	// each peer's certificate names, by the remoting address it declares.
 	identities *identities
@@ -115,7 +115,7 @@ func (s *identStream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
 	if err == nil && !s.first {
 		s.first = true
-		if rm, ok := m.(*remote.RemoteMessage); ok {
+		if rm, ok := m.(*protoremote.RemoteMessage); ok {
 			if addr := rm.GetConnectRequest().GetServerConnection().GetAddress(); addr != "" && s.cert != nil && certCovers(s.cert, addr) {
 				s.ids.set(addr, s.id)
 			}
@@ -132,7 +132,7 @@ const maxRemoteMessage = 64 << 20
 const unauthenticatedMessage = "kproxy remote: missing or wrong token (the core and its backends must share --remote-token-file)"
 
 // startRemote builds an actor system and starts remoting on rc.Listen.
-func startRemote(rc RemoteConfig, component string) (*remoteSystem, error) {
+func startRemote(rc Config, component string) (*remoteSystem, error) {
 	if rc.Listen == "" {
 		rc.Listen = "127.0.0.1:0"
 	}
@@ -176,17 +176,17 @@ func startRemote(rc RemoteConfig, component string) (*remoteSystem, error) {
 	if rc.ServerTLS != nil {
 		server = append(server, grpc.Creds(loggedHandshakes{TransportCredentials: credentials.NewTLS(rc.ServerTLS), log: log}))
 	}
-	opts := []remote.ConfigOption{remote.WithServerOptions(server...), remote.WithDialOptions(dial...)}
+	opts := []protoremote.ConfigOption{protoremote.WithServerOptions(server...), protoremote.WithDialOptions(dial...)}
 	if rc.Advertise != "" {
-		opts = append(opts, remote.WithAdvertisedHost(rc.Advertise))
+		opts = append(opts, protoremote.WithAdvertisedHost(rc.Advertise))
 	}
-	cfg := remote.Configure(host, port, opts...)
+	cfg := protoremote.Configure(host, port, opts...)
 	// protoactor retries a failed connection 5 times 2 s apart inside its
 	// endpoint writer before it gives up; once is enough here (the
 	// subscriber re-subscribes on its own schedule), and a returning
 	// core is reached within one retry.
 	cfg.MaxRetryCount = 1
-	r := remote.NewRemote(system, cfg)
+	r := protoremote.NewRemote(system, cfg)
 	if err := startRemoteServer(r); err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func startRemote(rc RemoteConfig, component string) (*remoteSystem, error) {
 }
 
 // startRemoteServer turns protoactor's panic on listen into an error.
-func startRemoteServer(r *remote.Remote) (err error) {
+func startRemoteServer(r *protoremote.Remote) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("remote listen: %v", p)
@@ -212,7 +212,7 @@ func (rs *remoteSystem) stop() {
 }
 
 // dialOptions are the credentials this side presents when it dials a peer.
-func (rc RemoteConfig) dialOptions() []grpc.DialOption {
+func (rc Config) dialOptions() []grpc.DialOption {
 	var out []grpc.DialOption
 	if rc.ClientTLS != nil {
 		out = append(out, grpc.WithTransportCredentials(credentials.NewTLS(rc.ClientTLS)))
@@ -294,7 +294,7 @@ var ErrRefused = errors.New("core refused this backend")
 // checkCore asks the core at addr whether it accepts rc's credentials: nil
 // when it does, an error wrapping ErrRefused when it refuses them, another
 // error when it cannot be reached.
-func checkCore(ctx context.Context, addr string, rc RemoteConfig) error {
+func checkCore(ctx context.Context, addr string, rc Config) error {
 	conn, err := grpc.NewClient(addr, rc.dialOptions()...)
 	if err != nil {
 		return err
@@ -302,7 +302,7 @@ func checkCore(ctx context.Context, addr string, rc RemoteConfig) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err = remote.NewRemotingClient(conn).ListProcesses(ctx, &remote.ListProcessesRequest{})
+	_, err = protoremote.NewRemotingClient(conn).ListProcesses(ctx, &protoremote.ListProcessesRequest{})
 	switch status.Code(err) {
 	case codes.Unimplemented, codes.OK:
 		return nil

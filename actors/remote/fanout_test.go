@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func fanoutPort(svc, version int) *messages.ServicePortEndpoints {
 }
 
 // TestCoreFanout measures what one core delivers to N backends, each a
-// RemoteSource with its own remoting (its own listener and connection)
+// Source with its own remoting (its own listener and connection)
 // in this process, over loopback: changes to S services made at a paced
 // rate, then as fast as they can be made; a change's delivery latency runs
 // from the change made at the source to the backend's Store holding it (or
@@ -58,7 +58,7 @@ func fanoutPort(svc, version int) *messages.ServicePortEndpoints {
 // sets gRPC's global logger whenever remoting starts, a race between
 // remotings started in one process):
 //
-//	KPROXY_FANOUT=1 go test -run TestCoreFanout -v -timeout 20m ./actors/
+//	KPROXY_FANOUT=1 go test -run TestCoreFanout -v -timeout 20m ./actors/remote/
 func TestCoreFanout(t *testing.T) {
 	if os.Getenv("KPROXY_FANOUT") != "1" {
 		t.Skip("set KPROXY_FANOUT=1 to measure the core's fan-out")
@@ -97,7 +97,7 @@ func splitComma(s string) []string {
 }
 
 type fanoutBackend struct {
-	src  *RemoteSource
+	src  *Source
 	mu   sync.Mutex
 	seen map[string]int // service -> version applied
 	lat  []time.Duration
@@ -112,7 +112,7 @@ func fanoutRound(t *testing.T, n, services int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	core, err := StartCore(ctx, CoreConfig{Views: views, MinSyncPeriod: 10 * time.Millisecond, MaxInFlight: 1000,
-		Remote: RemoteConfig{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
+		Remote: Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +125,8 @@ func fanoutRound(t *testing.T, n, services int) {
 	for i := range backends {
 		b := &fanoutBackend{seen: map[string]int{}}
 		b.cond = sync.NewCond(&b.mu)
-		b.src = NewRemoteSource(RemoteSourceConfig{Core: core.Address(), NodeName: fmt.Sprintf("node-%d", i),
-			Remote: RemoteConfig{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
+		b.src = NewSource(SourceConfig{Core: core.Address(), NodeName: fmt.Sprintf("node-%d", i),
+			Remote: Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
 		notify := func(e watcher.Event) {
 			ports, _ := b.src.Build(e.Service)
 			if len(ports) != 1 {

@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -23,9 +23,12 @@ const CoreActorName = "kproxy-core"
 
 // Defaults of the core protocol.
 const (
-	DefaultCoreHeartbeat   = time.Second
-	DefaultCoreLease       = 10 * time.Second
-	DefaultCoreMaxInFlight = 32
+	// DefaultCoreMinSyncPeriod coalesces source events as the node proxy's
+	// Watcher does by default (actors.DefaultMinSyncPeriod).
+	DefaultCoreMinSyncPeriod = 100 * time.Millisecond
+	DefaultCoreHeartbeat     = time.Second
+	DefaultCoreLease         = 10 * time.Second
+	DefaultCoreMaxInFlight   = 32
 )
 
 // CoreConfig configures a core: one source watched once, served to many
@@ -44,7 +47,7 @@ type CoreConfig struct {
 	// beyond, the core stops sending it changes and sends one Snapshot
 	// once it has caught up (a bounded queue per backend).
 	MaxInFlight int
-	Remote      RemoteConfig
+	Remote      Config
 	Log         zerolog.Logger
 
 	// identities, with client certificates required, names the node each
@@ -55,7 +58,7 @@ type CoreConfig struct {
 
 func (c *CoreConfig) defaults() {
 	if c.MinSyncPeriod <= 0 {
-		c.MinSyncPeriod = DefaultMinSyncPeriod
+		c.MinSyncPeriod = DefaultCoreMinSyncPeriod
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultCoreHeartbeat
@@ -325,6 +328,12 @@ func (c *coreActor) tick(ctx actor.Context) {
 		}
 		ctx.Send(s.pid, &messages.Heartbeat{Session: s.session, Seq: s.seq})
 	}
+}
+
+// triggerTimer is a View that knows when a service's endpoints last
+// changed at the source (EndpointSlices' last-change-trigger-time).
+type triggerTimer interface {
+	TriggerTime(service string) time.Time
 }
 
 // triggers are the changed services' EndpointSlice trigger times, when

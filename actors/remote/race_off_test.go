@@ -1,5 +1,5 @@
 //go:build !race
 
-package actors
+package remote
 
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package actors
+package remote
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"github.com/kproxy/kproxy/watcher"
 )
 
-// RemoteSourceConfig configures a backend's source: a core's view of
+// SourceConfig configures a backend's source: a core's view of
 // NodeName, over protoactor remoting.
-type RemoteSourceConfig struct {
+type SourceConfig struct {
 	// Core is the core's remoting address (host:port).
 	Core     string
 	NodeName string
@@ -28,22 +28,22 @@ type RemoteSourceConfig struct {
 	// after 3 without a message, and the backend re-subscribes every
 	// Heartbeat until it is back.
 	Heartbeat time.Duration
-	Remote    RemoteConfig
+	Remote    Config
 	Log       zerolog.Logger
 	// Applied, when set, is called after each Snapshot or Delta is applied
 	// with when the core sent it (delivery latency, tests and benchmarks).
 	Applied func(sent time.Time, snapshot bool)
 }
 
-// RemoteSource is a source whose view comes from a core (kproxy watch
+// Source is a source whose view comes from a core (kproxy watch
 // --serve) instead of informers: a watcher.Store kept equal to the core's
 // view of this node, notifying every service that changes, as the file
 // source does. Everything downstream is unchanged. While the core is away
 // the Store keeps the last state (the proxy keeps serving it); when the
 // core returns the backend re-subscribes and gets a full Snapshot.
-type RemoteSource struct {
+type Source struct {
 	*watcher.Store
-	cfg RemoteSourceConfig
+	cfg SourceConfig
 	rs  *remoteSystem
 	pid *actor.PID
 
@@ -56,13 +56,13 @@ type RemoteSource struct {
 // TriggerTime is the service's EndpointSlice trigger time as the core last
 // sent it (zero when unknown): the Watcher observes
 // kubeproxy_network_programming_duration_seconds from it, as with informers.
-func (s *RemoteSource) TriggerTime(service string) time.Time {
+func (s *Source) TriggerTime(service string) time.Time {
 	s.trigMu.Lock()
 	defer s.trigMu.Unlock()
 	return s.triggers[service]
 }
 
-func (s *RemoteSource) setTriggers(m map[string]int64) {
+func (s *Source) setTriggers(m map[string]int64) {
 	if len(m) == 0 {
 		return
 	}
@@ -85,30 +85,30 @@ type remoteCounters struct {
 
 // RemoteStats reports whether the core is heard from, and the snapshots,
 // deltas and re-subscriptions so far (metrics.RemoteStats).
-func (s *RemoteSource) RemoteStats() (connected bool, snapshots, deltas, resubscribes int64) {
+func (s *Source) RemoteStats() (connected bool, snapshots, deltas, resubscribes int64) {
 	return s.stats.connected.Load(), s.stats.snapshots.Load(), s.stats.deltas.Load(), s.stats.resubscribes.Load()
 }
 
 // OnDelivered sets what observes each delivery's latency (from the core's
 // send to its application here).
-func (s *RemoteSource) OnDelivered(fn func(sent time.Time)) { s.stats.delivered.Store(&fn) }
+func (s *Source) OnDelivered(fn func(sent time.Time)) { s.stats.delivered.Store(&fn) }
 
-// NewRemoteSource prepares a source; Start connects.
-func NewRemoteSource(cfg RemoteSourceConfig) *RemoteSource {
+// NewSource prepares a source; Start connects.
+func NewSource(cfg SourceConfig) *Source {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultCoreHeartbeat
 	}
 	if cfg.Client == "" {
 		cfg.Client = "kproxy"
 	}
-	return &RemoteSource{Store: watcher.NewStore(), cfg: cfg}
+	return &Source{Store: watcher.NewStore(), cfg: cfg}
 }
 
 // Start checks that the core accepts this backend's credentials (an error
 // wrapping ErrRefused if not; a core that cannot be reached yet is waited
 // for), starts remoting and subscribes, and returns once the first
 // Snapshot is applied (the source is complete) or ctx ends.
-func (s *RemoteSource) Start(ctx context.Context, notify func(watcher.Event)) error {
+func (s *Source) Start(ctx context.Context, notify func(watcher.Event)) error {
 	if s.cfg.NodeName == "" {
 		return errors.New("remote source: a node name is required (--node-name)")
 	}
@@ -144,7 +144,7 @@ func (s *RemoteSource) Start(ctx context.Context, notify func(watcher.Event)) er
 }
 
 // Address is this backend's own remoting address (the core dials it).
-func (s *RemoteSource) Address() string {
+func (s *Source) Address() string {
 	if s.rs == nil {
 		return ""
 	}
@@ -152,7 +152,7 @@ func (s *RemoteSource) Address() string {
 }
 
 // Stop stops subscribing and remoting; the Store keeps the last state.
-func (s *RemoteSource) Stop() {
+func (s *Source) Stop() {
 	if s.rs == nil {
 		return
 	}
@@ -167,7 +167,7 @@ func (s *RemoteSource) Stop() {
 // Deltas to the Store in order, acknowledges them, and re-subscribes when
 // the core goes silent, a message is missing, or the core restarted.
 type subscriber struct {
-	cfg    *RemoteSourceConfig
+	cfg    *SourceConfig
 	store  *watcher.Store
 	notify func(watcher.Event)
 	core   *actor.PID

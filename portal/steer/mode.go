@@ -1,8 +1,8 @@
-package portal
+package steer
 
 // Portal modes: how service traffic reaches the listeners. The mode decides
-// what a service port listens on (ListenSpecs); the kernel modes' rules live
-// in portal/rules and its subpackages, one per mode.
+// what a service port listens on (portal.ListenSpecs) and which rules, if
+// any, steer traffic to it (portal/rules and its subpackages, one per mode).
 const (
 	// ModeBind listens directly on every service IP:port (cluster, external
 	// and load-balancer IPs) and on bind-address:nodePort: winuserspace's
@@ -17,3 +17,6 @@ const (
 	// bind them directly, as in ModeBind (winuserspace).
 	ModeNetsh = "netsh"
 )
+
+// KernelMode reports whether mode redirects to proxy ports with kernel rules.
+func KernelMode(mode string) bool { return mode == ModeNftables || mode == ModeIPTables }
