@@ -152,7 +152,7 @@ func TestReportRenders(t *testing.T) {
 	for i := range 100 {
 		h.RecordValue(int64(100 + i))
 	}
-	rep := &Report{Command: "kproxy bench ports", Scenarios: []*ScenarioResult{{
+	rep := &Report{Command: "kproxy-bench ports", Scenarios: []*ScenarioResult{{
 		Name:    "ports",
 		Figures: []Figure{figure("conn: requests/s", "req/s", false, map[string]float64{TargetKproxy: 900, TargetHAProxy: 1000, TargetDirect: 2000})},
 		Rounds:  []Round{{Mode: ModeConn, Target: TargetKproxy, OpsPerSecond: 900, CPUMicrosPerOp: 20}, {Mode: ModeConn, Target: TargetHAProxy, OpsPerSecond: 1000}},
