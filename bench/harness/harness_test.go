@@ -144,6 +144,15 @@ func TestReadProcSelf(t *testing.T) {
 	if st.RSS <= 0 || st.FDs <= 0 || st.Threads <= 0 {
 		t.Errorf("implausible: %+v", st)
 	}
+	// The anonymous part: this test's heap is in it, the binary's pages
+	// are not, so it is above nothing and below the whole.
+	anon, err := readAnonRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if anon <= 0 || anon >= st.RSS {
+		t.Errorf("anonymous RSS %d, RSS %d: want 0 < anonymous < RSS", anon, st.RSS)
+	}
 }
 
 // A report renders as a table and as HTML with a chart per series.

@@ -110,6 +110,7 @@ type Sample struct {
 type ProcPoint struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 	RSS        int64   `json:"rss"`
+	AnonRSS    int64   `json:"anonRss,omitempty"` // of RSS: anonymous (procFigures only)
 	FDs        int     `json:"fds"`
 	Threads    int     `json:"threads"`
 	Goroutines int64   `json:"goroutines,omitempty"`

@@ -121,8 +121,8 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 		}
 	}
 	type sizes struct {
-		listen, cpuListen, forward, rss, fds, threads, goroutines, floor []float64
-		idleRSS, idleGoroutines                                          []float64
+		listen, cpuListen, forward, rss, anonRSS, fds, threads, goroutines, floor []float64
+		idleRSS, idleGoroutines                                                   []float64
 	}
 	got := map[string]*sizes{}
 	for r := range o.Rounds {
@@ -201,6 +201,9 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			g.forward = append(g.forward, slices.Max(ready.Forward).Seconds())
 			g.floor = append(g.floor, slices.Max(floor.Forward).Seconds())
 			g.rss = append(g.rss, float64(pt.RSS))
+			if pt.AnonRSS > 0 {
+				g.anonRSS = append(g.anonRSS, float64(pt.AnonRSS))
+			}
 			g.fds = append(g.fds, float64(pt.FDs))
 			g.threads = append(g.threads, float64(pt.Threads))
 			g.goroutines = append(g.goroutines, float64(pt.Goroutines))
@@ -227,6 +230,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"CPU until all listening", "s", true, vals(func(g *sizes) []float64 { return g.cpuListen }, 1)),
 		figure(label+"all forwarding", "s", true, vals(func(g *sizes) []float64 { return g.forward }, 1)),
 		figure(label+"RSS", "MiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1.0/(1<<20))),
+		figure(label+"RSS anonymous (without the binary's pages)", "MiB", true, vals(func(g *sizes) []float64 { return g.anonRSS }, 1.0/(1<<20))),
 		figure(label+"RSS over N", "KiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1/(1024*n))),
 		figure(label+"RSS per port above one port", "KiB", true, perPort(base, vals(func(g *sizes) []float64 { return g.rss }, 1), o.Ports)),
 		figure(label+"fds per port", "", true, vals(func(g *sizes) []float64 { return g.fds }, 1/n)),
