@@ -10,8 +10,11 @@ LDFLAGS := -X main.version=$(VERSION)
 
 all: build
 
+# kproxy, the node agent; kproxy-bench, the benchmark harness (its own
+# binary, so kproxy links none of it; it runs the kproxy beside it).
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kproxy ./cmd/kproxy
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kproxy-bench ./cmd/kproxy-bench
 	$(GO) build -o $(BIN)/demo-backends ./examples/demo-backends
 
 # The demo: three HTTP and two UDP backends on loopback, and kproxy serving
@@ -70,20 +73,21 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
-# `make bench`: a short run of every `kproxy bench` scenario (startup,
-# ports, churn, chaos) against direct connections and HAProxy in the same
-# run, one table (JSON and HTML reports in bin/); then the go-test
-# benchmarks of one service port. BENCH_ARGS adds flags, e.g.
-# BENCH_ARGS="--ports 1000 --duration 5s".
+# `make bench`: a short run of every kproxy-bench scenario (startup,
+# ports, churn, chaos) on bin/kproxy against direct connections and HAProxy
+# in the same run, one table (JSON and HTML reports in bin/); then the
+# go-test benchmarks of one service port. BENCH_ARGS adds flags, e.g.
+# BENCH_ARGS="--ports 1000 --duration 5s", or an earlier build to compare
+# with: BENCH_ARGS="--baseline-kproxy /tmp/kproxy-main".
 BENCH_ARGS ?=
 bench: build bench-deps
-	$(BIN)/kproxy bench all --short --compare direct,haproxy,relay --json $(BIN)/bench.json --html $(BIN)/bench.html $(BENCH_ARGS)
+	$(BIN)/kproxy-bench all --short --compare direct,haproxy,relay --json $(BIN)/bench.json --html $(BIN)/bench.html $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench 'TCP' -benchtime 10x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench PortalRestart -benchtime 100x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench TracingConnectionRate -benchtime 10x -count 1 ./bench/
 
 # HAProxy from Debian's packages where missing (as root); otherwise its
-# comparison is skipped, and kproxy bench says so.
+# comparison is skipped, and kproxy-bench says so.
 bench-deps:
 	@command -v haproxy >/dev/null || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; \

@@ -17,7 +17,7 @@ import (
 
 // simpleYAMLSeeds are documents of the subset and just outside it.
 var simpleYAMLSeeds = []string{
-	// As kproxy bench writes them.
+	// As kproxy-bench writes them.
 	"apiVersion: v1\nkind: Service\nmetadata: {name: svc-01000, namespace: bench}\nspec:\n  clusterIP: 127.2.3.233\n  ports:\n  - {name: tcp, protocol: TCP, port: 8080, targetPort: 42915}\n",
 	"apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: svc-01000, namespace: bench, labels: {kubernetes.io/service-name: svc-01000}}\naddressType: IPv4\nports:\n- {name: tcp, protocol: TCP, port: 42915}\nendpoints:\n- {addresses: [\"127.1.0.1\"], conditions: {ready: true}}\n",
 	// Block style, as kubectl writes them.
@@ -68,7 +68,7 @@ func checkSimpleYAML(t *testing.T, doc []byte) bool {
 
 // TestSimpleYAMLMatchesParser runs the comparison over the seeds and every
 // document of the repository's manifests, and checks that the documents
-// kproxy bench writes take the simple path.
+// kproxy-bench writes take the simple path.
 func TestSimpleYAMLMatchesParser(t *testing.T) {
 	for i, s := range simpleYAMLSeeds {
 		accepted := checkSimpleYAML(t, []byte(s))

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,6 +144,15 @@ func TestReadProcSelf(t *testing.T) {
 	if st.RSS <= 0 || st.FDs <= 0 || st.Threads <= 0 {
 		t.Errorf("implausible: %+v", st)
 	}
+	// The anonymous part: this test's heap is in it, the binary's pages
+	// are not, so it is above nothing and below the whole.
+	anon, err := readAnonRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if anon <= 0 || anon >= st.RSS {
+		t.Errorf("anonymous RSS %d, RSS %d: want 0 < anonymous < RSS", anon, st.RSS)
+	}
 }
 
 // A report renders as a table and as HTML with a chart per series.
@@ -151,7 +161,7 @@ func TestReportRenders(t *testing.T) {
 	for i := range 100 {
 		h.RecordValue(int64(100 + i))
 	}
-	rep := &Report{Command: "kproxy bench ports", Scenarios: []*ScenarioResult{{
+	rep := &Report{Command: "kproxy-bench ports", Scenarios: []*ScenarioResult{{
 		Name:    "ports",
 		Figures: []Figure{figure("conn: requests/s", "req/s", false, map[string]float64{TargetKproxy: 900, TargetHAProxy: 1000, TargetDirect: 2000})},
 		Rounds:  []Round{{Mode: ModeConn, Target: TargetKproxy, OpsPerSecond: 900, CPUMicrosPerOp: 20}, {Mode: ModeConn, Target: TargetHAProxy, OpsPerSecond: 1000}},
@@ -289,4 +299,53 @@ func TestProbeDirect(t *testing.T) {
 		t.Fatalf("%d addresses of the order left unprobed", len(order))
 	}
 	t.Logf("%d direct probes: %v, the harness's CPU %.2f s", n, time.Since(start).Round(time.Millisecond), (cpu1.CPU - cpu0.CPU).Seconds())
+}
+
+// A baseline kproxy measured in the run gets its column and kproxy's
+// ratio to it (current over baseline); without one the table has neither.
+func TestBaselineInTable(t *testing.T) {
+	rep := &Report{Scenarios: []*ScenarioResult{{Name: "ports", Figures: []Figure{
+		figure("conn: requests/s", "req/s", false, map[string]float64{TargetKproxy: 900, TargetBaseline: 1000, TargetDirect: 2000}),
+		figure("conn: CPU per request", "µs", true, map[string]float64{TargetKproxy: 30, TargetBaseline: 20}),
+	}}}}
+	var table strings.Builder
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(table.String(), "\n")
+	if head := strings.Fields(lines[0]); head[len(head)-1] != "kproxy/baseline" || !slices.Contains(head, TargetBaseline) {
+		t.Fatalf("header %q: want a baseline column and kproxy/baseline last", lines[0])
+	}
+	for i, want := range map[int]string{1: "0.90", 2: "1.50"} {
+		if f := strings.Fields(lines[i]); f[len(f)-1] != want {
+			t.Errorf("row %q: kproxy/baseline %s, want %s", lines[i], f[len(f)-1], want)
+		}
+	}
+	rep.Scenarios[0].Figures = rep.Scenarios[0].Figures[:0]
+	table.Reset()
+	rep.WriteTable(&table)
+	if strings.Contains(table.String(), "baseline") {
+		t.Errorf("no baseline measured, yet the table has its column:\n%s", table.String())
+	}
+}
+
+// Comparing with a baseline needs its binary; the baseline kproxy serves
+// on a /16 of its own.
+func TestBaselineOptions(t *testing.T) {
+	o := Options{Kproxy: "kproxy", WorkDir: t.TempDir(), Compare: []string{TargetBaseline}}
+	o.Defaults()
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--baseline-kproxy") {
+		t.Fatalf("baseline without a binary: %v", err)
+	}
+	o.Baseline = "kproxy-old"
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ks := o.kproxies()
+	if len(ks) != 2 || ks[0].name != TargetKproxy || ks[1].name != TargetBaseline || ks[1].bin != "kproxy-old" {
+		t.Fatalf("kproxies %+v", ks)
+	}
+	if a, b := hostIP(ks[0].net, 0), hostIP(ks[1].net, 0); a == b || b != "127.5.0.1" {
+		t.Errorf("kproxy on %s, baseline on %s: want 127.5.0.1, apart", a, b)
+	}
 }

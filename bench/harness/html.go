@@ -38,12 +38,12 @@ func (r *Report) WriteHTML(w io.Writer) error {
 }
 
 var reportPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>kproxy bench</title>
+<html><head><meta charset="utf-8"><title>kproxy-bench</title>
 <script src="{{.JS}}"></script>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child{text-align:left}.err{color:#b00}.charts{display:flex;flex-wrap:wrap}</style>
 </head><body>
-<h1>kproxy bench</h1>
-<p><code>{{.R.Command}}</code><br>kproxy {{.R.Version}}, {{.R.Started.Format "2006-01-02 15:04 UTC"}}; {{.R.Host.OS}}/{{.R.Host.Arch}}, {{.R.Host.CPUs}} CPUs, kernel {{.R.Host.Kernel}}, fd limit {{.R.Host.FDMax}}.
+<h1>kproxy-bench</h1>
+<p><code>{{.R.Command}}</code><br>kproxy {{.R.Version}}{{if .R.BaselineVersion}} (baseline: {{.R.BaselineVersion}}){{end}}, {{.R.Started.Format "2006-01-02 15:04 UTC"}}; {{.R.Host.OS}}/{{.R.Host.Arch}}, {{.R.Host.CPUs}} CPUs, kernel {{.R.Host.Kernel}}, fd limit {{.R.Host.FDMax}}.
 Ratios compare figures measured in the same run.</p>
 {{range .Sections}}<h2>{{.Name}}</h2>
 {{if .Error}}<p class="err">failed: {{.Error}}</p>{{end}}

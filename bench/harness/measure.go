@@ -68,14 +68,15 @@ func figure(name, unit string, lowerIsBetter bool, values map[string]float64) Fi
 	return Figure{Name: name, Unit: unit, Values: values, LowerIsBetter: lowerIsBetter}
 }
 
-// procFigures are a process's size now: RSS, fds, threads and (kproxy)
-// goroutines.
+// procFigures are a process's size now: RSS (and its anonymous part),
+// fds, threads and (kproxy) goroutines.
 func procFigures(p *Proc) (ProcPoint, error) {
 	st, err := p.Stat()
 	if err != nil {
 		return ProcPoint{}, err
 	}
 	pt := ProcPoint{CPUSeconds: st.CPU.Seconds(), RSS: st.RSS, FDs: st.FDs, Threads: st.Threads}
+	pt.AnonRSS, _ = readAnonRSS(p.Pid()) // 0, not reported, where unreadable
 	if p.Metrics != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

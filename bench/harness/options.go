@@ -13,10 +13,11 @@ var Scenarios = []string{"startup", "ports", "churn", "chaos"}
 
 // Compare targets besides kproxy.
 const (
-	TargetKproxy  = "kproxy"
-	TargetDirect  = "direct"
-	TargetHAProxy = "haproxy"
-	TargetRelay   = "relay" // a bare Go UDP relay, the bar for UDP
+	TargetKproxy   = "kproxy"
+	TargetDirect   = "direct"
+	TargetHAProxy  = "haproxy"
+	TargetRelay    = "relay"    // a bare Go UDP relay, the bar for UDP
+	TargetBaseline = "baseline" // another kproxy binary, e.g. a build of main
 )
 
 // Options configure a run. The zero value of a field means its default
@@ -26,7 +27,13 @@ type Options struct {
 	KproxyArgs []string `json:"kproxyArgs,omitempty"` // more `kproxy run` flags
 	KproxyEnv  []string `json:"-"`                    // more environment for it
 	HAProxy    string   `json:"haproxy,omitempty"`    // the haproxy binary, when compared
-	Compare    []string `json:"compare,omitempty"`    // direct, haproxy
+	// Baseline is the kproxy binary the one under test is compared with
+	// (target baseline), run with the same KproxyArgs on its own addresses.
+	Baseline string   `json:"baseline,omitempty"`
+	Compare  []string `json:"compare,omitempty"` // direct, haproxy, relay, baseline
+	// Relay is the binary whose `relay FILE` command runs the UDP relay:
+	// the harness's own (kproxy-bench).
+	Relay string `json:"-"`
 
 	Ports     int           `json:"ports"`     // N service ports
 	Endpoints int           `json:"endpoints"` // M endpoints (backends) each
@@ -130,13 +137,21 @@ func (o *Options) Validate() error {
 	}
 	for _, c := range o.Compare {
 		switch c {
-		case TargetDirect, TargetRelay:
+		case TargetDirect:
+		case TargetRelay:
+			if o.Relay == "" {
+				return errors.New("--compare relay: no binary to run the relay")
+			}
 		case TargetHAProxy:
 			if o.HAProxy == "" {
 				return errors.New("--compare haproxy: no haproxy binary")
 			}
+		case TargetBaseline:
+			if o.Baseline == "" {
+				return errors.New("--compare baseline: no baseline kproxy binary (--baseline-kproxy)")
+			}
 		default:
-			return fmt.Errorf("compare %q: want direct, haproxy or relay", c)
+			return fmt.Errorf("compare %q: want direct, haproxy, relay or baseline", c)
 		}
 	}
 	return nil

@@ -50,3 +50,25 @@ func readProc(pid int) (ProcStat, error) {
 	st.FDs = len(names)
 	return st, nil
 }
+
+// readAnonRSS is pid's anonymous resident memory (RssAnon in
+// /proc/PID/status): heap, stacks and runtime data, without the pages of
+// the binary itself, whose residency depends on the page cache (a build
+// whose text the kernel maps with a huge page shows megabytes more RSS for
+// the same heap), so two builds compare on what they allocate.
+func readAnonRSS(pid int) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/%d/status: %w", pid, err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: RssAnon %q: %w", pid, strings.TrimSpace(v), err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no RssAnon", pid)
+}

@@ -9,3 +9,7 @@ import "errors"
 func readProc(pid int) (ProcStat, error) {
 	return ProcStat{}, errors.New("process figures need Linux /proc")
 }
+
+func readAnonRSS(pid int) (int64, error) {
+	return 0, errors.New("process figures need Linux /proc")
+}

@@ -13,11 +13,11 @@ import (
 	"sync"
 )
 
-// The UDP relay is the bar a userspace UDP proxy is measured against
-// (issue 14): the least a Go program does to carry a datagram and its
+// The UDP relay is the bar a userspace UDP proxy is measured against:
+// the least a Go program does to carry a datagram and its
 // answer, one socket per listened address and one per client flow, no
 // balancing, no actors, no limits. It runs as its own process
-// (`kproxy bench relay FILE`) so its CPU is read from /proc like the
+// (`kproxy-bench relay FILE`) so its CPU is read from /proc like the
 // proxies'.
 
 // writeRelayConfig writes "listen backend" lines: relay address i to
@@ -42,7 +42,7 @@ func startRelay(o *Options, dir string, n int, b *Backends) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startProc("relay", filepath.Join(dir, "relay.log"), []string{o.Kproxy, "bench", "relay", cfg}, o.KproxyEnv)
+	return startProc("relay", filepath.Join(dir, "relay.log"), []string{o.Relay, "relay", cfg}, nil)
 }
 
 // ServeRelay relays datagrams as the config file says until ctx ends.

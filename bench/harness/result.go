@@ -9,12 +9,14 @@ import (
 
 // Report is everything a run measured; --json writes it as it is.
 type Report struct {
-	Version   string            `json:"version"`
-	Command   string            `json:"command"`
-	Started   time.Time         `json:"started"`
-	Host      Host              `json:"host"`
-	Options   Options           `json:"options"`
-	Scenarios []*ScenarioResult `json:"scenarios"`
+	Version string `json:"version"` // of the kproxy under test
+	// BaselineVersion is the baseline kproxy's, when it was compared.
+	BaselineVersion string            `json:"baselineVersion,omitempty"`
+	Command         string            `json:"command"`
+	Started         time.Time         `json:"started"`
+	Host            Host              `json:"host"`
+	Options         Options           `json:"options"`
+	Scenarios       []*ScenarioResult `json:"scenarios"`
 }
 
 // Host describes the machine, since figures only compare within one.
@@ -108,6 +110,7 @@ type Sample struct {
 type ProcPoint struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 	RSS        int64   `json:"rss"`
+	AnonRSS    int64   `json:"anonRss,omitempty"` // of RSS: anonymous (procFigures only)
 	FDs        int     `json:"fds"`
 	Threads    int     `json:"threads"`
 	Goroutines int64   `json:"goroutines,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -37,6 +38,10 @@ var scenarioFuncs = map[string]func(context.Context, *env, *ScenarioResult) erro
 	"churn":   runChurn,
 	"chaos":   runChaos,
 }
+
+// baselineScenarios are the scenarios that run the baseline kproxy beside
+// the current one; churn and chaos measure the current one alone.
+var baselineScenarios = []string{"startup", "ports"}
 
 // Run runs the scenarios in order. A scenario that fails is reported in
 // its result (Error) and the next one runs; the error returned is the
@@ -72,6 +77,9 @@ func Run(ctx context.Context, o Options, scenarios []string) (*Report, error) {
 			return rep, fmt.Errorf("work dir: %w", err)
 		}
 		e.logf("scenario %s", name)
+		if o.compares(TargetBaseline) && !slices.Contains(baselineScenarios, name) {
+			res.Notes = append(res.Notes, "the baseline kproxy is measured in "+strings.Join(baselineScenarios, " and ")+" only")
+		}
 		if err := scenarioFuncs[name](ctx, e, res); err != nil {
 			res.Error = err.Error()
 			e.logf("scenario %s failed: %v", name, err)

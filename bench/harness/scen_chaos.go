@@ -17,7 +17,7 @@ func runChaos(ctx context.Context, e *env, res *ScenarioResult) error {
 	if err != nil {
 		return err
 	}
-	kp, adm, err := startKproxy(o, e.dir, m.dir, true)
+	kp, adm, err := startKproxy(o, o.current(), e.dir, m.dir, true)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	for i := range owner {
 		owner[i] = i % len(pool)
 	}
-	kp, _, err := startKproxySource(o, e.dir, src.KproxyArgs(), false)
+	kp, _, err := startKproxySource(o, o.current(), e.dir, src.KproxyArgs(), false)
 	if err != nil {
 		return err
 	}

@@ -14,16 +14,28 @@ import (
 // kproxy and what it is compared with, in interleaved rounds.
 func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
-	m, err := e.writeServices(o.Ports, o.Modes)
-	if err != nil {
-		return err
+	// kproxy, and the baseline kproxy when compared: each on its own
+	// addresses, in every mode.
+	type running struct {
+		k kproxyBinary
+		p *Proc
 	}
-	kp, _, err := startKproxy(o, e.dir, m.dir, false)
-	if err != nil {
-		return err
+	var kps []running
+	var procs []*Proc
+	for _, k := range o.kproxies() {
+		m, err := e.writeServicesFor(k, "manifests", o.Ports, o.Modes)
+		if err != nil {
+			return err
+		}
+		kp, _, err := startKproxy(o, k, e.dir, m.dir, false)
+		if err != nil {
+			return err
+		}
+		defer kp.Stop()
+		procs = append(procs, kp)
+		kps = append(kps, running{k, kp})
 	}
-	defer kp.Stop()
-	procs := []*Proc{kp}
+	var err error
 	tcpModes := slices.DeleteFunc(slices.Clone(o.Modes), func(m string) bool { return m == ModeUDP })
 	var hp *Proc
 	if o.compares(TargetHAProxy) && len(tcpModes) > 0 {
@@ -46,8 +58,10 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 	defer func() { res.Timeline = smp.stop() }()
 
 	for _, mode := range o.Modes {
-		if _, err := e.awaitReady(ctx, target{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, mode)}, mode, time.Now()); err != nil {
-			return err
+		for _, r := range kps {
+			if _, err := e.awaitReady(ctx, r.k.target(r.p, o.Ports, mode), mode, time.Now()); err != nil {
+				return err
+			}
 		}
 		if hp != nil && mode != ModeUDP {
 			if _, err := e.awaitReady(ctx, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, mode)}, mode, time.Now()); err != nil {
@@ -61,7 +75,10 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		}
 	}
 	for _, mode := range o.Modes {
-		targets := []target{{name: TargetKproxy, proc: kp, addrs: serviceAddrs(kproxyNet, o.Ports, mode)}}
+		var targets []target
+		for _, r := range kps {
+			targets = append(targets, r.k.target(r.p, o.Ports, mode))
+		}
 		if o.compares(TargetDirect) {
 			targets = append(targets, target{name: TargetDirect, addrs: directAddrs(e.backends, o.Ports, mode)})
 		}
@@ -159,18 +176,25 @@ func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, t
 }
 
 // writeServices writes n services with ports for the load modes and
-// the first M backends as endpoints, 1,000 services to a file.
+// the first M backends as endpoints, 1,000 services to a file, on the
+// addresses of the kproxy under test.
 func (e *env) writeServices(n int, modes []string) (*manifests, error) {
-	return e.writeServicesIn(filepath.Join(e.dir, "manifests"), n, modes)
+	return e.writeServicesFor(e.o.current(), "manifests", n, modes)
 }
 
-func (e *env) writeServicesIn(dir string, n int, modes []string) (*manifests, error) {
+// writeServicesFor writes them on k's addresses into the directory name
+// (name-baseline for the baseline).
+func (e *env) writeServicesFor(k kproxyBinary, name string, n int, modes []string) (*manifests, error) {
+	if k.name != TargetKproxy {
+		name += "-" + k.name
+	}
+	dir := filepath.Join(e.dir, name)
 	b := e.backends
 	m := &manifests{dir: dir, perFile: 1000, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort}
 	eps := b.IPs[:min(e.o.Endpoints, len(b.IPs))]
 	tcp := slices.Contains(modes, ModeKeepAlive) || slices.Contains(modes, ModeConn)
 	for i := range n {
-		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: tcp, UDP: slices.Contains(modes, ModeUDP),
+		m.services = append(m.services, service{IP: hostIP(k.net, i), TCP: tcp, UDP: slices.Contains(modes, ModeUDP),
 			Bulk: slices.Contains(modes, ModeBulk), Endpoints: eps})
 	}
 	return m, m.writeAll()

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"time"
 )
@@ -51,35 +50,57 @@ func readyCurve(target, kind string, times []time.Duration) ReadyCurve {
 // and the process's size once they do.
 func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
-	m, err := e.writeServices(o.Ports, []string{ModeConn})
-	if err != nil {
-		return err
+	// The proxies started in turn: kproxy, the baseline kproxy and HAProxy
+	// when compared, each with its manifests for N ports and for one.
+	var names []string
+	kps := map[string]kproxyBinary{}
+	manifestsN, manifests1 := map[string]string{}, map[string]string{}
+	for _, k := range o.kproxies() {
+		names = append(names, k.name)
+		kps[k.name] = k
+		m, err := e.writeServicesFor(k, "manifests", o.Ports, []string{ModeConn})
+		if err != nil {
+			return err
+		}
+		manifestsN[k.name] = m.dir
+		if o.Ports > 1 {
+			m1, err := e.writeServicesFor(k, "manifests-1", 1, []string{ModeConn})
+			if err != nil {
+				return err
+			}
+			manifests1[k.name] = m1.dir
+		}
 	}
-	names := []string{TargetKproxy}
 	if o.compares(TargetHAProxy) {
 		names = append(names, TargetHAProxy)
 	}
-	start := func(name, dir string, n int) (*Proc, error) {
-		if name == TargetKproxy {
-			p, _, err := startKproxy(o, e.dir, dir, false)
-			return p, err
+	start := func(name string, n int) (*Proc, target, error) {
+		if k, ok := kps[name]; ok {
+			dir := manifestsN[name]
+			if n == 1 && o.Ports > 1 {
+				dir = manifests1[name]
+			}
+			p, _, err := startKproxy(o, k, e.dir, dir, false)
+			if err != nil {
+				return nil, target{}, err
+			}
+			return p, k.target(p, n, ModeConn), nil
 		}
-		return startHAProxy(o.HAProxy, e.dir, n, e.backends, false)
+		p, err := startHAProxy(o.HAProxy, e.dir, n, e.backends, false)
+		if err != nil {
+			return nil, target{}, err
+		}
+		return p, target{name: name, proc: p, addrs: serviceAddrs(haproxyNet, n, ModeConn)}, nil
 	}
 	// Each proxy's size with one port: what a port costs is the growth
 	// from there, not the size over N (a process has a size of its own).
 	base, baseIdle := map[string]float64{}, map[string]float64{}
 	if o.Ports > 1 {
-		m1, err := e.writeServicesIn(filepath.Join(e.dir, "manifests-1"), 1, []string{ModeConn})
-		if err != nil {
-			return err
-		}
 		for _, name := range names {
-			p, err := start(name, m1.dir, 1)
+			p, t, err := start(name, 1)
 			if err != nil {
 				return err
 			}
-			t := target{name: name, proc: p, addrs: serviceAddrs(map[string]byte{TargetKproxy: kproxyNet, TargetHAProxy: haproxyNet}[name], 1, ModeConn)}
 			_, err = e.awaitReady(ctx, t, ModeConn, p.Started())
 			if err == nil {
 				var pt ProcPoint
@@ -100,8 +121,8 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 		}
 	}
 	type sizes struct {
-		listen, cpuListen, forward, rss, fds, threads, goroutines, floor []float64
-		idleRSS, idleGoroutines                                          []float64
+		listen, cpuListen, forward, rss, anonRSS, fds, threads, goroutines, floor []float64
+		idleRSS, idleGoroutines                                                   []float64
 	}
 	got := map[string]*sizes{}
 	for r := range o.Rounds {
@@ -111,11 +132,10 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 				got[name] = &sizes{}
 			}
 			g := got[name]
-			p, err := start(name, m.dir, o.Ports)
+			p, t, err := start(name, o.Ports)
 			if err != nil {
 				return err
 			}
-			t := target{name: name, proc: p, addrs: serviceAddrs(map[string]byte{TargetKproxy: kproxyNet, TargetHAProxy: haproxyNet}[name], o.Ports, ModeConn)}
 			var smp *sampler
 			if r < len(names) { // the first start of each: its timeline
 				smp = startSampler(p.Started(), e.live, 100*time.Millisecond, p)
@@ -181,6 +201,9 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			g.forward = append(g.forward, slices.Max(ready.Forward).Seconds())
 			g.floor = append(g.floor, slices.Max(floor.Forward).Seconds())
 			g.rss = append(g.rss, float64(pt.RSS))
+			if pt.AnonRSS > 0 {
+				g.anonRSS = append(g.anonRSS, float64(pt.AnonRSS))
+			}
 			g.fds = append(g.fds, float64(pt.FDs))
 			g.threads = append(g.threads, float64(pt.Threads))
 			g.goroutines = append(g.goroutines, float64(pt.Goroutines))
@@ -207,6 +230,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"CPU until all listening", "s", true, vals(func(g *sizes) []float64 { return g.cpuListen }, 1)),
 		figure(label+"all forwarding", "s", true, vals(func(g *sizes) []float64 { return g.forward }, 1)),
 		figure(label+"RSS", "MiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1.0/(1<<20))),
+		figure(label+"RSS anonymous (without the binary's pages)", "MiB", true, vals(func(g *sizes) []float64 { return g.anonRSS }, 1.0/(1<<20))),
 		figure(label+"RSS over N", "KiB", true, vals(func(g *sizes) []float64 { return g.rss }, 1/(1024*n))),
 		figure(label+"RSS per port above one port", "KiB", true, perPort(base, vals(func(g *sizes) []float64 { return g.rss }, 1), o.Ports)),
 		figure(label+"fds per port", "", true, vals(func(g *sizes) []float64 { return g.fds }, 1/n)),

@@ -9,8 +9,8 @@ import (
 )
 
 // WriteTable prints every scenario's figures as one table, with kproxy's
-// ratio to direct, to HAProxy (and to the UDP relay when it was measured)
-// where both were measured in the run.
+// ratio to direct, to HAProxy (and to the UDP relay and the baseline
+// kproxy when they were measured) where both were measured in the run.
 func (r *Report) WriteTable(w io.Writer) error {
 	peers := r.peers()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -41,17 +41,28 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 // peers are what kproxy is compared with in the table: direct and
-// HAProxy always, the relay when some figure has it.
+// HAProxy always, the relay and the baseline kproxy when some figure has
+// them.
 func (r *Report) peers() []string {
 	peers := []string{TargetDirect, TargetHAProxy}
-	for _, s := range r.Scenarios {
-		for _, f := range s.Figures {
-			if _, ok := f.Values[TargetRelay]; ok {
-				return append(peers, TargetRelay)
-			}
+	for _, t := range []string{TargetRelay, TargetBaseline} {
+		if r.measured(t) {
+			peers = append(peers, t)
 		}
 	}
 	return peers
+}
+
+// measured says whether some figure has a value for target t.
+func (r *Report) measured(t string) bool {
+	for _, s := range r.Scenarios {
+		for _, f := range s.Figures {
+			if _, ok := f.Values[t]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cellValue is a target's value, or a dash when it was not measured.

@@ -7,13 +7,14 @@ import (
 	"strconv"
 )
 
-// Address plan: each party in its own /16 of 127.0.0.0/8, so kproxy,
-// HAProxy and the backends never contend for an address.
+// Address plan: each party in its own /16 of 127.0.0.0/8, so kproxy, the
+// baseline kproxy, HAProxy and the backends never contend for an address.
 const (
-	backendNet = 1 // 127.1.0.0/16: backends
-	kproxyNet  = 2 // 127.2.0.0/16: kproxy's service IPs
-	haproxyNet = 3 // 127.3.0.0/16: HAProxy's frontends
-	relayNet   = 4 // 127.4.0.0/16: the bare UDP relay's addresses
+	backendNet  = 1 // 127.1.0.0/16: backends
+	kproxyNet   = 2 // 127.2.0.0/16: kproxy's service IPs
+	haproxyNet  = 3 // 127.3.0.0/16: HAProxy's frontends
+	relayNet    = 4 // 127.4.0.0/16: the bare UDP relay's addresses
+	baselineNet = 5 // 127.5.0.0/16: the baseline kproxy's service IPs
 
 	tcpServicePort  = 8080
 	udpServicePort  = 8053

@@ -5,4 +5,7 @@
 //	kproxy cleanup [--portal nftables|iptables|netsh|all]
 //	kproxy chaos crash|storm|endpoint|state ...
 //	kproxy version
+//
+// The benchmark harness is a command of its own, cmd/kproxy-bench, so
+// this binary links none of it (TestNodeAgentLinksNoBenchmark).
 package main

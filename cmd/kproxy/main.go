@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -31,7 +32,10 @@ func kproxyMain(args []string, stdout io.Writer) int {
 	case "chaos":
 		err = chaosCommand(args[1:], stdout)
 	case "bench":
-		err = benchCommand(args[1:], stdout)
+		// The harness is its own binary, so the node agent links none of it.
+		fmt.Fprintf(os.Stderr, "kproxy: the benchmark harness is its own binary: run %s\n(make build puts it beside kproxy in bin/; kproxy-bench --help)\n",
+			strings.Join(append([]string{"kproxy-bench"}, args[1:]...), " "))
+		return 2
 	case "version", "--version":
 		fmt.Fprintln(stdout, "kproxy", version)
 	case "help", "-h", "--help":
@@ -59,7 +63,8 @@ Commands:
   watch    print the node-local view as JSON on every change, or run a callout (kproxy watch --help)
   cleanup  remove every kernel portal rule kproxy owns (kproxy cleanup --help)
   chaos    drive a running kproxy's fault-injection API (kproxy chaos --help)
-  bench    benchmark kproxy against direct and HAProxy: ports, startup, churn, chaos (kproxy bench --help)
   version  print the version
+
+Benchmarks are a binary of their own: kproxy-bench --help.
 `)
 }

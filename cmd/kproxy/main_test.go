@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -14,7 +17,6 @@ func TestHelpAndVersion(t *testing.T) {
 		{"run", "--help"}, {"watch", "--help"}, {"cleanup", "--help"},
 		{"chaos", "--help"}, {"chaos", "storm", "--help"}, {"chaos", "state", "--help"},
 		{"chaos", "crash", "--help"}, {"chaos", "endpoint", "-h"}, {"chaos", "rules", "--help"},
-		{"bench", "--help"}, {"bench", "ports", "--help"},
 	} {
 		if code := kproxyMain(args, &bytes.Buffer{}); code != 0 {
 			t.Errorf("kproxy %s: exit %d, want 0", strings.Join(args, " "), code)
@@ -26,5 +28,26 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	if code := kproxyMain([]string{"frobnicate"}, &bytes.Buffer{}); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+}
+
+// `kproxy bench` is gone from the node agent: it fails with a usage exit
+// and says which binary runs the benchmarks, with the same arguments.
+func TestBenchPointsAtKproxyBench(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "bench", "ports", "--ports", "10")
+	cmd.Env = append(os.Environ(), asKproxyEnv+"=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("kproxy bench ports: %v, want exit status 2\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	if want := "run kproxy-bench ports --ports 10"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 	}
 }

@@ -5,9 +5,8 @@ import (
 	"testing"
 )
 
-// asKproxyEnv makes this test binary be kproxy: the bench smoke test runs
-// it as the kproxy under test, a separate process, as `kproxy bench` runs
-// its own binary.
+// asKproxyEnv makes this test binary be kproxy: tests run it as a
+// separate kproxy process.
 const asKproxyEnv = "KPROXY_TEST_BINARY_IS_KPROXY"
 
 func TestMain(m *testing.M) {

@@ -7,25 +7,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kproxy/kproxy/bench/harness"
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 )
 
-// TestBenchSmoke runs every scenario of `kproxy bench` through the real
-// command, small and short, with this test binary as the kproxy under
-// test (a separate process) and HAProxy where it is installed: the
-// harness keeps working, and kproxy forwards without failures under it.
+// TestBenchSmoke runs every scenario of kproxy-bench through the real
+// command, small and short, with a kproxy built from this tree as the
+// kproxy under test (a separate process) and as the baseline it is
+// compared with, and HAProxy where it is installed: the harness keeps
+// working, kproxy forwards without failures under it, and the baseline
+// is measured beside it in startup and ports.
 func TestBenchSmoke(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the harness reads /proc")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(asKproxyEnv, "1") // inherited by the kproxy processes the harness starts
+	kproxy := binarytest.Build(t)
+	t.Setenv(asBenchEnv, "1") // inherited by the relay process, this test binary
 	dir := t.TempDir()
 	compare := "direct"
 	if _, err := exec.LookPath("haproxy"); err == nil {
@@ -33,21 +34,21 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	jsonPath, htmlPath := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.html")
 	var out bytes.Buffer
-	code := kproxyMain([]string{"bench", "all", "--ports", "20", "--clients", "4", "--rounds", "1", "--duration", "500ms",
-		"--churn-rate", "10", "--load-rate", "200", "--compare", compare + ",relay", "--kproxy", exe, "--quiet",
-		"--work-dir", filepath.Join(dir, "work"), "--json", jsonPath, "--html", htmlPath}, &out)
+	code := benchMain([]string{"all", "--ports", "20", "--clients", "4", "--rounds", "1", "--duration", "500ms",
+		"--churn-rate", "10", "--load-rate", "200", "--compare", compare + ",relay", "--kproxy", kproxy, "--baseline-kproxy", kproxy,
+		"--quiet", "--work-dir", filepath.Join(dir, "work"), "--json", jsonPath, "--html", htmlPath}, &out)
 	if code != 0 {
 		logs, _ := filepath.Glob(filepath.Join(dir, "work", "*", "*.log"))
 		for _, l := range logs {
 			raw, _ := os.ReadFile(l)
 			t.Logf("%s:\n%s", l, raw[max(0, len(raw)-3000):])
 		}
-		t.Fatalf("kproxy bench all: exit %d\n%s", code, out.String())
+		t.Fatalf("kproxy-bench all: exit %d\n%s", code, out.String())
 	}
 	t.Logf("\n%s", out.String())
-	for _, s := range harness.Scenarios {
+	for _, s := range append(slices.Clone(harness.Scenarios), "kproxy/baseline") {
 		if !strings.Contains(out.String(), s) {
-			t.Errorf("the table has no %s rows", s)
+			t.Errorf("the table has no %s", s)
 		}
 	}
 	raw, err := os.ReadFile(jsonPath)
@@ -73,6 +74,20 @@ func TestBenchSmoke(t *testing.T) {
 				t.Errorf("%s %s %s: no CPU time read from /proc", s.Name, r.Mode, r.Target)
 			}
 		}
+		// The baseline is measured in every figure of startup and ports
+		// that kproxy has: the same rounds, the same readings.
+		if s.Name == "startup" || s.Name == "ports" {
+			for _, f := range s.Figures {
+				_, k := f.Values[harness.TargetKproxy]
+				_, b := f.Values[harness.TargetBaseline]
+				if k != b {
+					t.Errorf("%s %q: kproxy measured %v, baseline measured %v", s.Name, f.Name, k, b)
+				}
+			}
+			if n := countRounds(s.Rounds, harness.TargetBaseline); s.Name == "ports" && n != countRounds(s.Rounds, harness.TargetKproxy) {
+				t.Errorf("ports: %d baseline rounds, want as many as kproxy's", n)
+			}
+		}
 		switch s.Name {
 		case "churn":
 			if c := s.Churn; c == nil || c.Applied == 0 || c.NotApplied != 0 || c.FailedReqs != 0 {
@@ -91,4 +106,14 @@ func TestBenchSmoke(t *testing.T) {
 	if n := bytes.Count(html, []byte("echarts.init")); n < 10 {
 		t.Errorf("the HTML report has %d charts", n)
 	}
+}
+
+func countRounds(rounds []harness.Round, target string) int {
+	n := 0
+	for _, r := range rounds {
+		if r.Target == target {
+			n++
+		}
+	}
+	return n
 }

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,10 +18,10 @@ import (
 	"github.com/kproxy/kproxy/bench/harness"
 )
 
-const benchUsage = `kproxy bench: benchmark kproxy on many service ports, churn and chaos,
-against direct connections and HAProxy in the same run
+const benchUsage = `kproxy-bench: benchmark kproxy on many service ports, churn and chaos,
+against direct connections, HAProxy and an earlier kproxy build in the same run
 
-  kproxy bench [FLAGS] SCENARIO[,SCENARIO...]|all [FLAGS]
+  kproxy-bench [FLAGS] SCENARIO[,SCENARIO...]|all [FLAGS]
 
 Scenarios:
   startup  time until N service ports listen and forward; RSS, fds, goroutines per port
@@ -35,19 +34,16 @@ Scenarios:
            untouched ports
 
 The kproxy under test runs as its own process (the --kproxy binary, by
-default this one) with the bind portal on loopback: backends on
-127.1.0.0/16, kproxy's services on 127.2.0.0/16, HAProxy's on 127.3.0.0/16.
+default the kproxy next to this one) with the bind portal on loopback:
+backends on 127.1.0.0/16, kproxy's services on 127.2.0.0/16, HAProxy's on
+127.3.0.0/16, the baseline kproxy's (--baseline-kproxy) on 127.5.0.0/16.
 
 Flags:
 `
 
 func benchCommand(args []string, stdout io.Writer) error {
-	if len(args) == 2 && args[0] == "relay" { // the harness's own UDP relay process
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		return harness.ServeRelay(ctx, args[1])
-	}
-	fs := flag.NewFlagSet("kproxy bench", flag.ContinueOnError)
+	command := strings.Join(append([]string{"kproxy-bench"}, args...), " ")
+	fs := flag.NewFlagSet("kproxy-bench", flag.ContinueOnError)
 	var o harness.Options
 	fs.IntVar(&o.Ports, "ports", 100, "N: service ports")
 	fs.IntVar(&o.Endpoints, "endpoints", 2, "M: endpoints (backends) per service port")
@@ -58,7 +54,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.Size, "size", 64, "bytes per request (echoed)")
 	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive and bulk: requests per connection before the client moves to its next port")
 	fs.Int64Var(&o.MaxRequests, "max-requests", 10_000_000, "one round ends after this many requests if its duration has not passed")
-	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), relay (udp: a bare Go UDP relay, its own process), comma-separated")
+	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), relay (udp: a bare Go UDP relay, its own process), baseline (the --baseline-kproxy binary), comma-separated")
 	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
 	fs.Float64Var(&o.LoadRate, "load-rate", 1000, "churn and chaos: requests per second of the background load (0: as fast as it goes)")
@@ -67,7 +63,8 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.Uint64Var(&o.Seed, "seed", 1, "chaos: seed for the storm's choices")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long all ports may take to forward")
 	fs.DurationVar(&o.IdleWait, "idle-wait", 0, "startup: also measure RSS and goroutines once the ports have had no traffic for this long, e.g. 10s (0: not measured)")
-	fs.StringVar(&o.Kproxy, "kproxy", "", "the kproxy binary under test (default: this one)")
+	fs.StringVar(&o.Kproxy, "kproxy", "", "the kproxy binary under test (default: kproxy next to this binary)")
+	fs.StringVar(&o.Baseline, "baseline-kproxy", "", "startup and ports: also measure this kproxy binary (e.g. a build of main) in the same interleaved rounds, on its own addresses with the same --kproxy-arg flags; the table gains kproxy/baseline ratios (implies --compare baseline)")
 	fs.StringVar(&o.HAProxy, "haproxy", "", "the haproxy binary (default: haproxy on PATH)")
 	var kproxyArgs multiFlag
 	fs.Var(&kproxyArgs, "kproxy-arg", "one more `kproxy run` argument (repeatable), e.g. --kproxy-arg=--metrics-service-ports-limit=0")
@@ -80,7 +77,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 		fmt.Fprint(os.Stderr, benchUsage)
 		fs.PrintDefaults()
 	}
-	// The scenario may come first or last: kproxy bench ports --ports 10.
+	// The scenario may come first or last: kproxy-bench ports --ports 10.
 	var scenarioArg string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		scenarioArg, args = args[0], args[1:]
@@ -93,7 +90,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	}
 	if scenarioArg == "" || fs.NArg() > 1 || (fs.NArg() == 1 && fs.Arg(0) != scenarioArg) {
 		fs.Usage()
-		return errors.New("bench: want one SCENARIO argument (or a comma-separated list, or all)")
+		return errors.New("want one SCENARIO argument (or a comma-separated list, or all)")
 	}
 	scenarios := strings.Split(scenarioArg, ",")
 	if scenarioArg == "all" {
@@ -110,13 +107,16 @@ func benchCommand(args []string, stdout io.Writer) error {
 	if *compare != "" {
 		o.Compare = strings.Split(*compare, ",")
 	}
+	if o.Baseline != "" && !slices.Contains(o.Compare, harness.TargetBaseline) {
+		o.Compare = append(o.Compare, harness.TargetBaseline)
+	}
 	if err := benchBinaries(&o); err != nil {
 		return err
 	}
 	if *workDir == "" {
 		dir, err := os.MkdirTemp("", "kproxy-bench-")
 		if err != nil {
-			return fmt.Errorf("bench: %w", err)
+			return err
 		}
 		defer os.RemoveAll(dir)
 		*workDir = dir
@@ -132,10 +132,13 @@ func benchCommand(args []string, stdout io.Writer) error {
 	defer stop()
 	rep, runErr := harness.Run(ctx, o, scenarios)
 	if rep == nil {
-		return fmt.Errorf("bench: %w", runErr)
+		return runErr
 	}
-	rep.Version = version
-	rep.Command = "kproxy bench " + strings.Join(os.Args[min(2, len(os.Args)):], " ")
+	rep.Version = kproxyVersion(o.Kproxy)
+	if slices.Contains(o.Compare, harness.TargetBaseline) {
+		rep.BaselineVersion = kproxyVersion(o.Baseline)
+	}
+	rep.Command = command
 	if err := rep.WriteTable(stdout); err != nil {
 		return err
 	}
@@ -147,13 +150,10 @@ func benchCommand(args []string, stdout io.Writer) error {
 			continue
 		}
 		if err := writeFileWith(out.path, out.write); err != nil {
-			return fmt.Errorf("bench: %w", err)
+			return err
 		}
 	}
-	if runErr != nil {
-		return fmt.Errorf("bench: %w", runErr)
-	}
-	return nil
+	return runErr
 }
 
 // shortDefaults make a run of every scenario take about two minutes.
@@ -168,54 +168,3 @@ func shortDefaults(o *harness.Options, set map[string]bool) {
 		o.Rounds = 3
 	}
 }
-
-// benchBinaries finds the kproxy under test and HAProxy; HAProxy missing
-// drops it from the comparison with a note.
-func benchBinaries(o *harness.Options) error {
-	if o.Kproxy == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench: this binary's path: %w", err)
-		}
-		o.Kproxy = exe
-	}
-	for i, c := range o.Compare {
-		if c != harness.TargetHAProxy || o.HAProxy != "" {
-			continue
-		}
-		path, err := exec.LookPath("haproxy")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "kproxy bench: haproxy is not installed: the HAProxy comparison is skipped (Debian: apt-get install haproxy)")
-			o.Compare = append(o.Compare[:i:i], o.Compare[i+1:]...)
-			break
-		}
-		o.HAProxy = path
-	}
-	return nil
-}
-
-// writeFileWith writes a file whole (temporary, then renamed).
-func writeFileWith(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // a report to share, not a secret
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-// multiFlag is a repeatable string flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -22,20 +22,21 @@ import (
 
 	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/bench/harness"
+	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
 	"github.com/kproxy/kproxy/watcher/kubetest"
 )
 
-// TestBenchChurnKube runs `kproxy bench`'s churn scenario through a real
+// TestBenchChurnKube runs kproxy-bench's churn scenario through a real
 // API server (the test harness's kube-apiserver, $KPROXY_APISERVER):
 // EndpointSlice updates at a rate across services while traffic flows,
 // change-to-applied latency from the update to the first connection that
 // reaches the new endpoint. Small by default; larger with
 // KPROXY_BENCH_CHURN_SERVICES, _RATE and _DURATION, e.g.
-// (KPROXY_BENCH_KPROXY=bin/kproxy measures a build of kproxy instead of
-// this test binary)
+// (KPROXY_BENCH_KPROXY=bin/kproxy measures that build of kproxy instead of
+// one the test builds)
 //
 //	KPROXY_BENCH_CHURN_SERVICES=10000 KPROXY_BENCH_CHURN_RATE=1000 KPROXY_BENCH_CHURN_DURATION=10s \
-//	  go test -run TestBenchChurnKube -v ./cmd/kproxy/
+//	  go test -run TestBenchChurnKube -v ./cmd/kproxy-bench/
 func TestBenchChurnKube(t *testing.T) {
 	if runtime.GOOS != "linux" || os.Getenv(kubetest.EnvAPIServer) == "" {
 		t.Skipf("needs Linux and $%s (make test builds it)", kubetest.EnvAPIServer)
@@ -67,15 +68,11 @@ func TestBenchChurnKube(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d services and slices created", services)
-	// The kproxy under test: this test binary, or a build of kproxy
+	// The kproxy under test: built from this tree, or a build of kproxy
 	// ($KPROXY_BENCH_KPROXY, e.g. bin/kproxy, or one made to profile).
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(asKproxyEnv, "1")
-	if bin := os.Getenv("KPROXY_BENCH_KPROXY"); bin != "" {
-		exe = bin
+	exe := os.Getenv("KPROXY_BENCH_KPROXY")
+	if exe == "" {
+		exe = binarytest.Build(t)
 	}
 	// The API server and etcd (one process) share the machine with kproxy,
 	// the driver and the load: their CPU per change made shows how many

@@ -1,0 +1,10 @@
+// Command kproxy-bench is kproxy's benchmark harness, a binary of its own
+// so the node agent links none of it: it runs the kproxy binary under test
+// (by default the kproxy next to it) as a separate process on loopback,
+// against direct connections, HAProxy, a bare UDP relay and an earlier
+// kproxy build in the same run.
+//
+//	kproxy-bench startup|ports|churn|chaos|all [flags]
+//	kproxy-bench ports --baseline-kproxy /tmp/kproxy-main
+//	kproxy-bench version
+package main
