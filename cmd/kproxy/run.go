@@ -77,7 +77,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs: node ports answer only on local addresses within them (default: all local addresses)")
 	fs.StringVar(&o.clusterCIDR, "cluster-cidr", "", "comma-separated CIDRs of the pods, one per family, as kube-proxy's: their traffic to an external IP, load-balancer IP or node port of an externalTrafficPolicy Local service uses every endpoint, as the node's own traffic does (empty: only the node's)")
 	fs.StringVar(&o.serviceCIDRs, "service-cluster-ip-range", "", "comma-separated service CIDRs, one per family, as the API server's flag: traffic to an address within them that no service holds is dropped rather than routed out")
-	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to")
+	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to (default $INTERFACE_TO_ADD_SERVICE_IP, else \"vEthernet (HNS Internal NIC)\", as winuserspace)")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
 	fs.StringVar(&o.portRange, "port-range", "", `proxy port range "begin-end" or "begin+offset" (empty: any free port)`)
 	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", portal.DefaultUDPIdleTimeout, "how long an idle UDP flow is kept")
