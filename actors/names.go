@@ -27,12 +27,12 @@ func siblingPID(ctx actor.Context, role string) *actor.PID {
 // ServicePort's child by its role name, a ServicePort as "serviceport",
 // the top actors by their names.
 func roleOf(id string) string {
-	parts := strings.Split(id, "/")
+	parts := strings.Split(strings.TrimPrefix(id, supervisorName+"/"), "/")
 	last := parts[len(parts)-1]
 	switch {
 	case len(parts) >= 3:
 		return last // proxier/<service port>/<role>
-	case len(parts) == 2 && parts[0] == "proxier":
+	case len(parts) == 2 && parts[0] == roleProxier:
 		return roleServicePort
 	}
 	return last

@@ -26,42 +26,48 @@ const rulesCheckInterval = 10 * time.Second
 // start (replacing stale rules of a crashed predecessor), after a failed
 // transaction, and when its rules disappear.
 type Rules struct {
-	cfg     *Config
-	rules   rules.Interface
+	cfg   *Config
+	rules rules.Interface
+	*programmed
+
+	needSync bool
+	// checkLater is a check asked for while a transaction ran (an injected
+	// fault asks for one at once): it runs when the transaction ends.
+	checkLater bool
+	inFlight   bool
+	pending    map[string][]rules.Rule // the in-flight batch's desired rules
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	timers     *scheduler.TimerScheduler
+	stopTick   scheduler.CancelFunc
+}
+
+// programmed is the Rules actor's state that outlives its incarnations:
+// the desired rules, which no one else holds whole, and what is known to
+// be programmed. A new incarnation starts with a full sync.
+type programmed struct {
 	desired map[string][]rules.Rule // by service port ID
 	applied map[string][]rules.Rule // as last programmed
 	dirty   map[string]bool
-
-	needSync bool
 	// complete is set once the source's first state is all here
 	// (DesiredStateComplete): no transaction runs before, so a restarted
 	// kproxy never replaces the rules its predecessor left with a partial
 	// table.
 	complete bool
-	// checkLater is a check asked for while a transaction ran (an injected
-	// fault asks for one at once): it runs when the transaction ends.
-	checkLater bool
 	// unavailable is the last report of rules an IP family lacks, logged once.
 	unavailable string
-	inFlight    bool
-	batch       int64
-	pending     map[string][]rules.Rule // the in-flight batch's desired rules
+	// batch numbers transactions across incarnations, so a transaction of
+	// an earlier one that ends late is recognised.
+	batch int64
 	// traces are the trace contexts of the changes waiting for the next
 	// transaction, by service port (tracing only).
-	traces   map[string]*messages.TraceContext
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	timers   *scheduler.TimerScheduler
-	stopTick scheduler.CancelFunc
+	traces map[string]*messages.TraceContext
 }
 
-// newRules returns the same instance on every (re)start: the desired rules
-// are the one state nobody else holds, so a restart keeps them and only
-// forces a full sync.
-func newRules(cfg *Config) actor.Producer {
-	r := &Rules{cfg: cfg, rules: cfg.Rules}
-	return func() actor.Actor { return r }
+func newRules(cfg *Config) *actor.Props {
+	st := &programmed{desired: map[string][]rules.Rule{}, applied: map[string][]rules.Rule{}, dirty: map[string]bool{}}
+	return cfg.propsFor(func() actor.Actor { return &Rules{cfg: cfg, rules: cfg.Rules, programmed: st} })
 }
 
 // Receive implements actor.Actor.
@@ -101,10 +107,6 @@ func (r *Rules) Receive(ctx actor.Context) {
 // predecessor's rules.
 func (r *Rules) started(ctx actor.Context) {
 	r.cfg.traceRestart(ctx)
-	if r.desired == nil {
-		r.desired, r.applied, r.dirty = map[string][]rules.Rule{}, map[string][]rules.Rule{}, map[string]bool{}
-	}
-	r.inFlight = false
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
 	r.stopTick = r.timers.SendRepeatedly(rulesCheckInterval, rulesCheckInterval, ctx.Self(), &messages.CheckRules{})
@@ -305,6 +307,9 @@ func (r *Rules) flatten(set map[string][]rules.Rule) []rules.Rule {
 
 // finished records a transaction's outcome and starts the next one.
 func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
+	if !r.inFlight || m.GetBatch() != r.batch {
+		return // a transaction of an earlier incarnation: this one syncs fully
+	}
 	r.inFlight = false
 	if f := m.GetFailure(); f.GetCode() == messages.FailureCode_FAMILY_UNAVAILABLE {
 		// The rest is programmed. Warn once that a family is missing;

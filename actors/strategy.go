@@ -15,6 +15,12 @@ import (
 // port that stopped for good would be an outage nobody asked for. (The
 // protoactor one-for-one strategy stops a child after N failures; its
 // "exponential" backoff is linear.)
+//
+// Its directive is always Restart, never Resume: what must outlive an
+// incarnation lives outside it (a service port's record, the Proxier's
+// desired state, the Watcher's and Rules' state), so a restart loses
+// nothing, while Resume would keep an actor whose state the panic may
+// have left half-changed.
 type restartStrategy struct {
 	Burst    int
 	Window   time.Duration

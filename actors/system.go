@@ -33,6 +33,8 @@ type Proxy struct {
 
 	cfg      *Config
 	desired  *desiredState // the Proxier's; read here only once it stopped
+	// supervisor is the top actors' parent.
+	supervisor *actor.PID
 	sub      *eventstream.Subscription
 	faults   atomic.Int64
 	restarts atomic.Int64
@@ -74,12 +76,20 @@ func Start(cfg Config) *Proxy {
 		c.Rules = c.rulesFaults
 	}
 	if c.Rules != nil {
-		p.RulesPID, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newRules(c), actor.WithGuardian(childStrategy)), "rules")
-		c.rulesPID = p.RulesPID
+		c.rulesPID = actor.NewPID(system.Address(), supervisorName+"/"+roleRules)
 	}
 	p.desired = &desiredState{records: map[string]*record{}}
-	p.Proxier, _ = system.Root.SpawnNamed(newProxier(c, p.desired).Configure(actor.WithGuardian(childStrategy)), "proxier")
-	p.Watcher, _ = system.Root.SpawnNamed(actor.PropsFromProducer(newWatcher(c, p.Proxier), actor.WithGuardian(childStrategy)), "watcher")
+	sup, _ := system.Root.SpawnNamed(newSupervisor(c, p.desired).Configure(actor.WithGuardian(childStrategy)), supervisorName)
+	res, err := system.Root.RequestFuture(sup, &messages.GetTopActors{}, time.Minute).Result()
+	if err != nil {
+		panic(fmt.Errorf("start the actor tree: %w", err)) // the supervisor answers from its mailbox: only a bug gets here
+	}
+	top := res.(*messages.TopActors)
+	p.Proxier, p.Watcher = actor.NewPID(system.Address(), top.GetProxier()), actor.NewPID(system.Address(), top.GetWatcher())
+	if top.GetRules() != "" {
+		p.RulesPID = c.rulesPID
+	}
+	p.supervisor = sup
 	return p
 }
 
@@ -204,6 +214,7 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 			p.cfg.Log.Warn().Int("closed", left).Msg("grace period over: closing the connections and flows left")
 		}
 	}
+	p.System.Root.StopFuture(p.supervisor).Wait()
 	p.cfg.Reaper.Stop()
 	p.Conns.CloseAll()
 	p.System.EventStream.Unsubscribe(p.sub)

@@ -21,9 +21,20 @@ import (
 type Watcher struct {
 	cfg     *Config
 	proxier *actor.PID
+	*tracked
+	armed bool
+	// traced is, per service, the trace of the first source event of
+	// the open coalescing window (tracing only).
+	traced map[string]*pendingTrace
+}
+
+// tracked is the Watcher's state that outlives its incarnations, so
+// generations go on and programming latency is observed once per trigger.
+// A restarted Watcher rebuilds every service from the source's view: a
+// panic may have left the tracker half-way.
+type tracked struct {
 	tracker *watcher.Tracker
 	synced  bool
-	armed   bool
 	// generation counts the flushes that changed something.
 	generation int64
 	// triggers is, per service, the last EndpointSlice trigger time
@@ -32,16 +43,12 @@ type Watcher struct {
 	triggers map[string]time.Time
 	// applied is set once the first flush is followed by FlushApplied.
 	applied bool
-	// traced is, per service, the trace of the first source event of
-	// the open coalescing window (tracing only).
-	traced map[string]*pendingTrace
+	started bool
 }
 
-// newWatcher returns the same instance on every (re)start, so generations
-// go on; a restart rebuilds every service from the source's view.
-func newWatcher(cfg *Config, proxier *actor.PID) actor.Producer {
-	w := &Watcher{cfg: cfg, proxier: proxier, tracker: watcher.NewTracker(cfg.View), triggers: map[string]time.Time{}}
-	return func() actor.Actor { return w }
+func newWatcher(cfg *Config, proxier *actor.PID) *actor.Props {
+	st := &tracked{tracker: watcher.NewTracker(cfg.View), triggers: map[string]time.Time{}}
+	return cfg.propsFor(func() actor.Actor { return &Watcher{cfg: cfg, proxier: proxier, tracked: st} })
 }
 
 // Receive implements actor.Actor.
@@ -49,12 +56,10 @@ func (w *Watcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		w.cfg.traceRestart(ctx)
-	case *actor.Restarting:
-		// A panic may have left the tracker half-way: rebuild everything
-		// (once the source has synced; until then nothing is programmed).
-		if w.synced {
-			ctx.Send(ctx.Self(), &messages.SourceSynced{})
+		if w.started && w.synced {
+			ctx.Send(ctx.Self(), &messages.SourceSynced{}) // restarted: rebuild everything
 		}
+		w.started = true
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.ServiceChanged:

@@ -406,6 +406,105 @@ func (x *ConfigurePortal) GetTrace() *TraceContext {
 	return nil
 }
 
+// GetTopActors asks the supervisor of the top actors for their PID ids,
+// once it started them (TopActors).
+type GetTopActors struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTopActors) Reset() {
+	*x = GetTopActors{}
+	mi := &file_messages_protocol_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTopActors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTopActors) ProtoMessage() {}
+
+func (x *GetTopActors) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTopActors.ProtoReflect.Descriptor instead.
+func (*GetTopActors) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{4}
+}
+
+type TopActors struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Watcher string                 `protobuf:"bytes,1,opt,name=watcher,proto3" json:"watcher,omitempty"`
+	Proxier string                 `protobuf:"bytes,2,opt,name=proxier,proto3" json:"proxier,omitempty"`
+	// Empty without kernel portal rules.
+	Rules         string `protobuf:"bytes,3,opt,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopActors) Reset() {
+	*x = TopActors{}
+	mi := &file_messages_protocol_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopActors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopActors) ProtoMessage() {}
+
+func (x *TopActors) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_protocol_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopActors.ProtoReflect.Descriptor instead.
+func (*TopActors) Descriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TopActors) GetWatcher() string {
+	if x != nil {
+		return x.Watcher
+	}
+	return ""
+}
+
+func (x *TopActors) GetProxier() string {
+	if x != nil {
+		return x.Proxier
+	}
+	return ""
+}
+
+func (x *TopActors) GetRules() string {
+	if x != nil {
+		return x.Rules
+	}
+	return ""
+}
+
 // ChildRestarted is sent by a ServicePort's child that failed, as it
 // restarts, to its ServicePort, which counts the restart in its state.
 type ChildRestarted struct {
@@ -417,7 +516,7 @@ type ChildRestarted struct {
 
 func (x *ChildRestarted) Reset() {
 	*x = ChildRestarted{}
-	mi := &file_messages_protocol_proto_msgTypes[4]
+	mi := &file_messages_protocol_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +528,7 @@ func (x *ChildRestarted) String() string {
 func (*ChildRestarted) ProtoMessage() {}
 
 func (x *ChildRestarted) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[4]
+	mi := &file_messages_protocol_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +541,7 @@ func (x *ChildRestarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildRestarted.ProtoReflect.Descriptor instead.
 func (*ChildRestarted) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{4}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ChildRestarted) GetRole() string {
@@ -466,7 +565,7 @@ type PickEndpoint struct {
 
 func (x *PickEndpoint) Reset() {
 	*x = PickEndpoint{}
-	mi := &file_messages_protocol_proto_msgTypes[5]
+	mi := &file_messages_protocol_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +577,7 @@ func (x *PickEndpoint) String() string {
 func (*PickEndpoint) ProtoMessage() {}
 
 func (x *PickEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[5]
+	mi := &file_messages_protocol_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +590,7 @@ func (x *PickEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PickEndpoint.ProtoReflect.Descriptor instead.
 func (*PickEndpoint) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{5}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PickEndpoint) GetClientIp() string {
@@ -531,7 +630,7 @@ type Picked struct {
 
 func (x *Picked) Reset() {
 	*x = Picked{}
-	mi := &file_messages_protocol_proto_msgTypes[6]
+	mi := &file_messages_protocol_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +642,7 @@ func (x *Picked) String() string {
 func (*Picked) ProtoMessage() {}
 
 func (x *Picked) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[6]
+	mi := &file_messages_protocol_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +655,7 @@ func (x *Picked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Picked.ProtoReflect.Descriptor instead.
 func (*Picked) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{6}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Picked) GetAddress() string {
@@ -595,7 +694,7 @@ type DialOutcome struct {
 
 func (x *DialOutcome) Reset() {
 	*x = DialOutcome{}
-	mi := &file_messages_protocol_proto_msgTypes[7]
+	mi := &file_messages_protocol_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +706,7 @@ func (x *DialOutcome) String() string {
 func (*DialOutcome) ProtoMessage() {}
 
 func (x *DialOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[7]
+	mi := &file_messages_protocol_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +719,7 @@ func (x *DialOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DialOutcome.ProtoReflect.Descriptor instead.
 func (*DialOutcome) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{7}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DialOutcome) GetEndpoint() string {
@@ -655,7 +754,7 @@ type ProbeEndpoint struct {
 
 func (x *ProbeEndpoint) Reset() {
 	*x = ProbeEndpoint{}
-	mi := &file_messages_protocol_proto_msgTypes[8]
+	mi := &file_messages_protocol_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +766,7 @@ func (x *ProbeEndpoint) String() string {
 func (*ProbeEndpoint) ProtoMessage() {}
 
 func (x *ProbeEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[8]
+	mi := &file_messages_protocol_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +779,7 @@ func (x *ProbeEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeEndpoint.ProtoReflect.Descriptor instead.
 func (*ProbeEndpoint) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{8}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProbeEndpoint) GetEndpoint() string {
@@ -701,7 +800,7 @@ type EndpointEjections struct {
 
 func (x *EndpointEjections) Reset() {
 	*x = EndpointEjections{}
-	mi := &file_messages_protocol_proto_msgTypes[9]
+	mi := &file_messages_protocol_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +812,7 @@ func (x *EndpointEjections) String() string {
 func (*EndpointEjections) ProtoMessage() {}
 
 func (x *EndpointEjections) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[9]
+	mi := &file_messages_protocol_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +825,7 @@ func (x *EndpointEjections) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointEjections.ProtoReflect.Descriptor instead.
 func (*EndpointEjections) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{9}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EndpointEjections) GetEjected() []*EjectedEndpoint {
@@ -752,7 +851,7 @@ type EjectedEndpoint struct {
 
 func (x *EjectedEndpoint) Reset() {
 	*x = EjectedEndpoint{}
-	mi := &file_messages_protocol_proto_msgTypes[10]
+	mi := &file_messages_protocol_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +863,7 @@ func (x *EjectedEndpoint) String() string {
 func (*EjectedEndpoint) ProtoMessage() {}
 
 func (x *EjectedEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[10]
+	mi := &file_messages_protocol_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +876,7 @@ func (x *EjectedEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EjectedEndpoint.ProtoReflect.Descriptor instead.
 func (*EjectedEndpoint) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{10}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EjectedEndpoint) GetEndpoint() string {
@@ -819,7 +918,7 @@ type AffinityLookup struct {
 
 func (x *AffinityLookup) Reset() {
 	*x = AffinityLookup{}
-	mi := &file_messages_protocol_proto_msgTypes[11]
+	mi := &file_messages_protocol_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +930,7 @@ func (x *AffinityLookup) String() string {
 func (*AffinityLookup) ProtoMessage() {}
 
 func (x *AffinityLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[11]
+	mi := &file_messages_protocol_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +943,7 @@ func (x *AffinityLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AffinityLookup.ProtoReflect.Descriptor instead.
 func (*AffinityLookup) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{11}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AffinityLookup) GetClientIp() string {
@@ -897,7 +996,7 @@ type ListenerReady struct {
 
 func (x *ListenerReady) Reset() {
 	*x = ListenerReady{}
-	mi := &file_messages_protocol_proto_msgTypes[12]
+	mi := &file_messages_protocol_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1008,7 @@ func (x *ListenerReady) String() string {
 func (*ListenerReady) ProtoMessage() {}
 
 func (x *ListenerReady) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[12]
+	mi := &file_messages_protocol_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1021,7 @@ func (x *ListenerReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerReady.ProtoReflect.Descriptor instead.
 func (*ListenerReady) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{12}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListenerReady) GetAddresses() []string {
@@ -956,7 +1055,7 @@ type RetryProxyPort struct {
 
 func (x *RetryProxyPort) Reset() {
 	*x = RetryProxyPort{}
-	mi := &file_messages_protocol_proto_msgTypes[13]
+	mi := &file_messages_protocol_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1067,7 @@ func (x *RetryProxyPort) String() string {
 func (*RetryProxyPort) ProtoMessage() {}
 
 func (x *RetryProxyPort) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[13]
+	mi := &file_messages_protocol_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1080,7 @@ func (x *RetryProxyPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProxyPort.ProtoReflect.Descriptor instead.
 func (*RetryProxyPort) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{13}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{15}
 }
 
 // RetryListen is a Portal's timer tick to retry listeners that failed to open.
@@ -994,7 +1093,7 @@ type RetryListen struct {
 
 func (x *RetryListen) Reset() {
 	*x = RetryListen{}
-	mi := &file_messages_protocol_proto_msgTypes[14]
+	mi := &file_messages_protocol_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1105,7 @@ func (x *RetryListen) String() string {
 func (*RetryListen) ProtoMessage() {}
 
 func (x *RetryListen) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[14]
+	mi := &file_messages_protocol_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1118,7 @@ func (x *RetryListen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryListen.ProtoReflect.Descriptor instead.
 func (*RetryListen) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{14}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RetryListen) GetIncarnation() int64 {
@@ -1038,7 +1137,7 @@ type SweepAffinity struct {
 
 func (x *SweepAffinity) Reset() {
 	*x = SweepAffinity{}
-	mi := &file_messages_protocol_proto_msgTypes[15]
+	mi := &file_messages_protocol_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1149,7 @@ func (x *SweepAffinity) String() string {
 func (*SweepAffinity) ProtoMessage() {}
 
 func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[15]
+	mi := &file_messages_protocol_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1162,7 @@ func (x *SweepAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepAffinity.ProtoReflect.Descriptor instead.
 func (*SweepAffinity) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{15}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{17}
 }
 
 // ListenerFailed is sent by a Portal's accept or read goroutine.
@@ -1078,7 +1177,7 @@ type ListenerFailed struct {
 
 func (x *ListenerFailed) Reset() {
 	*x = ListenerFailed{}
-	mi := &file_messages_protocol_proto_msgTypes[16]
+	mi := &file_messages_protocol_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1189,7 @@ func (x *ListenerFailed) String() string {
 func (*ListenerFailed) ProtoMessage() {}
 
 func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[16]
+	mi := &file_messages_protocol_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1202,7 @@ func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerFailed.ProtoReflect.Descriptor instead.
 func (*ListenerFailed) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{16}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListenerFailed) GetIncarnation() int64 {
@@ -1135,7 +1234,7 @@ type GetState struct {
 
 func (x *GetState) Reset() {
 	*x = GetState{}
-	mi := &file_messages_protocol_proto_msgTypes[17]
+	mi := &file_messages_protocol_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1246,7 @@ func (x *GetState) String() string {
 func (*GetState) ProtoMessage() {}
 
 func (x *GetState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[17]
+	mi := &file_messages_protocol_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1259,7 @@ func (x *GetState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetState.ProtoReflect.Descriptor instead.
 func (*GetState) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{17}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{19}
 }
 
 type ServicePortState struct {
@@ -1191,7 +1290,7 @@ type ServicePortState struct {
 
 func (x *ServicePortState) Reset() {
 	*x = ServicePortState{}
-	mi := &file_messages_protocol_proto_msgTypes[18]
+	mi := &file_messages_protocol_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1302,7 @@ func (x *ServicePortState) String() string {
 func (*ServicePortState) ProtoMessage() {}
 
 func (x *ServicePortState) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[18]
+	mi := &file_messages_protocol_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1315,7 @@ func (x *ServicePortState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePortState.ProtoReflect.Descriptor instead.
 func (*ServicePortState) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{18}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServicePortState) GetKey() *ServicePortKey {
@@ -1319,7 +1418,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_messages_protocol_proto_msgTypes[19]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1430,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[19]
+	mi := &file_messages_protocol_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1443,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{19}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StateSnapshot) GetServicePorts() []*ServicePortState {
@@ -1365,7 +1464,7 @@ type InjectCrash struct {
 
 func (x *InjectCrash) Reset() {
 	*x = InjectCrash{}
-	mi := &file_messages_protocol_proto_msgTypes[20]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1476,7 @@ func (x *InjectCrash) String() string {
 func (*InjectCrash) ProtoMessage() {}
 
 func (x *InjectCrash) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[20]
+	mi := &file_messages_protocol_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1489,7 @@ func (x *InjectCrash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectCrash.ProtoReflect.Descriptor instead.
 func (*InjectCrash) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{20}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InjectCrash) GetReason() string {
@@ -1417,7 +1516,7 @@ type ServiceChanged struct {
 
 func (x *ServiceChanged) Reset() {
 	*x = ServiceChanged{}
-	mi := &file_messages_protocol_proto_msgTypes[21]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1528,7 @@ func (x *ServiceChanged) String() string {
 func (*ServiceChanged) ProtoMessage() {}
 
 func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[21]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1541,7 @@ func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceChanged.ProtoReflect.Descriptor instead.
 func (*ServiceChanged) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{21}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ServiceChanged) GetService() string {
@@ -1483,7 +1582,7 @@ type SourceSynced struct {
 
 func (x *SourceSynced) Reset() {
 	*x = SourceSynced{}
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1594,7 @@ func (x *SourceSynced) String() string {
 func (*SourceSynced) ProtoMessage() {}
 
 func (x *SourceSynced) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[22]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1607,7 @@ func (x *SourceSynced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceSynced.ProtoReflect.Descriptor instead.
 func (*SourceSynced) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{22}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
 }
 
 // FlushChanges is the Watcher's timer tick that ends a coalescing window.
@@ -1520,7 +1619,7 @@ type FlushChanges struct {
 
 func (x *FlushChanges) Reset() {
 	*x = FlushChanges{}
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1631,7 @@ func (x *FlushChanges) String() string {
 func (*FlushChanges) ProtoMessage() {}
 
 func (x *FlushChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[23]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1644,7 @@ func (x *FlushChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushChanges.ProtoReflect.Descriptor instead.
 func (*FlushChanges) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
 }
 
 // GetWatcherStats asks the Watcher for WatcherStats.
@@ -1557,7 +1656,7 @@ type GetWatcherStats struct {
 
 func (x *GetWatcherStats) Reset() {
 	*x = GetWatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1668,7 @@ func (x *GetWatcherStats) String() string {
 func (*GetWatcherStats) ProtoMessage() {}
 
 func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1681,7 @@ func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatcherStats.ProtoReflect.Descriptor instead.
 func (*GetWatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
 }
 
 type WatcherStats struct {
@@ -1597,7 +1696,7 @@ type WatcherStats struct {
 
 func (x *WatcherStats) Reset() {
 	*x = WatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1708,7 @@ func (x *WatcherStats) String() string {
 func (*WatcherStats) ProtoMessage() {}
 
 func (x *WatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1721,7 @@ func (x *WatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatcherStats.ProtoReflect.Descriptor instead.
 func (*WatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatcherStats) GetEvents() int64 {
@@ -1672,7 +1771,7 @@ type SetPortalRules struct {
 
 func (x *SetPortalRules) Reset() {
 	*x = SetPortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1783,7 @@ func (x *SetPortalRules) String() string {
 func (*SetPortalRules) ProtoMessage() {}
 
 func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1796,7 @@ func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPortalRules.ProtoReflect.Descriptor instead.
 func (*SetPortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetPortalRules) GetServicePort() *ServicePort {
@@ -1768,7 +1867,7 @@ type DeletePortalRules struct {
 
 func (x *DeletePortalRules) Reset() {
 	*x = DeletePortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1879,7 @@ func (x *DeletePortalRules) String() string {
 func (*DeletePortalRules) ProtoMessage() {}
 
 func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1892,7 @@ func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePortalRules.ProtoReflect.Descriptor instead.
 func (*DeletePortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeletePortalRules) GetKey() *ServicePortKey {
@@ -1823,7 +1922,7 @@ type RulesApplied struct {
 
 func (x *RulesApplied) Reset() {
 	*x = RulesApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1934,7 @@ func (x *RulesApplied) String() string {
 func (*RulesApplied) ProtoMessage() {}
 
 func (x *RulesApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +1947,7 @@ func (x *RulesApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesApplied.ProtoReflect.Descriptor instead.
 func (*RulesApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RulesApplied) GetFullSync() bool {
@@ -1882,7 +1981,7 @@ type CheckRules struct {
 
 func (x *CheckRules) Reset() {
 	*x = CheckRules{}
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +1993,7 @@ func (x *CheckRules) String() string {
 func (*CheckRules) ProtoMessage() {}
 
 func (x *CheckRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2006,7 @@ func (x *CheckRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRules.ProtoReflect.Descriptor instead.
 func (*CheckRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{31}
 }
 
 type RulesPresent struct {
@@ -1921,7 +2020,7 @@ type RulesPresent struct {
 
 func (x *RulesPresent) Reset() {
 	*x = RulesPresent{}
-	mi := &file_messages_protocol_proto_msgTypes[30]
+	mi := &file_messages_protocol_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2032,7 @@ func (x *RulesPresent) String() string {
 func (*RulesPresent) ProtoMessage() {}
 
 func (x *RulesPresent) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[30]
+	mi := &file_messages_protocol_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2045,7 @@ func (x *RulesPresent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesPresent.ProtoReflect.Descriptor instead.
 func (*RulesPresent) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{30}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RulesPresent) GetPresent() bool {
@@ -1972,7 +2071,7 @@ type RetryRules struct {
 
 func (x *RetryRules) Reset() {
 	*x = RetryRules{}
-	mi := &file_messages_protocol_proto_msgTypes[31]
+	mi := &file_messages_protocol_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2083,7 @@ func (x *RetryRules) String() string {
 func (*RetryRules) ProtoMessage() {}
 
 func (x *RetryRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[31]
+	mi := &file_messages_protocol_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2096,7 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{31}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{33}
 }
 
 // Failure is a failure that crosses an actor boundary: a code for callers,
@@ -2013,7 +2112,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_messages_protocol_proto_msgTypes[32]
+	mi := &file_messages_protocol_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2124,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[32]
+	mi := &file_messages_protocol_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2137,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{32}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Failure) GetCode() FailureCode {
@@ -2068,7 +2167,7 @@ type TraceContext struct {
 
 func (x *TraceContext) Reset() {
 	*x = TraceContext{}
-	mi := &file_messages_protocol_proto_msgTypes[33]
+	mi := &file_messages_protocol_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2179,7 @@ func (x *TraceContext) String() string {
 func (*TraceContext) ProtoMessage() {}
 
 func (x *TraceContext) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[33]
+	mi := &file_messages_protocol_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2192,7 @@ func (x *TraceContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
 func (*TraceContext) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{33}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TraceContext) GetTraceparent() string {
@@ -2122,7 +2221,7 @@ type FlushApplied struct {
 
 func (x *FlushApplied) Reset() {
 	*x = FlushApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[34]
+	mi := &file_messages_protocol_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2233,7 @@ func (x *FlushApplied) String() string {
 func (*FlushApplied) ProtoMessage() {}
 
 func (x *FlushApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[34]
+	mi := &file_messages_protocol_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2246,7 @@ func (x *FlushApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushApplied.ProtoReflect.Descriptor instead.
 func (*FlushApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{34}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FlushApplied) GetGeneration() int64 {
@@ -2169,7 +2268,7 @@ type DesiredStateComplete struct {
 
 func (x *DesiredStateComplete) Reset() {
 	*x = DesiredStateComplete{}
-	mi := &file_messages_protocol_proto_msgTypes[35]
+	mi := &file_messages_protocol_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2280,7 @@ func (x *DesiredStateComplete) String() string {
 func (*DesiredStateComplete) ProtoMessage() {}
 
 func (x *DesiredStateComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[35]
+	mi := &file_messages_protocol_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2293,7 @@ func (x *DesiredStateComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DesiredStateComplete.ProtoReflect.Descriptor instead.
 func (*DesiredStateComplete) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{35}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{37}
 }
 
 var File_messages_protocol_proto protoreflect.FileDescriptor
@@ -2227,7 +2326,12 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12.\n" +
 	"\x13external_proxy_port\x18\x03 \x01(\x05R\x11externalProxyPort\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x03R\aversion\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"$\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x0e\n" +
+	"\fGetTopActors\"U\n" +
+	"\tTopActors\x12\x18\n" +
+	"\awatcher\x18\x01 \x01(\tR\awatcher\x12\x18\n" +
+	"\aproxier\x18\x02 \x01(\tR\aproxier\x12\x14\n" +
+	"\x05rules\x18\x03 \x01(\tR\x05rules\"$\n" +
 	"\x0eChildRestarted\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"a\n" +
 	"\fPickEndpoint\x12\x1b\n" +
@@ -2365,77 +2469,79 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_messages_protocol_proto_goTypes = []any{
 	(FailureCode)(0),             // 0: kproxy.v1.FailureCode
 	(*UpsertServicePort)(nil),    // 1: kproxy.v1.UpsertServicePort
 	(*DeleteServicePort)(nil),    // 2: kproxy.v1.DeleteServicePort
 	(*SetEndpoints)(nil),         // 3: kproxy.v1.SetEndpoints
 	(*ConfigurePortal)(nil),      // 4: kproxy.v1.ConfigurePortal
-	(*ChildRestarted)(nil),       // 5: kproxy.v1.ChildRestarted
-	(*PickEndpoint)(nil),         // 6: kproxy.v1.PickEndpoint
-	(*Picked)(nil),               // 7: kproxy.v1.Picked
-	(*DialOutcome)(nil),          // 8: kproxy.v1.DialOutcome
-	(*ProbeEndpoint)(nil),        // 9: kproxy.v1.ProbeEndpoint
-	(*EndpointEjections)(nil),    // 10: kproxy.v1.EndpointEjections
-	(*EjectedEndpoint)(nil),      // 11: kproxy.v1.EjectedEndpoint
-	(*AffinityLookup)(nil),       // 12: kproxy.v1.AffinityLookup
-	(*ListenerReady)(nil),        // 13: kproxy.v1.ListenerReady
-	(*RetryProxyPort)(nil),       // 14: kproxy.v1.RetryProxyPort
-	(*RetryListen)(nil),          // 15: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),        // 16: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),       // 17: kproxy.v1.ListenerFailed
-	(*GetState)(nil),             // 18: kproxy.v1.GetState
-	(*ServicePortState)(nil),     // 19: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),        // 20: kproxy.v1.StateSnapshot
-	(*InjectCrash)(nil),          // 21: kproxy.v1.InjectCrash
-	(*ServiceChanged)(nil),       // 22: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),         // 23: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),         // 24: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),      // 25: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),         // 26: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),       // 27: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil),    // 28: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),         // 29: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),           // 30: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),         // 31: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),           // 32: kproxy.v1.RetryRules
-	(*Failure)(nil),              // 33: kproxy.v1.Failure
-	(*TraceContext)(nil),         // 34: kproxy.v1.TraceContext
-	(*FlushApplied)(nil),         // 35: kproxy.v1.FlushApplied
-	(*DesiredStateComplete)(nil), // 36: kproxy.v1.DesiredStateComplete
-	(*ServicePort)(nil),          // 37: kproxy.v1.ServicePort
-	(*Endpoint)(nil),             // 38: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),       // 39: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),         // 40: kproxy.v1.SessionAffinity
+	(*GetTopActors)(nil),         // 5: kproxy.v1.GetTopActors
+	(*TopActors)(nil),            // 6: kproxy.v1.TopActors
+	(*ChildRestarted)(nil),       // 7: kproxy.v1.ChildRestarted
+	(*PickEndpoint)(nil),         // 8: kproxy.v1.PickEndpoint
+	(*Picked)(nil),               // 9: kproxy.v1.Picked
+	(*DialOutcome)(nil),          // 10: kproxy.v1.DialOutcome
+	(*ProbeEndpoint)(nil),        // 11: kproxy.v1.ProbeEndpoint
+	(*EndpointEjections)(nil),    // 12: kproxy.v1.EndpointEjections
+	(*EjectedEndpoint)(nil),      // 13: kproxy.v1.EjectedEndpoint
+	(*AffinityLookup)(nil),       // 14: kproxy.v1.AffinityLookup
+	(*ListenerReady)(nil),        // 15: kproxy.v1.ListenerReady
+	(*RetryProxyPort)(nil),       // 16: kproxy.v1.RetryProxyPort
+	(*RetryListen)(nil),          // 17: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),        // 18: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),       // 19: kproxy.v1.ListenerFailed
+	(*GetState)(nil),             // 20: kproxy.v1.GetState
+	(*ServicePortState)(nil),     // 21: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),        // 22: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),          // 23: kproxy.v1.InjectCrash
+	(*ServiceChanged)(nil),       // 24: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),         // 25: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),         // 26: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),      // 27: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),         // 28: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),       // 29: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil),    // 30: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),         // 31: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),           // 32: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),         // 33: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),           // 34: kproxy.v1.RetryRules
+	(*Failure)(nil),              // 35: kproxy.v1.Failure
+	(*TraceContext)(nil),         // 36: kproxy.v1.TraceContext
+	(*FlushApplied)(nil),         // 37: kproxy.v1.FlushApplied
+	(*DesiredStateComplete)(nil), // 38: kproxy.v1.DesiredStateComplete
+	(*ServicePort)(nil),          // 39: kproxy.v1.ServicePort
+	(*Endpoint)(nil),             // 40: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),       // 41: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),         // 42: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	37, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	38, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	34, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
-	39, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	34, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
-	38, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	40, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	34, // 7: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
-	37, // 8: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	34, // 9: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
-	11, // 10: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	33, // 11: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
-	33, // 12: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	39, // 13: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	37, // 14: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	38, // 15: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	33, // 16: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
-	11, // 17: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	19, // 18: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	34, // 19: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
-	37, // 20: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	34, // 21: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
-	39, // 22: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	34, // 23: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
-	33, // 24: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	33, // 25: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	39, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	40, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	36, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
+	41, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	36, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
+	40, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	42, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	36, // 7: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
+	39, // 8: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	36, // 9: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
+	13, // 10: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	35, // 11: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	35, // 12: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	41, // 13: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	39, // 14: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	40, // 15: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	35, // 16: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	13, // 17: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	21, // 18: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	36, // 19: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
+	39, // 20: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	36, // 21: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
+	41, // 22: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	36, // 23: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
+	35, // 24: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	35, // 25: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
 	0,  // 26: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
 	27, // [27:27] is the sub-list for method output_type
 	27, // [27:27] is the sub-list for method input_type
@@ -2456,7 +2562,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
