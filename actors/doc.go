@@ -2,14 +2,20 @@
 // and lifetimes and turn protobuf messages (package messages) into calls on
 // the plain-Go types of balancer/, portal/ and watcher/.
 //
-//	root
-//	 ├─ watcher                       source events -> watcher.Tracker -> per-service-port changes
+//	kproxy (supervisor.go)           one-for-one: restarts a failed child alone
 //	 ├─ rules                         kernel portal rules, one transaction per batch (kernel modes only)
-//	 └─ proxier (one-for-one)         owns the set of service ports
-//	     └─ ServicePort "ns/name:port/P"  one-for-one; restarts a child alone
-//	         ├─ balancer              endpoints, round-robin per traffic scope
-//	         ├─ affinity              clientIP -> endpoint, TTL sweep (ClientIP only)
-//	         └─ portal                listeners; accept/read goroutines report failures as messages
+//	 ├─ proxier                       the set of service ports: a record and a ServicePort each
+//	 │   └─ ServicePort "ns_name:port_P-N"  one-for-one over its children
+//	 │       ├─ affinity              ClientIP lookups, TTL sweep (ClientIP only)
+//	 │       ├─ balancer              endpoints, round-robin per traffic scope, outliers
+//	 │       └─ portal                serves the listeners; their goroutines report failures as messages
+//	 └─ watcher                       source events -> watcher.Tracker -> per-service-port changes
+//
+// No actor owns what must outlive it: a service port's sockets, proxy
+// ports, children's configuration, Snapshot and affinity table belong to
+// its record (record.go), which lives as long as the service port is
+// desired; the top actors' lasting state is a plain struct their Props
+// carry. Every incarnation borrows it (docs/architecture.md).
 //
 // Each actor's file holds its Receive; system.go starts and stops the tree,
 // strategy.go holds the restart strategy, faults.go the fault injection.
