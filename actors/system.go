@@ -31,13 +31,13 @@ type Proxy struct {
 	// Listeners holds every open socket (tests count them for leaks).
 	Listeners *portal.Listeners
 
-	cfg      *Config
-	desired  *desiredState // the Proxier's; read here only once it stopped
+	cfg     *Config
+	desired *desiredState // the Proxier's; read here only once it stopped
 	// supervisor is the top actors' parent.
 	supervisor *actor.PID
-	sub      *eventstream.Subscription
-	faults   atomic.Int64
-	restarts atomic.Int64
+	sub        *eventstream.Subscription
+	faults     atomic.Int64
+	restarts   atomic.Int64
 	// chaosRunning is set while a storm runs.
 	chaosRunning atomic.Bool
 }
