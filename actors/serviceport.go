@@ -35,6 +35,8 @@ type ServicePort struct {
 	cfg      *Config
 	rec      *record
 	children map[string]*actor.PID
+	// added is set until the new service port's Portal first reports.
+	added bool
 }
 
 func newServicePort(cfg *Config, rec *record) *actor.Props {
@@ -70,7 +72,8 @@ func (s *ServicePort) start(ctx actor.Context) {
 	s.cfg.traceRestart(ctx)
 	s.children = map[string]*actor.PID{}
 	rec, event := s.rec, "service port added"
-	if rec.state == nil {
+	first := rec.state == nil
+	if first {
 		rec.state = &messages.ServicePortState{}
 		up := rec.upsert.Load()
 		s.takePorts(ctx, up.GetServicePort().GetKey().GetProtocol())
@@ -85,6 +88,12 @@ func (s *ServicePort) start(ctx actor.Context) {
 	s.syncAffinity(ctx) // before the Balancer, which forwards lookups to it
 	s.spawn(ctx, roleBalancer)
 	s.spawn(ctx, rolePortal)
+	if first && rec.portal.Load() != nil {
+		// The Portal reports its listeners as soon as it opened them: the
+		// service port's first report waits for that, one report, not two.
+		s.added = true
+		return
+	}
 	s.report(ctx, event)
 }
 
@@ -180,7 +189,10 @@ func (s *ServicePort) childRestarted(ctx actor.Context, role string) {
 
 // listenerReady records where the Portal listens and what it could not open.
 func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady) {
-	if slices.Equal(s.rec.state.ListenAddresses, m.GetAddresses()) && slices.Equal(failureTexts(s.rec.state.Failures), failureTexts(m.GetFailures())) {
+	event := "service port listening"
+	if s.added {
+		event, s.added = "service port added", false
+	} else if slices.Equal(s.rec.state.ListenAddresses, m.GetAddresses()) && slices.Equal(failureTexts(s.rec.state.Failures), failureTexts(m.GetFailures())) {
 		// A retry that failed as the last one did tells nothing new: past
 		// the open-file limit, thousands of ports logged every retry.
 		s.cfg.Log.Debug().Str("servicePort", s.rec.id).Msg("portal still failing, retrying")
@@ -192,7 +204,7 @@ func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady
 		s.rec.state.Error = fmt.Sprint(failureTexts(m.GetFailures()))
 		s.cfg.Log.Error().Str("servicePort", s.rec.id).Strs("errors", failureTexts(m.GetFailures())).Msg("cannot open portal, retrying")
 	}
-	s.report(ctx, "service port listening")
+	s.report(ctx, event)
 }
 
 // ejections records the endpoints outlier detection skips, and logs what
