@@ -16,6 +16,7 @@ import (
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/portal/steer"
 )
 
 // Child names under a ServicePort; siblings find each other by them.
@@ -281,7 +282,7 @@ func (s *ServicePort) apply(portalChanged, endpointsChanged bool) {
 		rec := s.rec
 		sp := rec.applied.GetServicePort()
 		rec.setEndpoints(&messages.SetEndpoints{
-			Endpoints:              portal.BalancerEndpoints(sp, s.cfg.PortalMode, rec.extPort, rec.applied.GetEndpoints()),
+			Endpoints:              steer.BalancerEndpoints(sp, s.cfg.PortalMode, rec.extPort, rec.applied.GetEndpoints()),
 			SessionAffinity:        sp.GetSessionAffinity(),
 			AffinityTimeoutSeconds: sp.GetAffinityTimeoutSeconds(),
 			Trace:                  rec.trace,

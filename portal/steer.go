@@ -27,11 +27,5 @@ var ErrUnsupportedProtocol = steer.ErrUnsupportedProtocol
 // Network maps a service protocol to a Go network name (steer.Network).
 func Network(p messages.Protocol) (string, error) { return steer.Network(p) }
 
-// ClusterScopeOnExternalPort reports whether a service port's second
-// proxy port serves the cluster's endpoints (steer.ClusterScopeOnExternalPort).
-func ClusterScopeOnExternalPort(sp *messages.ServicePort, mode string, externalProxyPort int) bool {
-	return steer.ClusterScopeOnExternalPort(sp, mode, externalProxyPort)
-}
-
 // kernelMode reports whether mode redirects to proxy ports with kernel rules.
 func kernelMode(mode string) bool { return steer.KernelMode(mode) }
