@@ -190,9 +190,8 @@ func (s *ServicePort) childRestarted(ctx actor.Context, role string) {
 
 // listenerReady records where the Portal listens and what it could not open.
 func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady) {
-	event := "service port listening"
 	if s.added {
-		event, s.added = "service port added", false
+		s.added = false
 	} else if slices.Equal(s.rec.state.ListenAddresses, m.GetAddresses()) && slices.Equal(failureTexts(s.rec.state.Failures), failureTexts(m.GetFailures())) {
 		// A retry that failed as the last one did tells nothing new: past
 		// the open-file limit, thousands of ports logged every retry.
@@ -205,7 +204,7 @@ func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady
 		s.rec.state.Error = fmt.Sprint(failureTexts(m.GetFailures()))
 		s.cfg.Log.Error().Str("servicePort", s.rec.id).Strs("errors", failureTexts(m.GetFailures())).Msg("cannot open portal, retrying")
 	}
-	s.report(ctx, event)
+	s.report(ctx, "service port listening")
 }
 
 // ejections records the endpoints outlier detection skips, and logs what
