@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/actors/metrics"
+	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/healthcheck"
@@ -97,9 +98,9 @@ type Config struct {
 }
 
 // propsFor are the Props of an actor kproxy supervises: restarted by
-// childStrategy, with a mailbox safe to post to while it spawns.
+// supervision.Default, with a mailbox safe to post to while it spawns.
 func (c *Config) propsFor(producer actor.Producer) *actor.Props {
-	return actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
+	return actor.PropsFromProducer(producer, actor.WithSupervisor(supervision.Default), actor.WithMailbox(spawnSafeMailbox))
 }
 
 // childProps are the Props of a ServicePort's child of role, which
