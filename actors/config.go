@@ -39,7 +39,9 @@ type Config struct {
 	// PickTimeout bounds a connection's wait for the Balancer.
 	PickTimeout time.Duration
 	Log         zerolog.Logger
-	// Faults injects endpoint dial faults; nil (the default) injects none.
+	// Faults injects endpoint dial faults and listener accept faults into
+	// the data path (package actors/faults drives them); nil (the
+	// default) injects none.
 	Faults *portal.Faults
 	// Rules programs kernel portal rules (nftables, iptables, netsh); nil
 	// in bind mode.
@@ -88,10 +90,9 @@ type Config struct {
 	// Proxier's goroutine: keep it short).
 	FirstStateReported func(servicePorts int)
 
-	rulesPID    *actor.PID          // set by Start when Rules is set
-	rulesFaults *rules.Faulty       // set by Start when Rules and Faults are set
-	conns       *portal.ConnTracker // set by Start
-	listeners   *portal.Listeners   // set by Start; records own their sockets there
+	rulesPID  *actor.PID          // set by Start when Rules is set
+	conns     *portal.ConnTracker // set by Start
+	listeners *portal.Listeners   // set by Start; records own their sockets there
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map

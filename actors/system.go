@@ -17,7 +17,6 @@ import (
 	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
-	"github.com/kproxy/kproxy/portal/rules"
 )
 
 // Proxy is a running actor tree.
@@ -36,10 +35,7 @@ type Proxy struct {
 	// supervisor is the top actors' parent.
 	supervisor *actor.PID
 	sub        *eventstream.Subscription
-	faults     atomic.Int64
 	restarts   atomic.Int64
-	// chaosRunning is set while a storm runs.
-	chaosRunning atomic.Bool
 }
 
 // Start builds the actor system and the tree.
@@ -69,10 +65,6 @@ func Start(cfg Config) *Proxy {
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}
 	})
-	if c.Rules != nil && c.Faults != nil {
-		c.rulesFaults = rules.NewFaulty(c.Rules)
-		c.Rules = c.rulesFaults
-	}
 	if c.Rules != nil {
 		c.rulesPID = actor.NewPID(system.Address(), supervisorName+"/"+roleRules)
 	}

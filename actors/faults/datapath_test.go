@@ -1,0 +1,90 @@
+package faults_test
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/faults"
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/rules"
+)
+
+// Listener faults that look like real ones, under load: a listening socket
+// shut down under its Portal (the Portal is restarted and opens it again),
+// and accepts failing with EMFILE for 2 s (connections wait in the
+// backlog). The service recovers by itself; failures are counted, and the
+// 50 other service ports lose nothing.
+func TestListenerFaultsRecover(t *testing.T) {
+	// 51 service ports in nftables mode (fake kernel rules, so clients
+	// dial the proxy ports on loopback): the first, with ClientIP
+	// affinity, gets the faults; clients hammer it and the 50 others.
+	tr := startTree(t, actors.Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake()}, zerolog.ErrorLevel)
+	restart := tr.restarts(t)
+	addrs := tcpBackends(t, 2)
+	var spes []*messages.ServicePortEndpoints
+	for i := range 51 {
+		sp := svcPort(fmt.Sprintf("k-%d", i), fmt.Sprintf("198.18.3.%d", i+1), 80)
+		if i == 0 {
+			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
+		}
+		spes = append(spes, spe(sp, addrs))
+	}
+	tr.submit(spes...)
+	var id, target string
+	var others []string
+	for i, s := range spes {
+		st := tr.w.listening(t, s.GetServicePort().GetKey().ID())
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(st.GetProxyPort())))
+		if i == 0 {
+			id, target = st.GetKey().ID(), addr
+		} else {
+			others = append(others, addr)
+		}
+	}
+
+	stop := make(chan struct{})
+	hCrashed := startHammer([]string{target}, 2, stop)
+	hOthers := startHammer(others, 4, stop)
+	for i := 1; i <= 5; i++ {
+		before := hCrashed.ok.Load()
+		if err := tr.inj.SetListenerFault(id, faults.ListenerFaultBreak, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-restart:
+			if got != "portal" {
+				t.Fatalf("break %d: %s restarted, want the portal", i, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("break %d: the Portal was not restarted", i)
+		}
+		waitOK(t, hCrashed, before+10)
+	}
+	failedBreak, first := hCrashed.failed()
+	t.Logf("5 broken listeners: %d connections failed on the broken service port (first: %v)", failedBreak, first)
+
+	before := hCrashed.ok.Load()
+	start := time.Now()
+	if err := tr.inj.SetListenerFault(id, faults.ListenerFaultEMFILE, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitOK(t, hCrashed, before+10)
+	failedAll, _ := hCrashed.failed()
+	t.Logf("accept EMFILE for 2 s: serving again %v after it began, %d more failed connections", time.Since(start).Round(time.Millisecond), failedAll-failedBreak)
+	if failedAll != failedBreak {
+		t.Errorf("%d connections failed during the EMFILE fault, want 0 (they wait in the backlog)", failedAll-failedBreak)
+	}
+	close(stop)
+	hCrashed.wg.Wait()
+	hOthers.wg.Wait()
+	for addr, errs := range hOthers.failures {
+		t.Errorf("%s (no fault): %d failed connections, first: %v", addr, len(errs), errs[0])
+	}
+}

@@ -1,0 +1,270 @@
+package faults_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/faults"
+	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher"
+)
+
+// tree is a running actor tree that takes faults, fed from a Store as a
+// file source would feed it.
+type tree struct {
+	p     *actors.Proxy
+	inj   *faults.Injector
+	store *watcher.Store
+	w     *stateWaiter
+}
+
+// startTree starts cfg on loopback, prepared for fault injection, logging
+// to the test at level.
+func startTree(t *testing.T, cfg actors.Config, level zerolog.Level) *tree {
+	t.Helper()
+	store := watcher.NewStore()
+	cfg.View, cfg.BindAddress = store, "127.0.0.1"
+	cfg.Log = zerolog.New(zerolog.NewTestWriter(t)).Level(level)
+	inject := faults.Prepare(&cfg)
+	p := actors.Start(cfg)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return &tree{p: p, inj: faults.New(p, inject), store: store, w: watchState(t, p)}
+}
+
+// submit replaces the desired state and has the Watcher apply it at once,
+// as the file source's reload does without its coalescing window.
+func (tr *tree) submit(spes ...*messages.ServicePortEndpoints) {
+	tr.store.Replace(spes, nil, false)
+	tr.p.SourceSynced()
+}
+
+// restarts sends the last name segment of every actor restarted
+// ("portal" for a Portal) to the channel it returns.
+func (tr *tree) restarts(t *testing.T) <-chan string {
+	ch := make(chan string, 1024)
+	sub := tr.p.System.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok {
+			ch <- path.Base(e.Child.GetId())
+		}
+	})
+	t.Cleanup(func() { tr.p.System.EventStream.Unsubscribe(sub) })
+	return ch
+}
+
+// stateWaiter records every ServicePortState the Proxier publishes and lets
+// a test wait for a condition on the latest ones.
+type stateWaiter struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	latest map[string]*messages.ServicePortState
+}
+
+func watchState(t *testing.T, p *actors.Proxy) *stateWaiter {
+	w := &stateWaiter{latest: map[string]*messages.ServicePortState{}}
+	w.cond = sync.NewCond(&w.mu)
+	unsub := p.Subscribe(func(st *messages.ServicePortState) {
+		w.mu.Lock()
+		w.latest[st.GetKey().ID()] = st
+		w.mu.Unlock()
+		w.cond.Broadcast()
+	})
+	t.Cleanup(unsub)
+	return w
+}
+
+// wait blocks until ok holds for the latest states, or fails the test.
+func (w *stateWaiter) wait(t *testing.T, what string, ok func(map[string]*messages.ServicePortState) bool) {
+	t.Helper()
+	timer := time.AfterFunc(10*time.Second, w.cond.Broadcast)
+	defer timer.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for !ok(w.latest) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		w.cond.Wait()
+	}
+}
+
+// listening waits until service port id listens on one address.
+func (w *stateWaiter) listening(t *testing.T, id string) *messages.ServicePortState {
+	t.Helper()
+	var st *messages.ServicePortState
+	w.wait(t, id+" listening", func(m map[string]*messages.ServicePortState) bool {
+		st = m[id]
+		return st != nil && !st.GetDeleted() && len(st.GetListenAddresses()) == 1
+	})
+	return st
+}
+
+func svcPort(name, clusterIP string, port int) *messages.ServicePort {
+	return &messages.ServicePort{
+		Key:  &messages.ServicePortKey{Namespace: "default", Name: name, PortName: "p", Protocol: messages.Protocol_TCP},
+		Type: "ClusterIP", Port: int32(port), TargetPort: int32(port),
+		ClusterIps: &messages.IPSet{V4: []string{clusterIP}},
+	}
+}
+
+func spe(sp *messages.ServicePort, addrs []string) *messages.ServicePortEndpoints {
+	var eps []*messages.Endpoint
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		p, _ := strconv.Atoi(port)
+		eps = append(eps, &messages.Endpoint{Ips: []string{host}, Port: int32(p), Ready: true, Serving: true, Internal: true, External: true})
+	}
+	return &messages.ServicePortEndpoints{ServicePort: sp, Endpoints: eps}
+}
+
+// tcpBackends starts n loopback echo backends named backend-0.. and
+// returns their addresses.
+func tcpBackends(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	for i := range n {
+		b, err := backends.StartTCP(fmt.Sprintf("backend-%d", i), "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		addrs = append(addrs, b.Addr())
+	}
+	return addrs
+}
+
+// roundTrip makes one full connection: dial, read the backend's name, echo
+// a line, close. It is what the hammering clients do.
+func roundTrip(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(c)
+	if _, err := backends.ReadName(r); err != nil {
+		return fmt.Errorf("read name: %w", err)
+	}
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		return err
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+		return fmt.Errorf("echo: %q %v", line, err)
+	}
+	return nil
+}
+
+// hammer runs clients against addrs until stop closes, counting failures per address.
+type hammer struct {
+	wg       sync.WaitGroup
+	ok       atomic.Int64
+	mu       sync.Mutex
+	failures map[string][]error
+}
+
+func startHammer(addrs []string, clients int, stop <-chan struct{}) *hammer {
+	h := &hammer{failures: map[string][]error{}}
+	for i := range clients {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			for n := i; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				addr := addrs[n%len(addrs)]
+				if err := roundTrip(addr); err != nil {
+					h.mu.Lock()
+					h.failures[addr] = append(h.failures[addr], err)
+					h.mu.Unlock()
+				} else {
+					h.ok.Add(1)
+				}
+			}
+		}()
+	}
+	return h
+}
+
+// failed counts the hammer's failed requests and returns the first one.
+func (h *hammer) failed() (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	var first error
+	for _, errs := range h.failures {
+		n += len(errs)
+		if first == nil && len(errs) > 0 {
+			first = errs[0]
+		}
+	}
+	return n, first
+}
+
+// waitOK waits until the hammer has served n requests in all.
+func waitOK(t *testing.T, h *hammer, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for h.ok.Load() < n {
+		if time.Now().After(deadline) {
+			f, first := h.failed()
+			t.Fatalf("the service did not recover within 15 s (%d ok, %d failed, first %v)", h.ok.Load(), f, first)
+		}
+		time.Sleep(5 * time.Millisecond) // a counter: nothing to await
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count fds: %v", err)
+	}
+	return len(ents)
+}
+
+// waitBaseline waits until goroutines and fds are back to their baseline
+// and returns them. Connection goroutines finish as their sockets close;
+// there is no event for "all goroutines ended", so it polls. GC each time:
+// Go keeps splice pipes (2 fds each) in a sync.Pool until two collections
+// have passed.
+func waitBaseline(t *testing.T, baseGoroutines, baseFDs int, after string) (g, fds int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		g, fds = runtime.NumGoroutine(), openFDs(t)
+		if g <= baseGoroutines+2 && fds <= baseFDs {
+			return g, fds
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leak after %s: goroutines %d (baseline %d), fds %d (baseline %d)", after, g, baseGoroutines, fds, baseFDs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
