@@ -80,8 +80,8 @@ func TestCrashEachKindRepeatedly(t *testing.T) {
 	hOthers := startHammer(ct.others, 4, stop)
 	stats := ct.p.cfg.Stats.For(ct.id)
 	for _, kind := range []string{rolePortal, roleBalancer, roleAffinity, roleServicePort, roleWatcher, roleProxier, roleRules} {
-		hCrashed.setPhase(kind + " crashes")
-		hOthers.setPhase(kind + " crashes")
+		hCrashed.SetPhase(kind + " crashes")
+		hOthers.SetPhase(kind + " crashes")
 		var times []time.Duration
 		dialFailures := stats.DialFailures.Load()
 		for i := 1; i <= 100; i++ {
@@ -144,18 +144,18 @@ func TestCrashEachKindRepeatedly(t *testing.T) {
 		}
 	}
 	close(stop)
-	hCrashed.wg.Wait()
-	hOthers.wg.Wait()
-	for addr, errs := range hOthers.failures {
+	hCrashed.WG.Wait()
+	hOthers.WG.Wait()
+	for addr, errs := range hOthers.Failures {
 		t.Errorf("%s (not crashed): %d failed connections, first: %v", addr, len(errs), errs[0])
 	}
-	for _, errs := range hCrashed.failures {
+	for _, errs := range hCrashed.Failures {
 		t.Errorf("crashed service port: %d failed connections, first: %v", len(errs), errs[0])
 	}
-	t.Logf("connections ok: crashed service port %d, the 50 others %d", hCrashed.ok.Load(), hOthers.ok.Load())
+	t.Logf("connections ok: crashed service port %d, the 50 others %d", hCrashed.OK.Load(), hOthers.OK.Load())
 	g, fds := waitBaseline(t, baseGoroutines, baseFDs, "700 crashes")
 	t.Logf("after 700 crashes: goroutines %d (baseline %d), fds %d (baseline %d)", g, baseGoroutines, fds, baseFDs)
-	if hCrashed.ok.Load() == 0 || hOthers.ok.Load() == 0 {
+	if hCrashed.OK.Load() == 0 || hOthers.OK.Load() == 0 {
 		t.Fatal("the clients made no connections")
 	}
 	if proxyPort != ct.target {

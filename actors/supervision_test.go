@@ -217,7 +217,7 @@ func TestServicePortCrashKeepsSocketsAndPort(t *testing.T) {
 	stop := make(chan struct{})
 	h := startHammer([]string{addr}, 2, stop)
 	for i := range 5 {
-		okBefore := h.ok.Load()
+		okBefore := h.OK.Load()
 		if err := p.Crash(sp.GetKey().ID(), roleServicePort, "test"); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestServicePortCrashKeepsSocketsAndPort(t *testing.T) {
 			st := m[sp.GetKey().ID()]
 			return st.GetRestarts() == int32(i+1) && len(st.GetListenAddresses()) == 1
 		})
-		for deadline := time.Now().Add(10 * time.Second); h.ok.Load() < okBefore+10; {
+		for deadline := time.Now().Add(10 * time.Second); h.OK.Load() < okBefore+10; {
 			if time.Now().After(deadline) {
 				t.Fatalf("restart %d: clients stalled", i+1)
 			}
@@ -235,8 +235,8 @@ func TestServicePortCrashKeepsSocketsAndPort(t *testing.T) {
 		}
 	}
 	close(stop)
-	h.wg.Wait()
-	for _, errs := range h.failures {
+	h.WG.Wait()
+	for _, errs := range h.Failures {
 		t.Fatalf("%d failed connections across ServicePort crashes, first: %v", len(errs), errs[0])
 	}
 	after, err := p.State(5 * time.Second)

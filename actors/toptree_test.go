@@ -69,9 +69,9 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 		roundTrip(targets[2]) // a little load after the last restart
 	}
 	close(stop)
-	h.wg.Wait()
-	failed, first := h.failed()
-	t.Logf("40 crashes (proxier, watcher): %d requests served, %d failed", h.ok.Load(), failed)
+	h.WG.Wait()
+	failed, first := h.Failed()
+	t.Logf("40 crashes (proxier, watcher): %d requests served, %d failed", h.OK.Load(), failed)
 	if failed > 0 {
 		t.Errorf("%d requests failed (first: %v)", failed, first)
 	}
@@ -126,9 +126,9 @@ func TestRulesCrashesKeepRules(t *testing.T) {
 		return false
 	})
 	close(stop)
-	h.wg.Wait()
-	if failed, first := h.failed(); failed > 0 || h.ok.Load() == 0 {
-		t.Errorf("under 20 Rules crashes: %d served, %d failed (first: %v)", h.ok.Load(), failed, first)
+	h.WG.Wait()
+	if failed, first := h.Failed(); failed > 0 || h.OK.Load() == 0 {
+		t.Errorf("under 20 Rules crashes: %d served, %d failed (first: %v)", h.OK.Load(), failed, first)
 	}
 }
 

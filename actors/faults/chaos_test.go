@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/internal/loadtest"
 	"github.com/kproxy/kproxy/messages"
 )
 
@@ -40,39 +41,39 @@ func TestChaosNoFailuresNoLeaks(t *testing.T) {
 		return ready == n
 	})
 	for _, a := range svcAddrs[:10] {
-		if err := roundTrip(a); err != nil {
+		if err := loadtest.RoundTrip(a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	runtime.GC()
-	baseGoroutines, baseFDs := runtime.NumGoroutine(), openFDs(t)
+	baseGoroutines, baseFDs := runtime.NumGoroutine(), loadtest.OpenFDs(t)
 
 	stop := make(chan struct{})
-	h := startHammer(svcAddrs, 8, stop)
+	h := loadtest.StartHammer(svcAddrs, 8, stop)
 	crashes, err := tr.inj.Chaos(context.Background(), 20, 10*time.Second, 42)
 	close(stop)
-	h.wg.Wait()
+	h.WG.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(crashes) < 150 {
 		t.Fatalf("chaos made only %d crashes in 10 s at 20/s", len(crashes))
 	}
-	for addr, errs := range h.failures {
+	for addr, errs := range h.Failures {
 		t.Errorf("%s: %d failed connections, first: %v", addr, len(errs), errs[0])
 	}
-	if h.ok.Load() < 1000 {
-		t.Fatalf("only %d connections succeeded", h.ok.Load())
+	if h.OK.Load() < 1000 {
+		t.Fatalf("only %d connections succeeded", h.OK.Load())
 	}
 	// Every port still works after the storm.
 	for _, a := range svcAddrs {
-		if err := roundTrip(a); err != nil {
+		if err := loadtest.RoundTrip(a); err != nil {
 			t.Fatalf("%s after chaos: %v", a, err)
 		}
 	}
-	g, fds := waitBaseline(t, baseGoroutines, baseFDs, "chaos")
+	g, fds := loadtest.WaitBaseline(t, baseGoroutines, baseFDs, "chaos")
 	t.Logf("%d crashes, %d connections ok; goroutines %d (baseline %d), fds %d (baseline %d)",
-		len(crashes), h.ok.Load(), g, baseGoroutines, fds, baseFDs)
+		len(crashes), h.OK.Load(), g, baseGoroutines, fds, baseFDs)
 	if got := tr.inj.Counts(); got.FaultsInjected != int64(len(crashes)) || got.Restarts < int64(len(crashes)) {
 		t.Fatalf("counts %+v, want %d faults and as many restarts", got, len(crashes))
 	}
@@ -96,7 +97,7 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 		tr.w.listening(t, s.GetServicePort().GetKey().ID())
 	}
 	stop := make(chan struct{})
-	h := startHammer(targets, 4, stop)
+	h := loadtest.StartHammer(targets, 4, stop)
 	kinds := []string{"portal", "balancer", "affinity", "serviceport", "watcher", "proxier"}
 	crashes, err := tr.inj.Storm(context.Background(), 20, 2*time.Second, 7, kinds)
 	if err != nil {
@@ -114,13 +115,13 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 		return true
 	})
 	close(stop)
-	h.wg.Wait()
-	failed, first := h.failed()
+	h.WG.Wait()
+	failed, first := h.Failed()
 	byKind := map[string]int{}
 	for _, c := range crashes {
 		byKind[c.Actor]++
 	}
-	t.Logf("storm: %v; %d requests served, %d failed", byKind, h.ok.Load(), failed)
+	t.Logf("storm: %v; %d requests served, %d failed", byKind, h.OK.Load(), failed)
 	if len(byKind) < 4 {
 		t.Errorf("the storm hit only %v", byKind)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
+	"github.com/kproxy/kproxy/actors/internal/loadtest"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
@@ -50,10 +51,10 @@ func TestListenerFaultsRecover(t *testing.T) {
 	}
 
 	stop := make(chan struct{})
-	hCrashed := startHammer([]string{target}, 2, stop)
-	hOthers := startHammer(others, 4, stop)
+	hCrashed := loadtest.StartHammer([]string{target}, 2, stop)
+	hOthers := loadtest.StartHammer(others, 4, stop)
 	for i := 1; i <= 5; i++ {
-		before := hCrashed.ok.Load()
+		before := hCrashed.OK.Load()
 		if err := tr.inj.SetListenerFault(id, faults.ListenerFaultBreak, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -65,26 +66,26 @@ func TestListenerFaultsRecover(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("break %d: the Portal was not restarted", i)
 		}
-		waitOK(t, hCrashed, before+10)
+		loadtest.WaitOK(t, hCrashed, before+10)
 	}
-	failedBreak, first := hCrashed.failed()
+	failedBreak, first := hCrashed.Failed()
 	t.Logf("5 broken listeners: %d connections failed on the broken service port (first: %v)", failedBreak, first)
 
-	before := hCrashed.ok.Load()
+	before := hCrashed.OK.Load()
 	start := time.Now()
 	if err := tr.inj.SetListenerFault(id, faults.ListenerFaultEMFILE, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitOK(t, hCrashed, before+10)
-	failedAll, _ := hCrashed.failed()
+	loadtest.WaitOK(t, hCrashed, before+10)
+	failedAll, _ := hCrashed.Failed()
 	t.Logf("accept EMFILE for 2 s: serving again %v after it began, %d more failed connections", time.Since(start).Round(time.Millisecond), failedAll-failedBreak)
 	if failedAll != failedBreak {
 		t.Errorf("%d connections failed during the EMFILE fault, want 0 (they wait in the backlog)", failedAll-failedBreak)
 	}
 	close(stop)
-	hCrashed.wg.Wait()
-	hOthers.wg.Wait()
-	for addr, errs := range hOthers.failures {
+	hCrashed.WG.Wait()
+	hOthers.WG.Wait()
+	for addr, errs := range hOthers.Failures {
 		t.Errorf("%s (no fault): %d failed connections, first: %v", addr, len(errs), errs[0])
 	}
 }
