@@ -4,17 +4,17 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kproxy/kproxy/actors/internal/loadtest"
+	"github.com/kproxy/kproxy/actors/internal/actortest"
 )
 
 // The client load of the crash tests, shared with actors/faults.
-type hammer = loadtest.Hammer
+type hammer = actortest.Hammer
 
 var (
-	roundTrip    = loadtest.RoundTrip
-	startHammer  = loadtest.StartHammer
-	openFDs      = loadtest.OpenFDs
-	waitBaseline = loadtest.WaitBaseline
+	roundTrip    = actortest.RoundTrip
+	startHammer  = actortest.StartHammer
+	openFDs      = actortest.OpenFDs
+	waitBaseline = actortest.WaitBaseline
 )
 
 func percentile(ds []time.Duration, p float64) time.Duration {

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
-	"github.com/kproxy/kproxy/actors/internal/loadtest"
+	"github.com/kproxy/kproxy/actors/internal/actortest"
 	"github.com/kproxy/kproxy/messages"
 )
 
@@ -31,7 +31,7 @@ func TestChaosNoFailuresNoLeaks(t *testing.T) {
 		svcAddrs = append(svcAddrs, ip+":18080")
 	}
 	tr.submit(spes...)
-	tr.w.wait(t, "200 service ports listening", func(m map[string]*messages.ServicePortState) bool {
+	tr.w.Wait(t, "200 service ports listening", func(m map[string]*messages.ServicePortState) bool {
 		ready := 0
 		for _, st := range m {
 			if len(st.GetListenAddresses()) == 1 {
@@ -41,15 +41,15 @@ func TestChaosNoFailuresNoLeaks(t *testing.T) {
 		return ready == n
 	})
 	for _, a := range svcAddrs[:10] {
-		if err := loadtest.RoundTrip(a); err != nil {
+		if err := actortest.RoundTrip(a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	runtime.GC()
-	baseGoroutines, baseFDs := runtime.NumGoroutine(), loadtest.OpenFDs(t)
+	baseGoroutines, baseFDs := runtime.NumGoroutine(), actortest.OpenFDs(t)
 
 	stop := make(chan struct{})
-	h := loadtest.StartHammer(svcAddrs, 8, stop)
+	h := actortest.StartHammer(svcAddrs, 8, stop)
 	crashes, err := tr.inj.Chaos(context.Background(), 20, 10*time.Second, 42)
 	close(stop)
 	h.WG.Wait()
@@ -67,11 +67,11 @@ func TestChaosNoFailuresNoLeaks(t *testing.T) {
 	}
 	// Every port still works after the storm.
 	for _, a := range svcAddrs {
-		if err := loadtest.RoundTrip(a); err != nil {
+		if err := actortest.RoundTrip(a); err != nil {
 			t.Fatalf("%s after chaos: %v", a, err)
 		}
 	}
-	g, fds := loadtest.WaitBaseline(t, baseGoroutines, baseFDs, "chaos")
+	g, fds := actortest.WaitBaseline(t, baseGoroutines, baseFDs, "chaos")
 	t.Logf("%d crashes, %d connections ok; goroutines %d (baseline %d), fds %d (baseline %d)",
 		len(crashes), h.OK.Load(), g, baseGoroutines, fds, baseFDs)
 	if got := tr.inj.Counts(); got.FaultsInjected != int64(len(crashes)) || got.Restarts < int64(len(crashes)) {
@@ -97,7 +97,7 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 		tr.w.listening(t, s.GetServicePort().GetKey().ID())
 	}
 	stop := make(chan struct{})
-	h := loadtest.StartHammer(targets, 4, stop)
+	h := actortest.StartHammer(targets, 4, stop)
 	kinds := []string{"portal", "balancer", "affinity", "serviceport", "watcher", "proxier"}
 	crashes, err := tr.inj.Storm(context.Background(), 20, 2*time.Second, 7, kinds)
 	if err != nil {
@@ -106,7 +106,7 @@ func TestStormOfEveryKindLosesNothing(t *testing.T) {
 	if _, err := tr.inj.Storm(context.Background(), 20, time.Second, 7, []string{"rules"}); err == nil {
 		t.Error("a rules storm in bind mode was accepted")
 	}
-	tr.w.wait(t, "every service port listening", func(m map[string]*messages.ServicePortState) bool {
+	tr.w.Wait(t, "every service port listening", func(m map[string]*messages.ServicePortState) bool {
 		for _, s := range spes {
 			if len(m[s.GetServicePort().GetKey().ID()].GetListenAddresses()) != 1 {
 				return false

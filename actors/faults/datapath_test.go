@@ -11,7 +11,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
-	"github.com/kproxy/kproxy/actors/internal/loadtest"
+	"github.com/kproxy/kproxy/actors/internal/actortest"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
@@ -51,8 +51,8 @@ func TestListenerFaultsRecover(t *testing.T) {
 	}
 
 	stop := make(chan struct{})
-	hCrashed := loadtest.StartHammer([]string{target}, 2, stop)
-	hOthers := loadtest.StartHammer(others, 4, stop)
+	hCrashed := actortest.StartHammer([]string{target}, 2, stop)
+	hOthers := actortest.StartHammer(others, 4, stop)
 	for i := 1; i <= 5; i++ {
 		before := hCrashed.OK.Load()
 		if err := tr.inj.SetListenerFault(id, faults.ListenerFaultBreak, 0); err != nil {
@@ -66,7 +66,13 @@ func TestListenerFaultsRecover(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("break %d: the Portal was not restarted", i)
 		}
-		loadtest.WaitOK(t, hCrashed, before+10)
+		// The next break must find the new socket: the restarted Portal
+		// has reported it (the restart event comes before the broken one
+		// is replaced, and clients count connections from before).
+		tr.w.Wait(t, fmt.Sprintf("the Portal listening again after break %d", i), func(m map[string]*messages.ServicePortState) bool {
+			return m[id].GetRestarts() == int32(i) && len(m[id].GetListenAddresses()) == 1
+		})
+		actortest.WaitOK(t, hCrashed, before+10)
 	}
 	failedBreak, first := hCrashed.Failed()
 	t.Logf("5 broken listeners: %d connections failed on the broken service port (first: %v)", failedBreak, first)
@@ -76,7 +82,7 @@ func TestListenerFaultsRecover(t *testing.T) {
 	if err := tr.inj.SetListenerFault(id, faults.ListenerFaultEMFILE, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	loadtest.WaitOK(t, hCrashed, before+10)
+	actortest.WaitOK(t, hCrashed, before+10)
 	failedAll, _ := hCrashed.Failed()
 	t.Logf("accept EMFILE for 2 s: serving again %v after it began, %d more failed connections", time.Since(start).Round(time.Millisecond), failedAll-failedBreak)
 	if failedAll != failedBreak {

@@ -6,7 +6,6 @@ import (
 	"net"
 	"path"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
+	"github.com/kproxy/kproxy/actors/internal/actortest"
 	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
@@ -68,48 +68,19 @@ func (tr *tree) restarts(t *testing.T) <-chan string {
 	return ch
 }
 
-// stateWaiter records every ServicePortState the Proxier publishes and lets
-// a test wait for a condition on the latest ones.
-type stateWaiter struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	latest map[string]*messages.ServicePortState
-}
+// stateWaiter waits for conditions on the latest ServicePortStates the
+// Proxier published.
+type stateWaiter struct{ *actortest.States }
 
 func watchState(t *testing.T, p *actors.Proxy) *stateWaiter {
-	w := &stateWaiter{latest: map[string]*messages.ServicePortState{}}
-	w.cond = sync.NewCond(&w.mu)
-	unsub := p.Subscribe(func(st *messages.ServicePortState) {
-		w.mu.Lock()
-		w.latest[st.GetKey().ID()] = st
-		w.mu.Unlock()
-		w.cond.Broadcast()
-	})
-	t.Cleanup(unsub)
-	return w
-}
-
-// wait blocks until ok holds for the latest states, or fails the test.
-func (w *stateWaiter) wait(t *testing.T, what string, ok func(map[string]*messages.ServicePortState) bool) {
-	t.Helper()
-	timer := time.AfterFunc(10*time.Second, w.cond.Broadcast)
-	defer timer.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for !ok(w.latest) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		w.cond.Wait()
-	}
+	return &stateWaiter{actortest.WatchStates(t, p.Subscribe)}
 }
 
 // listening waits until service port id listens on one address.
 func (w *stateWaiter) listening(t *testing.T, id string) *messages.ServicePortState {
 	t.Helper()
 	var st *messages.ServicePortState
-	w.wait(t, id+" listening", func(m map[string]*messages.ServicePortState) bool {
+	w.Wait(t, id+" listening", func(m map[string]*messages.ServicePortState) bool {
 		st = m[id]
 		return st != nil && !st.GetDeleted() && len(st.GetListenAddresses()) == 1
 	})

@@ -1,8 +1,9 @@
-// Package loadtest is the client load the actor trees' crash and fault
-// tests run (package actors and actors/faults): echo round trips against
-// the backends of bench/backends, a hammer of concurrent clients, and the
-// goroutine and fd baseline they must return to.
-package loadtest
+// Package actortest holds what the tests of the actor tree (package
+// actors) and of its fault injection (actors/faults) share: the client
+// load of the crash tests (echo round trips against bench/backends, a
+// hammer of concurrent clients, the goroutine and fd baseline they must
+// return to) and a waiter on the service ports' states.
+package actortest
 
 import (
 	"bufio"
