@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/actors/metrics"
+	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/healthcheck"
@@ -38,7 +39,9 @@ type Config struct {
 	// PickTimeout bounds a connection's wait for the Balancer.
 	PickTimeout time.Duration
 	Log         zerolog.Logger
-	// Faults injects endpoint dial faults; nil (the default) injects none.
+	// Faults injects endpoint dial faults and listener accept faults into
+	// the data path (package actors/faults drives them); nil (the
+	// default) injects none.
 	Faults *portal.Faults
 	// Rules programs kernel portal rules (nftables, iptables, netsh); nil
 	// in bind mode.
@@ -87,19 +90,18 @@ type Config struct {
 	// Proxier's goroutine: keep it short).
 	FirstStateReported func(servicePorts int)
 
-	rulesPID    *actor.PID          // set by Start when Rules is set
-	rulesFaults *rules.Faulty       // set by Start when Rules and Faults are set
-	conns       *portal.ConnTracker // set by Start
-	listeners   *portal.Listeners   // set by Start; records own their sockets there
+	rulesPID  *actor.PID          // set by Start when Rules is set
+	conns     *portal.ConnTracker // set by Start
+	listeners *portal.Listeners   // set by Start; records own their sockets there
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map
 }
 
 // propsFor are the Props of an actor kproxy supervises: restarted by
-// childStrategy, with a mailbox safe to post to while it spawns.
+// supervision.Default, with a mailbox safe to post to while it spawns.
 func (c *Config) propsFor(producer actor.Producer) *actor.Props {
-	return actor.PropsFromProducer(producer, actor.WithSupervisor(childStrategy), actor.WithMailbox(spawnSafeMailbox))
+	return actor.PropsFromProducer(producer, actor.WithSupervisor(supervision.Default), actor.WithMailbox(spawnSafeMailbox))
 }
 
 // childProps are the Props of a ServicePort's child of role, which

@@ -18,8 +18,12 @@
 // carry. Every incarnation borrows it (docs/architecture.md).
 //
 // Each actor's file holds its Receive; system.go starts and stops the tree,
-// strategy.go holds the restart strategy, faults.go the fault injection.
-// Subpackages: metrics (the Prometheus registry the actors update) and
-// remote (a core and its backends over protoactor remoting, a source of
-// this tree like informers or a file).
+// crash.go makes one actor panic (Crash, CrashTop: the primitive fault
+// injection and the supervision tests build on). Subpackages: supervision
+// (the restart strategy every actor here is supervised by), actorlog
+// (protoactor's log into zerolog), faults (fault injection: storms,
+// endpoint, rules and listener faults, their counts), metrics (the
+// Prometheus registry the actors update) and remote (a core and its
+// backends over protoactor remoting, a source of this tree like informers
+// or a file).
 package actors

@@ -6,12 +6,12 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/actors/internal/actortest"
 	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
@@ -37,41 +37,18 @@ func startProxyWith(t *testing.T, cfg Config) *Proxy {
 	return p
 }
 
-// stateWaiter records every ServicePortState the Proxier publishes and lets
-// a test wait for a condition on the latest ones.
-type stateWaiter struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	latest map[string]*messages.ServicePortState
-}
+// stateWaiter waits for conditions on the latest ServicePortStates the
+// Proxier published.
+type stateWaiter struct{ *actortest.States }
 
 func watchState(t *testing.T, p *Proxy) *stateWaiter {
-	w := &stateWaiter{latest: map[string]*messages.ServicePortState{}}
-	w.cond = sync.NewCond(&w.mu)
-	unsub := p.Subscribe(func(st *messages.ServicePortState) {
-		w.mu.Lock()
-		w.latest[st.GetKey().ID()] = st
-		w.mu.Unlock()
-		w.cond.Broadcast()
-	})
-	t.Cleanup(unsub)
-	return w
+	return &stateWaiter{actortest.WatchStates(t, p.Subscribe)}
 }
 
 // wait blocks until ok holds for the latest states, or fails the test.
 func (w *stateWaiter) wait(t *testing.T, what string, ok func(map[string]*messages.ServicePortState) bool) {
 	t.Helper()
-	timer := time.AfterFunc(10*time.Second, w.cond.Broadcast)
-	defer timer.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for !ok(w.latest) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		w.cond.Wait()
-	}
+	w.Wait(t, what, ok)
 }
 
 // listening waits until the service port of key listens on n addresses at generation gen.

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -188,4 +190,68 @@ func (c *logCounter) count(msg string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[msg]
+}
+
+// A ServicePort crash restarts its children too (protoactor stops them);
+// the Portal's sockets are held for its successor and the Proxier re-sends
+// the desired state, so clients see nothing and the proxy port is kept.
+func TestServicePortCrashKeepsSocketsAndPort(t *testing.T) {
+	p := startProxy(t)
+	w := watchState(t, p)
+	addrs := tcpBackends(t, 2)
+	sp := svcPort("spcrash", messages.Protocol_TCP, "127.0.26.1", 18080)
+	p.Submit(snapshot(1, spe(sp, endpoints(addrs...))))
+	before := w.listening(t, sp.GetKey().ID(), 1, 1)
+	addr := "127.0.26.1:18080"
+
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	held.SetDeadline(time.Now().Add(60 * time.Second))
+	hr := bufio.NewReader(held)
+	if _, err := backends.ReadName(hr); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	h := startHammer([]string{addr}, 2, stop)
+	for i := range 5 {
+		okBefore := h.OK.Load()
+		if err := p.Crash(sp.GetKey().ID(), roleServicePort, "test"); err != nil {
+			t.Fatal(err)
+		}
+		// The restarted ServicePort reports, its restart counted on top
+		// of the earlier ones, then clients keep completing connections.
+		w.wait(t, fmt.Sprintf("service port restart %d", i+1), func(m map[string]*messages.ServicePortState) bool {
+			st := m[sp.GetKey().ID()]
+			return st.GetRestarts() == int32(i+1) && len(st.GetListenAddresses()) == 1
+		})
+		for deadline := time.Now().Add(10 * time.Second); h.OK.Load() < okBefore+10; {
+			if time.Now().After(deadline) {
+				t.Fatalf("restart %d: clients stalled", i+1)
+			}
+			time.Sleep(10 * time.Millisecond) // polling a counter the clients bump
+		}
+	}
+	close(stop)
+	h.WG.Wait()
+	for _, errs := range h.Failures {
+		t.Fatalf("%d failed connections across ServicePort crashes, first: %v", len(errs), errs[0])
+	}
+	after, err := p.State(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := after.GetServicePorts()[0]
+	if !slices.Equal(got.GetListenAddresses(), before.GetListenAddresses()) || got.GetProxyPort() != 0 {
+		t.Fatalf("listen addresses changed: %v -> %v (proxy port %d)", before.GetListenAddresses(), got.GetListenAddresses(), got.GetProxyPort())
+	}
+	io.WriteString(held, "still here\n")
+	if line, err := hr.ReadString('\n'); err != nil || line != "still here\n" {
+		t.Fatalf("connection established before the crashes broke: %q %v", line, err)
+	}
+	if n := p.Listeners.Len(); n != 1 {
+		t.Fatalf("%d sockets open, want the service port's 1", n)
+	}
 }

@@ -8,7 +8,7 @@ import (
 
 // supervisor is the parent of the top actors: Rules (kernel modes), the
 // Proxier and the Watcher. It restarts the one that failed, alone
-// (childStrategy), as a ServicePort does its children. Their Props carry
+// (supervision.Default), as a ServicePort does its children. Their Props carry
 // the state that outlives them, so an incarnation it starts, or the next
 // one after a failure, borrows the same state.
 // supervisorName is the supervisor's name, the top actors' PIDs' prefix.

@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
-	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kproxy/kproxy/actors/actorlog"
+	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
-	"github.com/kproxy/kproxy/portal/rules"
 )
 
 // Proxy is a running actor tree.
@@ -36,10 +35,7 @@ type Proxy struct {
 	// supervisor is the top actors' parent.
 	supervisor *actor.PID
 	sub        *eventstream.Subscription
-	faults     atomic.Int64
 	restarts   atomic.Int64
-	// chaosRunning is set while a storm runs.
-	chaosRunning atomic.Bool
 }
 
 // Start builds the actor system and the tree.
@@ -51,9 +47,7 @@ func Start(cfg Config) *Proxy {
 	cfg.Ports.Attach(cfg.listeners, cfg.PortalMode) // proxy ports are held as the sockets the Portals serve
 	cfg.crashes = &sync.Map{}
 	c := &cfg
-	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(cfg.Log.With().Str("component", "protoactor").Logger())})
-	})}
+	opts := []actor.ConfigOption{actorlog.Option(cfg.Log)}
 	if cfg.MeterProvider != nil {
 		// WithMetricProviders alone leaves protoactor's metrics disabled.
 		opts = append(opts, actor.WithMetricProviders(cfg.MeterProvider), func(c *actor.Config) { c.MetricsEnabled = true })
@@ -71,15 +65,11 @@ func Start(cfg Config) *Proxy {
 				Str("directive", e.Directive.String()).Msg("actor failed")
 		}
 	})
-	if c.Rules != nil && c.Faults != nil {
-		c.rulesFaults = rules.NewFaulty(c.Rules)
-		c.Rules = c.rulesFaults
-	}
 	if c.Rules != nil {
 		c.rulesPID = actor.NewPID(system.Address(), supervisorName+"/"+roleRules)
 	}
 	p.desired = &desiredState{records: map[string]*record{}}
-	sup, _ := system.Root.SpawnNamed(newSupervisor(c, p.desired).Configure(actor.WithGuardian(childStrategy)), supervisorName)
+	sup, _ := system.Root.SpawnNamed(newSupervisor(c, p.desired).Configure(actor.WithGuardian(supervision.Default)), supervisorName)
 	res, err := system.Root.RequestFuture(sup, &messages.GetTopActors{}, time.Minute).Result()
 	if err != nil {
 		panic(fmt.Errorf("start the actor tree: %w", err)) // the supervisor answers from its mailbox: only a bug gets here
@@ -220,28 +210,4 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 	p.System.EventStream.Unsubscribe(p.sub)
 	p.System.Shutdown()
 	return err
-}
-
-// renameMessageAttr renames protoactor's "message" attribute, which would
-// clash with zerolog's message field.
-type renameMessageAttr struct{ slog.Handler }
-
-func (h renameMessageAttr) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "message" {
-			a.Key = "actorMessage"
-		}
-		out.AddAttrs(a)
-		return true
-	})
-	return h.Handler.Handle(ctx, out)
-}
-
-func (h renameMessageAttr) WithAttrs(as []slog.Attr) slog.Handler {
-	return renameMessageAttr{h.Handler.WithAttrs(as)}
-}
-
-func (h renameMessageAttr) WithGroup(name string) slog.Handler {
-	return renameMessageAttr{h.Handler.WithGroup(name)}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -103,7 +104,7 @@ func StartCore(ctx context.Context, cfg CoreConfig) (*Core, error) {
 	c := &Core{rs: rs, cfg: cfg}
 	c.cfg.identities = rs.identities
 	c.pid, err = rs.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(&c.cfg) },
-		actor.WithGuardian(childStrategy)), CoreActorName)
+		actor.WithGuardian(supervision.Default)), CoreActorName)
 	if err != nil {
 		rs.stop()
 		return nil, err

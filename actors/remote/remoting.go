@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -24,6 +23,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/kproxy/kproxy/actors/actorlog"
 )
 
 // Config configures protoactor remoting (gRPC underneath) for a
@@ -159,9 +160,7 @@ func startRemote(rc Config, component string) (*remoteSystem, error) {
 		l.Close()
 	}
 	log := rc.Log.With().Str("component", component).Logger()
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(log.With().Str("component", "protoactor").Logger())})
-	}))
+	system := actor.NewActorSystem(actorlog.Option(log))
 	var ids *identities
 	if rc.ServerTLS != nil && rc.ServerTLS.ClientAuth == tls.RequireAndVerifyClientCert {
 		ids = &identities{m: map[string]string{}}

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -129,7 +130,7 @@ func (s *Source) Start(ctx context.Context, notify func(watcher.Event)) error {
 	ready := make(chan error, 1)
 	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, core: actor.NewPID(s.cfg.Core, CoreActorName), ready: ready, stats: &s.stats,
 		setTriggers: s.setTriggers}
-	s.pid = rs.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sub }, actor.WithGuardian(childStrategy)))
+	s.pid = rs.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sub }, actor.WithGuardian(supervision.Default)))
 	s.cfg.Log.Info().Str("core", s.cfg.Core).Str("node", s.cfg.NodeName).Str("address", rs.address()).Msg("subscribing to the core")
 	select {
 	case err := <-ready:

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -39,7 +40,7 @@ func checkAdminAddress(addr string, allowNonLoopback bool) error {
 // the admin address, no foreign Origin, and POSTs a JSON body: a web page
 // the operator visits can neither read the state (DNS rebinding) nor
 // drive faults (form or text/plain POSTs, which need no CORS preflight).
-func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) (net.Addr, error) {
+func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, inj *faults.Injector, api *watcher.APIConns, log zerolog.Logger) (net.Addr, error) {
 	token, err := writeAdminToken(tokenFile)
 	if err != nil {
 		return nil, err
@@ -48,7 +49,7 @@ func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, ap
 	if err != nil {
 		return nil, fmt.Errorf("admin API: %w", err)
 	}
-	srv := &http.Server{Handler: guardAdmin(adminHandler(p, api, log), token, adminHosts(addr, ln.Addr())), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: guardAdmin(adminHandler(p, inj, api, log), token, adminHosts(addr, ln.Addr())), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	go func() {
 		<-ctx.Done()
@@ -103,7 +104,7 @@ func guardAdmin(next http.Handler, token string, hosts map[string]bool) http.Han
 }
 
 // api is nil unless the source is the API server.
-func adminHandler(p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) http.Handler {
+func adminHandler(p *actors.Proxy, inj *faults.Injector, api *watcher.APIConns, log zerolog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
 		snap, err := p.State(5 * time.Second)
@@ -117,18 +118,18 @@ func adminHandler(p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) ht
 			return
 		}
 		writeJSON(w, struct {
-			actors.FaultCounts
+			faults.FaultCounts
 			State json.RawMessage `json:"state"`
-		}{p.Counts(), raw})
+		}{inj.Counts(), raw})
 	})
 	mux.HandleFunc("POST /crash", func(w http.ResponseWriter, r *http.Request) {
 		var req crashRequest
 		if !decodeRequest(w, r, &req) {
 			return
 		}
-		crash := func() error { return p.Crash(req.ServicePort, req.Actor, "admin API") }
+		crash := func() error { return inj.Crash(req.ServicePort, req.Actor, "admin API") }
 		if topActors[req.Actor] {
-			crash = func() error { return p.CrashTop(req.Actor, "admin API") }
+			crash = func() error { return inj.CrashTop(req.Actor, "admin API") }
 		}
 		if err := crash(); err != nil {
 			status := http.StatusBadRequest
@@ -149,10 +150,10 @@ func adminHandler(p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) ht
 		if len(kinds) == 0 {
 			kinds = []string{"portal"}
 		}
-		crashes, err := p.Storm(r.Context(), req.Rate, req.duration, req.Seed, kinds)
+		crashes, err := inj.Storm(r.Context(), req.Rate, req.duration, req.Seed, kinds)
 		if err != nil {
 			status := http.StatusBadRequest
-			if errors.Is(err, actors.ErrChaosRunning) {
+			if errors.Is(err, faults.ErrChaosRunning) {
 				status = http.StatusConflict
 			}
 			httpError(w, status, err)
@@ -165,7 +166,7 @@ func adminHandler(p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) ht
 		if !decodeRequest(w, r, &req) {
 			return
 		}
-		if err := p.SetEndpointFault(req.Endpoint, req.Mode, req.duration); err != nil {
+		if err := inj.SetEndpointFault(req.Endpoint, req.Mode, req.duration); err != nil {
 			httpError(w, http.StatusBadRequest, err)
 			return
 		}
@@ -176,7 +177,7 @@ func adminHandler(p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) ht
 		if !decodeRequest(w, r, &req) {
 			return
 		}
-		if err := p.SetListenerFault(req.ServicePort, req.Fault, req.duration); err != nil {
+		if err := inj.SetListenerFault(req.ServicePort, req.Fault, req.duration); err != nil {
 			status := http.StatusBadRequest
 			if errors.Is(err, actors.ErrUnknownServicePort) {
 				status = http.StatusNotFound
@@ -205,14 +206,14 @@ func adminHandler(p *actors.Proxy, api *watcher.APIConns, log zerolog.Logger) ht
 			return
 		}
 		if req.Count > 0 {
-			if err := p.FailRules(req.Count); err != nil {
+			if err := inj.FailRules(req.Count); err != nil {
 				httpError(w, http.StatusBadRequest, err)
 				return
 			}
 			writeJSON(w, map[string]any{"rules": "fail", "count": req.Count})
 			return
 		}
-		if err := p.SetRulesFault(req.duration); err != nil {
+		if err := inj.SetRulesFault(req.duration); err != nil {
 			httpError(w, http.StatusBadRequest, err)
 			return
 		}

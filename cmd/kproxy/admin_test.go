@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 )
@@ -104,7 +104,7 @@ func TestChaosCommandDrivesAdminAPI(t *testing.T) {
 	}
 
 	out := chaos("storm", "--rate", "50", "--duration", "200ms", "--seed", "7")
-	var storm struct{ Crashes []actors.ChaosCrash }
+	var storm struct{ Crashes []faults.ChaosCrash }
 	if err := json.Unmarshal(out, &storm); err != nil || len(storm.Crashes) < 5 {
 		t.Fatalf("storm: %v %s", err, out)
 	}

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/portal"
 )
 
@@ -78,17 +78,17 @@ func (r *listenerFaultRequest) check() error {
 		return fmt.Errorf("servicePort is required")
 	}
 	switch r.Fault {
-	case actors.ListenerFaultBreak:
+	case faults.ListenerFaultBreak:
 		if r.Duration != "" {
 			return fmt.Errorf("a break takes no duration")
 		}
 		return nil
-	case actors.ListenerFaultEMFILE:
+	case faults.ListenerFaultEMFILE:
 		var err error
 		r.duration, err = boundedDuration(r.Duration, maxFaultDuration)
 		return err
 	}
-	return fmt.Errorf("fault %q: want %s or %s", r.Fault, actors.ListenerFaultBreak, actors.ListenerFaultEMFILE)
+	return fmt.Errorf("fault %q: want %s or %s", r.Fault, faults.ListenerFaultBreak, faults.ListenerFaultEMFILE)
 }
 
 // parseAdminRequest decodes one JSON object (unknown fields are errors)

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
+	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/balancer"
@@ -256,9 +257,6 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		Conntrack:      newFlows(o.portalMode),
 		Log:            log,
 	}
-	if o.enableFaultInjection {
-		cfg.Faults = portal.NewFaults()
-	}
 	tracer, stopTracing, err := o.tracing.start(ctx, o.nodeName, log)
 	if err != nil {
 		return err
@@ -294,12 +292,16 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
 	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, log) }
+	var inject faults.Config
+	if o.enableFaultInjection {
+		inject = faults.Prepare(&cfg)
+	}
 	proxy := actors.Start(cfg)
 	if portal.UsesProxyPorts(o.portalMode) {
 		startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
 	}
 	if o.enableFaultInjection {
-		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, o.apiConns, log); err != nil {
+		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, faults.New(proxy, inject), o.apiConns, log); err != nil {
 			proxy.Stop(context.Background())
 			return err
 		}

@@ -1,13 +1,23 @@
-package actors
+package faults
 
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/kproxy/kproxy/messages"
 )
+
+// SetEndpointFault makes dials to endpoint ("ip:port") fail or stall for d.
+// It needs Config.Endpoints.
+func (i *Injector) SetEndpointFault(endpoint, mode string, d time.Duration) error {
+	if i.cfg.Endpoints == nil {
+		return errors.New("endpoint faults: fault injection is not enabled")
+	}
+	if err := i.cfg.Endpoints.Set(endpoint, mode, d); err != nil {
+		return err
+	}
+	i.inject("endpoint").Str("endpoint", endpoint).Str("mode", mode).Dur("duration", d).Msg("fault injected: endpoint")
+	return nil
+}
 
 // Listener faults that look like real ones, for a service port's TCP
 // listeners: a socket broken under the Portal, and accepts failing with
@@ -21,20 +31,19 @@ const (
 // shuts its TCP listening sockets down under their serving goroutines
 // (the Portal fails, is restarted and opens them again); "emfile" makes
 // their accepts fail with EMFILE for d (connections wait in the backlog).
-// It needs Config.Faults.
-func (p *Proxy) SetListenerFault(servicePort, fault string, d time.Duration) error {
-	if p.cfg.Faults == nil {
+// It needs Config.Endpoints.
+func (i *Injector) SetListenerFault(servicePort, fault string, d time.Duration) error {
+	if i.cfg.Endpoints == nil {
 		return errors.New("listener faults: fault injection is not enabled")
 	}
-	st, err := p.servicePortState(servicePort)
+	listeners, err := i.p.ServicePortListeners(servicePort)
 	if err != nil {
 		return err
 	}
 	switch fault {
 	case ListenerFaultBreak:
 		n := 0
-		owner := strings.TrimPrefix(st.GetActorId(), p.Proxier.GetId()+"/") // its record's name
-		for _, l := range p.cfg.listeners.Owned(owner) {
+		for _, l := range listeners {
 			if l.Spec.Network != "tcp" {
 				continue
 			}
@@ -47,26 +56,10 @@ func (p *Proxy) SetListenerFault(servicePort, fault string, d time.Duration) err
 			return fmt.Errorf("break %s: no TCP listener", servicePort)
 		}
 	case ListenerFaultEMFILE:
-		p.cfg.Faults.SetAcceptFault(servicePort, d)
+		i.cfg.Endpoints.SetAcceptFault(servicePort, d)
 	default:
 		return fmt.Errorf("listener fault %q: want %s or %s", fault, ListenerFaultBreak, ListenerFaultEMFILE)
 	}
-	p.faults.Add(1)
-	p.cfg.Metrics.Fault("listener")
-	p.cfg.Log.Warn().Str("servicePort", servicePort).Str("fault", fault).Dur("duration", d).Msg("fault injected: listener")
+	i.inject("listener").Str("servicePort", servicePort).Str("fault", fault).Dur("duration", d).Msg("fault injected: listener")
 	return nil
-}
-
-// servicePortState is the Proxier's state of one service port.
-func (p *Proxy) servicePortState(servicePort string) (*messages.ServicePortState, error) {
-	snap, err := p.State(5 * time.Second)
-	if err != nil {
-		return nil, err
-	}
-	for _, st := range snap.GetServicePorts() {
-		if st.GetKey().ID() == servicePort {
-			return st, nil
-		}
-	}
-	return nil, fmt.Errorf("%s: %w", servicePort, ErrUnknownServicePort)
 }

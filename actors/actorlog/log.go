@@ -1,13 +1,26 @@
-package remote
+// Package actorlog sends protoactor's own log (actor failures, dead
+// letters, remoting) to kproxy's zerolog logger. It is shared by the node
+// proxy's tree (package actors) and the core's and backends' (package
+// actors/remote), and depends on neither.
+package actorlog
 
 import (
 	"context"
 	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
 )
 
+// Option makes an actor system log to log, as component "protoactor".
+func Option(log zerolog.Logger) actor.ConfigOption {
+	return actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(renameMessageAttr{zerolog.NewSlogHandler(log.With().Str("component", "protoactor").Logger())})
+	})
+}
+
 // renameMessageAttr renames protoactor's "message" attribute, which would
-// clash with zerolog's message field (a copy of the node proxy's, in
-// actors/system.go).
+// clash with zerolog's message field.
 type renameMessageAttr struct{ slog.Handler }
 
 func (h renameMessageAttr) Handle(ctx context.Context, r slog.Record) error {
