@@ -189,55 +189,9 @@ func TestLiveViewStreamAndCrashes(t *testing.T) {
 		return e.Kind == "restart" && e.Data["role"] == "watcher" && e.Data["servicePort"] == nil
 	})
 
-	// A storm from the page: the restart of every actor it crashed
-	// arrives on the same stream, which stays open and drops nothing.
-	getJSON(t, "http://"+ui+"/api/tree", &tree)
-	before := tree.Restarts
-	const rate, seconds = 50, 2
-	if status, resp := lvPost(t, ui, "/api/storm", token, fmt.Sprintf(`{"rate":%d,"duration":"%ds","kinds":["portal","balancer","serviceport"]}`, rate, seconds), nil); status != http.StatusAccepted {
-		t.Fatalf("storm: %d %s", status, resp)
-	}
-	if status, _ := lvPost(t, ui, "/api/storm", token, `{}`, nil); status != http.StatusConflict {
-		t.Errorf("a second storm while one runs: %d, want 409", status)
-	}
-	restarts, slowest := 0, 0.0
-	count := func(e sseEvent) {
-		switch e.Kind {
-		case "restart":
-			restarts++
-			if ms, _ := e.Data["tookMs"].(float64); ms > slowest {
-				slowest = ms
-			}
-		case "dropped":
-			t.Errorf("the stream dropped events during the storm: %v", e.Data)
-		}
-	}
-	end := awaitEvent(t, events, seconds*time.Second+10*time.Second, "the storm's end", func(e sseEvent) bool {
-		count(e)
-		return e.Kind == "storm" && strings.HasPrefix(fmt.Sprint(e.Data["text"]), "storm ended")
-	})
-	// Each failure the supervisors handled is one restart event, once the
-	// actor answers again: the stream must bring every one.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		getJSON(t, "http://"+ui+"/api/tree", &tree)
-		if restarts >= tree.Restarts-before || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case e := <-events:
-			count(e)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	t.Logf("storm of %d crashes/s for %d s from the page: %s; %d failures, %d restart events on the stream, slowest restart %.2f ms",
-		rate, seconds, end.Data["text"], tree.Restarts-before, restarts, slowest)
-	if restarts != tree.Restarts-before {
-		t.Errorf("%d restart events for %d failures", restarts, tree.Restarts-before)
-	}
-	if tree.Restarts-before < rate*seconds/2 {
-		t.Errorf("the storm made %d failures, want about %d", tree.Restarts-before, rate*seconds)
-	}
+	// A storm from the page: every restart it causes arrives on the same
+	// stream, which stays open and drops nothing.
+	lvStorm(t, ui, token, events, 50, 2)
 }
 
 // The live view of 10,000 service ports: a page of 50 and a filtered
@@ -249,10 +203,11 @@ func TestLiveViewTenThousandServicePorts(t *testing.T) {
 	}
 	const n = 10000
 	bin := binarytest.Build(t)
-	ui := freeLoopbackPort(t)
+	ui, admin := freeLoopbackPort(t), freeLoopbackPort(t)
 	manifest := liveViewManifest(t, n)
 	start := time.Now()
-	loopbackKproxy(t, bin, manifest, "--ui-address", ui)
+	loopbackKproxy(t, bin, manifest, "--ui-address", ui, "--enable-fault-injection", "--admin-address", admin,
+		"--admin-token-file", t.TempDir()+"/admin-token")
 	waitServicePorts(t, ui, n, 3*time.Minute)
 	t.Logf("%d service ports in the live view after %v", n, time.Since(start).Round(time.Millisecond))
 
@@ -278,6 +233,11 @@ func TestLiveViewTenThousandServicePorts(t *testing.T) {
 		if p.Matched != c.matched || len(p.Items) != min(50, c.matched) {
 			t.Errorf("?%s: matched %d with %d items, want %d", c.query, p.Matched, len(p.Items), c.matched)
 		}
+		for _, it := range p.Items {
+			if len(it.Listen) != 1 {
+				t.Errorf("%s listens on %v, want its cluster IP", it.ID, it.Listen)
+			}
+		}
 		worst = max(worst, took)
 	}
 	var tree struct{ ServicePorts int }
@@ -297,6 +257,11 @@ func TestLiveViewTenThousandServicePorts(t *testing.T) {
 	if len(page) > 16<<10 {
 		t.Errorf("the page is %d bytes; the initial load must be small", len(page))
 	}
+
+	// The event stream under a storm over 10,000 service ports.
+	events := sseStream(t, ui)
+	awaitEvent(t, events, 5*time.Second, "the first tick", func(e sseEvent) bool { return e.Kind == "tick" })
+	lvStorm(t, ui, pageToken(t, ui), events, 100, 3)
 }
 
 // pageToken is the token the page served to this host carries.
@@ -341,4 +306,58 @@ func lvPost(t *testing.T, ui, path, token, body string, headers map[string]strin
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// lvStorm starts a storm of rate crashes a second for seconds from the
+// page, and checks that the stream brings a restart event for each
+// failure the supervisors handled (the tree's count), and no "dropped".
+func lvStorm(t *testing.T, ui, token string, events <-chan sseEvent, rate, seconds int) {
+	t.Helper()
+	var tree struct{ Restarts int }
+	getJSON(t, "http://"+ui+"/api/tree", &tree)
+	before := tree.Restarts
+	if status, resp := lvPost(t, ui, "/api/storm", token, fmt.Sprintf(`{"rate":%d,"duration":"%ds","kinds":["portal","balancer","serviceport"]}`, rate, seconds), nil); status != http.StatusAccepted {
+		t.Fatalf("storm: %d %s", status, resp)
+	}
+	if status, _ := lvPost(t, ui, "/api/storm", token, `{}`, nil); status != http.StatusConflict {
+		t.Errorf("a second storm while one runs: %d, want 409", status)
+	}
+	restarts, slowest := 0, 0.0
+	count := func(e sseEvent) {
+		switch e.Kind {
+		case "restart":
+			restarts++
+			if ms, _ := e.Data["tookMs"].(float64); ms > slowest {
+				slowest = ms
+			}
+		case "dropped":
+			t.Errorf("the stream dropped events during the storm: %v", e.Data)
+		}
+	}
+	end := awaitEvent(t, events, time.Duration(seconds)*time.Second+10*time.Second, "the storm's end", func(e sseEvent) bool {
+		count(e)
+		return e.Kind == "storm" && strings.HasPrefix(fmt.Sprint(e.Data["text"]), "storm ended")
+	})
+	// Each failure is one restart event, once the actor answers again.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		getJSON(t, "http://"+ui+"/api/tree", &tree)
+		if restarts >= tree.Restarts-before || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case e := <-events:
+			count(e)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	failures := tree.Restarts - before
+	t.Logf("storm of %d crashes/s for %d s from the page: %s; %d failures, %d restart events on the stream, slowest restart %.2f ms",
+		rate, seconds, end.Data["text"], failures, restarts, slowest)
+	if restarts != failures {
+		t.Errorf("%d restart events for %d failures", restarts, failures)
+	}
+	if failures < rate*seconds/2 {
+		t.Errorf("the storm made %d failures, want about %d", failures, rate*seconds)
+	}
 }
