@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -107,6 +108,8 @@ type view struct {
 	guard *guard
 	ctx   context.Context
 	storm stormState
+	// streams counts the open event streams.
+	streams atomic.Int64
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

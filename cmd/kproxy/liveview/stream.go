@@ -16,11 +16,21 @@ const tickInterval = time.Second
 // maxBatch bounds the events written between two flushes.
 const maxBatch = 256
 
+// maxStreams bounds the open event streams (each holds a buffer of
+// subscriberLen events).
+const maxStreams = 64
+
 // events serves GET /api/events: server-sent events, "restart", "change"
 // and "storm" as they happen (the last ones first, for a page that just
 // opened), "tick" with the tree every second, "dropped" when this client
 // fell behind and lost some.
 func (v *view) events(w http.ResponseWriter, r *http.Request) {
+	if v.streams.Add(1) > maxStreams {
+		v.streams.Add(-1)
+		httpError(w, http.StatusServiceUnavailable, fmt.Errorf("%d event streams are open already", maxStreams))
+		return
+	}
+	defer v.streams.Add(-1)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
