@@ -25,7 +25,8 @@ type Event struct {
 	// TookMs is a restart's duration: from the failure to the new
 	// incarnation answering a message.
 	TookMs float64 `json:"tookMs,omitempty"`
-	// Row is the service port as it is after the event (nil when gone).
+	// Row is the service port as it is when the event is sent (nil when
+	// gone).
 	Row *Row `json:"row,omitempty"`
 }
 

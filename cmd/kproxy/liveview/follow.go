@@ -28,7 +28,9 @@ func follow(p *actors.Proxy, m *model, h *hub) (stop func()) {
 		if change != "deleted" {
 			text = fmt.Sprintf("%s %s: generation %d, %d endpoints", id, change, st.GetGeneration(), len(st.GetEndpoints()))
 		}
-		h.publish(Event{Kind: kindChange, At: time.Now(), Text: text, ServicePort: id, Row: m.rowOf(id)})
+		// The stream adds the row as it sends the event: not built here, on
+		// the Proxier's goroutine.
+		h.publish(Event{Kind: kindChange, At: time.Now(), Text: text, ServicePort: id})
 	})
 	sub := p.System.EventStream.Subscribe(func(evt any) {
 		e, ok := evt.(*actor.SupervisorEvent)
@@ -75,9 +77,6 @@ func awaitRestart(p *actors.Proxy, m *model, h *hub, pid *actor.PID, at time.Tim
 	} else {
 		m.back(pid.GetId(), took)
 		ev.Text = fmt.Sprintf("%s crashed (%s) → restarted in %v", name, reason, took.Round(10*time.Microsecond))
-	}
-	if sp != "" {
-		ev.Row = m.rowOf(sp)
 	}
 	h.publish(ev)
 }

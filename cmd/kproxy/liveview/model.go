@@ -19,7 +19,8 @@ type model struct {
 
 	mu     sync.Mutex
 	ports  map[string]*messages.ServicePortState // by service port id
-	ids    []string                              // sorted
+	ids    []string                              // sorted, unless dirty
+	dirty  bool                                  // ids must be rebuilt from ports
 	actors map[string]*actorState                // by PID id
 	// byActor maps a ServicePort's PID id to its service port id.
 	byActor  map[string]string
@@ -48,8 +49,10 @@ func (m *model) reported(st *messages.ServicePortState) (change string) {
 	}
 	m.ports[id] = st
 	if old == nil {
-		i, _ := slices.BinarySearch(m.ids, id)
-		m.ids = slices.Insert(m.ids, i, id)
+		// Sorted when next read: inserting each of 10,000 new service
+		// ports in place would move the slice each time, on the
+		// Proxier's goroutine.
+		m.dirty = true
 	} else if old.GetActorId() != st.GetActorId() {
 		m.forgetActors(old.GetActorId())
 	}
@@ -78,9 +81,7 @@ func (m *model) seed(snap *messages.StateSnapshot) {
 
 func (m *model) forget(id string, old *messages.ServicePortState) {
 	delete(m.ports, id)
-	if i, found := slices.BinarySearch(m.ids, id); found {
-		m.ids = slices.Delete(m.ids, i, i+1)
-	}
+	m.dirty = true
 	m.forgetActors(old.GetActorId())
 }
 
@@ -149,7 +150,7 @@ type Tree struct {
 func (m *model) tree() Tree {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t := Tree{Supervisor: "kproxy", ServicePorts: len(m.ids), Restarts: m.restarts}
+	t := Tree{Supervisor: "kproxy", ServicePorts: len(m.ports), Restarts: m.restarts}
 	for _, role := range []string{"watcher", "proxier", "rules"} {
 		if id := m.top[role]; id != "" {
 			t.Top = append(t.Top, m.actors[id].view(role, id))
@@ -171,6 +172,7 @@ type Page struct {
 func (m *model) page(q string, offset, limit int) Page {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.sortIDs()
 	p := Page{Total: len(m.ids), Offset: offset, Limit: limit, Items: []*Row{}}
 	q = strings.ToLower(q)
 	for _, id := range m.ids {
@@ -199,5 +201,19 @@ func (m *model) rowOf(id string) *Row {
 func (m *model) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.ids)
+	return len(m.ports)
+}
+
+// sortIDs rebuilds the sorted ids after service ports came or went; m.mu
+// is held.
+func (m *model) sortIDs() {
+	if !m.dirty {
+		return
+	}
+	m.ids = m.ids[:0]
+	for id := range m.ports {
+		m.ids = append(m.ids, id)
+	}
+	slices.Sort(m.ids)
+	m.dirty = false
 }

@@ -41,7 +41,7 @@ func (v *view) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, e := range past {
-		if writeSSE(w, e.Kind, e.Seq, e) != nil {
+		if v.writeEvent(w, e) != nil {
 			return
 		}
 	}
@@ -60,11 +60,10 @@ func (v *view) events(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			err = writeSSE(w, "tick", 0, v.tree())
 		case e := <-s.events:
-			err = writeSSE(w, e.Kind, e.Seq, e)
+			err = v.writeEvent(w, e)
 			// Only this goroutine receives: what is queued can be taken.
 			for n := 1; n < maxBatch && err == nil && len(s.events) > 0; n++ {
-				e = <-s.events
-				err = writeSSE(w, e.Kind, e.Seq, e)
+				err = v.writeEvent(w, <-s.events)
 			}
 		}
 		if n := s.takeDropped(); n > 0 && err == nil {
@@ -77,6 +76,14 @@ func (v *view) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// writeEvent sends e with its service port's row as it is now.
+func (v *view) writeEvent(w io.Writer, e Event) error {
+	if e.ServicePort != "" {
+		e.Row = v.model.rowOf(e.ServicePort)
+	}
+	return writeSSE(w, e.Kind, e.Seq, e)
 }
 
 func writeSSE(w io.Writer, kind string, seq int64, v any) error {
