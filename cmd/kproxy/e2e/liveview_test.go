@@ -323,12 +323,16 @@ func lvStorm(t *testing.T, ui, token string, events <-chan sseEvent, rate, secon
 		t.Errorf("a second storm while one runs: %d, want 409", status)
 	}
 	restarts, slowest := 0, 0.0
+	var lag time.Duration // from the server's event to this client reading it
 	count := func(e sseEvent) {
 		switch e.Kind {
 		case "restart":
 			restarts++
 			if ms, _ := e.Data["tookMs"].(float64); ms > slowest {
 				slowest = ms
+			}
+			if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e.Data["at"])); err == nil {
+				lag = max(lag, e.At.Sub(at))
 			}
 		case "dropped":
 			t.Errorf("the stream dropped events during the storm: %v", e.Data)
@@ -352,10 +356,13 @@ func lvStorm(t *testing.T, ui, token string, events <-chan sseEvent, rate, secon
 		}
 	}
 	failures := tree.Restarts - before
-	t.Logf("storm of %d crashes/s for %d s from the page: %s; %d failures, %d restart events on the stream, slowest restart %.2f ms",
-		rate, seconds, end.Data["text"], failures, restarts, slowest)
+	t.Logf("storm of %d crashes/s for %d s from the page: %s; %d failures, %d restart events on the stream, slowest restart %.2f ms, slowest delivery %v",
+		rate, seconds, end.Data["text"], failures, restarts, slowest, lag.Round(time.Microsecond))
 	if restarts != failures {
 		t.Errorf("%d restart events for %d failures", restarts, failures)
+	}
+	if lag > time.Second {
+		t.Errorf("a restart event reached the stream's client %v after it happened, want within 1 s", lag)
 	}
 	if failures < rate*seconds/2 {
 		t.Errorf("the storm made %d failures, want about %d", failures, rate*seconds)
