@@ -321,12 +321,15 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		}
 	}
 	if o.uiAddress != "" {
-		ui, err := liveview.Start(opCtx, liveview.Options{Address: o.uiAddress, Proxy: proxy, Injector: injector, Log: log})
+		ui, err := liveview.New(opCtx, liveview.Options{Address: o.uiAddress, Proxy: proxy, Injector: injector})
 		if err != nil {
 			proxy.Stop(context.Background())
 			return err
 		}
-		opStopped = append(opStopped, ui.Done())
+		// As the other operator endpoints: a shared port (the next kproxy
+		// of a hand-over binds it too), retried while it cannot be bound,
+		// never a reason not to proxy.
+		opStopped = append(opStopped, serveHTTP(opCtx, "the live view", o.uiAddress, ui, log))
 	}
 	if started != nil {
 		started(proxy)

@@ -25,7 +25,7 @@ const maxBody = 64 << 10
 // peer, a JSON body (a form or text/plain POST, which needs no CORS
 // preflight, is refused) and the token only a loopback page load gets.
 type guard struct {
-	port       string
+	port       string // "" for any
 	configured string // the configured host, lower case
 	token      string
 }
@@ -34,7 +34,7 @@ type guard struct {
 // server.
 func (g *guard) hostOK(hostport string) bool {
 	host, port, err := net.SplitHostPort(strings.ToLower(hostport))
-	if err != nil || port != g.port {
+	if err != nil || g.port != "" && port != g.port {
 		return false
 	}
 	return host == "localhost" || host == g.configured || net.ParseIP(strings.Trim(host, "[]")) != nil

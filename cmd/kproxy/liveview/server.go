@@ -12,11 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
-	"github.com/kproxy/kproxy/portal"
 )
 
 // DefaultAddress is where the live view listens unless told otherwise.
@@ -24,45 +21,29 @@ const DefaultAddress = "127.0.0.1:10261"
 
 // Options say what a live view serves.
 type Options struct {
-	// Address is host:port to listen on.
+	// Address is the host:port it is served on (the Host check).
 	Address string
 	Proxy   *actors.Proxy
 	// Injector drives the page's crash and storm buttons; nil (fault
 	// injection off) leaves the page read-only.
 	Injector *faults.Injector
-	Log      zerolog.Logger
 }
 
-// Server is a running live view.
-type Server struct {
-	addr   net.Addr
-	stop   func()
-	closed chan struct{}
-}
-
-// Addr is the address it listens on.
-func (s *Server) Addr() net.Addr { return s.addr }
-
-// Done is closed once it stopped (ctx ended) and its requests finished.
-func (s *Server) Done() <-chan struct{} { return s.closed }
-
-// Start serves the live view of opts.Proxy until ctx ends.
-func Start(ctx context.Context, opts Options) (*Server, error) {
-	host, _, err := net.SplitHostPort(opts.Address)
+// New returns the live view of opts.Proxy as an http.Handler, which
+// follows the tree until ctx ends (its event streams end then too). The
+// caller serves it on opts.Address.
+func New(ctx context.Context, opts Options) (http.Handler, error) {
+	host, port, err := net.SplitHostPort(opts.Address)
 	if err != nil {
 		return nil, fmt.Errorf("--ui-address %q: %w", opts.Address, err)
+	}
+	if port == "0" {
+		port = "" // any: the Host check is about the name
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return nil, fmt.Errorf("live view token: %w", err)
 	}
-	// Shared, as the other operator endpoints: the next kproxy of a
-	// hand-over binds it while this one still serves.
-	ln, err := portal.ListenShared(ctx, opts.Address)
-	if err != nil {
-		return nil, fmt.Errorf("live view (--ui-address): %w", err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	p := opts.Proxy
 	top := map[string]string{"watcher": p.Watcher.GetId(), "proxier": p.Proxier.GetId()}
 	if p.RulesPID != nil {
@@ -70,34 +51,18 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	v := &view{
 		opts:  opts,
+		ctx:   ctx,
 		model: newModel(p.Proxier.GetId(), top, p.Stats()),
 		hub:   newHub(),
 		guard: &guard{port: port, configured: strings.ToLower(strings.Trim(host, "[]")), token: hex.EncodeToString(raw)},
 	}
 	stopFollowing := follow(p, v.model, v.hub)
+	context.AfterFunc(ctx, stopFollowing)
 	// Whatever was reported before the subscription.
 	if snap, err := p.State(10 * time.Second); err == nil {
 		v.model.seed(snap)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	v.ctx = sctx
-	srv := &http.Server{Handler: v.guard.wrap(v.routes()), ReadHeaderTimeout: 5 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return sctx }}
-	s := &Server{addr: ln.Addr(), stop: cancel, closed: make(chan struct{})}
-	go srv.Serve(ln)
-	go func() {
-		defer close(s.closed)
-		<-sctx.Done()
-		stopFollowing()
-		// The event streams end with the context; others get a moment.
-		shctx, c := context.WithTimeout(context.Background(), 2*time.Second)
-		defer c()
-		if srv.Shutdown(shctx) != nil {
-			srv.Close()
-		}
-	}()
-	opts.Log.Info().Str("address", ln.Addr().String()).Bool("faultButtons", opts.Injector != nil).Msg("serving the live view")
-	return s, nil
+	return v.guard.wrap(v.routes()), nil
 }
 
 // view is the live view's state shared by its handlers.
