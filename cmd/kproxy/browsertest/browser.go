@@ -271,3 +271,16 @@ func FileURL(path string) string {
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 }
+
+// ScreenshotPath is where a test keeps a screenshot called name: in
+// $KPROXY_SCREENSHOTS when set (to look at them, or to refresh the docs'
+// pictures), else in the test's temporary directory.
+func ScreenshotPath(t testing.TB, name string) string {
+	if dir := os.Getenv("KPROXY_SCREENSHOTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("screenshot directory: %v", err)
+		}
+		return filepath.Join(dir, name)
+	}
+	return filepath.Join(t.TempDir(), name)
+}
