@@ -2,6 +2,7 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -168,10 +169,10 @@ func (b *Browser) Click(selector string) {
 // fires its input event, as typing would.
 func (b *Browser) Type(selector, text string) {
 	b.t.Helper()
-	b.Do("type into "+selector, chromedp.SetValue(chromedp.CSS(selector), text),
+	b.Do("type into "+selector, chromedp.WaitVisible(chromedp.CSS(selector)),
 		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-			_, err := chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
-				`document.querySelector(%q).dispatchEvent(new Event('input', {bubbles: true}))`, selector))(ctx, t)
+			_, err := chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(el => { el.focus(); el.value = %s; el.dispatchEvent(new Event('input', {bubbles: true})) })(document.querySelector(%s))`,
+				jsString(text), jsString(selector)))(ctx, t)
 			return err
 		}))
 }
@@ -261,6 +262,12 @@ func (b *Browser) problemsSuffix() string {
 		return ""
 	}
 	return "\npage problems:\n  " + strings.Join(p, "\n  ")
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // FileURL is the file:// URL of a local path.
