@@ -1,6 +1,7 @@
 package browsertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,28 @@ import (
 // Timeout bounds each action of a Browser: a page that never shows what a
 // test waits for fails the test instead of hanging it.
 const Timeout = 30 * time.Second
+
+// StartTimeout bounds the start of the browser (a few hundred
+// milliseconds on an idle machine).
+const StartTimeout = time.Minute
+
+// lockedBuffer holds chromium's output, written by chromedp's goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // Browser is one headless Chromium with one tab, for one test.
 type Browser struct {
@@ -78,6 +101,8 @@ func New(t testing.TB) *Browser {
 		// Chromium's sandbox refuses to run as root.
 		opts = append(opts, chromedp.NoSandbox)
 	}
+	output := &lockedBuffer{}
+	opts = append(opts, chromedp.CombinedOutput(output))
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() {
@@ -88,8 +113,16 @@ func New(t testing.TB) *Browser {
 	// The first Run starts the browser; it must not carry a timeout (the
 	// timeout would end the browser).
 	start := time.Now()
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium %s: %v", path, err)
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start chromium %s: %v\n%s", path, err, output.String())
+		}
+	case <-time.After(StartTimeout):
+		cancel()
+		t.Fatalf("chromium %s did not start within %v\n%s", path, StartTimeout, output.String())
 	}
 	if err := chromedp.Listen(ctx, b.record); err != nil {
 		t.Fatalf("listen to chromium: %v", err)
