@@ -79,6 +79,10 @@ type coreUI struct {
 	source  string
 	started time.Time
 	log     zerolog.Logger
+	// stop ends the event streams when the core stops: a stream is a
+	// request that never ends by itself, which a server's shutdown would
+	// otherwise wait for.
+	stop <-chan struct{}
 }
 
 func (u *coreUI) view(now time.Time) (*coreView, error) {
@@ -169,6 +173,8 @@ func (u *coreUI) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-u.stop:
+			return
 		case <-tick.C:
 		}
 	}
@@ -207,7 +213,7 @@ func loopbackHostFor(host string, local net.Addr) bool {
 
 // serveCoreUI serves the core's page on addr until ctx ends.
 func serveCoreUI(ctx context.Context, o watchOptions, core *remote.Core, log zerolog.Logger) {
-	u := &coreUI{core: core, source: o.source, started: time.Now().UTC(), log: log}
+	u := &coreUI{core: core, source: o.source, started: time.Now().UTC(), log: log, stop: ctx.Done()}
 	loopback, _ := loopbackAddress("--ui-address", o.uiAddress)
 	serveHTTP(ctx, "core page (/)", o.uiAddress, u.handler(loopback), log)
 }
