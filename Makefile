@@ -54,17 +54,19 @@ jaeger:
 	@GO="$(GO)" test/build-jaeger.sh
 test: export KPROXY_JAEGER = $(shell test/build-jaeger.sh --path)
 
-# Kernel-portal tests need nft, iptables and ip, the kpng-json test jq; install them where missing
-# (as root, from Debian's packages) so they run rather than skip.
+# Kernel-portal tests need nft, iptables and ip, the kpng-json test jq, the browser tests
+# (cmd/kproxy/browsertest) chromium; install them where missing (as root, from Debian's
+# packages) so they run rather than skip.
 test-deps:
 	@missing=""; \
 	command -v nft >/dev/null || missing="$$missing nftables"; \
 	command -v iptables-restore >/dev/null || missing="$$missing iptables"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v jq >/dev/null || missing="$$missing jq"; \
+	command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-		else echo "not root: kernel-portal tests will be skipped (missing:$$missing)"; fi; \
+		else echo "not root: kernel-portal and browser tests will be skipped (missing:$$missing)"; fi; \
 	fi
 
 vet:

@@ -484,7 +484,7 @@ func (*SubscriberTick) Descriptor() ([]byte, []int) {
 	return file_messages_remote_proto_rawDescGZIP(), []int{7}
 }
 
-// GetCoreStats asks the core for its subscriptions (tests, the log).
+// GetCoreStats asks the core for its subscriptions (tests, the core's page).
 type GetCoreStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -582,16 +582,33 @@ func (x *CoreStats) GetResyncs() int64 {
 }
 
 type SubscriptionStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeName      string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	Subscriber    string                 `protobuf:"bytes,2,opt,name=subscriber,proto3" json:"subscriber,omitempty"`
-	Session       string                 `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
-	Acked         uint64                 `protobuf:"varint,5,opt,name=acked,proto3" json:"acked,omitempty"`
-	ServicePorts  int32                  `protobuf:"varint,6,opt,name=service_ports,json=servicePorts,proto3" json:"service_ports,omitempty"`
-	Resyncs       int64                  `protobuf:"varint,7,opt,name=resyncs,proto3" json:"resyncs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeName string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// subscriber is the backend's subscriber actor: address/id.
+	Subscriber string `protobuf:"bytes,2,opt,name=subscriber,proto3" json:"subscriber,omitempty"`
+	Session    string `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
+	// seq is the last message sent, acked the last the backend applied:
+	// seq - acked are unacknowledged.
+	Seq          uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Acked        uint64 `protobuf:"varint,5,opt,name=acked,proto3" json:"acked,omitempty"`
+	ServicePorts int32  `protobuf:"varint,6,opt,name=service_ports,json=servicePorts,proto3" json:"service_ports,omitempty"`
+	Resyncs      int64  `protobuf:"varint,7,opt,name=resyncs,proto3" json:"resyncs,omitempty"`
+	// client is what the backend calls itself (Subscribe.client).
+	Client string `protobuf:"bytes,8,opt,name=client,proto3" json:"client,omitempty"`
+	// deltas and snapshots sent to this subscription.
+	Deltas    int64 `protobuf:"varint,9,opt,name=deltas,proto3" json:"deltas,omitempty"`
+	Snapshots int64 `protobuf:"varint,10,opt,name=snapshots,proto3" json:"snapshots,omitempty"`
+	// behind: the backend has MaxInFlight unacknowledged; its changes are
+	// held back for one snapshot once it catches up.
+	Behind             bool  `protobuf:"varint,11,opt,name=behind,proto3" json:"behind,omitempty"`
+	SubscribedUnixNano int64 `protobuf:"varint,12,opt,name=subscribed_unix_nano,json=subscribedUnixNano,proto3" json:"subscribed_unix_nano,omitempty"`
+	LastAckUnixNano    int64 `protobuf:"varint,13,opt,name=last_ack_unix_nano,json=lastAckUnixNano,proto3" json:"last_ack_unix_nano,omitempty"`
+	// unacked_since_unix_nano: since when the backend has had messages
+	// unacknowledged without once catching up (0: it acknowledged all sent):
+	// how long it lags.
+	UnackedSinceUnixNano int64 `protobuf:"varint,14,opt,name=unacked_since_unix_nano,json=unackedSinceUnixNano,proto3" json:"unacked_since_unix_nano,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *SubscriptionStats) Reset() {
@@ -673,6 +690,55 @@ func (x *SubscriptionStats) GetResyncs() int64 {
 	return 0
 }
 
+func (x *SubscriptionStats) GetClient() string {
+	if x != nil {
+		return x.Client
+	}
+	return ""
+}
+
+func (x *SubscriptionStats) GetDeltas() int64 {
+	if x != nil {
+		return x.Deltas
+	}
+	return 0
+}
+
+func (x *SubscriptionStats) GetSnapshots() int64 {
+	if x != nil {
+		return x.Snapshots
+	}
+	return 0
+}
+
+func (x *SubscriptionStats) GetBehind() bool {
+	if x != nil {
+		return x.Behind
+	}
+	return false
+}
+
+func (x *SubscriptionStats) GetSubscribedUnixNano() int64 {
+	if x != nil {
+		return x.SubscribedUnixNano
+	}
+	return 0
+}
+
+func (x *SubscriptionStats) GetLastAckUnixNano() int64 {
+	if x != nil {
+		return x.LastAckUnixNano
+	}
+	return 0
+}
+
+func (x *SubscriptionStats) GetUnackedSinceUnixNano() int64 {
+	if x != nil {
+		return x.UnackedSinceUnixNano
+	}
+	return 0
+}
+
 var File_messages_remote_proto protoreflect.FileDescriptor
 
 const file_messages_remote_proto_rawDesc = "" +
@@ -712,7 +778,7 @@ const file_messages_remote_proto_rawDesc = "" +
 	"\tCoreStats\x12B\n" +
 	"\rsubscriptions\x18\x01 \x03(\v2\x1c.kproxy.v1.SubscriptionStatsR\rsubscriptions\x12\x18\n" +
 	"\aflushes\x18\x02 \x01(\x03R\aflushes\x12\x18\n" +
-	"\aresyncs\x18\x03 \x01(\x03R\aresyncs\"\xd1\x01\n" +
+	"\aresyncs\x18\x03 \x01(\x03R\aresyncs\"\xcd\x03\n" +
 	"\x11SubscriptionStats\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1e\n" +
 	"\n" +
@@ -722,7 +788,15 @@ const file_messages_remote_proto_rawDesc = "" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05acked\x18\x05 \x01(\x04R\x05acked\x12#\n" +
 	"\rservice_ports\x18\x06 \x01(\x05R\fservicePorts\x12\x18\n" +
-	"\aresyncs\x18\a \x01(\x03R\aresyncsB#Z!github.com/kproxy/kproxy/messagesb\x06proto3"
+	"\aresyncs\x18\a \x01(\x03R\aresyncs\x12\x16\n" +
+	"\x06client\x18\b \x01(\tR\x06client\x12\x16\n" +
+	"\x06deltas\x18\t \x01(\x03R\x06deltas\x12\x1c\n" +
+	"\tsnapshots\x18\n" +
+	" \x01(\x03R\tsnapshots\x12\x16\n" +
+	"\x06behind\x18\v \x01(\bR\x06behind\x120\n" +
+	"\x14subscribed_unix_nano\x18\f \x01(\x03R\x12subscribedUnixNano\x12+\n" +
+	"\x12last_ack_unix_nano\x18\r \x01(\x03R\x0flastAckUnixNano\x125\n" +
+	"\x17unacked_since_unix_nano\x18\x0e \x01(\x03R\x14unackedSinceUnixNanoB#Z!github.com/kproxy/kproxy/messagesb\x06proto3"
 
 var (
 	file_messages_remote_proto_rawDescOnce sync.Once

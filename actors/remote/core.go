@@ -159,6 +159,33 @@ type subscription struct {
 	// Snapshot once it acknowledges everything sent.
 	behind  bool
 	resyncs int64
+	// For the core's page: what was sent, since when it is subscribed, and
+	// since when a message waits for its acknowledgement (zero: none).
+	deltas, snapshots int64
+	subscribed        time.Time
+	unackedSince      time.Time
+}
+
+// sent notes a message sent to s: the first one unacknowledged starts its lag.
+func (s *subscription) sent(now time.Time) {
+	s.seq++
+	if s.unackedSince.IsZero() {
+		s.unackedSince = now
+	}
+}
+
+func (s *subscription) stats() *messages.SubscriptionStats {
+	return &messages.SubscriptionStats{NodeName: s.node, Subscriber: s.pid.GetAddress() + "/" + s.pid.GetId(), Session: s.session, Client: s.client,
+		Seq: s.seq, Acked: s.acked, ServicePorts: int32(len(s.tracker.State())), Resyncs: s.resyncs,
+		Deltas: s.deltas, Snapshots: s.snapshots, Behind: s.behind,
+		SubscribedUnixNano: s.subscribed.UnixNano(), LastAckUnixNano: s.lastAck.UnixNano(), UnackedSinceUnixNano: unixNano(s.unackedSince)}
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 type coreActor struct {
@@ -213,9 +240,8 @@ func (c *coreActor) Receive(ctx actor.Context) {
 		c.tick(ctx)
 	case *messages.GetCoreStats:
 		st := &messages.CoreStats{Flushes: c.flushes, Resyncs: c.resyncs}
-		for key, s := range c.subs {
-			st.Subscriptions = append(st.Subscriptions, &messages.SubscriptionStats{NodeName: s.node, Subscriber: key, Session: s.session,
-				Seq: s.seq, Acked: s.acked, ServicePorts: int32(len(s.tracker.State())), Resyncs: s.resyncs})
+		for _, s := range c.subs {
+			st.Subscriptions = append(st.Subscriptions, s.stats())
 		}
 		ctx.Respond(st)
 	}
@@ -245,7 +271,7 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 	}
 	c.sessions++
 	s := &subscription{pid: from, node: m.GetNodeName(), client: m.GetClient(), session: fmt.Sprintf("%s-%d", c.id, c.sessions),
-		tracker: watcher.NewTracker(c.cfg.Views.ViewFor(m.GetNodeName())), lastAck: time.Now()}
+		tracker: watcher.NewTracker(c.cfg.Views.ViewFor(m.GetNodeName())), lastAck: time.Now(), subscribed: time.Now()}
 	_, again := c.subs[from.String()]
 	c.subs[from.String()] = s
 	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
@@ -264,8 +290,9 @@ func (c *coreActor) logErrors(s *subscription, ch watcher.Changes) {
 
 // snapshot sends s its node's whole view.
 func (c *coreActor) snapshot(ctx actor.Context, s *subscription) {
-	s.seq++
+	s.sent(time.Now())
 	s.behind = false
+	s.snapshots++
 	c.cfg.counters.Snapshots.Add(1)
 	ctx.Send(s.pid, &messages.Snapshot{Session: s.session, Seq: s.seq, ServicePorts: s.tracker.State(), NodeName: s.node,
 		SentUnixNano: time.Now().UnixNano()})
@@ -287,7 +314,8 @@ func (c *coreActor) flush(ctx actor.Context, s *subscription) {
 			Msg("backend is slow: holding its changes back; it gets a full snapshot once it catches up")
 		return
 	}
-	s.seq++
+	s.sent(time.Now())
+	s.deltas++
 	c.cfg.counters.Deltas.Add(1)
 	ctx.Send(s.pid, &messages.Delta{Session: s.session, Seq: s.seq, Upserts: ch.Upserts, Deletes: ch.Deletes, SentUnixNano: time.Now().UnixNano(),
 		TriggerUnixNano: c.triggers(ch)})
@@ -305,6 +333,9 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 	s.lastAck = time.Now()
 	if m.GetSeq() > s.acked {
 		s.acked = m.GetSeq()
+	}
+	if s.acked >= s.seq {
+		s.unackedSince = time.Time{}
 	}
 	if s.behind && s.acked == s.seq {
 		s.resyncs++

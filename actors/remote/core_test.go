@@ -103,6 +103,28 @@ func TestCoreSlowBackendGetsSnapshotNotBacklog(t *testing.T) {
 	if n := len(slow.got); n != 0 {
 		t.Fatalf("slow backend got %d more messages beyond MaxInFlight=%d: a backlog", n, cfg.MaxInFlight)
 	}
+	// What the core's page shows: the slow one behind since its first
+	// unacknowledged delta, the fast one in sync.
+	stats := func() map[string]*messages.SubscriptionStats {
+		t.Helper()
+		r, err := system.Root.RequestFuture(core, &messages.GetCoreStats{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string]*messages.SubscriptionStats{}
+		for _, s := range r.(*messages.CoreStats).GetSubscriptions() {
+			by[s.GetNodeName()] = s
+		}
+		return by
+	}
+	st := stats()
+	if s := st["slow"]; !s.GetBehind() || s.GetDeltas() != int64(cfg.MaxInFlight) || s.GetSnapshots() != 1 || s.GetSeq()-s.GetAcked() != uint64(cfg.MaxInFlight) ||
+		s.GetUnackedSinceUnixNano() == 0 || s.GetClient() != "probe" {
+		t.Errorf("slow backend's stats %v: want behind, %d deltas unacknowledged since a time, 1 snapshot", s, cfg.MaxInFlight)
+	}
+	if s := st["fast"]; s.GetBehind() || s.GetDeltas() != changes || s.GetSnapshots() != 1 || s.GetSeq() != s.GetAcked() || s.GetUnackedSinceUnixNano() != 0 {
+		t.Errorf("fast backend's stats %v: want %d deltas, all acknowledged, no lag", s, changes)
+	}
 	last := deltas[len(deltas)-1]
 	ack(slowPID, last.GetSession(), last.GetSeq())
 	snap, ok := next(t, slow.got).(*messages.Snapshot)

@@ -157,18 +157,7 @@ func TestReadProcSelf(t *testing.T) {
 
 // A report renders as a table and as HTML with a chart per series.
 func TestReportRenders(t *testing.T) {
-	h := newHist()
-	for i := range 100 {
-		h.RecordValue(int64(100 + i))
-	}
-	rep := &Report{Command: "kproxy-bench ports", Scenarios: []*ScenarioResult{{
-		Name:    "ports",
-		Figures: []Figure{figure("conn: requests/s", "req/s", false, map[string]float64{TargetKproxy: 900, TargetHAProxy: 1000, TargetDirect: 2000})},
-		Rounds:  []Round{{Mode: ModeConn, Target: TargetKproxy, OpsPerSecond: 900, CPUMicrosPerOp: 20}, {Mode: ModeConn, Target: TargetHAProxy, OpsPerSecond: 1000}},
-		Latency: []LatencyCurve{curve(TargetKproxy, ModeConn, h), curve(TargetHAProxy, ModeConn, h)},
-		Timeline: []Sample{{T: 0, Target: TargetKproxy, Procs: map[string]ProcPoint{"kproxy": {RSS: 1 << 20, FDs: 10}}},
-			{T: 1, Target: TargetKproxy, Ops: 900, Procs: map[string]ProcPoint{"kproxy": {RSS: 2 << 20, FDs: 12, Goroutines: 30}}}},
-	}, {Name: "churn", Error: "kproxy exited\nlog"}}}
+	rep := sampleReport()
 	var table, html strings.Builder
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
@@ -185,6 +174,23 @@ func TestReportRenders(t *testing.T) {
 	if n := strings.Count(html.String(), "echarts.init"); n != 7 {
 		t.Errorf("%d charts, want 7", n)
 	}
+}
+
+// sampleReport is a ports scenario with a chart of each kind (7 in all)
+// and a failed churn scenario.
+func sampleReport() *Report {
+	h := newHist()
+	for i := range 100 {
+		h.RecordValue(int64(100 + i))
+	}
+	return &Report{Command: "kproxy-bench ports", Scenarios: []*ScenarioResult{{
+		Name:    "ports",
+		Figures: []Figure{figure("conn: requests/s", "req/s", false, map[string]float64{TargetKproxy: 900, TargetHAProxy: 1000, TargetDirect: 2000})},
+		Rounds:  []Round{{Mode: ModeConn, Target: TargetKproxy, OpsPerSecond: 900, CPUMicrosPerOp: 20}, {Mode: ModeConn, Target: TargetHAProxy, OpsPerSecond: 1000}},
+		Latency: []LatencyCurve{curve(TargetKproxy, ModeConn, h), curve(TargetHAProxy, ModeConn, h)},
+		Timeline: []Sample{{T: 0, Target: TargetKproxy, Procs: map[string]ProcPoint{"kproxy": {RSS: 1 << 20, FDs: 10}}},
+			{T: 1, Target: TargetKproxy, Ops: 900, Procs: map[string]ProcPoint{"kproxy": {RSS: 2 << 20, FDs: 12, Goroutines: 30}}}},
+	}, {Name: "churn", Error: "kproxy exited\nlog"}}}
 }
 
 // A listener appears in /proc/net/tcp: the startup scenario's listening time.

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	_ "embed"
 	"fmt"
 	"html/template"
 	"io"
@@ -12,9 +13,12 @@ import (
 	"github.com/go-echarts/go-echarts/v2/render"
 )
 
-// echartsJS is the ECharts library the charts need; the browser loads it
-// from go-echarts' assets host (the report is one file with no copy of it).
-const echartsJS = "https://go-echarts.github.io/go-echarts-assets/assets/echarts.min.js"
+// echartsJS is the ECharts library the charts need (echarts/README.md),
+// inlined into every report: a report opened from disk on a node with no
+// network draws its charts, and asks for nothing.
+//
+//go:embed echarts/echarts.min.js
+var echartsJS string
 
 // WriteHTML writes the report: per scenario its figures as a table, notes,
 // and charts made with go-echarts.
@@ -34,12 +38,12 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 		sections = append(sections, sec)
 	}
-	return reportPage.Execute(w, map[string]any{"R": r, "Sections": sections, "JS": echartsJS})
+	return reportPage.Execute(w, map[string]any{"R": r, "Sections": sections, "JS": template.JS(echartsJS)})
 }
 
 var reportPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>kproxy-bench</title>
-<script src="{{.JS}}"></script>
+<script>{{.JS}}</script>
 <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}td:first-child{text-align:left}.err{color:#b00}.charts{display:flex;flex-wrap:wrap}</style>
 </head><body>
 <h1>kproxy-bench</h1>

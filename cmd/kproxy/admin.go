@@ -138,7 +138,7 @@ func adminHandler(p *actors.Proxy, inj *faults.Injector, api *watcher.APIConns, 
 			return
 		}
 		crash := func() error { return inj.Crash(req.ServicePort, req.Actor, "admin API") }
-		if topActors[req.Actor] {
+		if topActor(req.Actor) {
 			crash = func() error { return inj.CrashTop(req.Actor, "admin API") }
 		}
 		if err := crash(); err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
+	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/portal"
 )
@@ -105,11 +107,11 @@ func parseAdminRequest(body []byte, req adminRequest) error {
 	return req.check()
 }
 
-// topActors are crashed without a service port.
-var topActors = map[string]bool{"watcher": true, "proxier": true, "rules": true}
+// topActor reports whether actor is crashed without a service port.
+func topActor(actor string) bool { return slices.Contains(actors.TopActors, actor) }
 
 func (r *crashRequest) check() error {
-	if r.ServicePort == "" && !topActors[r.Actor] {
+	if r.ServicePort == "" && !topActor(r.Actor) {
 		return fmt.Errorf("servicePort is required, unless actor is watcher, proxier or rules")
 	}
 	if r.Actor == "" {

@@ -76,7 +76,7 @@ func chaosCommand(args []string, out io.Writer) error {
 		if len(args) == 3 {
 			req.Actor = args[2]
 		}
-		if len(args) == 2 && topActors[args[1]] {
+		if len(args) == 2 && topActor(args[1]) {
 			req = crashRequest{Actor: args[1]}
 		}
 		return client.call(http.MethodPost, base+"/crash", req)

@@ -9,9 +9,11 @@ import (
 )
 
 // benchmarkOnly are what only the benchmark harness (cmd/kproxy-bench)
-// may link: its packages, by import path prefix, and its charting and
-// histogram modules.
+// and tests may link: its packages, by import path prefix, its charting
+// and histogram modules, and the browser-test harness.
 var benchmarkOnly = []string{
+	"github.com/kproxy/kproxy/cmd/kproxy/browsertest",
+	"github.com/chromedp/",
 	"github.com/kproxy/kproxy/bench/",
 	"github.com/go-echarts/",
 	"github.com/hdrhistogram/",
@@ -42,7 +44,7 @@ func TestNodeAgentLinksNoBenchmark(t *testing.T) {
 			pkg, mod, _ := strings.Cut(line, " ")
 			for _, bad := range benchmarkOnly {
 				if strings.HasPrefix(strings.ToLower(pkg), bad) || strings.HasPrefix(strings.ToLower(mod)+"/", bad) {
-					t.Errorf("GOOS=%s: kproxy links %s (module %s), which only kproxy-bench may", goos, pkg, mod)
+					t.Errorf("GOOS=%s: kproxy links %s (module %s), which only kproxy-bench and tests may", goos, pkg, mod)
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -37,6 +38,9 @@ type watchOptions struct {
 	serve        string
 	maxInFlight  int
 	serveMetrics string
+	// uiAddress serves the core's read-only page (with --serve).
+	uiAddress          string
+	uiAllowNonLoopback bool
 }
 
 func watchCommand(args []string, stdout io.Writer) error {
@@ -49,6 +53,8 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.logFmt, "log-format", "console", "json or console")
 	fs.StringVar(&o.serve, "serve", "", "be a core: watch the source once and serve each subscribing node proxy (kproxy run --source remote:ADDR) its node-local view over protoactor remoting on this host:port (loopback unless --remote-allow-non-loopback)")
 	fs.StringVar(&o.serveMetrics, "serve-metrics-address", "", "with --serve: host:port for the core's /metrics (subscriptions, snapshots, deltas, resyncs, client-go) and /healthz; empty turns it off")
+	fs.StringVar(&o.uiAddress, "ui-address", "", "with --serve: host:port for the core's read-only web page (its subscribers, their nodes, deltas sent, lag) at / and its JSON at /api/core; loopback unless --ui-allow-non-loopback; empty turns it off")
+	fs.BoolVar(&o.uiAllowNonLoopback, "ui-allow-non-loopback", false, "allow a non-loopback --ui-address (the page then answers any Host)")
 	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", remote.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets a full snapshot once it catches up instead of a growing backlog")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -72,9 +78,20 @@ func watchCommand(args []string, stdout io.Writer) error {
 		if err := o.remote.checkListen("--serve", o.serve); err != nil {
 			return err
 		}
+		if o.uiAddress != "" {
+			loopback, err := loopbackAddress("--ui-address", o.uiAddress)
+			if err != nil {
+				return err
+			}
+			if !loopback && !o.uiAllowNonLoopback {
+				return fmt.Errorf("--ui-address %q is not a loopback address; the core's page would be reachable from the network (pass --ui-allow-non-loopback to insist)", o.uiAddress)
+			}
+		}
 		if o.log == "warn" {
 			o.log = "info"
 		}
+	} else if o.uiAddress != "" {
+		return errors.New("--ui-address needs --serve: the page shows a core's subscribers")
 	}
 	if !o.json && o.callout == "" {
 		o.json = true
@@ -112,6 +129,9 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 	}
 	if o.serveMetrics != "" {
 		serveHTTP(ctx, "core metrics (/metrics, /healthz)", o.serveMetrics, coreHandler(core), log)
+	}
+	if o.uiAddress != "" {
+		serveCoreUI(ctx, o, core, log)
 	}
 	if started != nil {
 		started(core)
