@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 )
@@ -141,5 +143,54 @@ func TestHubBounds(t *testing.T) {
 	defer cancel2()
 	if len(past) != historyLen || past[len(past)-1].Seq != subscriberLen+10 {
 		t.Fatalf("history: %d events, last seq %d", len(past), past[len(past)-1].Seq)
+	}
+}
+
+// The fault endpoints answer only this host, with the token, a JSON body
+// and fault injection on; the page carries the token only to this host.
+func TestFaultRequestsFromThisHostOnly(t *testing.T) {
+	g := &guard{port: "10261", token: "t0ken"}
+	for _, tc := range []struct {
+		name, remote, token, ctype string
+		faultsOn                   bool
+		want                       int
+	}{
+		{"ok", "127.0.0.1:5000", "t0ken", "application/json", true, 200},
+		{"ipv6 loopback", "[::1]:5000", "t0ken", "application/json; charset=utf-8", true, 200},
+		{"faults off", "127.0.0.1:5000", "t0ken", "application/json", false, 403},
+		{"from the network", "192.0.2.9:5000", "t0ken", "application/json", true, 403},
+		{"no token", "127.0.0.1:5000", "", "application/json", true, 401},
+		{"wrong token", "127.0.0.1:5000", "t0kem", "application/json", true, 401},
+		{"form", "127.0.0.1:5000", "t0ken", "application/x-www-form-urlencoded", true, 415},
+		{"text", "127.0.0.1:5000", "t0ken", "text/plain", true, 415},
+	} {
+		req := httptest.NewRequest("POST", "/api/crash", nil)
+		req.RemoteAddr = tc.remote
+		req.Header.Set("Content-Type", tc.ctype)
+		if tc.token != "" {
+			req.Header.Set(tokenHeader, tc.token)
+		}
+		rec := httptest.NewRecorder()
+		if ok := g.checkFaultRequest(rec, req, tc.faultsOn); ok != (tc.want == 200) || !ok && rec.Code != tc.want {
+			t.Errorf("%s: ok %v, status %d, want %d", tc.name, ok, rec.Code, tc.want)
+		}
+	}
+
+	v := &view{opts: Options{Injector: new(faults.Injector)}, guard: g}
+	for remote, withToken := range map[string]bool{"127.0.0.1:5000": true, "192.0.2.9:5000": false} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		v.page(rec, req)
+		if got := strings.Contains(rec.Body.String(), `content="t0ken"`); got != withToken {
+			t.Errorf("page for %s carries the token: %v, want %v", remote, got, withToken)
+		}
+	}
+	v.opts.Injector = nil
+	req := httptest.NewRequest("GET", "/", nil)
+	rec := httptest.NewRecorder()
+	v.page(rec, req)
+	if strings.Contains(rec.Body.String(), "t0ken") {
+		t.Error("the page carries the token with fault injection off")
 	}
 }

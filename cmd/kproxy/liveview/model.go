@@ -20,6 +20,7 @@ type model struct {
 	mu     sync.Mutex
 	ports  map[string]*messages.ServicePortState // by service port id
 	ids    []string                              // sorted, unless dirty
+	lower  []string                              // ids in lower case, for the filter
 	dirty  bool                                  // ids must be rebuilt from ports
 	actors map[string]*actorState                // by PID id
 	// byActor maps a ServicePort's PID id to its service port id.
@@ -175,8 +176,8 @@ func (m *model) page(q string, offset, limit int) Page {
 	m.sortIDs()
 	p := Page{Total: len(m.ids), Offset: offset, Limit: limit, Items: []*Row{}}
 	q = strings.ToLower(q)
-	for _, id := range m.ids {
-		if q != "" && !strings.Contains(strings.ToLower(id), q) {
+	for i, id := range m.ids {
+		if q != "" && !strings.Contains(m.lower[i], q) {
 			continue
 		}
 		if p.Matched >= offset && len(p.Items) < limit {
@@ -215,5 +216,9 @@ func (m *model) sortIDs() {
 		m.ids = append(m.ids, id)
 	}
 	slices.Sort(m.ids)
+	m.lower = m.lower[:0]
+	for _, id := range m.ids {
+		m.lower = append(m.lower, strings.ToLower(id))
+	}
 	m.dirty = false
 }
