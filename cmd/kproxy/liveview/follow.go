@@ -58,12 +58,12 @@ func follow(p *actors.Proxy, m *model, h *hub) (stop func()) {
 func awaitRestart(p *actors.Proxy, m *model, h *hub, pid *actor.PID, at time.Time, sp, role, reason string) {
 	deadline := at.Add(readyTimeout)
 	var err error
-	for time.Now().Before(deadline) {
+	for wait := 5 * time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 500*time.Millisecond) {
 		_, err = p.System.Root.RequestFuture(pid, &actor.Touch{}, time.Until(deadline)).Result()
-		if !errors.Is(err, actor.ErrDeadLetter) {
+		if !errors.Is(err, actor.ErrDeadLetter) || !m.alive(pid.GetId()) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(wait)
 	}
 	took := time.Since(at)
 	ev := Event{Kind: kindRestart, At: time.Now(), ServicePort: sp, Role: role, Actor: pid.GetId(), Reason: reason, TookMs: ms(took)}

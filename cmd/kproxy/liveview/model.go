@@ -137,6 +137,19 @@ func (m *model) locate(id string) (servicePort, role string) {
 	return "", id
 }
 
+// alive says whether the actor's service port is still there (a top
+// actor always is).
+func (m *model) alive(id string) bool {
+	spActor, _, ok := splitActorID(id, m.proxierID)
+	if !ok {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, known := m.byActor[spActor]
+	return known
+}
+
 // Tree is GET /api/tree: the top of the tree and totals.
 type Tree struct {
 	Supervisor     string  `json:"supervisor"`
