@@ -79,6 +79,9 @@ func (p *Proxy) CrashIn(st *messages.ServicePortState, role, reason string) erro
 // one a restart).
 func (p *Proxy) Restarts() int64 { return p.restarts.Load() }
 
+// Stats is the per service port traffic counters the data path keeps.
+func (p *Proxy) Stats() *portal.StatsTable { return p.cfg.Stats }
+
 // ServicePortListeners are the sockets servicePort's record holds (its
 // Portal serves them); the error wraps ErrUnknownServicePort for a
 // service port the Proxier does not have.

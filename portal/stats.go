@@ -70,6 +70,17 @@ func (t *StatsTable) For(id string) *Stats {
 	return s
 }
 
+// Get returns the Stats of service port id, or nil when it has none yet
+// (a reader that must not make entries: the live view).
+func (t *StatsTable) Get(id string) *Stats {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[id]
+}
+
 // Delete drops a service port's Stats (it is gone).
 func (t *StatsTable) Delete(id string) {
 	if t == nil {

@@ -35,6 +35,16 @@ func checkAdminAddress(addr string, allowNonLoopback bool) error {
 	return fmt.Errorf("--admin-address %q is not a loopback address; the fault-injection API would be reachable from the network (pass --admin-allow-non-loopback to insist)", addr)
 }
 
+// checkUIAddress refuses a non-loopback live view address unless allowed:
+// the page shows every service port and endpoint.
+func checkUIAddress(addr string, allowNonLoopback bool) error {
+	loopback, err := loopbackAddress("--ui-address", addr)
+	if err != nil || loopback || allowNonLoopback {
+		return err
+	}
+	return fmt.Errorf("--ui-address %q is not a loopback address; the live view would show every service port and endpoint to the network (pass --ui-allow-non-loopback to insist)", addr)
+}
+
 // startAdmin serves the admin API on addr until ctx ends. Every request
 // needs the token (written to tokenFile for kproxy chaos), a Host naming
 // the admin address, no foreign Origin, and POSTs a JSON body: a web page

@@ -58,6 +58,7 @@ type KproxyConfiguration struct {
 	Limits   *LimitSettings   `json:"limits,omitempty"`
 	Metrics  *MetricsSettings `json:"metrics,omitempty"`
 	Admin    *AdminSettings   `json:"admin,omitempty"`
+	UI       *UISettings      `json:"ui,omitempty"`
 	Tracing  *TracingSettings `json:"tracing,omitempty"`
 	Remote   *RemoteSettings  `json:"remote,omitempty"`
 }
@@ -111,6 +112,13 @@ type AdminSettings struct {
 	Address              string `json:"address,omitempty"`
 	TokenFile            string `json:"tokenFile,omitempty"`
 	AllowNonLoopback     *bool  `json:"allowNonLoopback,omitempty"`
+}
+
+// UISettings is the ui section of a KproxyConfiguration: the live view.
+type UISettings struct {
+	// Address is --ui-address; "" turns the live view off.
+	Address          *string `json:"address,omitempty"`
+	AllowNonLoopback *bool   `json:"allowNonLoopback,omitempty"`
 }
 
 // maxConfigBytes bounds the config file, as manifests are bounded.
@@ -347,6 +355,12 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 		setIf(values, "admin-token-file", a.TokenFile)
 		boolean("admin-allow-non-loopback", a.AllowNonLoopback)
 	}
+	if u := c.UI; u != nil {
+		if u.Address != nil {
+			values["ui-address"] = *u.Address
+		}
+		boolean("ui-allow-non-loopback", u.AllowNonLoopback)
+	}
 	if r := c.Remote; r != nil {
 		setIf(values, "remote-listen", r.Listen)
 		setIf(values, "remote-advertise", r.Advertise)
@@ -427,6 +441,8 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 	spl, _ := strconv.Atoi(get("metrics-service-ports-limit"))
 	kc.Metrics = &MetricsSettings{&spl, ptrBool("metrics-actors")}
 	kc.Admin = &AdminSettings{ptrBool("enable-fault-injection"), get("admin-address"), get("admin-token-file"), ptrBool("admin-allow-non-loopback")}
+	uiAddr := get("ui-address")
+	kc.UI = &UISettings{&uiAddr, ptrBool("ui-allow-non-loopback")}
 	kc.Remote = &RemoteSettings{get("remote-listen"), get("remote-advertise"), get("remote-token-file"), get("remote-tls-cert"),
 		get("remote-tls-key"), get("remote-tls-ca"), ptrBool("remote-allow-non-loopback")}
 	kc.ShutdownGracePeriod = get("shutdown-grace-period")

@@ -21,6 +21,7 @@ import (
 	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/balancer"
+	"github.com/kproxy/kproxy/cmd/kproxy/liveview"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
@@ -65,6 +66,10 @@ type runOptions struct {
 	adminTokenFile        string
 	adminAllowNonLoopback bool
 
+	// The live view (--ui-address); empty: off.
+	uiAddress          string
+	uiAllowNonLoopback bool
+
 	// profilingAddress serves Go's profiler (/debug/pprof/); empty: off.
 	profilingAddress string
 }
@@ -101,6 +106,8 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.adminAddress, "admin-address", DefaultAdminAddress, "address of the admin API; must be loopback unless --admin-allow-non-loopback")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "where to write the admin API's token, which every request needs (default: a file per admin address in $XDG_RUNTIME_DIR/kproxy, where kproxy chaos finds it)")
 	fs.BoolVar(&o.adminAllowNonLoopback, "admin-allow-non-loopback", false, "allow a non-loopback --admin-address")
+	fs.StringVar(&o.uiAddress, "ui-address", liveview.DefaultAddress, "host:port of the live view: a read-only web page of the actor tree, the service ports and a stream of restarts and changes (with --enable-fault-injection, crash and storm buttons); must be loopback unless --ui-allow-non-loopback; empty turns it off")
+	fs.BoolVar(&o.uiAllowNonLoopback, "ui-allow-non-loopback", false, "allow a non-loopback --ui-address (the page shows every service port and endpoint to whoever reaches it; its fault buttons still answer only this host)")
 	fs.StringVar(&o.profilingAddress, "profiling-address", "", "loopback host:port serving Go's profiler (/debug/pprof/: CPU, heap, allocations, goroutines, mutex and block profiles); empty (the default) turns it off")
 	return fs
 }
@@ -159,6 +166,11 @@ func (o *runOptions) validate() error {
 	}
 	if o.profilingAddress != "" {
 		if err := checkProfilingAddress(o.profilingAddress); err != nil {
+			return err
+		}
+	}
+	if o.uiAddress != "" {
+		if err := checkUIAddress(o.uiAddress, o.uiAllowNonLoopback); err != nil {
 			return err
 		}
 	}
@@ -300,11 +312,24 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	if portal.UsesProxyPorts(o.portalMode) {
 		startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
 	}
+	var injector *faults.Injector
 	if o.enableFaultInjection {
-		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, faults.New(proxy, inject), o.apiConns, log); err != nil {
+		injector = faults.New(proxy, inject)
+		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, injector, o.apiConns, log); err != nil {
 			proxy.Stop(context.Background())
 			return err
 		}
+	}
+	if o.uiAddress != "" {
+		ui, err := liveview.New(opCtx, liveview.Options{Address: o.uiAddress, Proxy: proxy, Injector: injector})
+		if err != nil {
+			proxy.Stop(context.Background())
+			return err
+		}
+		// As the other operator endpoints: a shared port (the next kproxy
+		// of a hand-over binds it too), retried while it cannot be bound,
+		// never a reason not to proxy.
+		opStopped = append(opStopped, serveHTTP(opCtx, "the live view", o.uiAddress, ui, log))
 	}
 	if started != nil {
 		started(proxy)

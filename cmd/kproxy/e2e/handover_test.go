@@ -33,7 +33,9 @@ import (
 func testHandover(t *testing.T, bin string) {
 	e := newEnv(t, bin, "nftables")
 	e.writeManifest(t, false)
-	addrs := []string{"127.0.0.1:10260", "127.0.0.1:10261"}
+	// Two admin addresses, since the overlapping processes' admin APIs
+	// cannot share one (10261 is the live view's, which they share).
+	addrs := []string{"127.0.0.1:10260", "127.0.0.1:10262"}
 	e.adminAt = addrs[0]
 	// A grace period longer than the test: every old process keeps its
 	// keep-alive connections until the clients close them.

@@ -37,7 +37,9 @@ const (
 func testHealthHandover(t *testing.T, bin string) {
 	e := newEnv(t, bin, "nftables")
 	e.writeLocalManifest(t, "node")
-	addrs := []string{"127.0.0.1:10260", "127.0.0.1:10261"}
+	// Two admin addresses, since the overlapping processes' admin APIs
+	// cannot share one (10261 is the live view's, which they share).
+	addrs := []string{"127.0.0.1:10260", "127.0.0.1:10262"}
 	e.adminAt = addrs[0]
 	a := e.start(t)
 	e.waitLocalReady(t, a)
