@@ -64,8 +64,9 @@ func TestLiveViewInBrowser(t *testing.T) {
 }
 
 // The live view of 10,000 service ports in headless Chromium: the page
-// shows its first 50 rows and its stream well within 2 s of navigating,
-// and the filter narrows them as fast.
+// shows its first 50 rows and its stream, and the filter narrows them.
+// The figures are logged (docs/operating.md: about 0.2 s and 0.3 s); the
+// bounds here only catch a page that is unusable, not a slow machine.
 func TestLiveViewTenThousandInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 listening sockets")
@@ -78,11 +79,11 @@ func TestLiveViewTenThousandInBrowser(t *testing.T) {
 	b := browsertest.New(t)
 	start := time.Now()
 	b.Navigate("http://" + ui + "/")
-	b.WaitTrue(`document.querySelectorAll("#tree [data-service-port]").length === 50 && document.querySelector("#status").textContent === "connected"`, 2*time.Second)
+	b.WaitTrue(`document.querySelectorAll("#tree [data-service-port]").length === 50 && document.querySelector("#status").textContent === "connected"`, 5*time.Second)
 	loaded := time.Since(start)
 	start = time.Now()
 	b.Type("#filter", "svc-0999")
-	b.WaitTrue(`document.querySelectorAll("#tree [data-service-port]").length === 10`, 2*time.Second)
+	b.WaitTrue(`document.querySelectorAll("#tree [data-service-port]").length === 10`, 5*time.Second)
 	t.Logf("%d service ports: first page and stream in %v after navigating; filtered to 10 rows %v after typing (150 ms of it the input's debounce)",
 		n, loaded.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	if p := b.Problems(); len(p) > 0 {
