@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -50,6 +51,9 @@ type KubeSource struct {
 	services                  corelisters.ServiceLister
 	node                      corelisters.NodeLister
 	synced                    []cache.InformerSynced
+	// downSince is when the API server last stopped answering the
+	// monitor's probe (unix nanoseconds), 0 while it answers.
+	downSince atomic.Int64
 }
 
 // ServiceSelector is kube-proxy's label selector for Services: without a
@@ -232,12 +236,23 @@ func (s *KubeSource) monitor(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil && downSince.IsZero():
 			downSince = time.Now()
+			s.downSince.Store(downSince.UnixNano())
 			s.opts.Log.Warn().Err(err).Msg("API server unreachable; serving the last known state until it returns")
 		case err == nil && !downSince.IsZero():
 			s.opts.Log.Info().Dur("outage", time.Since(downSince).Round(time.Millisecond)).Msg("API server reachable again; changes made meanwhile arrive as informers resume")
 			downSince = time.Time{}
+			s.downSince.Store(0)
 		}
 	}
+}
+
+// APIDownFor is how long the API server has not answered the source's
+// probe (checked every apiServerCheckInterval), 0 while it answers.
+func (s *KubeSource) APIDownFor() time.Duration {
+	if since := s.downSince.Load(); since != 0 {
+		return time.Since(time.Unix(0, since))
+	}
+	return 0
 }
 
 // Stop shuts the informers down.

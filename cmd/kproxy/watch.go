@@ -38,6 +38,9 @@ type watchOptions struct {
 	serve        string
 	maxInFlight  int
 	serveMetrics string
+	// apiOutageLimit is how long the API server may not answer before the
+	// core's /healthz says unhealthy.
+	apiOutageLimit time.Duration
 	// uiAddress serves the core's read-only page (with --serve).
 	uiAddress          string
 	uiAllowNonLoopback bool
@@ -53,6 +56,7 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.logFmt, "log-format", "console", "json or console")
 	fs.StringVar(&o.serve, "serve", "", "be a core: watch the source once and serve each subscribing node proxy (kproxy run --source remote:ADDR) its node-local view over protoactor remoting on this host:port (loopback unless --remote-allow-non-loopback)")
 	fs.StringVar(&o.serveMetrics, "serve-metrics-address", "", "with --serve: host:port for the core's /metrics (subscriptions, snapshots, deltas, resyncs, client-go) and /healthz; empty turns it off")
+	fs.DurationVar(&o.apiOutageLimit, "serve-api-outage-limit", time.Minute, "with --serve and --source kube: /healthz is unhealthy once the API server has not answered for this long (kube-proxy's healthz allows 2 x its 30 s sync period)")
 	fs.StringVar(&o.uiAddress, "ui-address", "", "with --serve: host:port for the core's read-only web page (its subscribers, their nodes, deltas sent, lag) at / and its JSON at /api/core; loopback unless --ui-allow-non-loopback; empty turns it off")
 	fs.BoolVar(&o.uiAllowNonLoopback, "ui-allow-non-loopback", false, "allow a non-loopback --ui-address (the page then answers any Host)")
 	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", remote.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets a full snapshot once it catches up instead of a growing backlog")
@@ -119,6 +123,12 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 	if err != nil {
 		return err
 	}
+	// /healthz answers from the start: unhealthy, saying why, until the
+	// source has synced.
+	health := &coreHealth{views: views, limit: o.apiOutageLimit}
+	if o.serveMetrics != "" {
+		serveHTTP(ctx, "core metrics (/metrics, /healthz)", o.serveMetrics, coreHandler(health), log)
+	}
 	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight,
 		Remote: rc, Log: log})
 	if err != nil {
@@ -127,9 +137,7 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 		}
 		return err
 	}
-	if o.serveMetrics != "" {
-		serveHTTP(ctx, "core metrics (/metrics, /healthz)", o.serveMetrics, coreHandler(core), log)
-	}
+	health.core.Store(core)
 	if o.uiAddress != "" {
 		serveCoreUI(ctx, o, core, log)
 	}
@@ -215,22 +223,56 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 	}
 }
 
-// coreHandler serves a core's /metrics and /healthz (200 once it serves).
-func coreHandler(core *remote.Core) http.Handler {
+// coreHandler serves a core's /metrics and /healthz (coreHealth).
+func coreHandler(h *coreHealth) http.Handler {
 	m := metrics.New()
 	m.ClientGo()
-	c := core.Counters()
-	f := func(v *atomic.Int64) func() float64 { return func() float64 { return float64(v.Load()) } }
+	f := func(counter func(*remote.CoreCounters) *atomic.Int64) func() float64 {
+		return func() float64 {
+			if core := h.core.Load(); core != nil {
+				return float64(counter(core.Counters()).Load())
+			}
+			return 0
+		}
+	}
 	m.Registry.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Subsystem: "kproxy", Name: "core_subscriptions", Help: "Backends subscribed now."}, f(&c.Subscriptions)),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_snapshots_total", Help: "Full snapshots sent (subscriptions and resyncs)."}, f(&c.Snapshots)),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_deltas_total", Help: "Deltas sent."}, f(&c.Deltas)),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_resyncs_total", Help: "Slow backends sent a snapshot instead of their backlog."}, f(&c.Resyncs)),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_dropped_total", Help: "Subscriptions dropped after their lease (a backend gone)."}, f(&c.Dropped)),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_refused_total", Help: "Subscriptions refused (a node its certificate does not name)."}, f(&c.Refused)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Subsystem: "kproxy", Name: "core_subscriptions", Help: "Backends subscribed now."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Subscriptions })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_snapshots_total", Help: "Full snapshots sent (subscriptions and resyncs)."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Snapshots })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_deltas_total", Help: "Deltas sent."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Deltas })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_resyncs_total", Help: "Slow backends sent a snapshot instead of their backlog."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Resyncs })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_dropped_total", Help: "Subscriptions dropped after their lease (a backend gone)."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Dropped })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_refused_total", Help: "Subscriptions refused (a node its certificate does not name)."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Refused })),
 	)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if why := h.unhealthy(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
 	return mux
+}
+
+// coreHealth is a core's health: unhealthy until its source has synced
+// (the core serves nothing before), and while the API server has not
+// answered for longer than limit (the views it serves may be stale).
+type coreHealth struct {
+	views watcher.NodeViews
+	limit time.Duration
+	core  atomic.Pointer[remote.Core]
+}
+
+// unhealthy says why the core is unhealthy, or "".
+func (h *coreHealth) unhealthy() string {
+	if h.core.Load() == nil {
+		return "the source has not synced: no view is served yet"
+	}
+	if api, ok := h.views.(interface{ APIDownFor() time.Duration }); ok {
+		if d := api.APIDownFor(); d > h.limit {
+			return fmt.Sprintf("the API server has not answered for %v (limit %v): the views served may be stale", d.Round(time.Second), h.limit)
+		}
+	}
+	return ""
 }
