@@ -80,6 +80,8 @@ func portalCause(mode string, err error) string {
 	switch {
 	case errors.Is(err, exec.ErrNotFound) || has("executable file not found", "no such file or directory: "+mode):
 		return tool + " not installed or not in $PATH"
+	case has("needs CAP_NET_ADMIN"):
+		return "no permission: the process lacks CAP_NET_ADMIN"
 	case has("Operation not permitted", "Permission denied", "you must be root", "Access is denied"):
 		return "no permission: kproxy needs root (CAP_NET_ADMIN in the node's network namespace)"
 	case mode == portal.ModeNftables && has("Protocol not supported", "Could not process rule: No such file or directory"):

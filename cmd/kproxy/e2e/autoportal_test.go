@@ -56,8 +56,8 @@ func testAutoPortal(t *testing.T, bin string) {
 		p := e.start(t)
 		out := waitFailedStart(t, p)
 		for _, cause := range []string{
-			"nftables: no permission: kproxy needs root (CAP_NET_ADMIN",
-			"iptables: no permission: kproxy needs root (CAP_NET_ADMIN",
+			"nftables: no permission: the process lacks CAP_NET_ADMIN",
+			"iptables: no permission: the process lacks CAP_NET_ADMIN",
 		} {
 			if !strings.Contains(out, cause) {
 				t.Errorf("the failed start does not say %q:\n%s", cause, out)

@@ -25,8 +25,9 @@ const (
 // after a restart on another proxy port the client is answered again, and
 // once the service has no endpoints its datagrams are rejected (ICMP port
 // unreachable) instead of going to a listener with nothing to send them to.
-func testUDPConntrack(t *testing.T, bin, mode string) {
+func testUDPConntrack(t *testing.T, bin, mode string, wrap ...string) {
 	e := newEnv(t, bin, mode)
+	e.wrap = wrap
 	e.writeDNSManifest(t, true)
 	// Apart port ranges, so the restart surely moves the proxy port.
 	p1 := e.start(t, "--port-range", "41000-41009")

@@ -32,7 +32,7 @@ func TestE2ENetns(t *testing.T) {
 		{"KPNGExampleAllIP", []string{"nft", "jq"}, testKPNGExample},
 		{"NftablesVanishedClient", nft, testVanishedClient},
 		{"NftablesAffinityPerScope", nft, testAffinityPerScope},
-		{"NftablesHandover", nft, testHandover},
+		{"NftablesHandover", nft, func(t *testing.T, bin string) { testHandover(t, bin) }},
 		{"NftablesHealthHandover", nft, testHealthHandover},
 		{"NftablesHealthPortRetry", nft, testHealthPortRetry},
 		{"AutoPortal", append(ipt, "nft", "setpriv"), testAutoPortal},
@@ -45,6 +45,10 @@ func TestE2ENetns(t *testing.T) {
 		{"IPTablesNoHijack", ipt, func(t *testing.T, bin string) { testNoHijack(t, bin, "iptables") }},
 		{"IPTablesUDPConntrack", ipt, func(t *testing.T, bin string) { testUDPConntrack(t, bin, "iptables") }},
 		{"IPTablesWithoutIP6tables", append(ipt, "ip6tables-save"), testIPTablesWithoutIP6tables},
+		{"LeastPrivilegeNftables", append(nft, "setpriv"), func(t *testing.T, bin string) { testLeastPrivilege(t, bin, "nftables") }},
+		{"LeastPrivilegeIPTables", append(ipt, "setpriv"), func(t *testing.T, bin string) { testLeastPrivilege(t, bin, "iptables") }},
+		{"LeastPrivilegeUDPConntrack", append(nft, "setpriv"), func(t *testing.T, bin string) { testUDPConntrack(t, bin, "nftables", onlyNetAdmin...) }},
+		{"LeastPrivilegeHandover", append(nft, "setpriv"), func(t *testing.T, bin string) { testHandover(t, bin, onlyNetAdmin...) }},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()

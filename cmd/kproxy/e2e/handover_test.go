@@ -30,8 +30,9 @@ import (
 // them (the old processes drain them). Then a stop and a start, after
 // SIGTERM and after SIGKILL: the gap is measured, and the new process
 // takes the same proxy ports.
-func testHandover(t *testing.T, bin string) {
+func testHandover(t *testing.T, bin string, wrap ...string) {
 	e := newEnv(t, bin, "nftables")
+	e.wrap = wrap
 	e.writeManifest(t, false)
 	// Two admin addresses, since the overlapping processes' admin APIs
 	// cannot share one (10261 is the live view's, which they share).
