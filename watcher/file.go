@@ -164,7 +164,12 @@ type decodedSet struct {
 
 // decodeInputs decodes all inputs and groups the slices by service.
 func decodeInputs(inputs []input) *decodedSet {
-	d := decodeAll(inputs)
+	return setOf(decodeAll(inputs))
+}
+
+// setOf checks the joined documents of all files for duplicates and groups
+// the slices by service.
+func setOf(d decoded) *decodedSet {
 	services := uniqueServices(d.services, &d.findings)
 	groups := groupSlices(d.slices, &d.findings)
 	return &decodedSet{services: services, slicesByService: groups, findings: d.findings}
