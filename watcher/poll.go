@@ -116,6 +116,7 @@ type pollState struct {
 	rejected map[string]bool
 	// invalidCIDRs are the ignored source ranges of the last result, logged once.
 	invalidCIDRs map[string]bool
+	memo         buildMemo // what the last result built, reused for unchanged services
 }
 
 // fileState is one input file: what was last applied of it, and a change
@@ -282,8 +283,9 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 			parts = append(parts, f.part)
 		}
 	}
-	ds := setOf(joinDecoded(parts))
-	res := ds.result(s.opts)
+	ds := setOf(joinDecoded(parts), &st.memo)
+	st.memo.turn()
+	res := ds.build(s.opts, &st.memo)
 	st.emitted = true
 
 	s.log.Info().Str("path", s.path).Int("files", len(parts)).Int("filesRead", len(fresh)).
