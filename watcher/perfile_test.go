@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -204,5 +205,56 @@ func TestFileSourceDecodesOnlyChangedFiles(t *testing.T) {
 	assertKeys(t, rs.next(t), slices.DeleteFunc(want, func(k string) bool { return k == "default/s0:/TCP" })...)
 	if got := c.take(); len(got) != 0 {
 		t.Fatalf("deleting a file decoded %v, want nothing", got)
+	}
+}
+
+func sliceYAML(service, ip string) string {
+	return "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: " + service + "-1, labels: {kubernetes.io/service-name: " + service + "}}\n" +
+		"addressType: IPv4\nports: [{port: 8080}]\nendpoints: [{addresses: [\"" + ip + "\"]}]\n"
+}
+
+func endpointsOf(t *testing.T, r *Result, id string) []string {
+	t.Helper()
+	for _, p := range r.ServicePorts {
+		if p.GetServicePort().GetKey().ID() == id {
+			return describeEndpoints(p.GetEndpoints())
+		}
+	}
+	t.Fatalf("no %s in %v", id, keyIDs(r.ServicePorts))
+	return nil
+}
+
+// A service is built from the decoded objects of every file: when only
+// the file of its EndpointSlice changes, the service is built again with
+// the new endpoints; a bad slice in an unchanged file is still reported
+// with every result.
+func TestFileSourceRebuildsAServiceWhenAnotherFileChanges(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a-svc.yaml", serviceYAML("web"))
+	writeFile(t, dir, "b-eps.yaml", sliceYAML("web", "10.1.0.1"))
+	writeFile(t, dir, "c-bad.yaml", serviceYAML("db")+"---\n"+strings.Replace(sliceYAML("db", "10.2.0.1"), "8080", "0", 1))
+	rs := startSource(t, dir)
+	r := rs.next(t)
+	if got := endpointsOf(t, r, "default/web:/TCP"); !slices.Equal(got, []string{"10.1.0.1:8080[ready,serving,internal,external]"}) {
+		t.Fatalf("endpoints = %v", got)
+	}
+	if len(r.Errors) != 1 {
+		t.Fatalf("errors = %v, want the bad slice's", r.Errors)
+	}
+
+	writeFile(t, dir, "b-eps.yaml", sliceYAML("web", "10.1.0.2"))
+	r = rs.next(t)
+	if got := endpointsOf(t, r, "default/web:/TCP"); !slices.Equal(got, []string{"10.1.0.2:8080[ready,serving,internal,external]"}) {
+		t.Fatalf("after the slice's file changed, endpoints = %v", got)
+	}
+	if len(r.Errors) != 1 || !slices.Contains(r.Retain, "default/db") {
+		t.Fatalf("errors = %v, retain = %v: the unchanged bad slice must still be reported", r.Errors, r.Retain)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "b-eps.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if got := endpointsOf(t, rs.next(t), "default/web:/TCP"); len(got) != 0 {
+		t.Fatalf("after the slice's file was deleted, endpoints = %v", got)
 	}
 }
