@@ -82,6 +82,13 @@ func decodeFile(name string, data []byte, out *decoded) {
 // cost of loading thousands of services), and joins what they held in
 // file order: documents are numbered across all files, as one by one.
 func decodeAll(inputs []input) decoded {
+	return joinDecoded(decodeFiles(inputs, nil))
+}
+
+// decodeFiles decodes each input on its own, several at once, each part
+// numbering its documents from 1. done, when set, is called with each
+// file's name (from the decoding goroutines).
+func decodeFiles(inputs []input, done func(string)) []decoded {
 	parts := make([]decoded, len(inputs))
 	next := make(chan int, len(inputs))
 	for i := range inputs {
@@ -95,13 +102,20 @@ func decodeAll(inputs []input) decoded {
 			defer wg.Done()
 			for i := range next {
 				decodeFile(inputs[i].name, inputs[i].data, &parts[i])
+				if done != nil {
+					done(inputs[i].name)
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	if len(parts) == 1 {
-		return parts[0]
-	}
+	return parts
+}
+
+// joinDecoded joins files' parts in order, numbering documents after
+// those of the files before. It copies, so the parts can be kept and
+// joined again after one of them changed.
+func joinDecoded(parts []decoded) decoded {
 	var d decoded
 	for _, p := range parts {
 		off := d.seq
@@ -109,6 +123,7 @@ func decodeAll(inputs []input) decoded {
 		d.slices = appendAfter(d.slices, p.slices, off)
 		d.errors = appendAfter(d.errors, p.errors, off)
 		d.skipped = appendAfter(d.skipped, p.skipped, off)
+		d.ignored = appendAfter(d.ignored, p.ignored, off)
 		for key := range p.retain {
 			if d.retain == nil {
 				d.retain = make(map[string]bool)

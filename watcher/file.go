@@ -164,15 +164,34 @@ type decodedSet struct {
 
 // decodeInputs decodes all inputs and groups the slices by service.
 func decodeInputs(inputs []input) *decodedSet {
-	d := decodeAll(inputs)
+	return setOf(decodeAll(inputs), nil)
+}
+
+// setOf checks the joined documents of all files for duplicates and groups
+// the slices by service. memo, when set, keeps each slice's validation.
+func setOf(d decoded, memo *buildMemo) *decodedSet {
 	services := uniqueServices(d.services, &d.findings)
-	groups := groupSlices(d.slices, &d.findings)
+	validate := validateEndpointSlice
+	if memo != nil {
+		validate = memo.validate
+	}
+	groups := groupSlices(d.slices, &d.findings, validate)
 	return &decodedSet{services: services, slicesByService: groups, findings: d.findings}
 }
 
 // result builds the node-local Result for opts (its node name and zone).
-func (ds *decodedSet) result(opts Options) *Result {
+func (ds *decodedSet) result(opts Options) *Result { return ds.build(opts, nil) }
+
+// build is result, reusing what memo kept of services whose decoded
+// objects are the very ones of the last build (memo must be used with one
+// opts only).
+func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 	f := ds.findings.clone()
+	var built map[string]*builtService
+	if memo != nil {
+		built = make(map[string]*builtService, len(memo.services))
+		defer func() { memo.services = built }()
+	}
 	services, slicesByService := ds.services, ds.slicesByService
 
 	res := &Result{}
@@ -181,19 +200,33 @@ func (ds *decodedSet) result(opts Options) *Result {
 			f.skip(s.seq, s.at+": "+reason)
 			continue
 		}
+		key := serviceKey(s.obj.Namespace, s.obj.Name)
 		var own []*discoveryv1.EndpointSlice
-		for _, slice := range slicesByService[serviceKey(s.obj.Namespace, s.obj.Name)] {
+		for _, slice := range slicesByService[key] {
 			own = append(own, slice.obj)
 		}
-		ports, err := BuildServicePorts(s.obj, own, opts)
-		if err != nil {
-			f.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: %w", s.at, err))
+		var b *builtService
+		if memo != nil {
+			if old := memo.services[key]; old != nil && old.svc == s.obj && slices.Equal(old.slices, own) {
+				b = old
+			}
+		}
+		if b == nil {
+			b = &builtService{svc: s.obj, slices: own}
+			b.ports, b.err = BuildServicePorts(s.obj, own, opts)
+			b.ranges = SourceRangeErrors(s.obj)
+		}
+		if built != nil {
+			built[key] = b
+		}
+		if b.err != nil {
+			f.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: %w", s.at, b.err))
 			continue
 		}
-		for _, err := range SourceRangeErrors(s.obj) {
+		for _, err := range b.ranges {
 			f.ignore(s.seq, fmt.Errorf("%s: %w", s.at, err))
 		}
-		res.ServicePorts = append(res.ServicePorts, ports...)
+		res.ServicePorts = append(res.ServicePorts, b.ports...)
 	}
 
 	// Slices whose service is missing are most likely a typo in the
@@ -218,6 +251,42 @@ func (ds *decodedSet) result(opts Options) *Result {
 	return res
 }
 
+// buildMemo keeps what the last build made of each service and each
+// slice's validation, so that after one file changed only the services
+// whose objects changed are built again: an unchanged file keeps its
+// decoded objects, so the same pointers are the same input.
+type buildMemo struct {
+	services map[string]*builtService // by "namespace/name"
+	valid    map[*discoveryv1.EndpointSlice]error
+	nextOK   map[*discoveryv1.EndpointSlice]error
+}
+
+// builtService is one service's ports built from exactly these objects.
+type builtService struct {
+	svc    *corev1.Service
+	slices []*discoveryv1.EndpointSlice
+	ports  []*messages.ServicePortEndpoints
+	err    error
+	ranges []error // SourceRangeErrors
+}
+
+// validate is validateEndpointSlice, remembered per slice for the next
+// set (only the slices of this one are kept).
+func (m *buildMemo) validate(s *discoveryv1.EndpointSlice) error {
+	err, ok := m.valid[s]
+	if !ok {
+		err = validateEndpointSlice(s)
+	}
+	if m.nextOK == nil {
+		m.nextOK = make(map[*discoveryv1.EndpointSlice]error, len(m.valid))
+	}
+	m.nextOK[s] = err
+	return err
+}
+
+// turn makes the validations of the set just made the ones to reuse.
+func (m *buildMemo) turn() { m.valid, m.nextOK = m.nextOK, nil }
+
 // uniqueServices keeps the first definition of each namespace/name; a
 // second one is an error, since silently picking one would surprise.
 func uniqueServices(all []located[*corev1.Service], f *findings) []located[*corev1.Service] {
@@ -237,12 +306,12 @@ func uniqueServices(all []located[*corev1.Service], f *findings) []located[*core
 
 // groupSlices validates slices, drops duplicates and unlabelled ones, and
 // indexes the rest by the service ("namespace/name") they belong to.
-func groupSlices(all []located[*discoveryv1.EndpointSlice], f *findings) map[string][]located[*discoveryv1.EndpointSlice] {
+func groupSlices(all []located[*discoveryv1.EndpointSlice], f *findings, validate func(*discoveryv1.EndpointSlice) error) map[string][]located[*discoveryv1.EndpointSlice] {
 	first := make(map[string]string)
 	groups := make(map[string][]located[*discoveryv1.EndpointSlice])
 	for _, s := range all {
 		service := s.obj.Labels[discoveryv1.LabelServiceName]
-		if err := validateEndpointSlice(s.obj); err != nil {
+		if err := validate(s.obj); err != nil {
 			f.failSlice(s.seq, s.obj.Namespace, service, fmt.Errorf("%s: %w", s.at, err))
 			continue
 		}

@@ -8,15 +8,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// pollsFor waits for polls until d has passed: the writer's pause in
-// these tests, longer than fileSettle, with the source polling meanwhile.
-func (rs *runningSource) pollsFor(t *testing.T, d time.Duration) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		rs.waitPolls(t, 1)
-	}
-}
-
 // A file complete but still open for writing is not read, however long
 // past the settle time; it is read as soon as its writer closes it.
 func TestFileSourceWaitsForTheWriterToClose(t *testing.T) {

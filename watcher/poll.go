@@ -3,10 +3,11 @@ package watcher
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,12 +24,13 @@ const DefaultPollInterval = time.Second
 //
 // It watches the inputs' directory (notify) and also polls, since file
 // watches miss changes on some file systems while a periodic stat of a
-// handful of files costs nothing. A changed stat (name, size, mtime,
-// inode) triggers a read once no writer has the files open (readQuiet) or,
-// where the kernel cannot tell, once they have settled; a result is used
-// only when the content hash differs from the last one, and then only
-// services that really changed are notified, so a touch or an identical
-// rewrite changes nothing downstream.
+// handful of files costs nothing. Each file is followed on its own: a
+// changed stat (size, mtime, inode) triggers a read of that file once no
+// writer has it open (readQuiet) or, where the kernel cannot tell, once it
+// has settled, however busy the other files are. Only a file whose content
+// hash changed is decoded again; the others' decoded documents are kept
+// and joined with it, and then only services that really changed are
+// notified, so a touch or an identical rewrite changes nothing downstream.
 type FileSource struct {
 	*Store
 	path     string
@@ -46,6 +48,10 @@ type FileSource struct {
 	// polled, when set, is called after each poll. Tests use it to wait for
 	// a poll without sleeping.
 	polled func()
+
+	// decodedFile, when set, is called with the name of every file
+	// decoded (from decoding goroutines). Tests count decodes with it.
+	decodedFile func(name string)
 
 	// writerHold is writerHoldLimit; tests shorten it.
 	writerHold time.Duration
@@ -101,20 +107,33 @@ func (s *FileSource) Stop() {
 
 // pollState is what one run remembers between polls.
 type pollState struct {
-	stamp   string // stat fingerprint of the inputs last read
-	stamped bool
-	hash    [sha256.Size]byte // content hash of the last emitted result
-	emitted bool
+	// files is each input file's state by name; a file that is no longer
+	// listed is dropped, and its services with it.
+	files   map[string]*fileState
+	emitted bool   // a result was emitted: later ones may be partial changes
 	lastErr string // last path error logged, to log each failure once
 	// rejected holds the document errors of the last result, logged once.
 	rejected map[string]bool
 	// invalidCIDRs are the ignored source ranges of the last result, logged once.
 	invalidCIDRs map[string]bool
+	memo         buildMemo // what the last result built, reused for unchanged services
+}
+
+// fileState is one input file: what was last applied of it, and a change
+// seen but not applied yet. Each file waits only for its own writer, so a
+// file that keeps changing does not hold back the others.
+type fileState struct {
+	stamp   string            // stat fingerprint of the content applied; "" until one is
+	hash    [sha256.Size]byte // of the content applied
+	part    decoded           // its documents, decoded, numbered from 1
+	applied bool              // hash and part hold a read of it
 	// A change seen but not read yet: its stamp and when it was first
-	// seen. It is read once it has not changed for fileSettle.
+	// seen. It is read once it has not changed for fileSettle (or, with
+	// leases, once no writer has it open).
 	pending      string
 	pendingSince time.Time
 	heldLogged   bool // the wait for pending's writer was logged
+	lastErr      string
 }
 
 // fileSettle is how long a changed file must stay unchanged before it is
@@ -166,74 +185,110 @@ func (s *FileSource) run(ctx context.Context, emit func(*Result)) {
 	}
 }
 
-// poll performs one check, reading and parsing only when needed. It
-// returns how long to wait before a change seen now has settled, or 0.
+// poll performs one check, reading and decoding only the files whose
+// stat changed. It returns how long to wait before a change seen now has
+// settled, or 0.
 func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)) time.Duration {
 	if s.polled != nil {
 		defer s.polled()
 	}
-	stamp, err := statStamp(s.path)
+	names, err := inputFiles(s.path)
 	if err != nil {
-		st.stamped, st.pending = false, "" // whatever reappears is read, even with an old stamp
+		for _, f := range st.files {
+			f.stamp = "" // whatever reappears is read, even with an old stamp
+		}
 		s.failed(st, err)
 		return 0
 	}
-	if st.stamped && stamp == st.stamp {
-		st.pending = ""
-		return 0
+	st.lastErr = ""
+	if st.files == nil {
+		st.files = make(map[string]*fileState)
 	}
+	listed := make(map[string]bool, len(names))
+	changed := false // the file set or some file's content
+	var wait time.Duration
+	var fresh []input // read and changed: to decode
 	now := time.Now()
-	if stamp != st.pending {
-		st.pending, st.pendingSince, st.heldLogged = stamp, now, false
-	}
-	inputs, state, err := readQuiet(s.path)
-	if err != nil {
-		st.stamped, st.pending = false, "" // retry on the next poll
-		s.failed(st, err)
-		return 0
-	}
-	switch stable := now.Sub(st.pendingSince); state {
-	case writersOpen:
-		// Read once the writer closes (watchCloseWrite wakes the loop),
-		// unless it holds the file open, unchanged, for writerHoldLimit.
-		if stable < s.writerHold {
-			if !st.heldLogged {
-				st.heldLogged = true
-				s.log.Debug().Str("path", s.path).Msg("manifests open for writing; reading once the writer closes them")
+	for _, name := range names {
+		f := st.files[name]
+		if f == nil {
+			f = &fileState{}
+			st.files[name] = f
+		}
+		stamp, err := fileStamp(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since listed: dropped below
+		}
+		listed[name] = true
+		if err != nil {
+			s.fileFailed(f, name, err)
+			continue
+		}
+		if stamp == f.stamp {
+			f.pending = ""
+			continue
+		}
+		data, w := s.readFile(f, name, stamp, now)
+		if w > 0 {
+			if wait == 0 || w < wait {
+				wait = w
 			}
-			return s.writerHold - stable
+			continue
 		}
-		s.log.Warn().Str("path", s.path).Dur("unchangedFor", stable).
-			Msg("manifests still open for writing by another process; reading them anyway")
-		fallthrough
-	case kernelCannotTell:
-		// Read only what has stayed the same for fileSettle.
-		if wait := fileSettle - stable; wait > 0 {
-			return wait
+		if data == nil {
+			continue // failed, logged; retried on the next poll
 		}
-		if inputs, err = readInputs(s.path); err != nil {
-			st.stamped, st.pending = false, "" // retry on the next poll
-			s.failed(st, err)
-			return 0
+		f.stamp, f.pending, f.lastErr = stamp, "", ""
+		hash := sha256.Sum256(data)
+		if f.applied && hash == f.hash {
+			s.log.Debug().Str("path", name).Msg("manifest touched but content unchanged")
+			continue
+		}
+		f.hash = hash
+		fresh = append(fresh, input{name: name, data: data})
+	}
+	for name, f := range st.files {
+		if !listed[name] {
+			delete(st.files, name)
+			changed = changed || f.applied
 		}
 	}
-	// Changed while being read: wait for it to settle again.
-	if after, err := statStamp(s.path); err != nil || after != stamp {
-		st.pending = ""
-		return fileSettle
+	if len(fresh) > 0 {
+		for i, part := range decodeFiles(fresh, s.decodedFile) {
+			f := st.files[fresh[i].name]
+			f.part, f.applied = part, true
+		}
+		changed = true
 	}
-	st.stamp, st.stamped, st.lastErr, st.pending = stamp, true, "", ""
+	if !st.emitted {
+		// The first result is complete: every listed file read.
+		for _, f := range st.files {
+			if !f.applied {
+				return wait
+			}
+		}
+		changed = true
+	}
+	if !changed || ctx.Err() != nil {
+		return wait
+	}
+	names = names[:0]
+	for name := range st.files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	parts := make([]decoded, 0, len(names))
+	for _, name := range names {
+		if f := st.files[name]; f.applied {
+			parts = append(parts, f.part)
+		}
+	}
+	ds := setOf(joinDecoded(parts), &st.memo)
+	st.memo.turn()
+	res := ds.build(s.opts, &st.memo)
+	st.emitted = true
 
-	hash := hashInputs(inputs)
-	if st.emitted && hash == st.hash {
-		s.log.Debug().Str("path", s.path).Msg("manifests touched but content unchanged")
-		return 0
-	}
-	ds := decodeInputs(inputs)
-	res := ds.result(s.opts)
-	st.hash, st.emitted = hash, true
-
-	s.log.Info().Str("path", s.path).Int("files", len(inputs)).
+	s.log.Info().Str("path", s.path).Int("files", len(parts)).Int("filesRead", len(fresh)).
 		Int("servicePorts", len(res.ServicePorts)).Int("errors", len(res.Errors)).
 		Int("skipped", len(res.Skipped)).Msg("manifests loaded")
 	// A bad document is logged once, not again on every reload of other
@@ -255,14 +310,68 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	for _, err := range res.InvalidCIDRs {
 		st.invalidCIDRs[err.Error()] = true
 	}
-	if ctx.Err() != nil {
-		return 0
-	}
 	if s.decoded != nil {
 		s.decoded(ds)
 	}
 	emit(res)
-	return 0
+	return wait
+}
+
+// readFile reads one changed file once it is complete: no process has it
+// open for writing (leases), or, where the kernel cannot tell, it has not
+// changed for fileSettle; a writer holding it open is waited for up to
+// writerHold. It returns the content, or how long to wait before trying
+// again, or neither when the read failed (logged).
+func (s *FileSource) readFile(f *fileState, name, stamp string, now time.Time) ([]byte, time.Duration) {
+	if stamp != f.pending {
+		f.pending, f.pendingSince, f.heldLogged = stamp, now, false
+	}
+	data, state, err := readQuiet(name)
+	if err != nil {
+		f.pending = "" // retry on the next poll
+		s.fileFailed(f, name, err)
+		return nil, 0
+	}
+	switch stable := now.Sub(f.pendingSince); state {
+	case writersOpen:
+		// Read once the writer closes (watchCloseWrite wakes the loop),
+		// unless it holds the file open, unchanged, for writerHold.
+		if stable < s.writerHold {
+			if !f.heldLogged {
+				f.heldLogged = true
+				s.log.Debug().Str("path", name).Msg("manifest open for writing; reading it once the writer closes it")
+			}
+			return nil, s.writerHold - stable
+		}
+		s.log.Warn().Str("path", name).Dur("unchangedFor", stable).
+			Msg("manifest still open for writing by another process; reading it anyway")
+		fallthrough
+	case kernelCannotTell:
+		// Read only what has stayed the same for fileSettle.
+		if wait := fileSettle - stable; wait > 0 {
+			return nil, wait
+		}
+		if data, err = readManifest(name); err != nil {
+			f.pending = "" // retry on the next poll
+			s.fileFailed(f, name, fmt.Errorf("read manifests: %w", err))
+			return nil, 0
+		}
+	}
+	// Changed while being read: wait for it to settle again.
+	if after, err := fileStamp(name); err != nil || after != stamp {
+		f.pending = ""
+		return nil, fileSettle
+	}
+	return data, 0
+}
+
+// fileFailed logs a file's read failure once, not on every poll. The file
+// keeps what was applied of it.
+func (s *FileSource) fileFailed(f *fileState, name string, err error) {
+	if msg := err.Error(); msg != f.lastErr {
+		f.lastErr = msg
+		s.log.Warn().Err(err).Str("path", name).Msg("cannot read manifest; keeping its previous state")
+	}
 }
 
 // failed logs a path-level failure once, not on every poll.
@@ -273,36 +382,13 @@ func (s *FileSource) failed(st *pollState, err error) {
 	}
 }
 
-// statStamp fingerprints the inputs by name, size, modification time and
-// inode, which changes whenever a file is written, replaced, added or
-// removed (the inode catches a rename within the mtime's granularity).
-func statStamp(path string) (string, error) {
-	files, err := inputFiles(path)
+// fileStamp fingerprints a file by size, modification time and inode,
+// which changes whenever it is written or replaced (the inode catches a
+// rename within the mtime's granularity).
+func fileStamp(name string) (string, error) {
+	info, err := os.Stat(name)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("stat manifests: %w", err)
 	}
-	var b strings.Builder
-	for _, f := range files {
-		info, err := os.Stat(f)
-		if err != nil {
-			return "", fmt.Errorf("stat manifests: %w", err)
-		}
-		fmt.Fprintf(&b, "%s\x00%d\x00%d\x00%d\n", f, info.Size(), info.ModTime().UnixNano(), inode(info))
-	}
-	return b.String(), nil
-}
-
-// hashInputs hashes names and contents, length-prefixed so that moving
-// bytes from one file to the next still changes the hash.
-func hashInputs(inputs []input) [sha256.Size]byte {
-	h := sha256.New()
-	for _, in := range inputs {
-		for _, part := range [][]byte{[]byte(in.name), in.data} {
-			_ = binary.Write(h, binary.BigEndian, uint64(len(part)))
-			h.Write(part)
-		}
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
+	return fmt.Sprintf("%d\x00%d\x00%d", info.Size(), info.ModTime().UnixNano(), inode(info)), nil
 }

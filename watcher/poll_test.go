@@ -86,6 +86,15 @@ func (rs *runningSource) waitPolls(t *testing.T, n int64) {
 	}
 }
 
+// pollsFor waits for polls until d has passed: the writer's pause in
+// these tests, longer than fileSettle, with the source polling meanwhile.
+func (rs *runningSource) pollsFor(t *testing.T, d time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		rs.waitPolls(t, 1)
+	}
+}
+
 // assertQuiet checks that nothing was emitted.
 func (rs *runningSource) assertQuiet(t *testing.T) {
 	t.Helper()

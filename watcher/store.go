@@ -79,7 +79,9 @@ func equalPorts(a, b map[string]*messages.ServicePortEndpoints) bool {
 		return false
 	}
 	for id, x := range a {
-		if y, ok := b[id]; !ok || !proto.Equal(x, y) {
+		// The file source hands the same message again for a service
+		// it did not rebuild: no need to compare it field by field.
+		if y, ok := b[id]; !ok || (x != y && !proto.Equal(x, y)) {
 			return false
 		}
 	}
