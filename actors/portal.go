@@ -263,6 +263,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		Faults:         p.cfg.Faults,
 		Tracer:         p.cfg.Tracer,
 		ServicePort:    p.sp.GetKey().ID(),
+		ProxyProtocol:  int(p.sp.GetProxyProtocol()),
 		OnFirstAccept:  p.firstAccept,
 		Log:            p.cfg.Log, // the data path names the service port and listener on its events
 		OnFailure: func(spec portal.ListenSpec, err error) {

@@ -30,6 +30,9 @@ type Result struct {
 	// do not parse: ignored, as kube-proxy ignores them, the service used
 	// with the rest.
 	InvalidCIDRs []error
+	// AnnotationErrors are kproxy.io annotations with values kproxy does
+	// not know: the service serves without them.
+	AnnotationErrors []error
 
 	// Retain lists the services ("namespace/name") whose input had errors
 	// (the Service itself or one of its EndpointSlices). Their ports are
@@ -192,6 +195,9 @@ func (ds *decodedSet) result(opts Options) *Result {
 		}
 		for _, err := range SourceRangeErrors(s.obj) {
 			f.ignore(s.seq, fmt.Errorf("%s: %w", s.at, err))
+		}
+		for _, err := range AnnotationErrors(s.obj) {
+			f.annotation(s.seq, fmt.Errorf("%s: service %s/%s: %w", s.at, namespaceOf(s.obj.Namespace), s.obj.Name, err))
 		}
 		res.ServicePorts = append(res.ServicePorts, ports...)
 	}

@@ -126,6 +126,10 @@ func servicePort(svc *corev1.Service, port *corev1.ServicePort) *messages.Servic
 		ExternalTrafficPolicy: messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
 	}
 	sp.LoadBalancerSourceRanges, _ = loadBalancerSourceRanges(svc)
+	for _, err := range AnnotationErrors(svc) {
+		sp.AnnotationErrors = append(sp.AnnotationErrors, err.Error())
+	}
+	sp.ProxyProtocol, _ = proxyProtocol(svc)
 	if sp.Type == "" {
 		sp.Type = string(corev1.ServiceTypeClusterIP)
 	}

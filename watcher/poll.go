@@ -110,6 +110,8 @@ type pollState struct {
 	rejected map[string]bool
 	// invalidCIDRs are the ignored source ranges of the last result, logged once.
 	invalidCIDRs map[string]bool
+	// annotationErrors are the unapplied annotations of the last result, logged once.
+	annotationErrors map[string]bool
 	// A change seen but not read yet: its stamp and when it was first
 	// seen. It is read once it has not changed for fileSettle.
 	pending      string
@@ -255,6 +257,14 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	for _, err := range res.InvalidCIDRs {
 		st.invalidCIDRs[err.Error()] = true
 	}
+	seen := map[string]bool{}
+	for _, err := range res.AnnotationErrors {
+		if msg := err.Error(); !st.annotationErrors[msg] {
+			s.log.Error().Err(err).Msg("annotation ignored")
+		}
+		seen[err.Error()] = true
+	}
+	st.annotationErrors = seen
 	if ctx.Err() != nil {
 		return 0
 	}
