@@ -197,7 +197,7 @@ func (ds *decodedSet) result(opts Options) *Result {
 			f.ignore(s.seq, fmt.Errorf("%s: %w", s.at, err))
 		}
 		for _, err := range AnnotationErrors(s.obj) {
-			f.annotation(s.seq, fmt.Errorf("%s: service %s/%s: %w", s.at, namespaceOf(s.obj.Namespace), s.obj.Name, err))
+			f.annotation(s.seq, fmt.Errorf("%s: %w", s.at, err))
 		}
 		res.ServicePorts = append(res.ServicePorts, ports...)
 	}

@@ -38,6 +38,9 @@ type spState struct {
 	Endpoints       []json.RawMessage `json:"endpoints"`
 	Error           string            `json:"error"`
 	Deleted         bool              `json:"deleted"`
+	ServicePort     struct {
+		AnnotationErrors []string `json:"annotationErrors"`
+	} `json:"servicePort"`
 }
 
 func (s spState) id() string {

@@ -39,6 +39,7 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesNoHijack", nft, func(t *testing.T, bin string) { testNoHijack(t, bin, "nftables") }},
 		{"NftablesAcceptQueue", nft, testAcceptQueue},
 		{"NftablesEphemeralPorts", nft, testEphemeralPorts},
+		{"NftablesProxyProtocol", nft, testProxyProtocol},
 		{"NftablesTrafficPolicy", nft, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "nftables") }},
 		{"IPTables", ipt, testIPTables},
 		{"IPTablesTrafficPolicy", ipt, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "iptables") }},

@@ -1,0 +1,202 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pires/go-proxyproto"
+
+	"github.com/kproxy/kproxy/portal/netnstest"
+)
+
+// Services of the PROXY protocol test: one per annotation value, dual-stack
+// cluster IPs, each to the PROXY-reading server on the first backend
+// address of each family.
+const (
+	ppPort       = 80
+	ppBackendTCP = 9100
+)
+
+var ppServices = []struct {
+	name, annotation string // annotation "" is none
+	ip4, ip6         string
+	version          byte // the header the endpoint must see; 0 none
+}{
+	{"pp-v1", "v1", "198.18.0.41", "2001:db8:5::41", 1},
+	{"pp-v2", "v2", "198.18.0.42", "2001:db8:5::42", 2},
+	{"pp-none", "", "198.18.0.43", "2001:db8:5::43", 0},
+	{"pp-bad", "v3", "198.18.0.44", "2001:db8:5::44", 0},
+}
+
+// testProxyProtocol: through the nftables portal, an endpoint of a service
+// annotated kproxy.io/proxy-protocol v1 or v2 reads a PROXY header naming
+// the client's own address and the cluster IP and port it connected to,
+// over both families; an unannotated service's endpoint reads none; an
+// unknown value is logged naming the service, is in its state, and the
+// service serves without a header.
+func testProxyProtocol(t *testing.T, bin string) {
+	e := newEnv(t, bin, "nftables")
+	startPPServer(t, e)
+	e.writePPManifest(t)
+	p := e.start(t)
+	st := e.waitState(t, p, "PROXY protocol service ports listening", func(st map[string]spState) bool {
+		for _, s := range ppServices {
+			if sp, ok := st["e2e/"+s.name+":http/TCP"]; !ok || len(sp.ListenAddresses) == 0 || len(sp.Endpoints) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	var ips []string
+	for _, s := range ppServices {
+		ips = append(ips, s.ip4, s.ip6)
+	}
+	e.waitRules(t, ips, nil)
+	bad := st["e2e/pp-bad:http/TCP"]
+	if !strings.Contains(strings.Join(bad.ServicePort.AnnotationErrors, " "), `"v3"`) {
+		t.Errorf("state of e2e/pp-bad: servicePort.annotationErrors %q, want the unknown value \"v3\" named", bad.ServicePort.AnnotationErrors)
+	}
+	waitLogged(t, p, "annotation ignored")
+	waitLogged(t, p, "(Service e2e/pp-bad): annotation kproxy.io/proxy-protocol: unknown value")
+
+	for _, s := range ppServices {
+		for _, fam := range []struct {
+			client netip.Addr
+			svc    string
+		}{{netnstest.ClientIP4, s.ip4}, {netnstest.ClientIP6, s.ip6}} {
+			svc := svcAddr(fam.svc, ppPort)
+			got, err := askPP(e, svc)
+			if err != nil {
+				t.Errorf("%s %s: %v", s.name, svc, err)
+				continue
+			}
+			want := "none"
+			if s.version != 0 {
+				want = fmt.Sprintf("v%d %s %s", s.version, fam.client, svc)
+			}
+			// The source port is the client's ephemeral one: only its address is compared.
+			if got.header != want {
+				t.Errorf("%s %s from %s: endpoint read header %q, want %q", s.name, svc, fam.client, got.header, want)
+			}
+		}
+	}
+}
+
+type ppAnswer struct{ header string }
+
+// askPP connects from the client to svc, sends a line, and returns what
+// the PROXY-reading server says it read: "none", or "v<version> <source
+// IP> <destination IP:port>".
+func askPP(e *env, svc netip.AddrPort) (ppAnswer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c, err := e.tp.Client.DialContext(ctx, "tcp", svc.String())
+	if err != nil {
+		return ppAnswer{}, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return ppAnswer{}, err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return ppAnswer{}, fmt.Errorf("read answer (so far %q): %w", line, err)
+	}
+	rest, ok := strings.CutSuffix(line, " ping\n")
+	if !ok {
+		return ppAnswer{}, fmt.Errorf("answer %q does not end with the client's bytes", line)
+	}
+	return ppAnswer{header: rest}, nil
+}
+
+// startPPServer runs, on the first backend address of each family, a
+// server that reads an optional PROXY header (go-proxyproto) and answers
+// with it and the first line of the client's bytes after it.
+func startPPServer(t *testing.T, e *env) {
+	for _, ip := range []netip.Addr{e.be.IPs4[0], e.be.IPs6[0]} {
+		ln := e.be.Listen(t, "tcp", netip.AddrPortFrom(ip, ppBackendTCP).String())
+		pl := &proxyproto.Listener{Listener: ln, ReadHeaderTimeout: 5 * time.Second,
+			ConnPolicy: func(proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) { return proxyproto.USE, nil }}
+		go func() {
+			for {
+				c, err := pl.Accept()
+				if err != nil {
+					return
+				}
+				go servePP(c)
+			}
+		}()
+	}
+}
+
+func servePP(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		fmt.Fprintf(c, "error %v\n", err)
+		return
+	}
+	header := "none"
+	if h := c.(*proxyproto.Conn).ProxyHeader(); h != nil {
+		src, _ := h.SourceAddr.(*net.TCPAddr)
+		dst, _ := h.DestinationAddr.(*net.TCPAddr)
+		if src == nil || dst == nil {
+			header = fmt.Sprintf("v%d non-TCP %v %v", h.Version, h.SourceAddr, h.DestinationAddr)
+		} else {
+			s, _ := netip.AddrFromSlice(src.IP)
+			d, _ := netip.AddrFromSlice(dst.IP)
+			header = fmt.Sprintf("v%d %s %s", h.Version, s.Unmap(), netip.AddrPortFrom(d.Unmap(), uint16(dst.Port)))
+		}
+	}
+	fmt.Fprintf(c, "%s %s", header, line)
+}
+
+// writePPManifest writes the services of ppServices, each with its
+// annotation, to the PROXY-reading server.
+func (e *env) writePPManifest(t *testing.T) {
+	t.Helper()
+	var b strings.Builder
+	for _, s := range ppServices {
+		ann := ""
+		if s.annotation != "" {
+			ann = fmt.Sprintf(", annotations: {kproxy.io/proxy-protocol: %q}", s.annotation)
+		}
+		fmt.Fprintf(&b, `---
+apiVersion: v1
+kind: Service
+metadata: {name: %[1]s, namespace: e2e%[2]s}
+spec:
+  ipFamilyPolicy: RequireDualStack
+  ipFamilies: [IPv4, IPv6]
+  clusterIP: %[3]s
+  clusterIPs: ["%[3]s", "%[4]s"]
+  ports:
+  - {name: http, protocol: TCP, port: %[5]d, targetPort: %[6]d}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: %[1]s-v4, namespace: e2e, labels: {kubernetes.io/service-name: %[1]s}}
+addressType: IPv4
+ports: [{name: http, protocol: TCP, port: %[6]d}]
+endpoints: [{addresses: ["%[7]s"], conditions: {ready: true}, nodeName: backend}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: %[1]s-v6, namespace: e2e, labels: {kubernetes.io/service-name: %[1]s}}
+addressType: IPv6
+ports: [{name: http, protocol: TCP, port: %[6]d}]
+endpoints: [{addresses: ["%[8]s"], conditions: {ready: true}, nodeName: backend}]
+`, s.name, ann, s.ip4, s.ip6, ppPort, ppBackendTCP, e.be.IPs4[0], e.be.IPs6[0])
+	}
+	e.replaceManifest(t, b.String())
+}
