@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -60,13 +61,6 @@ func testProxyProtocol(t *testing.T, bin string) {
 		ips = append(ips, s.ip4, s.ip6)
 	}
 	e.waitRules(t, ips, nil)
-	bad := st["e2e/pp-bad:http/TCP"]
-	if !strings.Contains(strings.Join(bad.ServicePort.AnnotationErrors, " "), `"v3"`) {
-		t.Errorf("state of e2e/pp-bad: servicePort.annotationErrors %q, want the unknown value \"v3\" named", bad.ServicePort.AnnotationErrors)
-	}
-	waitLogged(t, p, "annotation ignored")
-	waitLogged(t, p, "(Service e2e/pp-bad): annotation kproxy.io/proxy-protocol: unknown value")
-
 	for _, s := range ppServices {
 		for _, fam := range []struct {
 			client netip.Addr
@@ -88,6 +82,34 @@ func testProxyProtocol(t *testing.T, bin string) {
 			}
 		}
 	}
+	// Two connections (one per family) with each version's header.
+	metrics := e.metrics(t)
+	for _, v := range []string{"v1", "v2"} {
+		if want := `kproxy_proxy_protocol_connections_total{version="` + v + `"} 2`; !strings.Contains(metrics, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	bad := st["e2e/pp-bad:http/TCP"]
+	if !strings.Contains(strings.Join(bad.ServicePort.AnnotationErrors, " "), `"v3"`) {
+		t.Errorf("state of e2e/pp-bad: servicePort.annotationErrors %q, want the unknown value \"v3\" named", bad.ServicePort.AnnotationErrors)
+	}
+	waitLogged(t, p, "annotation ignored")
+	waitLogged(t, p, "(Service e2e/pp-bad): annotation kproxy.io/proxy-protocol: unknown value")
+}
+
+// metrics is kproxy's /metrics page, read inside the node.
+func (e *env) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := e.tp.Node.HTTPClient(2 * time.Second).Get("http://127.0.0.1:10249/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	return string(b)
 }
 
 type ppAnswer struct{ header string }
