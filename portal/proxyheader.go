@@ -29,7 +29,7 @@ func ProxyHeader(version int, client, dst *net.TCPAddr) ([]byte, error) {
 	client, dst = unmapTCP(client), unmapTCP(dst)
 	h := proxyproto.HeaderProxyFromAddrs(byte(version), client, dst)
 	if h.TransportProtocol == proxyproto.UNSPEC {
-		return nil, fmt.Errorf("PROXY header from %s to %s: mixed address families", client, dst)
+		return nil, fmt.Errorf("PROXY header from %s to %s: not IP addresses", client, dst)
 	}
 	b, err := h.Format()
 	if err != nil {
