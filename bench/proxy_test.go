@@ -56,7 +56,7 @@ func kproxyOn(b *testing.B, cfg actors.Config, serviceIP, backend string, mutate
 	}
 	serve(&messages.ServicePortEndpoints{
 		ServicePort: sp,
-		Endpoints: []*messages.Endpoint{{Ips: []string{host}, Port: int32(pn), Ready: true, Serving: true, Internal: true, External: true}},
+		Endpoints:   []*messages.Endpoint{{Ips: []string{host}, Port: int32(pn), Ready: true, Serving: true, Internal: true, External: true}},
 	})
 	select {
 	case <-ready:
