@@ -50,3 +50,33 @@ func TestProxyProtocolAnnotation(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyProtocolTCPOnly: a UDP port of an annotated service is served
+// without a header and says so in its state; its TCP port sends one.
+func TestProxyProtocolTCPOnly(t *testing.T) {
+	svc := newService(func(s *corev1.Service) {
+		s.Annotations = map[string]string{ProxyProtocolAnnotation: "v2"}
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
+	})
+	ports, err := BuildServicePorts(svc, nil, Options{})
+	if err != nil || len(ports) != 2 {
+		t.Fatalf("BuildServicePorts: %d ports, %v", len(ports), err)
+	}
+	for _, p := range ports {
+		sp := p.GetServicePort()
+		switch sp.GetKey().GetProtocol() {
+		case messages.Protocol_TCP:
+			if sp.GetProxyProtocol() != messages.ProxyProtocol_PROXY_PROTOCOL_V2 || len(sp.GetAnnotationErrors()) != 0 {
+				t.Errorf("TCP port: %v, errors %q; want v2, none", sp.GetProxyProtocol(), sp.GetAnnotationErrors())
+			}
+		case messages.Protocol_UDP:
+			if sp.GetProxyProtocol() != messages.ProxyProtocol_PROXY_PROTOCOL_NONE || len(sp.GetAnnotationErrors()) != 1 ||
+				!strings.Contains(sp.GetAnnotationErrors()[0], `port "dns" is UDP`) {
+				t.Errorf("UDP port: %v, errors %q; want none, with the port named", sp.GetProxyProtocol(), sp.GetAnnotationErrors())
+			}
+		}
+	}
+	if errs := AnnotationErrors(svc); len(errs) != 1 {
+		t.Errorf("AnnotationErrors: %v, want the UDP port's", errs)
+	}
+}
