@@ -39,11 +39,12 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesNoHijack", nft, func(t *testing.T, bin string) { testNoHijack(t, bin, "nftables") }},
 		{"NftablesAcceptQueue", nft, testAcceptQueue},
 		{"NftablesEphemeralPorts", nft, testEphemeralPorts},
-		{"NftablesProxyProtocol", nft, testProxyProtocol},
+		{"NftablesProxyProtocol", nft, func(t *testing.T, bin string) { testProxyProtocol(t, bin, "nftables") }},
 		{"NftablesTrafficPolicy", nft, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "nftables") }},
 		{"IPTables", ipt, testIPTables},
 		{"IPTablesTrafficPolicy", ipt, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "iptables") }},
 		{"IPTablesNoHijack", ipt, func(t *testing.T, bin string) { testNoHijack(t, bin, "iptables") }},
+		{"IPTablesProxyProtocol", ipt, func(t *testing.T, bin string) { testProxyProtocol(t, bin, "iptables") }},
 		{"IPTablesUDPConntrack", ipt, func(t *testing.T, bin string) { testUDPConntrack(t, bin, "iptables") }},
 		{"IPTablesWithoutIP6tables", append(ipt, "ip6tables-save"), testIPTablesWithoutIP6tables},
 	} {

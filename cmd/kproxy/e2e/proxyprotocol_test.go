@@ -37,14 +37,14 @@ var ppServices = []struct {
 	{"pp-bad", "v3", "198.18.0.44", "2001:db8:5::44", 0},
 }
 
-// testProxyProtocol: through the nftables portal, an endpoint of a service
+// testProxyProtocol: through a kernel portal (mode), an endpoint of a service
 // annotated kproxy.io/proxy-protocol v1 or v2 reads a PROXY header naming
 // the client's own address and the cluster IP and port it connected to,
 // over both families; an unannotated service's endpoint reads none; an
 // unknown value is logged naming the service, is in its state, and the
 // service serves without a header.
-func testProxyProtocol(t *testing.T, bin string) {
-	e := newEnv(t, bin, "nftables")
+func testProxyProtocol(t *testing.T, bin, mode string) {
+	e := newEnv(t, bin, mode)
 	startPPServer(t, e)
 	e.writePPManifest(t)
 	p := e.start(t)
