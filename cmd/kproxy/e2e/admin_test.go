@@ -40,6 +40,7 @@ type spState struct {
 	Deleted         bool              `json:"deleted"`
 	ServicePort     struct {
 		AnnotationErrors []string `json:"annotationErrors"`
+		ProxyProtocol    string   `json:"proxyProtocol"`
 	} `json:"servicePort"`
 }
 

@@ -46,7 +46,7 @@ var ppServices = []struct {
 func testProxyProtocol(t *testing.T, bin, mode string) {
 	e := newEnv(t, bin, mode)
 	startPPServer(t, e)
-	e.writePPManifest(t)
+	e.writePPManifest(t, nil)
 	p := e.start(t)
 	st := e.waitState(t, p, "PROXY protocol service ports listening", func(st map[string]spState) bool {
 		for _, s := range ppServices {
@@ -62,25 +62,7 @@ func testProxyProtocol(t *testing.T, bin, mode string) {
 	}
 	e.waitRules(t, ips, nil)
 	for _, s := range ppServices {
-		for _, fam := range []struct {
-			client netip.Addr
-			svc    string
-		}{{netnstest.ClientIP4, s.ip4}, {netnstest.ClientIP6, s.ip6}} {
-			svc := svcAddr(fam.svc, ppPort)
-			got, err := askPP(e, svc)
-			if err != nil {
-				t.Errorf("%s %s: %v", s.name, svc, err)
-				continue
-			}
-			want := "none"
-			if s.version != 0 {
-				want = fmt.Sprintf("v%d %s %s", s.version, fam.client, svc)
-			}
-			// The source port is the client's ephemeral one: only its address is compared.
-			if got.header != want {
-				t.Errorf("%s %s from %s: endpoint read header %q, want %q", s.name, svc, fam.client, got.header, want)
-			}
-		}
+		e.checkPP(t, s.name, s.ip4, s.ip6, s.version, 0)
 	}
 	// Two connections (one per family) with each version's header.
 	metrics := e.metrics(t)
@@ -95,6 +77,54 @@ func testProxyProtocol(t *testing.T, bin, mode string) {
 	}
 	waitLogged(t, p, "annotation ignored")
 	waitLogged(t, p, "(Service e2e/pp-bad): annotation kproxy.io/proxy-protocol: unknown value")
+
+	// Changed while serving: pp-none asks for v2, pp-v1 for an unknown
+	// value. The listeners are served again with the new option (polled:
+	// the state changes before the portal has served them again).
+	e.writePPManifest(t, map[string]string{"pp-none": "v2", "pp-v1": "v3"})
+	e.waitState(t, p, "annotations changed", func(st map[string]spState) bool {
+		return st["e2e/pp-none:http/TCP"].ServicePort.ProxyProtocol == "PROXY_PROTOCOL_V2" &&
+			len(st["e2e/pp-v1:http/TCP"].ServicePort.AnnotationErrors) == 1
+	})
+	e.checkPP(t, "pp-none", ppServices[2].ip4, ppServices[2].ip6, 2, 5*time.Second)
+	e.checkPP(t, "pp-v1", ppServices[0].ip4, ppServices[0].ip6, 0, 5*time.Second)
+	waitLogged(t, p, "(Service e2e/pp-v1): annotation kproxy.io/proxy-protocol: unknown value")
+}
+
+// checkPP asks the service on both its cluster IPs, from the client, and
+// wants the endpoint to have read a header of version (0: none) naming the
+// client's address and the cluster IP and port; for up to wait, it asks
+// again while the answer differs.
+func (e *env) checkPP(t *testing.T, name, ip4, ip6 string, version byte, wait time.Duration) {
+	t.Helper()
+	for _, fam := range []struct {
+		client netip.Addr
+		svc    string
+	}{{netnstest.ClientIP4, ip4}, {netnstest.ClientIP6, ip6}} {
+		svc := svcAddr(fam.svc, ppPort)
+		want := "none"
+		if version != 0 {
+			// The source port is the client's ephemeral one: only its address is compared.
+			want = fmt.Sprintf("v%d %s %s", version, fam.client, svc)
+		}
+		deadline := time.Now().Add(wait)
+		for {
+			got, err := askPP(e, svc)
+			if err == nil && got.header == want {
+				break
+			}
+			if time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond) // polling: the change has no event to await here
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s %s: %v", name, svc, err)
+			} else {
+				t.Errorf("%s %s from %s: endpoint read header %q, want %q", name, svc, fam.client, got.header, want)
+			}
+			break
+		}
+	}
 }
 
 // metrics is kproxy's /metrics page, read inside the node.
@@ -184,14 +214,17 @@ func servePP(c net.Conn) {
 }
 
 // writePPManifest writes the services of ppServices, each with its
-// annotation, to the PROXY-reading server.
-func (e *env) writePPManifest(t *testing.T) {
+// annotation or the one override gives it, to the PROXY-reading server.
+func (e *env) writePPManifest(t *testing.T, override map[string]string) {
 	t.Helper()
 	var b strings.Builder
 	for _, s := range ppServices {
-		ann := ""
-		if s.annotation != "" {
-			ann = fmt.Sprintf(", annotations: {kproxy.io/proxy-protocol: %q}", s.annotation)
+		ann, value := "", s.annotation
+		if v, ok := override[s.name]; ok {
+			value = v
+		}
+		if value != "" {
+			ann = fmt.Sprintf(", annotations: {kproxy.io/proxy-protocol: %q}", value)
 		}
 		fmt.Fprintf(&b, `---
 apiVersion: v1
