@@ -44,8 +44,11 @@ type Portal struct {
 	extPort     int // second proxy port for external traffic, or 0
 	epVersion   int64
 	serving     map[string]*portal.Listener // served by this incarnation, by address
-	failed      map[string]error            // could not be opened; retried with backoff
-	broken      string                      // address whose failure crashed this incarnation
+	// servedPP is the PROXY protocol version p.serving was served with: a
+	// change serves the same sockets again with the new one.
+	servedPP    messages.ProxyProtocol
+	failed      map[string]error // could not be opened; retried with backoff
+	broken      string           // address whose failure crashed this incarnation
 	retryDelay  time.Duration
 	cancelRetry scheduler.CancelFunc
 	picker      portal.Picker
@@ -174,6 +177,14 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	if specErr != nil {
 		p.failed[p.sp.GetKey().GetProtocol().String()] = specErr
 	}
+	if pp := p.sp.GetProxyProtocol(); pp != p.servedPP {
+		// Serve replaces the serving goroutine and keeps the socket: no
+		// queued connection is lost, new ones get the new header.
+		for _, l := range p.serving {
+			l.Serve(p.listenerOptions(ctx))
+		}
+		p.servedPP = pp
+	}
 	want := map[string]bool{}
 	for _, spec := range specs {
 		want[spec.Address] = true
@@ -263,6 +274,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		Faults:         p.cfg.Faults,
 		Tracer:         p.cfg.Tracer,
 		ServicePort:    p.sp.GetKey().ID(),
+		ProxyProtocol:  int(p.sp.GetProxyProtocol()),
 		OnFirstAccept:  p.firstAccept,
 		Log:            p.cfg.Log, // the data path names the service port and listener on its events
 		OnFailure: func(spec portal.ListenSpec, err error) {

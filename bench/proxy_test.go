@@ -27,7 +27,8 @@ func kproxyTo(b *testing.B, backend string) string {
 
 // kproxyOn starts a kproxy tree with cfg and one TCP service port on
 // serviceIP:18080 forwarding to backend, and returns the service address.
-func kproxyOn(b *testing.B, cfg actors.Config, serviceIP, backend string) string {
+// mutate, if any, changes the service port before it is served.
+func kproxyOn(b *testing.B, cfg actors.Config, serviceIP, backend string, mutate ...func(*messages.ServicePort)) string {
 	b.Helper()
 	p, serve := startProxy(cfg)
 	b.Cleanup(func() {
@@ -48,10 +49,14 @@ func kproxyOn(b *testing.B, cfg actors.Config, serviceIP, backend string) string
 		}
 	})
 	defer unsub()
+	sp := &messages.ServicePort{Key: key, Type: "ClusterIP", Port: 18080, TargetPort: int32(pn),
+		ClusterIps: &messages.IPSet{V4: []string{serviceIP}}}
+	for _, m := range mutate {
+		m(sp)
+	}
 	serve(&messages.ServicePortEndpoints{
-		ServicePort: &messages.ServicePort{Key: key, Type: "ClusterIP", Port: 18080, TargetPort: int32(pn),
-			ClusterIps: &messages.IPSet{V4: []string{serviceIP}}},
-		Endpoints: []*messages.Endpoint{{Ips: []string{host}, Port: int32(pn), Ready: true, Serving: true, Internal: true, External: true}},
+		ServicePort: sp,
+		Endpoints:   []*messages.Endpoint{{Ips: []string{host}, Port: int32(pn), Ready: true, Serving: true, Internal: true, External: true}},
 	})
 	select {
 	case <-ready:

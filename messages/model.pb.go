@@ -175,6 +175,57 @@ func (TrafficPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_messages_model_proto_rawDescGZIP(), []int{2}
 }
 
+// ProxyProtocol is the PROXY protocol header written toward endpoints
+// before the client's bytes (annotation kproxy.io/proxy-protocol).
+type ProxyProtocol int32
+
+const (
+	ProxyProtocol_PROXY_PROTOCOL_NONE ProxyProtocol = 0
+	ProxyProtocol_PROXY_PROTOCOL_V1   ProxyProtocol = 1
+	ProxyProtocol_PROXY_PROTOCOL_V2   ProxyProtocol = 2
+)
+
+// Enum value maps for ProxyProtocol.
+var (
+	ProxyProtocol_name = map[int32]string{
+		0: "PROXY_PROTOCOL_NONE",
+		1: "PROXY_PROTOCOL_V1",
+		2: "PROXY_PROTOCOL_V2",
+	}
+	ProxyProtocol_value = map[string]int32{
+		"PROXY_PROTOCOL_NONE": 0,
+		"PROXY_PROTOCOL_V1":   1,
+		"PROXY_PROTOCOL_V2":   2,
+	}
+)
+
+func (x ProxyProtocol) Enum() *ProxyProtocol {
+	p := new(ProxyProtocol)
+	*p = x
+	return p
+}
+
+func (x ProxyProtocol) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProxyProtocol) Descriptor() protoreflect.EnumDescriptor {
+	return file_messages_model_proto_enumTypes[3].Descriptor()
+}
+
+func (ProxyProtocol) Type() protoreflect.EnumType {
+	return &file_messages_model_proto_enumTypes[3]
+}
+
+func (x ProxyProtocol) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProxyProtocol.Descriptor instead.
+func (ProxyProtocol) EnumDescriptor() ([]byte, []int) {
+	return file_messages_model_proto_rawDescGZIP(), []int{3}
+}
+
 // ServicePortKey names one service port: "namespace/name:portName/PROTOCOL".
 type ServicePortKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -325,8 +376,14 @@ type ServicePort struct {
 	// IP uses those of its family, none meaning all). Node ports and external
 	// IPs are not subject to them, as in kube-proxy.
 	LoadBalancerSourceRanges []string `protobuf:"bytes,16,rep,name=load_balancer_source_ranges,json=loadBalancerSourceRanges,proto3" json:"load_balancer_source_ranges,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// PROXY protocol header sent to endpoints (TCP), from the annotation
+	// kproxy.io/proxy-protocol.
+	ProxyProtocol ProxyProtocol `protobuf:"varint,17,opt,name=proxy_protocol,json=proxyProtocol,proto3,enum=kproxy.v1.ProxyProtocol" json:"proxy_protocol,omitempty"`
+	// kproxy.io/* annotations of the service that are not applied, and why
+	// (an unknown value): the service port serves without them.
+	AnnotationErrors []string `protobuf:"bytes,18,rep,name=annotation_errors,json=annotationErrors,proto3" json:"annotation_errors,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ServicePort) Reset() {
@@ -467,6 +524,20 @@ func (x *ServicePort) GetHeadless() bool {
 func (x *ServicePort) GetLoadBalancerSourceRanges() []string {
 	if x != nil {
 		return x.LoadBalancerSourceRanges
+	}
+	return nil
+}
+
+func (x *ServicePort) GetProxyProtocol() ProxyProtocol {
+	if x != nil {
+		return x.ProxyProtocol
+	}
+	return ProxyProtocol_PROXY_PROTOCOL_NONE
+}
+
+func (x *ServicePort) GetAnnotationErrors() []string {
+	if x != nil {
+		return x.AnnotationErrors
 	}
 	return nil
 }
@@ -690,7 +761,7 @@ const file_messages_model_proto_rawDesc = "" +
 	"\bprotocol\x18\x04 \x01(\x0e2\x13.kproxy.v1.ProtocolR\bprotocol\"'\n" +
 	"\x05IPSet\x12\x0e\n" +
 	"\x02v4\x18\x01 \x03(\tR\x02v4\x12\x0e\n" +
-	"\x02v6\x18\x02 \x03(\tR\x02v6\"\xa5\x06\n" +
+	"\x02v6\x18\x02 \x03(\tR\x02v6\"\x93\a\n" +
 	"\vServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
@@ -710,7 +781,9 @@ const file_messages_model_proto_rawDesc = "" +
 	"\x17external_traffic_policy\x18\r \x01(\x0e2\x18.kproxy.v1.TrafficPolicyR\x15externalTrafficPolicy\x123\n" +
 	"\x16health_check_node_port\x18\x0e \x01(\x05R\x13healthCheckNodePort\x12\x1a\n" +
 	"\bheadless\x18\x0f \x01(\bR\bheadless\x12=\n" +
-	"\x1bload_balancer_source_ranges\x18\x10 \x03(\tR\x18loadBalancerSourceRanges\"\xd9\x02\n" +
+	"\x1bload_balancer_source_ranges\x18\x10 \x03(\tR\x18loadBalancerSourceRanges\x12?\n" +
+	"\x0eproxy_protocol\x18\x11 \x01(\x0e2\x18.kproxy.v1.ProxyProtocolR\rproxyProtocol\x12+\n" +
+	"\x11annotation_errors\x18\x12 \x03(\tR\x10annotationErrors\"\xd9\x02\n" +
 	"\bEndpoint\x12\x10\n" +
 	"\x03ips\x18\x01 \x03(\tR\x03ips\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x14\n" +
@@ -741,7 +814,11 @@ const file_messages_model_proto_rawDesc = "" +
 	"\tCLIENT_IP\x10\x01*E\n" +
 	"\rTrafficPolicy\x12\x1a\n" +
 	"\x16TRAFFIC_POLICY_CLUSTER\x10\x00\x12\x18\n" +
-	"\x14TRAFFIC_POLICY_LOCAL\x10\x01B#Z!github.com/kproxy/kproxy/messagesb\x06proto3"
+	"\x14TRAFFIC_POLICY_LOCAL\x10\x01*V\n" +
+	"\rProxyProtocol\x12\x17\n" +
+	"\x13PROXY_PROTOCOL_NONE\x10\x00\x12\x15\n" +
+	"\x11PROXY_PROTOCOL_V1\x10\x01\x12\x15\n" +
+	"\x11PROXY_PROTOCOL_V2\x10\x02B#Z!github.com/kproxy/kproxy/messagesb\x06proto3"
 
 var (
 	file_messages_model_proto_rawDescOnce sync.Once
@@ -755,34 +832,36 @@ func file_messages_model_proto_rawDescGZIP() []byte {
 	return file_messages_model_proto_rawDescData
 }
 
-var file_messages_model_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_messages_model_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_messages_model_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_messages_model_proto_goTypes = []any{
 	(Protocol)(0),                // 0: kproxy.v1.Protocol
 	(SessionAffinity)(0),         // 1: kproxy.v1.SessionAffinity
 	(TrafficPolicy)(0),           // 2: kproxy.v1.TrafficPolicy
-	(*ServicePortKey)(nil),       // 3: kproxy.v1.ServicePortKey
-	(*IPSet)(nil),                // 4: kproxy.v1.IPSet
-	(*ServicePort)(nil),          // 5: kproxy.v1.ServicePort
-	(*Endpoint)(nil),             // 6: kproxy.v1.Endpoint
-	(*ServicePortEndpoints)(nil), // 7: kproxy.v1.ServicePortEndpoints
+	(ProxyProtocol)(0),           // 3: kproxy.v1.ProxyProtocol
+	(*ServicePortKey)(nil),       // 4: kproxy.v1.ServicePortKey
+	(*IPSet)(nil),                // 5: kproxy.v1.IPSet
+	(*ServicePort)(nil),          // 6: kproxy.v1.ServicePort
+	(*Endpoint)(nil),             // 7: kproxy.v1.Endpoint
+	(*ServicePortEndpoints)(nil), // 8: kproxy.v1.ServicePortEndpoints
 }
 var file_messages_model_proto_depIdxs = []int32{
 	0,  // 0: kproxy.v1.ServicePortKey.protocol:type_name -> kproxy.v1.Protocol
-	3,  // 1: kproxy.v1.ServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	4,  // 2: kproxy.v1.ServicePort.cluster_ips:type_name -> kproxy.v1.IPSet
-	4,  // 3: kproxy.v1.ServicePort.external_ips:type_name -> kproxy.v1.IPSet
-	4,  // 4: kproxy.v1.ServicePort.load_balancer_ips:type_name -> kproxy.v1.IPSet
+	4,  // 1: kproxy.v1.ServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	5,  // 2: kproxy.v1.ServicePort.cluster_ips:type_name -> kproxy.v1.IPSet
+	5,  // 3: kproxy.v1.ServicePort.external_ips:type_name -> kproxy.v1.IPSet
+	5,  // 4: kproxy.v1.ServicePort.load_balancer_ips:type_name -> kproxy.v1.IPSet
 	1,  // 5: kproxy.v1.ServicePort.session_affinity:type_name -> kproxy.v1.SessionAffinity
 	2,  // 6: kproxy.v1.ServicePort.internal_traffic_policy:type_name -> kproxy.v1.TrafficPolicy
 	2,  // 7: kproxy.v1.ServicePort.external_traffic_policy:type_name -> kproxy.v1.TrafficPolicy
-	5,  // 8: kproxy.v1.ServicePortEndpoints.service_port:type_name -> kproxy.v1.ServicePort
-	6,  // 9: kproxy.v1.ServicePortEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	3,  // 8: kproxy.v1.ServicePort.proxy_protocol:type_name -> kproxy.v1.ProxyProtocol
+	6,  // 9: kproxy.v1.ServicePortEndpoints.service_port:type_name -> kproxy.v1.ServicePort
+	7,  // 10: kproxy.v1.ServicePortEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_messages_model_proto_init() }
@@ -795,7 +874,7 @@ func file_messages_model_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_model_proto_rawDesc), len(file_messages_model_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,

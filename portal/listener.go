@@ -73,6 +73,9 @@ type ListenerOptions struct {
 	// none. ServicePort names them.
 	Tracer      trace.Tracer
 	ServicePort string
+	// ProxyProtocol, when 1 or 2, sends endpoints a PROXY protocol header
+	// of that version on every TCP connection.
+	ProxyProtocol int
 	// OnFirstAccept, when set, is called once a TCP listener accepts its
 	// first connection (a restarted Portal's restart-to-serving span).
 	OnFirstAccept func()
@@ -150,7 +153,8 @@ func (l *Listener) Serve(o ListenerOptions) {
 	if l.tcp != nil {
 		tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
 			KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
-			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter}
+			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter,
+			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy}
 		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
 		l.loop = func(stop <-chan struct{}) error { return tcp.Serve(l.tcp, stop) }
 	} else {

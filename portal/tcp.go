@@ -51,6 +51,12 @@ type TCPProxy struct {
 	// connection came for that long (between ParkAfter and twice it), so
 	// the listener can wait without a goroutine (Listener).
 	ParkAfter time.Duration
+	// ProxyProtocol, when 1 or 2, writes a PROXY protocol header of that
+	// version to the endpoint before the client's bytes.
+	ProxyProtocol int
+	// Redirected: kernel rules redirect connections to this listener (a
+	// proxy port), so the service address is their original destination.
+	Redirected bool
 
 	keepAliveSet bool // the listener's keepalive is on: Serve runs again after parking
 	dialersOnce  sync.Once
@@ -187,6 +193,14 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 	}
 	ct.established(backend)
 	defer p.Conns.Track(backend).Release()
+	if p.ProxyProtocol != 0 {
+		if err := p.sendProxyHeader(client, backend); err != nil {
+			p.event(p.Log.Warn()).Err(err).Str("client", clientIP).Msg("PROXY header not sent, resetting connection")
+			reset(client)
+			backend.Close()
+			return
+		}
+	}
 	pr := p.Reaper.Track(client, backend, p.lazyKeepAlive())
 	defer p.Reaper.Untrack(pr)
 	toBackend, toClient, clientFirst := splicePair(pr)

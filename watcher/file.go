@@ -30,6 +30,9 @@ type Result struct {
 	// do not parse: ignored, as kube-proxy ignores them, the service used
 	// with the rest.
 	InvalidCIDRs []error
+	// AnnotationErrors are kproxy.io annotations with values kproxy does
+	// not know: the service serves without them.
+	AnnotationErrors []error
 
 	// Retain lists the services ("namespace/name") whose input had errors
 	// (the Service itself or one of its EndpointSlices). Their ports are
@@ -225,6 +228,9 @@ func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 		}
 		for _, err := range b.ranges {
 			f.ignore(s.seq, fmt.Errorf("%s: %w", s.at, err))
+		}
+		for _, err := range AnnotationErrors(s.obj) {
+			f.annotation(s.seq, fmt.Errorf("%s: %w", s.at, err))
 		}
 		res.ServicePorts = append(res.ServicePorts, b.ports...)
 	}

@@ -13,6 +13,8 @@ type findings struct {
 	errors  []located[error]
 	skipped []located[string]
 	ignored []located[error]
+	// annotations are kproxy.io annotations left unapplied.
+	annotations []located[error]
 	// retain and retainMissing feed Result.Retain and Result.RetainMissing.
 	retain        map[string]bool
 	retainMissing bool
@@ -46,7 +48,8 @@ func (f *findings) failUnknown(seq int, err error) {
 // clone copies f, so building for one node adds nothing to another's.
 func (f *findings) clone() findings {
 	return findings{errors: slices.Clone(f.errors), skipped: slices.Clone(f.skipped), ignored: slices.Clone(f.ignored),
-		retain: maps.Clone(f.retain), retainMissing: f.retainMissing}
+		annotations: slices.Clone(f.annotations),
+		retain:      maps.Clone(f.retain), retainMissing: f.retainMissing}
 }
 
 func (f *findings) retainService(namespace, name string) {
@@ -69,6 +72,12 @@ func (f *findings) ignore(seq int, err error) {
 	f.ignored = append(f.ignored, located[error]{seq: seq, obj: err})
 }
 
+// annotation records a service annotation left unapplied while the
+// service serves without it.
+func (f *findings) annotation(seq int, err error) {
+	f.annotations = append(f.annotations, located[error]{seq: seq, obj: err})
+}
+
 func (f *findings) skip(seq int, msg string) {
 	f.skipped = append(f.skipped, located[string]{seq: seq, obj: msg})
 }
@@ -79,6 +88,7 @@ func (f *findings) fill(res *Result) {
 	res.Errors = inOrder(f.errors)
 	res.Skipped = inOrder(f.skipped)
 	res.InvalidCIDRs = inOrder(f.ignored)
+	res.AnnotationErrors = inOrder(f.annotations)
 	res.Retain = slices.Sorted(maps.Keys(f.retain))
 	res.RetainMissing = f.retainMissing
 }

@@ -140,6 +140,9 @@ func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
 				for _, err := range SourceRangeErrors(svc) {
 					s.opts.Log.Error().Err(err).Str("service", key).Msg("Invalid CIDR ignored")
 				}
+				for _, err := range AnnotationErrors(svc) {
+					s.opts.Log.Error().Err(err).Str("service", key).Msg("annotation ignored")
+				}
 			}
 			notify(Event{Kind: "Service", Service: key})
 		}

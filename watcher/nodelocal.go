@@ -126,6 +126,11 @@ func servicePort(svc *corev1.Service, port *corev1.ServicePort) *messages.Servic
 		ExternalTrafficPolicy: messages.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
 	}
 	sp.LoadBalancerSourceRanges, _ = loadBalancerSourceRanges(svc)
+	pp, err := portProxyProtocol(svc, port)
+	if err != nil {
+		sp.AnnotationErrors = append(sp.AnnotationErrors, err.Error())
+	}
+	sp.ProxyProtocol = pp
 	if sp.Type == "" {
 		sp.Type = string(corev1.ServiceTypeClusterIP)
 	}

@@ -117,6 +117,8 @@ type pollState struct {
 	// invalidCIDRs are the ignored source ranges of the last result, logged once.
 	invalidCIDRs map[string]bool
 	memo         buildMemo // what the last result built, reused for unchanged services
+	// annotationErrors are the unapplied annotations of the last result, logged once.
+	annotationErrors map[string]bool
 }
 
 // fileState is one input file: what was last applied of it, and a change
@@ -310,6 +312,14 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	for _, err := range res.InvalidCIDRs {
 		st.invalidCIDRs[err.Error()] = true
 	}
+	seen := map[string]bool{}
+	for _, err := range res.AnnotationErrors {
+		if msg := err.Error(); !st.annotationErrors[msg] {
+			s.log.Error().Err(err).Msg("annotation ignored")
+		}
+		seen[err.Error()] = true
+	}
+	st.annotationErrors = seen
 	if s.decoded != nil {
 		s.decoded(ds)
 	}

@@ -89,6 +89,7 @@ func New() *Metrics {
 	f(m.restarts)
 	f(m.faults)
 	m.ejections = counter(prometheus.Opts{Namespace: "kproxy", Name: "endpoint_ejections_total", Help: "Endpoints ejected by outlier detection."})
+	f(newProxyProtocol())
 	return m
 }
 

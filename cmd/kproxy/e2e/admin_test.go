@@ -38,6 +38,10 @@ type spState struct {
 	Endpoints       []json.RawMessage `json:"endpoints"`
 	Error           string            `json:"error"`
 	Deleted         bool              `json:"deleted"`
+	ServicePort     struct {
+		AnnotationErrors []string `json:"annotationErrors"`
+		ProxyProtocol    string   `json:"proxyProtocol"`
+	} `json:"servicePort"`
 }
 
 func (s spState) id() string {

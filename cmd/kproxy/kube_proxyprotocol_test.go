@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher"
+	"github.com/kproxy/kproxy/watcher/kubetest"
+)
+
+// The Kubernetes source reads kproxy.io/proxy-protocol: an unknown value is
+// logged naming the service and kept in the service port, which is built
+// without the option; a valid value set later reaches the model through
+// the informers.
+func TestKubeSourceProxyProtocolAnnotation(t *testing.T) {
+	s := kubetest.Start(t)
+	k := kubeObjects{t: t, c: s.Admin, ns: "default"}
+	svc := k.service("pp", 80, intstr.FromInt32(8080), func(svc *corev1.Service) {
+		svc.Annotations = map[string]string{watcher.ProxyProtocolAnnotation: "v3"}
+	})
+	logs := &syncBuffer{}
+	src, err := watcher.NewKubeSource(s.Admin, watcher.KubeOptions{Options: watcher.Options{NodeName: "node-a"}, Log: zerolog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan watcher.Event, 64)
+	if err := src.Start(ctx, func(e watcher.Event) {
+		select {
+		case events <- e:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); src.Stop() }() // the informers end with ctx
+	sp := func() *messages.ServicePort {
+		ports, err := src.Build("default/pp")
+		if err != nil || len(ports) != 1 {
+			t.Fatalf("Build = %v, %v", ports, err)
+		}
+		return ports[0].GetServicePort()
+	}
+	if got := sp(); got.GetProxyProtocol() != messages.ProxyProtocol_PROXY_PROTOCOL_NONE ||
+		len(got.GetAnnotationErrors()) != 1 || !strings.Contains(got.GetAnnotationErrors()[0], `"v3"`) {
+		t.Errorf("with v3: proxy protocol %v, annotation errors %q; want none, the value named", got.GetProxyProtocol(), got.GetAnnotationErrors())
+	}
+	logDeadline := time.Now().Add(10 * time.Second)
+	for {
+		log, grew := logs.next()
+		if strings.Contains(log, `"service":"default/pp"`) && strings.Contains(log, "annotation ignored") && strings.Contains(log, `\"v3\"`) {
+			break
+		}
+		select {
+		case <-grew:
+		case <-time.After(time.Until(logDeadline)):
+			t.Fatalf("log %q lacks the ignored annotation of default/pp", log)
+		}
+	}
+	svc.Annotations[watcher.ProxyProtocolAnnotation] = "v2"
+	if _, err := s.Admin.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sp().GetProxyProtocol() != messages.ProxyProtocol_PROXY_PROTOCOL_V2 {
+		select {
+		case <-events:
+		case <-time.After(time.Until(deadline)):
+			t.Fatalf("after the update to v2: %v", sp())
+		}
+	}
+	if errs := sp().GetAnnotationErrors(); len(errs) != 0 {
+		t.Errorf("after the update to v2: annotation errors %q", errs)
+	}
+}
