@@ -42,7 +42,7 @@ func TestInPlaceRewritesUnderLoad(t *testing.T) {
 		}
 		from := in.rewriteInPlace(t, manifest(current))
 		// The source reads the file once it has settled, and says so either way.
-		in.waitLogged(t, from, "manifests touched but content unchanged", "manifests loaded")
+		in.waitLogged(t, from, "manifest touched but content unchanged", "manifests loaded")
 
 		if !change {
 			if got := in.watcherStats(t); !sameStats(got, stats) {

@@ -102,7 +102,7 @@ func TestSlowInPlaceWriter(t *testing.T) {
 		}
 		from := len(in.logs.String()) // the writer's process may close and be read before it is reaped
 		in.rewriteSlowly(t, manifest(current), rw.pause)
-		in.waitLogged(t, from, "manifests touched but content unchanged", "manifests loaded")
+		in.waitLogged(t, from, "manifest touched but content unchanged", "manifests loaded")
 		if !rw.change {
 			if got := in.watcherStats(t); !sameStats(got, stats) {
 				t.Fatalf("rewrite %d (pause %v): identical rewrite applied something: %v -> %v", i, rw.pause, stats, got)
