@@ -63,7 +63,9 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 
 // runLoad runs spec.Clients clients until Duration, MaxOps or ctx ends.
 // Client c owns addresses c, c+C, c+2C, ... (or c mod N when there are
 // more clients than addresses), so every address gets its share and each
-// proxy sees one flow per UDP client and service port.
+// proxy sees one flow per UDP client and service port. MaxOps is split
+// between the clients, so a client the scheduler starts late still does
+// its share.
 func runLoad(ctx context.Context, spec loadSpec) (*loadResult, error) {
 	if len(spec.Addrs) == 0 || spec.Clients <= 0 {
 		return nil, errors.New("load: no addresses or no clients")
@@ -74,7 +76,6 @@ func runLoad(ctx context.Context, spec loadSpec) (*loadResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, spec.Duration)
 	defer cancel()
 	res := &loadResult{Hist: newHist(), OK: make([]int64, len(spec.Addrs)), Failed: make([]int64, len(spec.Addrs))}
-	var issued atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -86,11 +87,21 @@ func runLoad(ctx context.Context, spec loadSpec) (*loadResult, error) {
 		if len(own) == 0 {
 			own = []int{c % len(spec.Addrs)}
 		}
+		var budget int64 // 0: no bound
+		if spec.MaxOps > 0 {
+			budget = spec.MaxOps / int64(spec.Clients)
+			if int64(c) < spec.MaxOps%int64(spec.Clients) {
+				budget++
+			}
+			if budget == 0 {
+				continue // fewer requests than clients
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			cl := &client{spec: &spec, own: own, hist: newHist(), ok: map[int]int64{}, failed: map[int]int64{}}
-			cl.run(ctx, &issued, start)
+			cl.run(ctx, budget, start)
 			mu.Lock()
 			defer mu.Unlock()
 			res.Hist.Merge(cl.hist)
@@ -134,7 +145,7 @@ type client struct {
 	bulk    []byte
 }
 
-func (cl *client) run(ctx context.Context, issued *atomic.Int64, start time.Time) {
+func (cl *client) run(ctx context.Context, budget int64, start time.Time) {
 	spec := cl.spec
 	cl.payload = make([]byte, max(spec.Size, 9))
 	for i := range cl.payload {
@@ -160,7 +171,7 @@ func (cl *client) run(ctx context.Context, issued *atomic.Int64, start time.Time
 	}
 	next := start
 	for k := 0; ctx.Err() == nil; k++ {
-		if spec.MaxOps > 0 && issued.Add(1) > spec.MaxOps {
+		if budget > 0 && int64(k) >= budget {
 			return
 		}
 		if interval > 0 { // pacing to the requested rate, not synchronisation
