@@ -128,7 +128,12 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 
 	// In Jaeger: the EndpointSlice event's trace, its flush stamped with
 	// the slice's trigger time.
-	tr := eventually(t, j, "the EndpointSlice change's trace with its trigger time", "watcher.flush", func(tr jaegerTrace) bool {
+	// Spans reach Jaeger in batches: the Balancer's may come after the
+	// flush's, so the trace is complete once it has one.
+	tr := eventually(t, j, "the EndpointSlice change's trace with its trigger time and the Balancer's span", "watcher.flush", func(tr jaegerTrace) bool {
+		if len(tr.named("balancer.set_endpoints")) == 0 {
+			return false
+		}
 		for _, f := range tr.named("watcher.flush") {
 			if v, ok := f.tag("kproxy.trigger_time").(string); ok {
 				at, err := time.Parse(time.RFC3339Nano, v)
