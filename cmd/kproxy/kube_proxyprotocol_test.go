@@ -27,21 +27,7 @@ func TestKubeSourceProxyProtocolAnnotation(t *testing.T) {
 		svc.Annotations = map[string]string{watcher.ProxyProtocolAnnotation: "v3"}
 	})
 	logs := &syncBuffer{}
-	src, err := watcher.NewKubeSource(s.Admin, watcher.KubeOptions{Options: watcher.Options{NodeName: "node-a"}, Log: zerolog.New(logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	events := make(chan watcher.Event, 64)
-	if err := src.Start(ctx, func(e watcher.Event) {
-		select {
-		case events <- e:
-		default:
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); src.Stop() }() // the informers end with ctx
+	src, events := startKubeSource(t, s.Admin, watcher.KubeOptions{Options: watcher.Options{NodeName: "node-a"}, Log: zerolog.New(logs)})
 	sp := func() *messages.ServicePort {
 		ports, err := src.Build("default/pp")
 		if err != nil || len(ports) != 1 {
@@ -66,7 +52,7 @@ func TestKubeSourceProxyProtocolAnnotation(t *testing.T) {
 		}
 	}
 	svc.Annotations[watcher.ProxyProtocolAnnotation] = "v2"
-	if _, err := s.Admin.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Admin.CoreV1().Services("default").Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

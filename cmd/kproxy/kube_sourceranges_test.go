@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kproxy/kproxy/watcher"
 	"github.com/kproxy/kproxy/watcher/kubetest"
@@ -24,21 +25,7 @@ func TestKubeSourceLoadBalancerSourceRanges(t *testing.T) {
 		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 		svc.Spec.LoadBalancerSourceRanges = []string{"192.0.2.3/32", "203.0.113.0/24"}
 	})
-	src, err := watcher.NewKubeSource(s.Admin, watcher.KubeOptions{Options: watcher.Options{NodeName: "node-a"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	events := make(chan watcher.Event, 64)
-	if err := src.Start(ctx, func(e watcher.Event) {
-		select {
-		case events <- e:
-		default:
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); src.Stop() }() // the informers end with ctx
+	src, events := startKubeSource(t, s.Admin, watcher.KubeOptions{Options: watcher.Options{NodeName: "node-a"}})
 	ranges := func() []string {
 		ports, err := src.Build("default/fw")
 		if err != nil || len(ports) != 1 {
@@ -50,7 +37,7 @@ func TestKubeSourceLoadBalancerSourceRanges(t *testing.T) {
 		t.Fatalf("source ranges %v", got)
 	}
 	svc.Spec.LoadBalancerSourceRanges = []string{"2001:db8:1::/48"}
-	if _, err := s.Admin.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.Admin.CoreV1().Services("default").Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -61,4 +48,28 @@ func TestKubeSourceLoadBalancerSourceRanges(t *testing.T) {
 			t.Fatalf("source ranges after the update: %v", ranges())
 		}
 	}
+}
+
+// startKubeSource starts a KubeSource over c with opts and returns it with
+// the events it notifies (dropped when the channel is full: a test only
+// waits for the next one); it stops with the test.
+func startKubeSource(t *testing.T, c kubernetes.Interface, opts watcher.KubeOptions) (*watcher.KubeSource, <-chan watcher.Event) {
+	t.Helper()
+	src, err := watcher.NewKubeSource(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan watcher.Event, 64)
+	if err := src.Start(ctx, func(e watcher.Event) {
+		select {
+		case events <- e:
+		default:
+		}
+	}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); src.Stop() }) // the informers end with ctx
+	return src, events
 }
