@@ -116,9 +116,9 @@ func (t *AffinityTable) Sweep() int {
 func (t *AffinityTable) Len() int { return len(t.entries) }
 
 // Entries returns a copy of the live entries (client IP -> endpoint), for
-// state snapshots and for rebuilding after a restart. Expired entries not yet
-// swept are left out, so a rebuild can't resurrect them; lastUsed is not
-// returned, so entries re-Recorded from a snapshot start a fresh ttl.
+// inspection. Expired entries not yet swept are left out; lastUsed is not
+// returned. (The table outlives actor restarts in its service port's
+// record, so nothing rebuilds it from a copy.)
 func (t *AffinityTable) Entries() map[string]string {
 	now := t.now()
 	out := make(map[string]string, len(t.entries))
