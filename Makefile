@@ -65,7 +65,7 @@ jaeger:
 test: export KPROXY_JAEGER = $(shell test/build-jaeger.sh --path)
 
 # Kernel-portal tests need nft, iptables and ip, the kpng-json test jq, the browser tests
-# (cmd/kproxy/browsertest) chromium; install them where missing (as root, from Debian's
+# (cmd/kproxy/browsertest) chromium, the image test (cmd/kproxy-image) skopeo and umoci; install them where missing (as root, from Debian's
 # packages) so they run rather than skip.
 test-deps:
 	@missing=""; \
@@ -74,6 +74,8 @@ test-deps:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v jq >/dev/null || missing="$$missing jq"; \
 	command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
+	command -v umoci >/dev/null || missing="$$missing umoci"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		else echo "not root: kernel-portal and browser tests will be skipped (missing:$$missing)"; fi; \

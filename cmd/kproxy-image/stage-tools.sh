@@ -17,7 +17,8 @@ if [ -n "$missing" ]; then
 fi
 
 rm -rf "$root"
-mkdir -p "$root/usr/sbin" "$root/etc" "$root/tmp" "$root/run"
+# dev, proc and sys: mount points a container runtime (or a chroot) fills.
+mkdir -p "$root/usr/sbin" "$root/etc" "$root/tmp" "$root/run" "$root/dev" "$root/proc" "$root/sys"
 chmod 1777 "$root/tmp"
 
 # copy <path>: the file at its own path under root, symlinks resolved
