@@ -47,7 +47,7 @@ func TestNodeAgentLinksNoBenchmark(t *testing.T) {
 			pkg, mod, _ := strings.Cut(line, " ")
 			for _, bad := range benchmarkOnly {
 				if strings.HasPrefix(strings.ToLower(pkg), bad) || strings.HasPrefix(strings.ToLower(mod)+"/", bad) {
-					t.Errorf("GOOS=%s: kproxy links %s (module %s), which only kproxy-bench and tests may", goos, pkg, mod)
+					t.Errorf("GOOS=%s: kproxy links %s (module %s), which only kproxy-bench, kproxy-image and tests may", goos, pkg, mod)
 				}
 			}
 		}
