@@ -1,5 +1,7 @@
 # kproxy's image (no container engine runs on the dev machines: this file is
-# reviewed, not built, by the tests):
+# reviewed, not built, by the tests; `make image` builds the Linux image
+# without a daemon, as an OCI archive, and its test runs it: see
+# docs/operating.md, "Building the image without a container daemon"):
 #   docker build --build-arg VERSION=$(git describe --always --dirty) -t kproxy:latest .
 # and for deploy/daemonset-windows.yaml, a HostProcess image:
 #   docker buildx build --platform windows/amd64 --target windows -t kproxy:latest-windows .

@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test test-deps bench bench-deps fuzz generate tools vet clean
+.PHONY: all build run test test-deps bench bench-deps fuzz generate tools vet clean image
 
 all: build
 
@@ -16,6 +16,16 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kproxy ./cmd/kproxy
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kproxy-bench ./cmd/kproxy-bench
 	$(GO) build -o $(BIN)/demo-backends ./examples/demo-backends
+
+# kproxy's Linux image without a container daemon: an OCI archive
+# (skopeo's oci-archive:bin/kproxy-image.oci.tar:$(VERSION)) on an empty
+# base, holding a static kproxy and this machine's Debian nft and
+# iptables-nft with the libraries they load (cmd/kproxy-image/stage-tools.sh;
+# as root it apt-gets nftables and iptables where missing).
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/image/kproxy ./cmd/kproxy
+	cmd/kproxy-image/stage-tools.sh $(BIN)/image/tools
+	$(GO) run ./cmd/kproxy-image -tools $(BIN)/image/tools -kproxy $(BIN)/image/kproxy -version $(VERSION) -out $(BIN)/kproxy-image.oci.tar
 
 # The demo: three HTTP and two UDP backends on loopback, and kproxy serving
 # examples/services.yaml. Then: curl 127.0.0.10:8080 (see README).
@@ -55,7 +65,7 @@ jaeger:
 test: export KPROXY_JAEGER = $(shell test/build-jaeger.sh --path)
 
 # Kernel-portal tests need nft, iptables and ip, the kpng-json test jq, the browser tests
-# (cmd/kproxy/browsertest) chromium; install them where missing (as root, from Debian's
+# (cmd/kproxy/browsertest) chromium, the image test (cmd/kproxy-image) skopeo and umoci; install them where missing (as root, from Debian's
 # packages) so they run rather than skip.
 test-deps:
 	@missing=""; \
@@ -64,6 +74,8 @@ test-deps:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v jq >/dev/null || missing="$$missing jq"; \
 	command -v chromium >/dev/null || [ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v skopeo >/dev/null || missing="$$missing skopeo"; \
+	command -v umoci >/dev/null || missing="$$missing umoci"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		else echo "not root: kernel-portal and browser tests will be skipped (missing:$$missing)"; fi; \

@@ -10,13 +10,16 @@ import (
 
 // benchmarkOnly are what only the benchmark harness (cmd/kproxy-bench)
 // and tests may link: its packages, by import path prefix, its charting
-// and histogram modules, and the browser-test harness.
+// and histogram modules, and the browser-test harness; and the image
+// builder (cmd/kproxy-image) with go-containerregistry.
 var benchmarkOnly = []string{
 	"github.com/kproxy/kproxy/cmd/kproxy/browsertest",
 	"github.com/chromedp/",
 	"github.com/kproxy/kproxy/bench/",
 	"github.com/go-echarts/",
 	"github.com/hdrhistogram/",
+	"github.com/kproxy/kproxy/cmd/kproxy-image",
+	"github.com/google/go-containerregistry/",
 }
 
 // The node agent links no benchmark code: what `go list -deps` lists for
@@ -44,7 +47,7 @@ func TestNodeAgentLinksNoBenchmark(t *testing.T) {
 			pkg, mod, _ := strings.Cut(line, " ")
 			for _, bad := range benchmarkOnly {
 				if strings.HasPrefix(strings.ToLower(pkg), bad) || strings.HasPrefix(strings.ToLower(mod)+"/", bad) {
-					t.Errorf("GOOS=%s: kproxy links %s (module %s), which only kproxy-bench and tests may", goos, pkg, mod)
+					t.Errorf("GOOS=%s: kproxy links %s (module %s), which only kproxy-bench, kproxy-image and tests may", goos, pkg, mod)
 				}
 			}
 		}
