@@ -19,7 +19,7 @@ type model struct {
 
 	mu     sync.Mutex
 	ports  map[string]*messages.ServicePortState // by service port id
-	ids    []string                              // sorted, unless dirty
+	ids    []string                              // sorted, unless dirty; replaced, never changed in place
 	lower  []string                              // ids in lower case, for the filter
 	dirty  bool                                  // ids must be rebuilt from ports
 	actors map[string]*actorState                // by PID id
@@ -184,19 +184,28 @@ type Page struct {
 }
 
 func (m *model) page(q string, offset, limit int) Page {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sortIDs()
-	p := Page{Total: len(m.ids), Offset: offset, Limit: limit, Items: []*Row{}}
+	ids, lower := m.sorted()
+	p := Page{Total: len(ids), Offset: offset, Limit: limit, Items: []*Row{}}
+	// The filter runs without the lock, over the sorted ids (never changed
+	// in place): the Proxier's reports wait on it only while the page's
+	// own rows are built.
 	q = strings.ToLower(q)
-	for i, id := range m.ids {
-		if q != "" && !strings.Contains(m.lower[i], q) {
+	var shown []string
+	for i, id := range ids {
+		if q != "" && !strings.Contains(lower[i], q) {
 			continue
 		}
-		if p.Matched >= offset && len(p.Items) < limit {
-			p.Items = append(p.Items, m.row(id))
+		if p.Matched >= offset && len(shown) < limit {
+			shown = append(shown, id)
 		}
 		p.Matched++
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range shown {
+		if m.ports[id] != nil { // not deleted since the ids were taken
+			p.Items = append(p.Items, m.row(id))
+		}
 	}
 	return p
 }
@@ -218,20 +227,32 @@ func (m *model) count() int {
 	return len(m.ports)
 }
 
-// sortIDs rebuilds the sorted ids after service ports came or went; m.mu
-// is held.
-func (m *model) sortIDs() {
+// sorted returns the service port ids, sorted, and the same in lower case
+// for the filter. After service ports came or went they are sorted again,
+// outside the lock: sorting 10,000 ids on a report's path would make the
+// Proxier wait for it. The slices are replaced, never changed in place.
+func (m *model) sorted() (ids, lower []string) {
+	m.mu.Lock()
 	if !m.dirty {
-		return
+		ids, lower = m.ids, m.lower
+		m.mu.Unlock()
+		return ids, lower
 	}
-	m.ids = m.ids[:0]
+	ids = make([]string, 0, len(m.ports))
 	for id := range m.ports {
-		m.ids = append(m.ids, id)
-	}
-	slices.Sort(m.ids)
-	m.lower = m.lower[:0]
-	for _, id := range m.ids {
-		m.lower = append(m.lower, strings.ToLower(id))
+		ids = append(ids, id)
 	}
 	m.dirty = false
+	m.mu.Unlock()
+	slices.Sort(ids)
+	lower = make([]string, len(ids))
+	for i, id := range ids {
+		lower[i] = strings.ToLower(id)
+	}
+	m.mu.Lock()
+	if !m.dirty { // nothing came or went meanwhile: these are current
+		m.ids, m.lower = ids, lower
+	}
+	m.mu.Unlock()
+	return ids, lower
 }
