@@ -23,6 +23,13 @@ type Stats struct {
 	// AcceptFailures counts accepts that failed and were retried (fd
 	// exhaustion, injected or real).
 	AcceptFailures atomic.Int64
+	// UDP datagrams read and sent, both directions, and the system calls
+	// that carried them: their ratio is the datagrams per call batching
+	// reaches (1 where there is no batching).
+	UDPDatagramsReceived atomic.Int64
+	UDPReceiveCalls      atomic.Int64
+	UDPDatagramsSent     atomic.Int64
+	UDPSendCalls         atomic.Int64
 }
 
 func (s *Stats) acceptFailed() {
@@ -113,4 +120,20 @@ func (t *StatsTable) Each(limit int, fn func(id string, s *Stats)) (left int) {
 		fn(id, stats[id])
 	}
 	return left
+}
+
+// udpReceived counts one read system call that returned n datagrams.
+func (s *Stats) udpReceived(n int) {
+	if s != nil {
+		s.UDPReceiveCalls.Add(1)
+		s.UDPDatagramsReceived.Add(int64(n))
+	}
+}
+
+// udpSent counts n datagrams sent with calls system calls.
+func (s *Stats) udpSent(n, calls int) {
+	if s != nil {
+		s.UDPSendCalls.Add(int64(calls))
+		s.UDPDatagramsSent.Add(int64(n))
+	}
 }
