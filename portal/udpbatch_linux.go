@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
@@ -47,6 +49,8 @@ type batchConn struct {
 	// inside rc's callbacks: there the descriptor cannot be closed, and
 	// the wait for readiness is rc's, done without buffers.
 	pc *ipv4.PacketConn
+	// noGSO is set once the socket refused a UDP_SEGMENT send.
+	noGSO atomic.Bool
 }
 
 func newBatchConn(conn *net.UDPConn) (*batchConn, error) {
@@ -127,29 +131,100 @@ func (c *batchConn) read(oobSize int, from bool, handle func([]datagram)) error 
 	return opErr
 }
 
+// gsoMaxSegments and gsoMaxBytes bound one UDP_SEGMENT send: the
+// kernel's UDP_MAX_SEGMENTS (64 before Linux 6.10, 128 since), and an IP
+// packet's 64 KiB less the IPv6 and UDP headers.
+const (
+	gsoMaxSegments = 64
+	gsoMaxBytes    = 65535 - 40 - 8
+)
+
 // writer is the scratch a writer keeps to send batches without
 // allocating per datagram.
 type writer struct {
 	msgs [udpBatch]ipv4.Message
-	bufs [udpBatch][1][]byte
+	// per message: the datagrams it carries (a range of the caller's),
+	// whether it is one GSO send, its control message
+	from, to [udpBatch]int
+	gso      [udpBatch]bool
+	oob      [udpBatch][]byte
 }
 
-// write sends bufs in order, up to udpBatch per sendmmsg, to addr (nil
-// on a connected socket) with control message oob. A datagram the kernel
-// refuses is skipped, as a lone write's error would lose only it; the
-// first such error is returned. calls counts the system calls that sent.
+// pack fills w.msgs from bufs: runs of equal-sized datagrams (the last of
+// a run may be shorter) become one UDP_SEGMENT send when gso allows, the
+// kernel cutting them into datagrams after a single pass through the
+// stack; the rest go one datagram per message. It returns the messages
+// and how many datagrams they carry.
+func (w *writer) pack(bufs [][]byte, to net.Addr, oob []byte, gso bool) (msgs, used int) {
+	i := 0
+	for i < len(bufs) && msgs < udpBatch {
+		j := i + 1
+		size := len(bufs[i])
+		if gso && size > 0 {
+			total := size
+			for j < len(bufs) && j-i < gsoMaxSegments && len(bufs[j]) == size && total+size <= gsoMaxBytes {
+				total += size
+				j++
+			}
+			if j < len(bufs) && j-i < gsoMaxSegments && len(bufs[j]) > 0 && len(bufs[j]) < size && total+len(bufs[j]) <= gsoMaxBytes {
+				j++ // a shorter last segment ends a run
+			}
+		}
+		m := &w.msgs[msgs]
+		*m = ipv4.Message{Buffers: bufs[i:j], OOB: oob, Addr: to}
+		w.from[msgs], w.to[msgs], w.gso[msgs] = i, j, j-i > 1
+		if w.gso[msgs] {
+			w.oob[msgs] = appendSegmentCmsg(append(w.oob[msgs][:0], oob...), size)
+			m.OOB = w.oob[msgs]
+		}
+		msgs++
+		i = j
+	}
+	return msgs, i
+}
+
+// appendSegmentCmsg appends the UDP_SEGMENT control message: the size of
+// each datagram a GSO send is cut into.
+func appendSegmentCmsg(b []byte, size int) []byte {
+	n := len(b)
+	b = append(b, make([]byte, unix.CmsgSpace(2))...)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[n]))
+	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&b[n+unix.CmsgLen(0)])) = uint16(size)
+	return b
+}
+
+// gsoSends counts the GSO sends made, for tests.
+var gsoSends atomic.Int64
+
+// gsoRefused reports an error by which the kernel or the route says no to
+// UDP_SEGMENT on this socket (no support, no checksum offload, a segment
+// above the MTU): its datagrams are sent one by one from then on.
+func gsoRefused(err error) bool {
+	for _, e := range []syscall.Errno{unix.EIO, unix.EINVAL, unix.EMSGSIZE, unix.ENOPROTOOPT, unix.EOPNOTSUPP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// write sends bufs in order, up to udpBatch messages per sendmmsg, to
+// addr (nil on a connected socket) with control message oob; runs of
+// equal-sized datagrams go as one GSO send each, where the socket takes
+// them. A datagram the kernel refuses is skipped, as a lone write's error
+// would lose only it; the first such error is returned. calls counts the
+// system calls that sent.
 func (c *batchConn) write(w *writer, bufs [][]byte, addr *net.UDPAddr, oob []byte) (calls int, firstErr error) {
 	var to net.Addr
 	if addr != nil {
 		to = addr
 	}
 	for len(bufs) > 0 {
-		k := min(len(bufs), udpBatch)
+		k, used := w.pack(bufs, to, oob, !c.noGSO.Load())
 		ms := w.msgs[:k]
-		for i := range ms {
-			w.bufs[i][0] = bufs[i]
-			ms[i] = ipv4.Message{Buffers: w.bufs[i][:], OOB: oob, Addr: to}
-		}
+		var retry [udpBatch]bool // GSO sends refused: their datagrams go again one by one
 		sent := 0
 		err := c.rc.Write(func(uintptr) bool {
 			for sent < k {
@@ -158,11 +233,71 @@ func (c *batchConn) write(w *writer, bufs [][]byte, addr *net.UDPAddr, oob []byt
 				case errors.Is(err, syscall.EINTR):
 				case errors.Is(err, syscall.EAGAIN):
 					return false // the send buffer is full: wait for room
+				case err != nil && w.gso[sent]:
+					if gsoRefused(err) {
+						c.noGSO.Store(true)
+					}
+					retry[sent] = true
+					sent++
 				case err != nil:
 					if firstErr == nil {
 						firstErr = err
 					}
 					sent++ // that datagram is lost; the rest go on
+				default:
+					for m := sent; m < sent+n; m++ {
+						if w.gso[m] {
+							gsoSends.Add(1)
+						}
+					}
+					sent += n
+					calls++
+				}
+			}
+			return true
+		})
+		for i := range ms {
+			ms[i] = ipv4.Message{} // hold no caller's buffer
+		}
+		if err != nil {
+			return calls, err // the socket is closed or broke: the rest are lost
+		}
+		for m := range k {
+			if retry[m] {
+				more, err := c.writeEach(bufs[w.from[m]:w.to[m]], to, oob)
+				calls += more
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		}
+		bufs = bufs[used:]
+	}
+	return calls, firstErr
+}
+
+// writeEach sends bufs one datagram per message, for a GSO send the
+// kernel refused (rare: its own scratch).
+func (c *batchConn) writeEach(bufs [][]byte, to net.Addr, oob []byte) (calls int, firstErr error) {
+	var ms [udpBatch]ipv4.Message
+	for len(bufs) > 0 {
+		k := min(len(bufs), udpBatch)
+		for i := range k {
+			ms[i] = ipv4.Message{Buffers: bufs[i : i+1], OOB: oob, Addr: to}
+		}
+		sent := 0
+		err := c.rc.Write(func(uintptr) bool {
+			for sent < k {
+				n, err := c.pc.WriteBatch(ms[sent:k], unix.MSG_DONTWAIT)
+				switch {
+				case errors.Is(err, syscall.EINTR):
+				case errors.Is(err, syscall.EAGAIN):
+					return false
+				case err != nil:
+					if firstErr == nil {
+						firstErr = err
+					}
+					sent++
 				default:
 					sent += n
 					calls++
@@ -171,11 +306,7 @@ func (c *batchConn) write(w *writer, bufs [][]byte, addr *net.UDPAddr, oob []byt
 			return true
 		})
 		if err != nil {
-			return calls, err // the socket is closed or broke: the rest are lost
-		}
-		for i := range ms {
-			w.bufs[i][0] = nil // hold no caller's buffer
-			ms[i].Addr = nil
+			return calls, err
 		}
 		bufs = bufs[k:]
 	}
