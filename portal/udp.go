@@ -61,7 +61,7 @@ func (o UDPOptions) event(e *zerolog.Event) *zerolog.Event {
 
 type udpFlow struct {
 	client     netip.AddrPort
-	clientAddr *net.UDPAddr // client, as the batch writes want it
+	clientAddr *peerAddr // client, as replies are sent to it
 	endpoint   string
 	backend    *net.UDPConn
 	bc         *batchConn   // backend, read and written in batches
@@ -76,6 +76,7 @@ type datagram struct {
 	b    []byte
 	oob  []byte
 	from netip.AddrPort
+	sender
 }
 
 // forwarder is one Serve's scratch for a batch: the batch's datagrams by
@@ -160,7 +161,7 @@ func (p *UDPProxy) forward(listener *batchConn, ds []datagram, o *UDPOptions, fw
 	o.Stats.udpReceived(len(ds))
 	groups := 0
 	for _, d := range ds {
-		f := p.flowIsolated(listener, d.from, d.oob, o)
+		f := p.flowIsolated(listener, &d, o)
 		if f == nil {
 			continue
 		}
@@ -185,14 +186,14 @@ func (p *UDPProxy) forward(listener *batchConn, ds []datagram, o *UDPOptions, fw
 
 // flowIsolated is flow, with a panic confined to the datagram that caused
 // it: the batch's other clients are served.
-func (p *UDPProxy) flowIsolated(listener *batchConn, client netip.AddrPort, oob []byte, o *UDPOptions) (f *udpFlow) {
+func (p *UDPProxy) flowIsolated(listener *batchConn, d *datagram, o *UDPOptions) (f *udpFlow) {
 	defer func() {
 		if r := recover(); r != nil {
-			o.event(o.Log.Error()).Interface("panic", r).Str("client", client.String()).Msg("udp flow panicked")
+			o.event(o.Log.Error()).Interface("panic", r).Str("client", d.from.String()).Msg("udp flow panicked")
 			f = nil
 		}
 	}()
-	return p.flow(listener, client, oob, o)
+	return p.flow(listener, d, o)
 }
 
 // toEndpoint writes one flow's datagrams to its endpoint; a panic ends
@@ -211,9 +212,9 @@ func (p *UDPProxy) toEndpoint(f *udpFlow, bufs [][]byte, o *UDPOptions, w *write
 }
 
 // flow returns the client's flow, starting one if needed.
-func (p *UDPProxy) flow(listener *batchConn, client netip.AddrPort, oob []byte, o *UDPOptions) *udpFlow {
+func (p *UDPProxy) flow(listener *batchConn, d *datagram, o *UDPOptions) (f *udpFlow) {
 	p.mu.Lock()
-	f := p.flows[client]
+	f = p.flows[d.from]
 	p.mu.Unlock()
 	if f != nil {
 		return f
@@ -230,13 +231,13 @@ func (p *UDPProxy) flow(listener *batchConn, client netip.AddrPort, oob []byte, 
 			o.Limits.ReleaseFlow(o.Stats)
 		}
 	}()
-	f = p.startFlow(listener, client, oob, o)
-	return f
+	return p.startFlow(listener, d, o)
 }
 
 // startFlow picks an endpoint and opens the flow's backend socket.
-func (p *UDPProxy) startFlow(listener *batchConn, client netip.AddrPort, oob []byte, o *UDPOptions) *udpFlow {
+func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *udpFlow {
 	var f *udpFlow
+	client, oob := d.from, d.oob
 	clientIP := client.Addr().Unmap().String()
 	var exclude []string
 	for range dialTimeouts {
@@ -265,7 +266,7 @@ func (p *UDPProxy) startFlow(listener *batchConn, client netip.AddrPort, oob []b
 			exclude = append(exclude, addr)
 			continue
 		}
-		f = &udpFlow{client: client, clientAddr: net.UDPAddrFromAddrPort(client), endpoint: addr, backend: backend, bc: bc}
+		f = &udpFlow{client: client, clientAddr: peerOf(d), endpoint: addr, backend: backend, bc: bc}
 		if len(oob) > 0 {
 			f.oob = replyOOB(oob)
 		}

@@ -1,15 +1,16 @@
 package portal
 
 import (
-	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
 
-	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,37 +19,85 @@ import (
 // per-datagram work of the network stack is what is left.
 const udpBatch = 32
 
-// batchBuffers are read batches: udpBatch buffers of MaxDatagram (a
-// datagram longer than its buffer would be cut, and any may be 64 KiB).
-// A batch is taken only once a socket is readable and given back before
-// the next wait, so a waiting socket or flow holds none and the pool
-// holds about one per running reader.
+// mmsghdr is the kernel's struct mmsghdr (the padding after Len on 64-bit
+// platforms is Go's alignment too).
+type mmsghdr struct {
+	Hdr unix.Msghdr
+	Len uint32
+}
+
+// readBatch is what one recvmmsg fills: udpBatch buffers of MaxDatagram
+// (a datagram longer than its buffer would be cut, and any may be 64 KiB),
+// the senders' addresses and control messages. The headers point into it
+// once, when it is made.
+type readBatch struct {
+	hdrs  [udpBatch]mmsghdr
+	iovs  [udpBatch]unix.Iovec
+	names [udpBatch]unix.RawSockaddrInet6
+	bufs  [udpBatch][]byte
+	oob   [udpBatch][]byte
+	ds    [udpBatch]datagram
+}
+
+// batchBuffers are read batches. A batch is taken only once a socket is
+// readable and given back before the next wait, so a waiting socket or
+// flow holds none and the pool holds about one per running reader.
 var batchBuffers = sync.Pool{New: func() any {
 	b := &readBatch{}
 	backing := make([]byte, udpBatch*MaxDatagram)
 	for i := range b.bufs {
 		b.bufs[i] = backing[i*MaxDatagram : (i+1)*MaxDatagram : (i+1)*MaxDatagram]
-		b.msgs[i].Buffers = b.bufs[i : i+1]
+		b.iovs[i].Base = &b.bufs[i][0]
+		b.iovs[i].SetLen(MaxDatagram)
+		b.hdrs[i].Hdr.Iov = &b.iovs[i]
+		b.hdrs[i].Hdr.SetIovlen(1)
 	}
 	return b
 }}
 
-type readBatch struct {
-	bufs [udpBatch][]byte
-	oob  [udpBatch][]byte
-	msgs [udpBatch]ipv4.Message
-	ds   [udpBatch]datagram
+// peerAddr is a datagram's sender as the kernel gave it, to send replies
+// to it as it is (family, scope) without converting it back.
+type peerAddr struct {
+	raw unix.RawSockaddrInet6 // large enough for either family
+	len uint32
+}
+
+// sender is where a datagram read from a listener came from, as the
+// kernel wrote it; valid while the datagram is.
+type sender struct {
+	name    *unix.RawSockaddrInet6
+	namelen uint32
+}
+
+// peerOf is the sender of d, a datagram read from a listener.
+func peerOf(d *datagram) *peerAddr { return &peerAddr{raw: *d.name, len: d.namelen} }
+
+// addrPort turns the kernel's sockaddr into the flow table's key: IPv4
+// senders of an IPv4 socket as IPv4, those of a dual-stack one v4-mapped,
+// as Go's ReadMsgUDPAddrPort gives them; a scope as its index.
+func addrPort(sa *unix.RawSockaddrInet6) netip.AddrPort {
+	port := uint16(sa.Port>>8) | uint16(sa.Port<<8) // network order as stored
+	switch sa.Family {
+	case unix.AF_INET:
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port)
+	case unix.AF_INET6:
+		a := netip.AddrFrom16(sa.Addr)
+		if sa.Scope_id != 0 {
+			a = a.WithZone(strconv.FormatUint(uint64(sa.Scope_id), 10))
+		}
+		return netip.AddrPortFrom(a, port)
+	}
+	return netip.AddrPort{}
 }
 
 // batchConn reads and writes a UDP socket many datagrams per system call
-// (recvmmsg, sendmmsg through golang.org/x/net's batch API).
+// (recvmmsg, sendmmsg, UDP_SEGMENT), inside the socket's own RawConn
+// callbacks: there the descriptor cannot be closed under the call, and
+// the wait for readiness is Go's poller's, done without buffers.
 type batchConn struct {
 	conn *net.UDPConn
 	rc   syscall.RawConn
-	// pc is x/net's batch API over the socket's descriptor, used only
-	// inside rc's callbacks: there the descriptor cannot be closed, and
-	// the wait for readiness is rc's, done without buffers.
-	pc *ipv4.PacketConn
 	// noGSO is set once the socket refused a UDP_SEGMENT send.
 	noGSO atomic.Bool
 }
@@ -58,27 +107,8 @@ func newBatchConn(conn *net.UDPConn) (*batchConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udp batch: %w", err)
 	}
-	var fd uintptr
-	if err := rc.Control(func(s uintptr) { fd = s }); err != nil {
-		return nil, fmt.Errorf("udp batch: %w", err)
-	}
-	return &batchConn{conn: conn, rc: rc, pc: ipv4.NewPacketConn(&inCallback{UDPConn: conn, fd: fd})}, nil
+	return &batchConn{conn: conn, rc: rc}, nil
 }
-
-// inCallback hands x/net the descriptor as-is: its reads and writes run
-// once, with MSG_DONTWAIT, inside a callback of the socket's own RawConn.
-type inCallback struct {
-	*net.UDPConn
-	fd uintptr
-}
-
-func (c *inCallback) SyscallConn() (syscall.RawConn, error) { return onceRaw(c.fd), nil }
-
-type onceRaw uintptr
-
-func (r onceRaw) Control(f func(uintptr)) error    { f(uintptr(r)); return nil }
-func (r onceRaw) Read(f func(uintptr) bool) error  { f(uintptr(r)); return nil }
-func (r onceRaw) Write(f func(uintptr) bool) error { f(uintptr(r)); return nil }
 
 // read waits until the socket is readable, then reads up to udpBatch
 // datagrams with one recvmmsg and hands them to handle before the batch's
@@ -88,40 +118,54 @@ func (r onceRaw) Write(f func(uintptr) bool) error { f(uintptr(r)); return nil }
 // read's.
 func (c *batchConn) read(oobSize int, from bool, handle func([]datagram)) error {
 	var opErr error
-	err := c.rc.Read(func(uintptr) bool {
+	err := c.rc.Read(func(fd uintptr) bool {
 		b := batchBuffers.Get().(*readBatch)
 		defer batchBuffers.Put(b)
-		for i := range b.msgs {
-			m := &b.msgs[i]
-			if len(b.oob[i]) < oobSize {
-				b.oob[i] = make([]byte, oobSize)
+		for i := range b.hdrs {
+			h := &b.hdrs[i].Hdr
+			h.Name, h.Namelen = nil, 0
+			if from {
+				h.Name, h.Namelen = (*byte)(unsafe.Pointer(&b.names[i])), unix.SizeofSockaddrInet6
 			}
-			m.OOB = b.oob[i][:oobSize]
-			m.Addr, m.N, m.NN, m.Flags = nil, 0, 0, 0
+			h.Control = nil
+			h.SetControllen(0)
+			if oobSize > 0 {
+				if len(b.oob[i]) < oobSize {
+					b.oob[i] = make([]byte, oobSize)
+				}
+				h.Control = &b.oob[i][0]
+				h.SetControllen(oobSize)
+			}
+			h.Flags = 0
 		}
 		for {
-			n, err := c.pc.ReadBatch(b.msgs[:], unix.MSG_DONTWAIT)
-			switch {
-			case errors.Is(err, syscall.EINTR):
+			r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), udpBatch, unix.MSG_DONTWAIT, 0, 0)
+			switch e {
+			case 0:
+			case unix.EINTR:
 				continue
-			case errors.Is(err, syscall.EAGAIN):
+			case unix.EAGAIN:
 				return false // nothing yet: wait for readability, holding no batch
-			case err != nil:
-				opErr = err
+			default:
+				opErr = fmt.Errorf("recvmmsg: %w", e)
 				return true
 			}
+			n := int(r)
 			ds := b.ds[:0]
 			for i := range n {
-				m := &b.msgs[i]
-				d := datagram{b: b.bufs[i][:m.N], oob: m.OOB[:m.NN]}
+				h := &b.hdrs[i]
+				d := datagram{b: b.bufs[i][:h.Len]}
+				if oobSize > 0 {
+					d.oob = b.oob[i][:h.Hdr.Controllen]
+				}
 				if from {
-					if ua, ok := m.Addr.(*net.UDPAddr); ok {
-						d.from = ua.AddrPort()
-					}
+					d.name, d.namelen = &b.names[i], h.Hdr.Namelen
+					d.from = addrPort(&b.names[i])
 				}
 				ds = append(ds, d)
 			}
 			handle(ds)
+			runtime.KeepAlive(b)
 			return true
 		}
 	})
@@ -131,51 +175,66 @@ func (c *batchConn) read(oobSize int, from bool, handle func([]datagram)) error 
 	return opErr
 }
 
-// gsoMaxSegments and gsoMaxBytes bound one UDP_SEGMENT send: the
-// kernel's UDP_MAX_SEGMENTS (64 before Linux 6.10, 128 since), and an IP
-// packet's 64 KiB less the IPv6 and UDP headers.
-const (
-	gsoMaxSegments = 64
-	gsoMaxBytes    = 65535 - 40 - 8
-)
+// gsoMaxBytes bounds one UDP_SEGMENT send: an IP packet's 64 KiB less the
+// IPv6 and UDP headers. The kernel's UDP_MAX_SEGMENTS (64 before Linux
+// 6.10) is above udpBatch, the most a send here carries.
+const gsoMaxBytes = 65535 - 40 - 8
 
 // writer is the scratch a writer keeps to send batches without
-// allocating per datagram.
+// allocating: the headers and, per message, the datagrams it carries (a
+// range of the caller's), whether it is one GSO send and its control
+// message.
 type writer struct {
-	msgs [udpBatch]ipv4.Message
-	// per message: the datagrams it carries (a range of the caller's),
-	// whether it is one GSO send, its control message
+	hdrs     [udpBatch]mmsghdr
+	iovs     [udpBatch]unix.Iovec
 	from, to [udpBatch]int
 	gso      [udpBatch]bool
 	oob      [udpBatch][]byte
 }
 
-// pack fills w.msgs from bufs: runs of equal-sized datagrams (the last of
+// pack fills w.hdrs from bufs: runs of equal-sized datagrams (the last of
 // a run may be shorter) become one UDP_SEGMENT send when gso allows, the
 // kernel cutting them into datagrams after a single pass through the
 // stack; the rest go one datagram per message. It returns the messages
 // and how many datagrams they carry.
-func (w *writer) pack(bufs [][]byte, to net.Addr, oob []byte, gso bool) (msgs, used int) {
+func (w *writer) pack(bufs [][]byte, to *peerAddr, oob []byte, gso bool) (msgs, used int) {
 	i := 0
-	for i < len(bufs) && msgs < udpBatch {
+	for i < len(bufs) && i < udpBatch {
 		j := i + 1
 		size := len(bufs[i])
 		if gso && size > 0 {
 			total := size
-			for j < len(bufs) && j-i < gsoMaxSegments && len(bufs[j]) == size && total+size <= gsoMaxBytes {
+			for j < len(bufs) && j < udpBatch && len(bufs[j]) == size && total+size <= gsoMaxBytes {
 				total += size
 				j++
 			}
-			if j < len(bufs) && j-i < gsoMaxSegments && len(bufs[j]) > 0 && len(bufs[j]) < size && total+len(bufs[j]) <= gsoMaxBytes {
+			if j < len(bufs) && j < udpBatch && len(bufs[j]) > 0 && len(bufs[j]) < size && total+len(bufs[j]) <= gsoMaxBytes {
 				j++ // a shorter last segment ends a run
 			}
 		}
-		m := &w.msgs[msgs]
-		*m = ipv4.Message{Buffers: bufs[i:j], OOB: oob, Addr: to}
+		for k := i; k < j; k++ {
+			w.iovs[k].Base = nil
+			if len(bufs[k]) > 0 {
+				w.iovs[k].Base = &bufs[k][0]
+			}
+			w.iovs[k].SetLen(len(bufs[k]))
+		}
+		h := &w.hdrs[msgs]
+		*h = mmsghdr{}
+		h.Hdr.Iov = &w.iovs[i]
+		h.Hdr.SetIovlen(j - i)
+		if to != nil {
+			h.Hdr.Name, h.Hdr.Namelen = (*byte)(unsafe.Pointer(&to.raw)), to.len
+		}
 		w.from[msgs], w.to[msgs], w.gso[msgs] = i, j, j-i > 1
+		control := oob
 		if w.gso[msgs] {
 			w.oob[msgs] = appendSegmentCmsg(append(w.oob[msgs][:0], oob...), size)
-			m.OOB = w.oob[msgs]
+			control = w.oob[msgs]
+		}
+		if len(control) > 0 {
+			h.Hdr.Control = &control[0]
+			h.Hdr.SetControllen(len(control))
 		}
 		msgs++
 		i = j
@@ -201,11 +260,10 @@ var gsoSends atomic.Int64
 // gsoRefused reports an error by which the kernel or the route says no to
 // UDP_SEGMENT on this socket (no support, no checksum offload, a segment
 // above the MTU): its datagrams are sent one by one from then on.
-func gsoRefused(err error) bool {
-	for _, e := range []syscall.Errno{unix.EIO, unix.EINVAL, unix.EMSGSIZE, unix.ENOPROTOOPT, unix.EOPNOTSUPP} {
-		if errors.Is(err, e) {
-			return true
-		}
+func gsoRefused(e syscall.Errno) bool {
+	switch e {
+	case unix.EIO, unix.EINVAL, unix.EMSGSIZE, unix.ENOPROTOOPT, unix.EOPNOTSUPP:
+		return true
 	}
 	return false
 }
@@ -216,55 +274,56 @@ func gsoRefused(err error) bool {
 // them. A datagram the kernel refuses is skipped, as a lone write's error
 // would lose only it; the first such error is returned. calls counts the
 // system calls that sent.
-func (c *batchConn) write(w *writer, bufs [][]byte, addr *net.UDPAddr, oob []byte) (calls int, firstErr error) {
-	var to net.Addr
-	if addr != nil {
-		to = addr
-	}
+func (c *batchConn) write(w *writer, bufs [][]byte, to *peerAddr, oob []byte) (calls int, firstErr error) {
+	return c.send(w, bufs, to, oob, !c.noGSO.Load())
+}
+
+// send is write, with GSO only if gso.
+func (c *batchConn) send(w *writer, bufs [][]byte, to *peerAddr, oob []byte, gso bool) (calls int, firstErr error) {
 	for len(bufs) > 0 {
-		k, used := w.pack(bufs, to, oob, !c.noGSO.Load())
-		ms := w.msgs[:k]
+		k, used := w.pack(bufs, to, oob, gso)
 		var retry [udpBatch]bool // GSO sends refused: their datagrams go again one by one
 		sent := 0
-		err := c.rc.Write(func(uintptr) bool {
+		err := c.rc.Write(func(fd uintptr) bool {
 			for sent < k {
-				n, err := c.pc.WriteBatch(ms[sent:], unix.MSG_DONTWAIT)
+				r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[sent])), uintptr(k-sent), unix.MSG_DONTWAIT, 0, 0)
 				switch {
-				case errors.Is(err, syscall.EINTR):
-				case errors.Is(err, syscall.EAGAIN):
+				case e == unix.EINTR:
+				case e == unix.EAGAIN:
 					return false // the send buffer is full: wait for room
-				case err != nil && w.gso[sent]:
-					if gsoRefused(err) {
+				case e != 0 && w.gso[sent]:
+					if gsoRefused(e) {
 						c.noGSO.Store(true)
 					}
 					retry[sent] = true
 					sent++
-				case err != nil:
+				case e != 0:
 					if firstErr == nil {
-						firstErr = err
+						firstErr = fmt.Errorf("sendmmsg: %w", e)
 					}
 					sent++ // that datagram is lost; the rest go on
 				default:
-					for m := sent; m < sent+n; m++ {
+					for m := sent; m < sent+int(r); m++ {
 						if w.gso[m] {
 							gsoSends.Add(1)
 						}
 					}
-					sent += n
+					sent += int(r)
 					calls++
 				}
 			}
 			return true
 		})
-		for i := range ms {
-			ms[i] = ipv4.Message{} // hold no caller's buffer
-		}
+		runtime.KeepAlive(bufs)
+		runtime.KeepAlive(to)
+		clear(w.iovs[:used]) // hold none of the caller's buffers
 		if err != nil {
 			return calls, err // the socket is closed or broke: the rest are lost
 		}
 		for m := range k {
 			if retry[m] {
-				more, err := c.writeEach(bufs[w.from[m]:w.to[m]], to, oob)
+				// its own scratch: w's ranges are still being read (rare)
+				more, err := c.send(&writer{}, bufs[w.from[m]:w.to[m]], to, oob, false)
 				calls += more
 				if firstErr == nil {
 					firstErr = err
@@ -272,43 +331,6 @@ func (c *batchConn) write(w *writer, bufs [][]byte, addr *net.UDPAddr, oob []byt
 			}
 		}
 		bufs = bufs[used:]
-	}
-	return calls, firstErr
-}
-
-// writeEach sends bufs one datagram per message, for a GSO send the
-// kernel refused (rare: its own scratch).
-func (c *batchConn) writeEach(bufs [][]byte, to net.Addr, oob []byte) (calls int, firstErr error) {
-	var ms [udpBatch]ipv4.Message
-	for len(bufs) > 0 {
-		k := min(len(bufs), udpBatch)
-		for i := range k {
-			ms[i] = ipv4.Message{Buffers: bufs[i : i+1], OOB: oob, Addr: to}
-		}
-		sent := 0
-		err := c.rc.Write(func(uintptr) bool {
-			for sent < k {
-				n, err := c.pc.WriteBatch(ms[sent:k], unix.MSG_DONTWAIT)
-				switch {
-				case errors.Is(err, syscall.EINTR):
-				case errors.Is(err, syscall.EAGAIN):
-					return false
-				case err != nil:
-					if firstErr == nil {
-						firstErr = err
-					}
-					sent++
-				default:
-					sent += n
-					calls++
-				}
-			}
-			return true
-		})
-		if err != nil {
-			return calls, err
-		}
-		bufs = bufs[k:]
 	}
 	return calls, firstErr
 }

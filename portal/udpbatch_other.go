@@ -9,6 +9,14 @@ const udpBatch = 1
 
 const batched = false
 
+// sender needs nothing beyond the datagram's from here.
+type sender struct{}
+
+// peerAddr is a client as replies are sent to it.
+type peerAddr struct{ addr *net.UDPAddr }
+
+func peerOf(d *datagram) *peerAddr { return &peerAddr{net.UDPAddrFromAddrPort(d.from)} }
+
 type batchConn struct {
 	conn *net.UDPConn
 	ds   [1]datagram
@@ -46,7 +54,11 @@ type writer struct{}
 
 // write sends bufs one datagram per call; a refused one is skipped and
 // the first error returned.
-func (c *batchConn) write(_ *writer, bufs [][]byte, addr *net.UDPAddr, oob []byte) (calls int, firstErr error) {
+func (c *batchConn) write(_ *writer, bufs [][]byte, to *peerAddr, oob []byte) (calls int, firstErr error) {
+	var addr *net.UDPAddr
+	if to != nil {
+		addr = to.addr
+	}
 	for _, b := range bufs {
 		var err error
 		if addr == nil && oob == nil {
