@@ -84,7 +84,7 @@ type datagram struct {
 type forwarder struct {
 	flows [udpBatch]*udpFlow
 	bufs  [udpBatch][][]byte
-	w     writer
+	rd    reader
 }
 
 // listenerConn is the listening socket's batch reader and writer, made
@@ -130,7 +130,7 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 		p.forward(lc, ds, &o, fw)
 	}
 	for {
-		err := lc.read(oobSize, true, handle)
+		err := lc.read(&fw.rd, oobSize, true, handle)
 		if err != nil {
 			if isTimeout(err) {
 				if stopped(stop) {
@@ -175,13 +175,18 @@ func (p *UDPProxy) forward(listener *batchConn, ds []datagram, o *UDPOptions, fw
 		}
 		fw.bufs[g] = append(fw.bufs[g], d.b)
 	}
+	if groups == 0 {
+		return
+	}
 	now := time.Now().UnixNano()
+	rw := writers.Get().(*replyWriter) // pooled: warm, and none held between batches
 	for g := range groups {
 		fw.flows[g].lastUsed.Store(now)
-		p.toEndpoint(fw.flows[g], fw.bufs[g], o, &fw.w)
+		p.toEndpoint(fw.flows[g], fw.bufs[g], o, &rw.w)
 		fw.flows[g] = nil
 		clear(fw.bufs[g]) // hold none of the batch's buffers
 	}
+	writers.Put(rw)
 }
 
 // flowIsolated is flow, with a panic confined to the datagram that caused
@@ -285,7 +290,7 @@ func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *u
 	return nil
 }
 
-// writers are the reply side's batch scratch, taken per batch: a flow
+// writers are the send side's batch scratch, taken per batch: a flow
 // waiting for its endpoint holds none.
 var writers = sync.Pool{New: func() any { return &replyWriter{} }}
 
@@ -313,6 +318,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 		idle = DefaultUDPIdleTimeout
 	}
 	var werr error
+	var rd reader
 	back := func(ds []datagram) {
 		f.lastUsed.Store(time.Now().UnixNano())
 		o.Stats.udpReceived(len(ds))
@@ -334,7 +340,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 		}
 		f.backend.SetReadDeadline(last.Add(idle))
 		werr = nil
-		err := f.bc.read(0, false, back)
+		err := f.bc.read(&rd, 0, false, back)
 		if err == nil {
 			err = werr
 		}

@@ -28,7 +28,9 @@ func newBatchConn(conn *net.UDPConn) (*batchConn, error) { return &batchConn{con
 // read reads one datagram and hands it to handle. A connected socket
 // waits without a buffer where the platform allows (readDatagram); a
 // listener holds a pooled one while it waits for a sender's datagram.
-func (c *batchConn) read(oobSize int, from bool, handle func([]datagram)) error {
+type reader struct{}
+
+func (c *batchConn) read(_ *reader, oobSize int, from bool, handle func([]datagram)) error {
 	if !from {
 		return readDatagram(c.conn, func(b []byte) error {
 			c.ds[0] = datagram{b: b}
