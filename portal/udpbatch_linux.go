@@ -116,7 +116,8 @@ func newBatchConn(conn *net.UDPConn) (*batchConn, error) {
 }
 
 // reader is what one socket's reader keeps between reads; its own, apart
-// from the batchConn that writers share.
+// from the batchConn that writers share. Its callback is bound once, so a
+// read allocates nothing.
 type reader struct {
 	// hot is set while reads find datagrams waiting without a wait for
 	// readiness: only then is a batch asked for. A datagram that comes
@@ -124,6 +125,14 @@ type reader struct {
 	// tries one more datagram than it gets and, as sendmmsg, offers to
 	// reschedule after each, which made such traffic cost a fifth more.
 	hot bool
+
+	// one read's arguments and outcome
+	fn      func(uintptr) bool
+	oobSize int
+	from    bool
+	handle  func([]datagram)
+	waited  bool
+	err     error
 }
 
 // read waits until the socket is readable, then reads up to udpBatch
@@ -133,82 +142,93 @@ type reader struct {
 // are its peer). It returns the socket's error (deadline, closed) or the
 // read's.
 func (c *batchConn) read(rd *reader, oobSize int, from bool, handle func([]datagram)) error {
-	var opErr error
-	waited := false
-	err := c.rc.Read(func(fd uintptr) bool {
-		vlen := 1
-		if rd.hot {
-			vlen = udpBatch
-		}
-		b := batchBuffers.Get().(*readBatch)
-		defer batchBuffers.Put(b)
-		reset := b.dirty
-		if b.from != from || b.oobSize != oobSize {
-			reset, b.from, b.oobSize = udpBatch, from, oobSize
-		}
-		b.dirty = 0
-		for i := range reset {
-			h := &b.hdrs[i].Hdr
-			h.Name, h.Namelen = nil, 0
-			if from {
-				h.Name, h.Namelen = (*byte)(unsafe.Pointer(&b.names[i])), unix.SizeofSockaddrInet6
-			}
-			h.Control = nil
-			h.SetControllen(0)
-			if oobSize > 0 {
-				if len(b.oob[i]) < oobSize {
-					b.oob[i] = make([]byte, oobSize)
-				}
-				h.Control = &b.oob[i][0]
-				h.SetControllen(oobSize)
-			}
-			h.Flags = 0
-		}
-		for {
-			var r uintptr
-			var e syscall.Errno
-			if vlen == 1 {
-				r, _, e = unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0].Hdr)), unix.MSG_DONTWAIT)
-				b.hdrs[0].Len, r = uint32(r), 1
-			} else {
-				r, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(vlen), unix.MSG_DONTWAIT, 0, 0)
-			}
-			switch e {
-			case 0:
-				rd.hot = !waited
-			case unix.EINTR:
-				continue
-			case unix.EAGAIN:
-				waited = true
-				return false // nothing yet: wait for readability, holding no batch
-			default:
-				opErr = fmt.Errorf("recvmmsg: %w", e)
-				return true
-			}
-			n := int(r)
-			b.dirty = n
-			ds := b.ds[:0]
-			for i := range n {
-				h := &b.hdrs[i]
-				d := datagram{b: b.bufs[i][:h.Len]}
-				if oobSize > 0 {
-					d.oob = b.oob[i][:h.Hdr.Controllen]
-				}
-				if from {
-					d.name, d.namelen = &b.names[i], h.Hdr.Namelen
-					d.from = addrPort(&b.names[i])
-				}
-				ds = append(ds, d)
-			}
-			handle(ds)
-			runtime.KeepAlive(b)
-			return true
-		}
-	})
+	if rd.fn == nil {
+		rd.fn = rd.attempt
+	}
+	rd.oobSize, rd.from, rd.handle, rd.waited, rd.err = oobSize, from, handle, false, nil
+	err := c.rc.Read(rd.fn)
+	rd.handle = nil
 	if err != nil {
 		return err
 	}
-	return opErr
+	return rd.err
+}
+
+// attempt is one try of a read, inside the socket's RawConn.Read: false
+// to wait for readability.
+func (rd *reader) attempt(fd uintptr) bool {
+	oobSize, from := rd.oobSize, rd.from
+	vlen := 1
+	if rd.hot {
+		vlen = udpBatch
+	}
+	b := batchBuffers.Get().(*readBatch)
+	defer batchBuffers.Put(b)
+	reset := b.dirty
+	if b.from != from || b.oobSize != oobSize {
+		reset, b.from, b.oobSize = udpBatch, from, oobSize
+	}
+	b.dirty = 0
+	for i := range reset {
+		h := &b.hdrs[i].Hdr
+		h.Name, h.Namelen = nil, 0
+		if from {
+			h.Name, h.Namelen = (*byte)(unsafe.Pointer(&b.names[i])), unix.SizeofSockaddrInet6
+		}
+		h.Control = nil
+		h.SetControllen(0)
+		if oobSize > 0 {
+			if len(b.oob[i]) < oobSize {
+				b.oob[i] = make([]byte, oobSize)
+			}
+			h.Control = &b.oob[i][0]
+			h.SetControllen(oobSize)
+		}
+		h.Flags = 0
+	}
+	for {
+		var r uintptr
+		var e syscall.Errno
+		if vlen == 1 {
+			r, _, e = unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0].Hdr)), unix.MSG_DONTWAIT)
+			b.hdrs[0].Len, r = uint32(r), 1
+		} else {
+			r, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(vlen), unix.MSG_DONTWAIT, 0, 0)
+		}
+		switch e {
+		case 0:
+			rd.hot = !rd.waited
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			rd.waited = true
+			b.dirty = udpBatch // the kernel may have written lengths back
+			return false       // nothing yet: wait for readability, holding no batch
+		default:
+			rd.err = fmt.Errorf("recvmmsg: %w", e)
+			b.dirty = udpBatch
+			return true
+		}
+		n := int(r)
+		b.dirty = n
+		ds := b.ds[:0]
+		for i := range n {
+			h := &b.hdrs[i]
+			d := datagram{b: b.bufs[i][:h.Len]}
+			if oobSize > 0 {
+				d.oob = b.oob[i][:h.Hdr.Controllen]
+			}
+			if from {
+				d.name, d.namelen = &b.names[i], h.Hdr.Namelen
+				d.from = addrPort(&b.names[i])
+			}
+			ds = append(ds, d)
+		}
+		rd.handle(ds)
+		clear(b.ds[:n])
+		runtime.KeepAlive(b)
+		return true
+	}
 }
 
 // gsoMaxBytes bounds one UDP_SEGMENT send: an IP packet's 64 KiB less the
@@ -226,6 +246,14 @@ type writer struct {
 	from, to [udpBatch]int
 	gso      [udpBatch]bool
 	oob      [udpBatch][]byte
+
+	// one send's progress, for its callback, bound once
+	fn      func(uintptr) bool
+	k, sent int
+	calls   int
+	err     error
+	retry   [udpBatch]bool // GSO sends refused: their datagrams go again one by one
+	refused bool           // one was refused for good (gsoRefused)
 }
 
 // pack fills w.hdrs from bufs: runs of equal-sized datagrams (the last of
@@ -290,6 +318,44 @@ func appendSegmentCmsg(b []byte, size int) []byte {
 	return b
 }
 
+// attempt sends what is left of w's messages, inside the socket's
+// RawConn.Write: false to wait for room.
+func (w *writer) attempt(fd uintptr) bool {
+	for w.sent < w.k {
+		var r uintptr
+		var e syscall.Errno
+		if w.k-w.sent == 1 { // sendmmsg would add a reschedule point per message
+			_, _, e = unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[w.sent].Hdr)), unix.MSG_DONTWAIT)
+			r = 1
+		} else {
+			r, _, e = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[w.sent])), uintptr(w.k-w.sent), unix.MSG_DONTWAIT, 0, 0)
+		}
+		switch {
+		case e == unix.EINTR:
+		case e == unix.EAGAIN:
+			return false // the send buffer is full: wait for room
+		case e != 0 && w.gso[w.sent]:
+			w.refused = w.refused || gsoRefused(e)
+			w.retry[w.sent] = true
+			w.sent++
+		case e != 0:
+			if w.err == nil {
+				w.err = fmt.Errorf("sendmmsg: %w", e)
+			}
+			w.sent++ // that datagram is lost; the rest go on
+		default:
+			for m := w.sent; m < w.sent+int(r); m++ {
+				if w.gso[m] {
+					gsoSends.Add(1)
+				}
+			}
+			w.sent += int(r)
+			w.calls++
+		}
+	}
+	return true
+}
+
 // gsoSends counts the GSO sends made, for tests.
 var gsoSends atomic.Int64
 
@@ -318,53 +384,28 @@ func (c *batchConn) write(w *writer, bufs [][]byte, to *peerAddr, oob []byte) (c
 func (c *batchConn) send(w *writer, bufs [][]byte, to *peerAddr, oob []byte, gso bool) (calls int, firstErr error) {
 	for len(bufs) > 0 {
 		k, used := w.pack(bufs, to, oob, gso)
-		var retry [udpBatch]bool // GSO sends refused: their datagrams go again one by one
-		sent := 0
-		err := c.rc.Write(func(fd uintptr) bool {
-			for sent < k {
-				var r uintptr
-				var e syscall.Errno
-				if k-sent == 1 { // sendmmsg would add a reschedule point per message
-					_, _, e = unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[sent].Hdr)), unix.MSG_DONTWAIT)
-					r = 1
-				} else {
-					r, _, e = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[sent])), uintptr(k-sent), unix.MSG_DONTWAIT, 0, 0)
-				}
-				switch {
-				case e == unix.EINTR:
-				case e == unix.EAGAIN:
-					return false // the send buffer is full: wait for room
-				case e != 0 && w.gso[sent]:
-					if gsoRefused(e) {
-						c.noGSO.Store(true)
-					}
-					retry[sent] = true
-					sent++
-				case e != 0:
-					if firstErr == nil {
-						firstErr = fmt.Errorf("sendmmsg: %w", e)
-					}
-					sent++ // that datagram is lost; the rest go on
-				default:
-					for m := sent; m < sent+int(r); m++ {
-						if w.gso[m] {
-							gsoSends.Add(1)
-						}
-					}
-					sent += int(r)
-					calls++
-				}
-			}
-			return true
-		})
+		w.k, w.sent, w.calls, w.err, w.refused = k, 0, 0, nil, false
+		clear(w.retry[:k])
+		if w.fn == nil {
+			w.fn = w.attempt
+		}
+		err := c.rc.Write(w.fn)
+		calls += w.calls
+		if firstErr == nil {
+			firstErr = w.err
+		}
+		if w.refused {
+			c.noGSO.Store(true)
+		}
 		runtime.KeepAlive(bufs)
 		runtime.KeepAlive(to)
 		clear(w.iovs[:used]) // hold none of the caller's buffers
+		clear(w.hdrs[:k])
 		if err != nil {
 			return calls, err // the socket is closed or broke: the rest are lost
 		}
 		for m := range k {
-			if retry[m] {
+			if w.retry[m] {
 				// its own scratch: w's ranges are still being read (rare)
 				more, err := c.send(&writer{}, bufs[w.from[m]:w.to[m]], to, oob, false)
 				calls += more
