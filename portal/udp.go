@@ -158,7 +158,7 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 // is available. A datagram whose client has no flow and can get none is
 // dropped, as a kernel proxy would.
 func (p *UDPProxy) forward(listener *batchConn, ds []datagram, o *UDPOptions, fw *forwarder) {
-	o.Stats.udpReceived(len(ds))
+	o.Stats.udp(false).received(len(ds))
 	groups := 0
 	for _, d := range ds {
 		f := p.flowIsolated(listener, &d, o)
@@ -210,7 +210,7 @@ func (p *UDPProxy) toEndpoint(f *udpFlow, bufs [][]byte, o *UDPOptions, w *write
 		}
 	}()
 	calls, err := f.bc.write(w, bufs, nil, nil)
-	o.Stats.udpSent(len(bufs), calls)
+	o.Stats.udp(false).sent(len(bufs), calls)
 	if err != nil {
 		o.event(o.Log.Debug()).Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
 	}
@@ -319,9 +319,10 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 	}
 	var werr error
 	var rd reader
+	counts := o.Stats.udp(true)
 	back := func(ds []datagram) {
 		f.lastUsed.Store(time.Now().UnixNano())
-		o.Stats.udpReceived(len(ds))
+		counts.received(len(ds))
 		rw := writers.Get().(*replyWriter)
 		bufs := rw.bufs[:0]
 		for _, d := range ds {
@@ -329,7 +330,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 		}
 		var calls int
 		calls, werr = listener.write(&rw.w, bufs, f.clientAddr, f.oob)
-		o.Stats.udpSent(len(bufs), calls)
+		counts.sent(len(bufs), calls)
 		clear(rw.bufs[:])
 		writers.Put(rw)
 	}

@@ -202,11 +202,10 @@ func (rd *reader) attempt(fd uintptr) bool {
 			continue
 		case unix.EAGAIN:
 			rd.waited = true
-			b.dirty = udpBatch // the kernel may have written lengths back
-			return false       // nothing yet: wait for readability, holding no batch
+			return false // nothing yet (the kernel wrote nothing back): wait for readability, holding no batch
 		default:
 			rd.err = fmt.Errorf("recvmmsg: %w", e)
-			b.dirty = udpBatch
+			b.dirty = vlen
 			return true
 		}
 		n := int(r)

@@ -34,8 +34,8 @@ func (m *Metrics) ServicePorts(table *portal.StatsTable, limit int) {
 		activeFlows:  d("udp_flows_active", "UDP flows (client address to endpoint) open.", label...),
 		flows:        d("udp_flows_total", "UDP flows opened.", label...),
 		refused:      d("refused_total", "New TCP connections (kind tcp) and UDP clients (kind udp) refused at a limit.", "service_port", "kind"),
-		udpDatagrams: d("udp_datagrams_total", "UDP datagrams read (op receive) and sent (op send), both directions.", "service_port", "op"),
-		udpCalls:     d("udp_syscalls_total", "System calls that read (op receive) or sent (op send) UDP datagrams; datagrams per call is udp_datagrams_total over this.", "service_port", "op"),
+		udpDatagrams: d("udp_datagrams_total", "UDP datagrams read (op receive) and sent (op send), by direction (to_endpoint, to_client).", "service_port", "direction", "op"),
+		udpCalls:     d("udp_syscalls_total", "System calls that read (op receive) or sent (op send) UDP datagrams, by direction; datagrams per call is udp_datagrams_total over this.", "service_port", "direction", "op"),
 		left:         prometheus.NewDesc("kproxy_service_port_metrics_omitted", "Service ports left out of the per service port metrics (--metrics-service-ports-limit).", nil, nil),
 	})
 }
@@ -63,10 +63,12 @@ func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
 		n(c.flows, s.Flows.Load())
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.RefusedConns.Load()), id, "tcp")
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.RefusedFlows.Load()), id, "udp")
-		ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(s.UDPDatagramsReceived.Load()), id, "receive")
-		ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(s.UDPDatagramsSent.Load()), id, "send")
-		ch <- prometheus.MustNewConstMetric(c.udpCalls, prometheus.CounterValue, float64(s.UDPReceiveCalls.Load()), id, "receive")
-		ch <- prometheus.MustNewConstMetric(c.udpCalls, prometheus.CounterValue, float64(s.UDPSendCalls.Load()), id, "send")
+		for dir, u := range map[string]*portal.UDPCounts{"to_endpoint": &s.UDPToEndpoint, "to_client": &s.UDPToClient} {
+			ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(u.Received.Load()), id, dir, "receive")
+			ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(u.Sent.Load()), id, dir, "send")
+			ch <- prometheus.MustNewConstMetric(c.udpCalls, prometheus.CounterValue, float64(u.ReceiveCalls.Load()), id, dir, "receive")
+			ch <- prometheus.MustNewConstMetric(c.udpCalls, prometheus.CounterValue, float64(u.SendCalls.Load()), id, dir, "send")
+		}
 	})
 	ch <- prometheus.MustNewConstMetric(c.left, prometheus.GaugeValue, float64(left))
 }
