@@ -147,6 +147,7 @@ type client struct {
 	udpTo   []netip.AddrPort
 	seq     uint64
 	seen    []bool // udp burst: which echoes came back
+	bursts  int
 	payload []byte
 	buf     []byte
 	bulk    []byte
@@ -203,6 +204,8 @@ func (cl *client) run(ctx context.Context, budget int64, start time.Time) {
 		case ModeUDP:
 			port = cl.own[k%len(cl.own)]
 			if spec.Burst > 1 {
+				port = cl.own[cl.bursts%len(cl.own)] // k moves by a burst
+				cl.bursts++
 				n, d := cl.udpBurst(port)
 				k += spec.Burst - 1
 				cl.hist.RecordValues(max(d.Microseconds(), 1), int64(n))
