@@ -120,7 +120,7 @@ func newBatchConn(conn *net.UDPConn) (*batchConn, error) {
 // read allocates nothing.
 type reader struct {
 	// hot is set while reads find datagrams waiting without a wait for
-	// readiness: only then is a batch asked for. A datagram that comes
+	// readiness, or found more than one: only then is a batch asked for. A datagram that comes
 	// alone (a request and its answer) is read with recvmsg: recvmmsg
 	// tries one more datagram than it gets and, as sendmmsg, offers to
 	// reschedule after each, which made such traffic cost a fifth more.
@@ -197,7 +197,7 @@ func (rd *reader) attempt(fd uintptr) bool {
 		}
 		switch e {
 		case 0:
-			rd.hot = !rd.waited
+			rd.hot = !rd.waited || r > 1
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
