@@ -31,12 +31,12 @@ type mmsghdr struct {
 // the senders' addresses and control messages. The headers point into it
 // once, when it is made.
 type readBatch struct {
-	hdrs  [udpBatch]mmsghdr
-	iovs  [udpBatch]unix.Iovec
-	names [udpBatch]unix.RawSockaddrInet6
-	bufs  [udpBatch][]byte
-	oob   [udpBatch][]byte
-	ds    [udpBatch]datagram
+	hdrs  []mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	bufs  [][]byte
+	oob   [][]byte
+	ds    []datagram
 	// The headers are set for this reader's kind; the first dirty of
 	// them were written back by the kernel and need setting again.
 	from    bool
@@ -44,12 +44,20 @@ type readBatch struct {
 	dirty   int
 }
 
-// batchBuffers are read batches. A batch is taken only once a socket is
+// batchBuffers are read batches, singleBuffers batches of one, for the
+// reads that expect one datagram. A batch is taken only once a socket is
 // readable and given back before the next wait, so a waiting socket or
-// flow holds none and the pool holds about one per running reader.
-var batchBuffers = sync.Pool{New: func() any {
-	b := &readBatch{dirty: udpBatch}
-	backing := make([]byte, udpBatch*MaxDatagram)
+// flow holds none and each pool holds about one per running reader.
+var (
+	batchBuffers  = sync.Pool{New: func() any { return newReadBatch(udpBatch) }}
+	singleBuffers = sync.Pool{New: func() any { return newReadBatch(1) }}
+)
+
+func newReadBatch(slots int) *readBatch {
+	b := &readBatch{dirty: slots, hdrs: make([]mmsghdr, slots), iovs: make([]unix.Iovec, slots),
+		names: make([]unix.RawSockaddrInet6, slots), bufs: make([][]byte, slots), oob: make([][]byte, slots),
+		ds: make([]datagram, slots)}
+	backing := make([]byte, slots*MaxDatagram)
 	for i := range b.bufs {
 		b.bufs[i] = backing[i*MaxDatagram : (i+1)*MaxDatagram : (i+1)*MaxDatagram]
 		b.iovs[i].Base = &b.bufs[i][0]
@@ -58,7 +66,7 @@ var batchBuffers = sync.Pool{New: func() any {
 		b.hdrs[i].Hdr.SetIovlen(1)
 	}
 	return b
-}}
+}
 
 // peerAddr is a datagram's sender as the kernel gave it, to send replies
 // to it as it is (family, scope) without converting it back.
@@ -158,15 +166,16 @@ func (c *batchConn) read(rd *reader, oobSize int, from bool, handle func([]datag
 // to wait for readability.
 func (rd *reader) attempt(fd uintptr) bool {
 	oobSize, from := rd.oobSize, rd.from
-	vlen := 1
+	pool := &singleBuffers
 	if rd.hot {
-		vlen = udpBatch
+		pool = &batchBuffers
 	}
-	b := batchBuffers.Get().(*readBatch)
-	defer batchBuffers.Put(b)
+	b := pool.Get().(*readBatch)
+	defer pool.Put(b)
+	vlen := len(b.hdrs)
 	reset := b.dirty
 	if b.from != from || b.oobSize != oobSize {
-		reset, b.from, b.oobSize = udpBatch, from, oobSize
+		reset, b.from, b.oobSize = vlen, from, oobSize
 	}
 	b.dirty = 0
 	for i := range reset {
