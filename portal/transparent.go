@@ -1,0 +1,90 @@
+package portal
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"syscall"
+)
+
+// Transparent proxying counters, process-wide.
+var (
+	transparentConns atomic.Int64
+	// transparentFallbacks by reason: the endpoint is on another node, or
+	// the dial from the client's address failed (then the node's was used).
+	transparentRemote, transparentDialFailed atomic.Int64
+)
+
+// TransparentConnections is how many connections reached a node-local
+// endpoint from the client's own address.
+func TransparentConnections() int64 { return transparentConns.Load() }
+
+// TransparentFallbacks is how many connections of services that preserve
+// the client's address reached their endpoint from the node's address
+// instead: remote, the endpoint was on another node (its replies would not
+// come back through this node); dialFailed, the dial from the client's
+// address failed and the node's address was used.
+func TransparentFallbacks() (remote, dialFailed int64) {
+	return transparentRemote.Load(), transparentDialFailed.Load()
+}
+
+// transparentSource is the address to dial a picked endpoint from: the
+// client's, when the proxy preserves it, the endpoint is on this node and
+// the client is not the node itself (its loopback or unspecified address
+// cannot reach a pod, and a node address needs no help).
+func (p *TCPProxy) transparentSource(client *net.TCPConn, pick Pick) (netip.Addr, bool) {
+	if !p.Transparent || client == nil {
+		return netip.Addr{}, false
+	}
+	a, ok := client.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	ip, ok := netip.AddrFromSlice(a.IP)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	ip = ip.Unmap()
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return netip.Addr{}, false
+	}
+	if !pick.Local {
+		transparentRemote.Add(1)
+		return netip.Addr{}, false
+	}
+	return ip, true
+}
+
+// dialFrom dials addr from src's address (port chosen at connect), with
+// the dialer's timeout and keepalive; when that fails for a reason other
+// than the endpoint's answer (the kernel refused the client's address),
+// it dials from the node's address instead and counts the fallback.
+func (p *TCPProxy) dialFrom(i int, src netip.Addr, addr string) (*net.TCPConn, error) {
+	d := *p.dialer(i)
+	d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
+	d.Control = transparentControl
+	network := "tcp6"
+	if src.Is4() {
+		network = "tcp4"
+	}
+	c, err := d.Dial(network, addr)
+	if err == nil {
+		transparentConns.Add(1)
+		return c.(*net.TCPConn), nil
+	}
+	if endpointAnswered(err) {
+		return nil, err // refused or timed out: the endpoint's, not the address's
+	}
+	transparentDialFailed.Add(1)
+	p.event(p.Log.Warn()).Err(err).Str("endpoint", addr).Str("client", src.String()).Msg("dial from the client's address failed, dialing from the node's")
+	return p.dialEndpoint(i, addr)
+}
+
+// endpointAnswered: the dial's error is the endpoint's (no answer in time,
+// refused, unreachable), which the dial ladder handles, rather than the
+// kernel refusing to bind or connect from the client's address.
+func endpointAnswered(err error) bool {
+	return isTimeout(err) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.ECONNRESET)
+}
