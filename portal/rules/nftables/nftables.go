@@ -346,14 +346,14 @@ func (n *Rules) chains() []nftChain {
 		}},
 		// Transparent proxying: a connection kproxy dialled from a
 		// client's address (its socket carries TransparentMark) keeps the
-		// mark in conntrack, and its replies get it back before routing,
-		// which sends them to kproxy's socket (policyroute), not on to
-		// the client.
+		// mark in conntrack, and its replies get TransparentReplyMark
+		// before routing, which sends them to kproxy's socket
+		// (policyroute), not on to the client.
 		{name: nftTransparentOut, typ: knftables.FilterType, hook: knftables.OutputHook, prio: nftManglePriority, rules: []string{
 			fmt.Sprintf("meta mark & 0x%08[1]x != 0x00000000 ct mark set ct mark | 0x%08[1]x", steer.TransparentMark),
 		}},
 		{name: nftTransparentPre, typ: knftables.FilterType, hook: knftables.PreroutingHook, prio: nftManglePriority, rules: []string{
-			fmt.Sprintf("ct direction reply ct mark & 0x%08[1]x != 0x00000000 meta mark set meta mark | 0x%08[1]x", steer.TransparentMark),
+			fmt.Sprintf("ct direction reply ct mark & 0x%08x != 0x00000000 meta mark set meta mark | 0x%08x", steer.TransparentMark, steer.TransparentReplyMark),
 		}},
 	}
 	if n.rejectInPrerouting {

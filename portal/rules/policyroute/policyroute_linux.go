@@ -27,8 +27,8 @@ func rule(family int) *netlink.Rule {
 	r.Family = family
 	r.Priority = steer.TransparentRulePriority
 	r.Table = steer.TransparentTable
-	r.Mark = steer.TransparentMark
-	mask := uint32(steer.TransparentMark)
+	r.Mark = steer.TransparentReplyMark
+	mask := uint32(steer.TransparentReplyMark)
 	r.Mask = &mask
 	return r
 }
@@ -51,7 +51,7 @@ func Ensure() error {
 		}
 		if len(rules) == 0 {
 			if err := netlink.RuleAdd(rule(f.family)); err != nil && !errors.Is(err, unix.EEXIST) {
-				return fmt.Errorf("transparent proxying: add %s rule fwmark 0x%x lookup %d: %w", f.name, steer.TransparentMark, steer.TransparentTable, err)
+				return fmt.Errorf("transparent proxying: add %s rule fwmark 0x%x lookup %d: %w", f.name, steer.TransparentReplyMark, steer.TransparentTable, err)
 			}
 		}
 		lo, err := netlink.LinkByName("lo")
