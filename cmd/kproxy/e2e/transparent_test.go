@@ -49,7 +49,7 @@ var tpServices = []struct {
 	{"tp-optout", "false", true, true, "198.18.0.66", "2001:db8:5::66", "", "", 0, false},
 }
 
-// testTransparent: through the nftables portal, with
+// testTransparent: through a kernel portal (mode), with
 // --preserve-source-ip-for-local-traffic-policy, a node-local endpoint of
 // a service annotated kproxy.io/preserve-source-ip "true" (or of an
 // externalTrafficPolicy Local service) sees the client's own address
@@ -59,8 +59,8 @@ var tpServices = []struct {
 // badly annotated services' endpoints see the node's address, the bad
 // value is logged and in the state. kproxy cleanup then leaves no mark
 // rule, policy-routing rule or route.
-func testTransparent(t *testing.T, bin string) {
-	e := newEnv(t, bin, "nftables")
+func testTransparent(t *testing.T, bin, mode string) {
+	e := newEnv(t, bin, mode)
 	// Pods route everything via the node, as a pod's default route does:
 	// a reply to the client's address goes back through the node.
 	e.be.MustRun(t, "ip", "route", "add", "default", "via", e.be.NodeIP4.String())
@@ -145,14 +145,22 @@ func testTransparent(t *testing.T, bin string) {
 	if p.stop(t, syscall.SIGTERM) != 0 {
 		t.Errorf("kproxy exited non-zero on SIGTERM")
 	}
-	if out, err := e.tp.Node.Run(e.bin, "cleanup", "--portal", "nftables"); err != nil {
-		t.Fatalf("kproxy cleanup --portal nftables: %v: %s", err, out)
+	// nft prints marks with eight hex digits, iptables-save without leading zeros.
+	mark, replyMark := fmt.Sprintf("%#x", steer.TransparentMark), fmt.Sprintf("%#x", steer.TransparentReplyMark)
+	if mode == "nftables" {
+		mark, replyMark = fmt.Sprintf("0x%08x", steer.TransparentMark), fmt.Sprintf("0x%08x", steer.TransparentReplyMark)
+	}
+	if r := e.rules(t); !strings.Contains(r, mark) || !strings.Contains(r, replyMark) {
+		t.Errorf("the %s rules lack the transparent marks %s and %s:\n%s", mode, mark, replyMark, r)
+	}
+	if out, err := e.tp.Node.Run(e.bin, "cleanup", "--portal", mode); err != nil {
+		t.Fatalf("kproxy cleanup --portal %s: %v: %s", mode, err, out)
 	}
 	if rules, routes := e.policyRouting(t); len(rules) != 0 || len(routes) != 0 {
 		t.Errorf("after kproxy cleanup: policy-routing rules %q and routes %q left", rules, routes)
 	}
-	if r := e.rules(t); r != "" {
-		t.Errorf("table inet kproxy left after kproxy cleanup (with its mark rules):\n%s", r)
+	if r := e.rules(t); strings.Contains(r, mark) || strings.Contains(r, replyMark) || strings.Contains(r, "kproxy") || strings.Contains(r, "KPROXY") {
+		t.Errorf("%s rules left after kproxy cleanup (with the marks):\n%s", mode, r)
 	}
 }
 

@@ -115,7 +115,7 @@ type Rules struct {
 	opts rules.Options
 	// routes programs transparent proxying's policy routing (policyroute;
 	// a stand-in in tests, which must not touch the host's routing).
-	routes Routes
+	routes policyroute.Routes
 	// rejectInPrerouting: the kernel accepts reject in a prerouting chain.
 	rejectInPrerouting bool
 
@@ -139,34 +139,14 @@ func New(ctx context.Context, o rules.Options) (*Rules, error) {
 		return nil, err
 	}
 	r := newRules(nft, o, rejectInPrerouting)
-	r.routes = policyRoutes{}
+	r.routes = policyroute.Kernel{}
 	return r, nil
 }
-
-// Routes programs the policy routing of transparent proxying (package
-// policyroute), beside the table's mark rules.
-type Routes interface {
-	Ensure() error
-	Present() (bool, error)
-	Remove() error
-}
-
-type policyRoutes struct{}
-
-func (policyRoutes) Ensure() error          { return policyroute.Ensure() }
-func (policyRoutes) Present() (bool, error) { return policyroute.Present() }
-func (policyRoutes) Remove() error          { return policyroute.Remove() }
-
-type noRoutes struct{}
-
-func (noRoutes) Ensure() error          { return nil }
-func (noRoutes) Present() (bool, error) { return true, nil }
-func (noRoutes) Remove() error          { return nil }
 
 // newRules manages the table through nft (knftables.NewFake in tests),
 // with the kernel's answer to the reject probe.
 func newRules(nft knftables.Interface, o rules.Options, rejectInPrerouting bool) *Rules {
-	return &Rules{nft: nft, opts: o, routes: noRoutes{}, rejectInPrerouting: rejectInPrerouting, state: rules.Set{}}
+	return &Rules{nft: nft, opts: o, routes: policyroute.None{}, rejectInPrerouting: rejectInPrerouting, state: rules.Set{}}
 }
 
 // nftProbeTable holds, for the length of a probe, a base chain with a
