@@ -83,8 +83,8 @@ type Rules struct {
 	run  rules.Exec
 	// routes programs transparent proxying's policy routing.
 	routes policyroute.Routes
-	fams []*iptFamily
-	mu   sync.Mutex
+	fams   []*iptFamily
+	mu     sync.Mutex
 	// state: after a failed change Present reports false and Apply
 	// refuses until the next Sync.
 	state rules.Programmed
