@@ -163,7 +163,7 @@ func (l *Listener) Serve(o ListenerOptions) {
 	} else {
 		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,
 			IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
-			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter}
+			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter, Transparent: o.Transparent}
 		l.loop = func(stop <-chan struct{}) error { return l.flows.Serve(l.udp, uo, stop) }
 	}
 	l.serving, l.stop, l.onFailure = true, make(chan struct{}), o.OnFailure

@@ -287,7 +287,7 @@ func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*n
 		err = p.Faults.Before(addr, timeout)
 		var conn *net.TCPConn
 		if err == nil {
-			if src, ok := p.transparentSource(client, pick); ok {
+			if src, ok := p.tcpTransparentSource(client, pick); ok {
 				conn, err = p.dialFrom(step, src, addr)
 			} else {
 				conn, err = p.dialEndpoint(step, addr)

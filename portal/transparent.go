@@ -16,8 +16,8 @@ var (
 	transparentRemote, transparentDialFailed atomic.Int64
 )
 
-// TransparentConnections is how many connections reached a node-local
-// endpoint from the client's own address.
+// TransparentConnections is how many TCP connections and UDP flows
+// reached a node-local endpoint from the client's own address.
 func TransparentConnections() int64 { return transparentConns.Load() }
 
 // TransparentFallbacks is how many connections of services that preserve
@@ -29,11 +29,8 @@ func TransparentFallbacks() (remote, dialFailed int64) {
 	return transparentRemote.Load(), transparentDialFailed.Load()
 }
 
-// transparentSource is the address to dial a picked endpoint from: the
-// client's, when the proxy preserves it, the endpoint is on this node and
-// the client is not the node itself (its loopback or unspecified address
-// cannot reach a pod, and a node address needs no help).
-func (p *TCPProxy) transparentSource(client *net.TCPConn, pick Pick) (netip.Addr, bool) {
+// tcpTransparentSource is transparentSource for a TCP client.
+func (p *TCPProxy) tcpTransparentSource(client *net.TCPConn, pick Pick) (netip.Addr, bool) {
 	if !p.Transparent || client == nil {
 		return netip.Addr{}, false
 	}
@@ -41,12 +38,16 @@ func (p *TCPProxy) transparentSource(client *net.TCPConn, pick Pick) (netip.Addr
 	if !ok {
 		return netip.Addr{}, false
 	}
-	ip, ok := netip.AddrFromSlice(a.IP)
-	if !ok {
-		return netip.Addr{}, false
-	}
-	ip = ip.Unmap()
-	if ip.IsLoopback() || ip.IsUnspecified() {
+	return transparentSource(true, a.AddrPort().Addr(), pick)
+}
+
+// transparentSource is the address to dial a picked endpoint from: the
+// client's, when the proxy preserves it (on), the endpoint is on this
+// node and the client is not the node itself (its loopback or unspecified
+// address cannot reach a pod, and a node address needs no help).
+func transparentSource(on bool, client netip.Addr, pick Pick) (netip.Addr, bool) {
+	ip := client.Unmap()
+	if !on || !ip.IsValid() || ip.IsLoopback() || ip.IsUnspecified() {
 		return netip.Addr{}, false
 	}
 	if !pick.Local {
@@ -79,6 +80,25 @@ func (p *TCPProxy) dialFrom(i int, src netip.Addr, addr string) (*net.TCPConn, e
 	transparentDialFailed.Add(1)
 	p.event(p.Log.Warn()).Err(err).Str("endpoint", addr).Str("client", src.String()).Msg("dial from the client's address failed, dialing from the node's")
 	return p.dialEndpoint(i, addr)
+}
+
+// dialUDPFrom opens a flow's socket to raddr from src's address (port
+// chosen by the kernel); when the kernel refuses the address it opens one
+// from the node's and counts the fallback.
+func (o *UDPOptions) dialUDPFrom(src netip.Addr, raddr *net.UDPAddr) (*net.UDPConn, error) {
+	network := "udp6"
+	if src.Is4() {
+		network = "udp4"
+	}
+	d := net.Dialer{LocalAddr: &net.UDPAddr{IP: src.AsSlice()}, Control: transparentControl}
+	c, err := d.Dial(network, raddr.String())
+	if err == nil {
+		transparentConns.Add(1)
+		return c.(*net.UDPConn), nil
+	}
+	transparentDialFailed.Add(1)
+	o.event(o.Log.Warn()).Err(err).Str("endpoint", raddr.String()).Str("client", src.String()).Msg("dial from the client's address failed, dialing from the node's")
+	return net.DialUDP("udp", nil, raddr)
 }
 
 // endpointAnswered: the dial's error is the endpoint's (no answer in time,

@@ -34,7 +34,8 @@ func preserveSourceIP(svc *corev1.Service) (on, set bool, err error) {
 
 // portPreserveSourceIP decides whether a port of the service dials its
 // node-local endpoints from the client's address: the annotation, else
-// the node's option for externalTrafficPolicy Local. Only TCP ports do.
+// the node's option for externalTrafficPolicy Local. TCP and UDP ports do
+// (a userspace proxy carries no SCTP).
 func portPreserveSourceIP(svc *corev1.Service, port *corev1.ServicePort, opts Options) (bool, error) {
 	on, set, err := preserveSourceIP(svc)
 	if !set {
@@ -43,8 +44,8 @@ func portPreserveSourceIP(svc *corev1.Service, port *corev1.ServicePort, opts Op
 	if !on {
 		return false, err
 	}
-	if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
-		return false, fmt.Errorf("%s: port %q is %s: only TCP ports dial endpoints from the client's address, it is served from the node's", PreserveSourceIPAnnotation, port.Name, port.Protocol)
+	if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP && port.Protocol != corev1.ProtocolUDP {
+		return false, fmt.Errorf("%s: port %q is %s: only TCP and UDP ports reach endpoints from the client's address, it is served from the node's", PreserveSourceIPAnnotation, port.Name, port.Protocol)
 	}
 	return true, err
 }

@@ -96,31 +96,35 @@ func TestPreserveSourceIPRemoteEndpoints(t *testing.T) {
 	}
 }
 
-// TestPreserveSourceIPTCPOnly: a UDP port of an annotated service dials
-// from the node's address and says so in its state; its TCP port does not.
-func TestPreserveSourceIPTCPOnly(t *testing.T) {
+// TestPreserveSourceIPProtocols: the TCP and UDP ports of an annotated
+// service preserve the client's address; an SCTP port does not and says so
+// in its state.
+func TestPreserveSourceIPProtocols(t *testing.T) {
 	svc := newService(func(s *corev1.Service) {
 		s.Annotations = map[string]string{PreserveSourceIPAnnotation: "true"}
-		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53},
+			corev1.ServicePort{Name: "sig", Protocol: corev1.ProtocolSCTP, Port: 2905})
 	})
 	ports, err := BuildServicePorts(svc, nil, Options{})
-	if err != nil || len(ports) != 2 {
+	if err != nil || len(ports) != 3 {
 		t.Fatalf("BuildServicePorts: %d ports, %v", len(ports), err)
 	}
 	for _, p := range ports {
 		sp := p.GetServicePort()
 		switch sp.GetKey().GetProtocol().String() {
-		case "TCP":
+		case "TCP", "UDP":
 			if !sp.GetPreserveSourceIp() || len(sp.GetAnnotationErrors()) != 0 {
-				t.Errorf("TCP port: %v, errors %q; want on, none", sp.GetPreserveSourceIp(), sp.GetAnnotationErrors())
+				t.Errorf("%s port: %v, errors %q; want on, none", sp.GetKey().GetProtocol(), sp.GetPreserveSourceIp(), sp.GetAnnotationErrors())
 			}
-		case "UDP":
-			if sp.GetPreserveSourceIp() || len(sp.GetAnnotationErrors()) != 1 || !strings.Contains(sp.GetAnnotationErrors()[0], `port "dns" is UDP`) {
-				t.Errorf("UDP port: %v, errors %q; want off, with the port named", sp.GetPreserveSourceIp(), sp.GetAnnotationErrors())
+		case "SCTP":
+			if sp.GetPreserveSourceIp() || len(sp.GetAnnotationErrors()) != 1 || !strings.Contains(sp.GetAnnotationErrors()[0], `port "sig" is SCTP`) {
+				t.Errorf("SCTP port: %v, errors %q; want off, with the port named", sp.GetPreserveSourceIp(), sp.GetAnnotationErrors())
 			}
+		default:
+			t.Errorf("unexpected port %v", sp.GetKey())
 		}
 	}
 	if errs := AnnotationErrors(svc); len(errs) != 1 {
-		t.Errorf("AnnotationErrors: %v, want the UDP port's", errs)
+		t.Errorf("AnnotationErrors: %v, want the SCTP port's", errs)
 	}
 }

@@ -25,7 +25,9 @@ import (
 // this node ("node"), the second on another node.
 const (
 	tpPort       = 80
+	tpUDPPort    = 53
 	tpBackendTCP = 9200
+	tpBackendUDP = 9253
 	tpNodePort   = 30661 // tp-local's node port
 	tpETPPort    = 30662 // tp-etp's node port
 )
@@ -38,15 +40,16 @@ var tpServices = []struct {
 	lb4, lb6         string // LoadBalancer ingress IPs, "" for none
 	nodePort         int
 	clientSeen       bool // the endpoint sees the client's address
+	udp              bool // a UDP port too ("dns"), on node port nodePort+2 if any
 }{
-	{"tp-local", "true", true, false, "198.18.0.61", "2001:db8:5::61", "198.18.2.61", "2001:db8:5::2:61", tpNodePort, true},
-	{"tp-remote", "true", false, false, "198.18.0.62", "2001:db8:5::62", "", "", 0, false},
-	{"tp-plain", "", true, false, "198.18.0.63", "2001:db8:5::63", "", "", 0, false},
-	{"tp-bad", "yes", true, false, "198.18.0.64", "2001:db8:5::64", "", "", 0, false},
+	{"tp-local", "true", true, false, "198.18.0.61", "2001:db8:5::61", "198.18.2.61", "2001:db8:5::2:61", tpNodePort, true, true},
+	{"tp-remote", "true", false, false, "198.18.0.62", "2001:db8:5::62", "", "", 0, false, true},
+	{"tp-plain", "", true, false, "198.18.0.63", "2001:db8:5::63", "", "", 0, false, false},
+	{"tp-bad", "yes", true, false, "198.18.0.64", "2001:db8:5::64", "", "", 0, false, false},
 	// eTP Local: --preserve-source-ip-for-local-traffic-policy applies;
 	// "false" opts a service out.
-	{"tp-etp", "", true, true, "198.18.0.65", "2001:db8:5::65", "", "", tpETPPort, true},
-	{"tp-optout", "false", true, true, "198.18.0.66", "2001:db8:5::66", "", "", 0, false},
+	{"tp-etp", "", true, true, "198.18.0.65", "2001:db8:5::65", "", "", tpETPPort, true, false},
+	{"tp-optout", "false", true, true, "198.18.0.66", "2001:db8:5::66", "", "", 0, false, false},
 }
 
 // testTransparent: through a kernel portal (mode), with
@@ -73,6 +76,9 @@ func testTransparent(t *testing.T, bin, mode string) {
 			if sp, ok := st["e2e/"+s.name+":http/TCP"]; !ok || len(sp.ListenAddresses) == 0 || len(sp.Endpoints) != 2 {
 				return false
 			}
+			if sp, ok := st["e2e/"+s.name+":dns/UDP"]; s.udp && (!ok || len(sp.ListenAddresses) == 0 || len(sp.Endpoints) != 2) {
+				return false
+			}
 		}
 		return true
 	})
@@ -87,16 +93,26 @@ func testTransparent(t *testing.T, bin, mode string) {
 	transparent := 0
 	for _, s := range tpServices {
 		type frontend struct {
-			what string
-			addr netip.AddrPort
+			what, proto string
+			addr        netip.AddrPort
 		}
-		fronts := []frontend{{"cluster IP", svcAddr(s.ip4, tpPort)}, {"cluster IP", svcAddr(s.ip6, tpPort)}}
-		if s.lb4 != "" {
-			fronts = append(fronts, frontend{"load-balancer IP", svcAddr(s.lb4, tpPort)}, frontend{"load-balancer IP", svcAddr(s.lb6, tpPort)})
-		}
-		if s.nodePort != 0 {
-			fronts = append(fronts, frontend{"node port", netip.AddrPortFrom(netnstest.NodeIP4, uint16(s.nodePort))},
-				frontend{"node port", netip.AddrPortFrom(netnstest.NodeIP6, uint16(s.nodePort))})
+		var fronts []frontend
+		for _, proto := range []string{"tcp", "udp"} {
+			port, nodePort := tpPort, s.nodePort
+			if proto == "udp" {
+				if !s.udp {
+					continue
+				}
+				port, nodePort = tpUDPPort, s.nodePort+2
+			}
+			fronts = append(fronts, frontend{"cluster IP", proto, svcAddr(s.ip4, port)}, frontend{"cluster IP", proto, svcAddr(s.ip6, port)})
+			if s.lb4 != "" {
+				fronts = append(fronts, frontend{"load-balancer IP", proto, svcAddr(s.lb4, port)}, frontend{"load-balancer IP", proto, svcAddr(s.lb6, port)})
+			}
+			if s.nodePort != 0 {
+				fronts = append(fronts, frontend{"node port", proto, netip.AddrPortFrom(netnstest.NodeIP4, uint16(nodePort))},
+					frontend{"node port", proto, netip.AddrPortFrom(netnstest.NodeIP6, uint16(nodePort))})
+			}
 		}
 		for _, f := range fronts {
 			v4 := f.addr.Addr().Is4()
@@ -105,13 +121,13 @@ func testTransparent(t *testing.T, bin, mode string) {
 				want = clientSeen[v4]
 				transparent++
 			}
-			got, err := askPeer(e, f.addr)
+			got, err := askPeer(e, f.proto, f.addr)
 			if err != nil {
-				t.Errorf("%s %s %s: %v", s.name, f.what, f.addr, err)
+				t.Errorf("%s %s %s %s: %v", s.name, f.proto, f.what, f.addr, err)
 				continue
 			}
 			if got != want {
-				t.Errorf("%s %s %s: the endpoint saw %s, want %s", s.name, f.what, f.addr, got, want)
+				t.Errorf("%s %s %s %s: the endpoint saw %s, want %s", s.name, f.proto, f.what, f.addr, got, want)
 			}
 		}
 	}
@@ -133,8 +149,8 @@ func testTransparent(t *testing.T, bin, mode string) {
 	if got := metricValue(metrics, "kproxy_transparent_connections_total"); got != transparent {
 		t.Errorf("kproxy_transparent_connections_total %d, want %d (one per transparent request)", got, transparent)
 	}
-	if got := metricValue(metrics, `kproxy_transparent_fallbacks_total{reason="remote_endpoint"}`); got != 2 {
-		t.Errorf(`kproxy_transparent_fallbacks_total{reason="remote_endpoint"} %d, want 2 (tp-remote, one per family)`, got)
+	if got := metricValue(metrics, `kproxy_transparent_fallbacks_total{reason="remote_endpoint"}`); got != 4 {
+		t.Errorf(`kproxy_transparent_fallbacks_total{reason="remote_endpoint"} %d, want 4 (tp-remote, TCP and UDP, one per family)`, got)
 	}
 
 	// The policy routing is there while kproxy runs; kproxy cleanup
@@ -199,9 +215,16 @@ func metricValue(page, name string) int {
 	return n
 }
 
-// askPeer connects from the client to addr, sends a line and returns the
-// address the endpoint says its peer had.
-func askPeer(e *env, addr netip.AddrPort) (netip.Addr, error) {
+// askPeer connects from the client to addr, sends a line (a datagram)
+// and returns the address the endpoint says its peer had.
+func askPeer(e *env, proto string, addr netip.AddrPort) (netip.Addr, error) {
+	if proto == "udp" {
+		got, err := netnstest.Exchange(e.tp.Client, "udp", addr, []byte("ping\n"), 3*time.Second)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		return netip.ParseAddr(strings.TrimSpace(got))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	c, err := e.tp.Client.DialContext(ctx, "tcp", addr.String())
@@ -221,9 +244,26 @@ func askPeer(e *env, addr netip.AddrPort) (netip.Addr, error) {
 }
 
 // startPeerServer runs, on the backend's first two addresses of each
-// family, a server that answers a line with its peer's address.
+// family, servers that answer a line (TCP) or a datagram (UDP) with their
+// peer's address.
 func startPeerServer(t *testing.T, e *env) {
 	for _, ip := range []netip.Addr{e.be.IPs4[0], e.be.IPs4[1], e.be.IPs6[0], e.be.IPs6[1]} {
+		var pc net.PacketConn
+		e.be.MustDo(t, func() (err error) {
+			pc, err = net.ListenPacket("udp", netip.AddrPortFrom(ip, tpBackendUDP).String())
+			return err
+		})
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 64*1024)
+			for {
+				_, peer, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				pc.WriteTo([]byte(peer.(*net.UDPAddr).AddrPort().Addr().Unmap().String()+"\n"), peer)
+			}
+		}()
 		ln := e.be.Listen(t, "tcp", netip.AddrPortFrom(ip, tpBackendTCP).String())
 		go func() {
 			for {
@@ -256,9 +296,17 @@ func (e *env) writeTPManifest(t *testing.T) {
 		if s.annotation != "" {
 			ann = fmt.Sprintf(", annotations: {kproxy.io/preserve-source-ip: %q}", s.annotation)
 		}
-		typ, nodePort, status, etp := "ClusterIP", "", "", ""
+		typ, nodePort, status, etp, udpPort, udpSlicePort := "ClusterIP", "", "", "", "", ""
 		if s.nodePort != 0 {
 			typ, nodePort = "NodePort", fmt.Sprintf(", nodePort: %d", s.nodePort)
+		}
+		if s.udp {
+			udpNodePort := ""
+			if s.nodePort != 0 {
+				udpNodePort = fmt.Sprintf(", nodePort: %d", s.nodePort+2)
+			}
+			udpPort = fmt.Sprintf("  - {name: dns, protocol: UDP, port: %d, targetPort: %d%s}\n", tpUDPPort, tpBackendUDP, udpNodePort)
+			udpSlicePort = fmt.Sprintf(", {name: dns, protocol: UDP, port: %d}", tpBackendUDP)
 		}
 		if s.lb4 != "" {
 			typ = "LoadBalancer"
@@ -286,21 +334,21 @@ spec:
   clusterIPs: ["%[5]s", "%[6]s"]
   ports:
   - {name: http, protocol: TCP, port: %[7]d, targetPort: %[8]d%[9]s}
-%[10]s---
+%[14]s%[10]s---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: %[1]s-v4, namespace: e2e, labels: {kubernetes.io/service-name: %[1]s}}
 addressType: IPv4
-ports: [{name: http, protocol: TCP, port: %[8]d}]
+ports: [{name: http, protocol: TCP, port: %[8]d}%[15]s]
 endpoints: [{addresses: ["%[11]s"], conditions: {ready: true}, nodeName: %[13]s}]
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: %[1]s-v6, namespace: e2e, labels: {kubernetes.io/service-name: %[1]s}}
 addressType: IPv6
-ports: [{name: http, protocol: TCP, port: %[8]d}]
+ports: [{name: http, protocol: TCP, port: %[8]d}%[15]s]
 endpoints: [{addresses: ["%[12]s"], conditions: {ready: true}, nodeName: %[13]s}]
-`, s.name, ann, typ, etp, s.ip4, s.ip6, tpPort, tpBackendTCP, nodePort, status, e.be.IPs4[i], e.be.IPs6[i], node)
+`, s.name, ann, typ, etp, s.ip4, s.ip6, tpPort, tpBackendTCP, nodePort, status, e.be.IPs4[i], e.be.IPs6[i], node, udpPort, udpSlicePort)
 	}
 	e.replaceManifest(t, b.String())
 }
