@@ -69,7 +69,7 @@ func testTransparent(t *testing.T, bin, mode string) {
 	e.be.MustRun(t, "ip", "route", "add", "default", "via", e.be.NodeIP4.String())
 	e.be.MustRun(t, "ip", "-6", "route", "add", "default", "via", e.be.NodeIP6.String())
 	startPeerServer(t, e)
-	e.writeTPManifest(t)
+	e.writeTPManifest(t, nil)
 	p := e.start(t, "--preserve-source-ip-for-local-traffic-policy")
 	st := e.waitState(t, p, "transparent service ports listening", func(st map[string]spState) bool {
 		for _, s := range tpServices {
@@ -151,6 +151,37 @@ func testTransparent(t *testing.T, bin, mode string) {
 	}
 	if got := metricValue(metrics, `kproxy_transparent_fallbacks_total{reason="remote_endpoint"}`); got != 4 {
 		t.Errorf(`kproxy_transparent_fallbacks_total{reason="remote_endpoint"} %d, want 4 (tp-remote, TCP and UDP, one per family)`, got)
+	}
+
+	// Changed while serving: tp-plain asks for the client's address, tp-etp
+	// opts out. The listeners are served again with the new option
+	// (polled: the state changes before the portal has served them again).
+	e.writeTPManifest(t, map[string]string{"tp-plain": "true", "tp-etp": "false"})
+	e.waitState(t, p, "annotations changed", func(st map[string]spState) bool {
+		return st["e2e/tp-plain:http/TCP"].ServicePort.PreserveSourceIP && !st["e2e/tp-etp:http/TCP"].ServicePort.PreserveSourceIP
+	})
+	for _, c := range []struct {
+		name, ip string
+		want     map[bool]netip.Addr
+	}{{"tp-plain", "198.18.0.63", clientSeen}, {"tp-etp", "198.18.0.65", nodeSeen}} {
+		for _, v4 := range []bool{true, false} {
+			addr := svcAddr(c.ip, tpPort)
+			if !v4 {
+				addr = svcAddr(strings.Replace(c.ip, "198.18.0.", "2001:db8:5::", 1), tpPort)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				got, err := askPeer(e, "tcp", addr)
+				if err == nil && got == c.want[v4] {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("after the change, %s %s: the endpoint saw %s (%v), want %s", c.name, addr, got, err, c.want[v4])
+					break
+				}
+				time.Sleep(50 * time.Millisecond) // polling: the re-serve has no event to await here
+			}
+		}
 	}
 
 	// The policy routing is there while kproxy runs; kproxy cleanup
@@ -287,14 +318,17 @@ func startPeerServer(t *testing.T, e *env) {
 
 // writeTPManifest writes the services of tpServices, each to the peer
 // server on the backend's first (this node) or second (another node)
-// address of each family.
-func (e *env) writeTPManifest(t *testing.T) {
+// address of each family, with its annotation or the one override gives.
+func (e *env) writeTPManifest(t *testing.T, override map[string]string) {
 	t.Helper()
 	var b strings.Builder
 	for _, s := range tpServices {
-		ann := ""
-		if s.annotation != "" {
-			ann = fmt.Sprintf(", annotations: {kproxy.io/preserve-source-ip: %q}", s.annotation)
+		ann, value := "", s.annotation
+		if v, ok := override[s.name]; ok {
+			value = v
+		}
+		if value != "" {
+			ann = fmt.Sprintf(", annotations: {kproxy.io/preserve-source-ip: %q}", value)
 		}
 		typ, nodePort, status, etp, udpPort, udpSlicePort := "ClusterIP", "", "", "", "", ""
 		if s.nodePort != 0 {
