@@ -113,6 +113,7 @@ func (p *Portal) configure(ctx actor.Context) {
 	p.proxyPort = int(m.GetProxyPort())
 	p.extPort = int(m.GetExternalProxyPort())
 	p.retryDelay = 0
+	p.warnTransparent()
 	ready := p.reconcile(ctx)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.StringSlice("kproxy.listen", ready.GetAddresses()), attribute.Int("kproxy.failures", len(ready.GetFailures())))

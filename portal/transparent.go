@@ -43,11 +43,16 @@ func (p *TCPProxy) tcpTransparentSource(client *net.TCPConn, pick Pick) (netip.A
 
 // transparentSource is the address to dial a picked endpoint from: the
 // client's, when the proxy preserves it (on), the endpoint is on this
-// node and the client is not the node itself (its loopback or unspecified
-// address cannot reach a pod, and a node address needs no help).
+// node, and the client is neither the node's loopback (which cannot reach
+// a pod) nor the endpoint itself (a pod reaching itself through its
+// service would get a packet from its own address, which its kernel drops
+// as martian).
 func transparentSource(on bool, client netip.Addr, pick Pick) (netip.Addr, bool) {
 	ip := client.Unmap()
 	if !on || !ip.IsValid() || ip.IsLoopback() || ip.IsUnspecified() {
+		return netip.Addr{}, false
+	}
+	if ep, err := netip.ParseAddrPort(pick.Endpoint); err == nil && ep.Addr().Unmap() == ip {
 		return netip.Addr{}, false
 	}
 	if !pick.Local {
