@@ -14,6 +14,8 @@ var (
 	// transparentFallbacks by reason: the endpoint is on another node, or
 	// the dial from the client's address failed (then the node's was used).
 	transparentRemote, transparentDialFailed atomic.Int64
+	// transparentFailures: one warning per interval for all listeners.
+	transparentFailures RateLog
 )
 
 // TransparentConnections is how many TCP connections and UDP flows
@@ -83,7 +85,9 @@ func (p *TCPProxy) dialFrom(i int, src netip.Addr, addr string) (*net.TCPConn, e
 		return nil, err // refused or timed out: the endpoint's, not the address's
 	}
 	transparentDialFailed.Add(1)
-	p.event(p.Log.Warn()).Err(err).Str("endpoint", addr).Str("client", src.String()).Msg("dial from the client's address failed, dialing from the node's")
+	if ok, held := transparentFailures.Allow(); ok {
+		p.event(p.Log.Warn()).Err(err).Str("endpoint", addr).Str("client", src.String()).Int64("suppressed", held).Msg("dial from the client's address failed, dialing from the node's")
+	}
 	return p.dialEndpoint(i, addr)
 }
 
@@ -102,7 +106,9 @@ func (o *UDPOptions) dialUDPFrom(src netip.Addr, raddr *net.UDPAddr) (*net.UDPCo
 		return c.(*net.UDPConn), nil
 	}
 	transparentDialFailed.Add(1)
-	o.event(o.Log.Warn()).Err(err).Str("endpoint", raddr.String()).Str("client", src.String()).Msg("dial from the client's address failed, dialing from the node's")
+	if ok, held := transparentFailures.Allow(); ok {
+		o.event(o.Log.Warn()).Err(err).Str("endpoint", raddr.String()).Str("client", src.String()).Int64("suppressed", held).Msg("dial from the client's address failed, dialing from the node's")
+	}
 	return net.DialUDP("udp", nil, raddr)
 }
 
