@@ -184,10 +184,26 @@ func testTransparent(t *testing.T, bin, mode string) {
 		}
 	}
 
-	// The policy routing is there while kproxy runs; kproxy cleanup
-	// removes it with the table.
+	// The policy routing is there while kproxy runs. Deleted underneath,
+	// it is noticed at the next check of the rules (every 10 s) and
+	// programmed again with them.
 	if rules, routes := e.policyRouting(t); len(rules) != 2 || len(routes) != 2 {
 		t.Errorf("while kproxy runs: policy-routing rules %q and routes %q, want one of each per family", rules, routes)
+	}
+	e.tp.Node.MustRun(t, "ip", "-4", "rule", "del", "lookup", strconv.Itoa(steer.TransparentTable))
+	deadline := time.Now().Add(25 * time.Second)
+	for {
+		rules, routes := e.policyRouting(t)
+		if len(rules) == 2 && len(routes) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted IPv4 policy rule is not back within 25s: rules %q, routes %q", rules, routes)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the kernel: no event to await
+	}
+	if got, err := askPeer(e, "tcp", svcAddr("198.18.0.61", tpPort)); err != nil || got != netnstest.ClientIP4 {
+		t.Errorf("tp-local after the policy rule came back: the endpoint saw %s (%v), want %s", got, err, netnstest.ClientIP4)
 	}
 	if p.stop(t, syscall.SIGTERM) != 0 {
 		t.Errorf("kproxy exited non-zero on SIGTERM")
