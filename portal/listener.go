@@ -77,7 +77,7 @@ type ListenerOptions struct {
 	// of that version on every TCP connection.
 	ProxyProtocol int
 	// Transparent dials node-local endpoints from the client's address
-	// (TCP, kernel modes whose rules route the replies back).
+	// (TCP and UDP; kernel modes, whose rules route the replies back).
 	Transparent bool
 	// OnFirstAccept, when set, is called once a TCP listener accepts its
 	// first connection (a restarted Portal's restart-to-serving span).

@@ -14,7 +14,7 @@ type transparent struct{ conns, fallbacks *prometheus.Desc }
 func newTransparent() *transparent {
 	return &transparent{
 		conns: prometheus.NewDesc("kproxy_transparent_connections_total",
-			"TCP connections dialled to a node-local endpoint from the client's own address (kproxy.io/preserve-source-ip).", nil, nil),
+			"TCP connections and UDP flows dialled to a node-local endpoint from the client's own address (kproxy.io/preserve-source-ip).", nil, nil),
 		fallbacks: prometheus.NewDesc("kproxy_transparent_fallbacks_total",
 			"Dials of services that preserve the client's address made from the node's address instead, by reason: remote_endpoint (on another node), dial_failed (the kernel refused the client's address).", []string{"reason"}, nil),
 	}
