@@ -153,6 +153,12 @@ func testTransparent(t *testing.T, bin, mode string) {
 		t.Errorf(`kproxy_transparent_fallbacks_total{reason="remote_endpoint"} %d, want 4 (tp-remote, TCP and UDP, one per family)`, got)
 	}
 
+	// The kernel refuses the client's address when no source port toward
+	// the endpoint is left for it: with two ephemeral ports on the node,
+	// two held connections take both, and the third is dialled from the
+	// node's address (a source port space of its own), logged and counted.
+	e.checkDialFailedFallback(t, p)
+
 	// Changed while serving: tp-plain asks for the client's address, tp-etp
 	// opts out. The listeners are served again with the new option
 	// (polled: the state changes before the portal has served them again).
@@ -401,4 +407,43 @@ endpoints: [{addresses: ["%[12]s"], conditions: {ready: true}, nodeName: %[13]s}
 `, s.name, ann, typ, etp, s.ip4, s.ip6, tpPort, tpBackendTCP, nodePort, status, e.be.IPs4[i], e.be.IPs6[i], node, udpPort, udpSlicePort)
 	}
 	e.replaceManifest(t, b.String())
+}
+
+// checkDialFailedFallback narrows the node's ephemeral ports to two, holds
+// two connections to tp-local open (their transparent upstreams take
+// both ports from the client's address), and wants a third to reach the
+// endpoint from the node's address, with the fallback counted and logged.
+func (e *env) checkDialFailedFallback(t *testing.T, p *proc) {
+	t.Helper()
+	old := strings.TrimSpace(e.tp.Node.MustRun(t, "sysctl", "-n", "net.ipv4.ip_local_port_range"))
+	e.tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40001")
+	defer e.tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_local_port_range="+strings.Join(strings.Fields(old), " "))
+	before := metricValue(e.metrics(t), `kproxy_transparent_fallbacks_total{reason="dial_failed"}`)
+	svc := svcAddr("198.18.0.61", tpPort)
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		c, err := e.tp.Client.DialContext(ctx, "tcp", svc.String())
+		cancel()
+		if err != nil {
+			t.Fatalf("held connection to %s: %v", svc, err)
+		}
+		defer c.Close() // the endpoint waits for a line: the upstream stays open
+	}
+	// kproxy dials when it accepts: wait until both upstreams hold their port.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out := e.tp.Node.MustRun(t, "ss", "-Htn", "state", "established", "src", netnstest.ClientIP4.String())
+		if strings.Count(out, "\n") >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling the kernel: no event to await
+	}
+	got, err := askPeer(e, "tcp", svc)
+	if err != nil || got != e.be.NodeIP4 {
+		t.Errorf("with the client's ports taken: the endpoint saw %s (%v), want the node's %s", got, err, e.be.NodeIP4)
+	}
+	if after := metricValue(e.metrics(t), `kproxy_transparent_fallbacks_total{reason="dial_failed"}`); after != before+1 {
+		t.Errorf(`kproxy_transparent_fallbacks_total{reason="dial_failed"} went from %d to %d, want one more`, before, after)
+	}
+	waitLogged(t, p, "dial from the client's address failed, dialing from the node's")
 }
