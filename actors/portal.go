@@ -46,12 +46,15 @@ type Portal struct {
 	serving     map[string]*portal.Listener // served by this incarnation, by address
 	// servedPP is the PROXY protocol version p.serving was served with: a
 	// change serves the same sockets again with the new one.
-	servedPP    messages.ProxyProtocol
-	failed      map[string]error // could not be opened; retried with backoff
-	broken      string           // address whose failure crashed this incarnation
-	retryDelay  time.Duration
-	cancelRetry scheduler.CancelFunc
-	picker      portal.Picker
+	servedPP messages.ProxyProtocol
+	// servedTransparent: p.serving were served dialing node-local
+	// endpoints from the client's address.
+	servedTransparent bool
+	failed            map[string]error // could not be opened; retried with backoff
+	broken            string           // address whose failure crashed this incarnation
+	retryDelay        time.Duration
+	cancelRetry       scheduler.CancelFunc
+	picker            portal.Picker
 	// firstAccept ends the restart-to-serving span of an incarnation
 	// started after a crash (tracing only).
 	firstAccept func()
@@ -91,7 +94,7 @@ func (p *Portal) started(ctx actor.Context) {
 	p.incarnation = incarnations.Add(1)
 	p.serving = map[string]*portal.Listener{}
 	p.firstAccept = p.cfg.firstAccept(p.cfg.traceRestart(ctx))
-	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout, snapshot: &p.rec.snapshots}
+	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout, snapshot: &p.rec.snapshots, local: p.rec.isLocal}
 	p.configure(ctx)
 	p.setEndpoints()
 }
@@ -110,6 +113,7 @@ func (p *Portal) configure(ctx actor.Context) {
 	p.proxyPort = int(m.GetProxyPort())
 	p.extPort = int(m.GetExternalProxyPort())
 	p.retryDelay = 0
+	p.warnTransparent()
 	ready := p.reconcile(ctx)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.StringSlice("kproxy.listen", ready.GetAddresses()), attribute.Int("kproxy.failures", len(ready.GetFailures())))
@@ -177,13 +181,13 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	if specErr != nil {
 		p.failed[p.sp.GetKey().GetProtocol().String()] = specErr
 	}
-	if pp := p.sp.GetProxyProtocol(); pp != p.servedPP {
+	if pp, tp := p.sp.GetProxyProtocol(), p.transparent(); pp != p.servedPP || tp != p.servedTransparent {
 		// Serve replaces the serving goroutine and keeps the socket: no
-		// queued connection is lost, new ones get the new header.
+		// queued connection is lost, new ones get the new options.
 		for _, l := range p.serving {
 			l.Serve(p.listenerOptions(ctx))
 		}
-		p.servedPP = pp
+		p.servedPP, p.servedTransparent = pp, tp
 	}
 	want := map[string]bool{}
 	for _, spec := range specs {
@@ -275,6 +279,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		Tracer:         p.cfg.Tracer,
 		ServicePort:    p.sp.GetKey().ID(),
 		ProxyProtocol:  int(p.sp.GetProxyProtocol()),
+		Transparent:    p.transparent(),
 		OnFirstAccept:  p.firstAccept,
 		Log:            p.cfg.Log, // the data path names the service port and listener on its events
 		OnFailure: func(spec portal.ListenSpec, err error) {
@@ -297,6 +302,8 @@ type balancerPicker struct {
 	pid      *actor.PID
 	timeout  time.Duration
 	snapshot *balancer.SnapshotHolder
+	// local says whether an endpoint is on this node (record.isLocal).
+	local func(endpoint string) bool
 }
 
 // While the Balancer is being replaced (its ServicePort restarting) its PID
@@ -309,7 +316,7 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		if !ok {
 			return portal.Pick{}, portal.ErrNoEndpoints
 		}
-		return portal.Pick{Endpoint: ep, Report: report}, nil
+		return portal.Pick{Endpoint: ep, Report: report, Local: b.isLocal(ep)}, nil
 	}
 	deadline := time.Now().Add(b.timeout)
 	for {
@@ -318,7 +325,7 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		switch {
 		case err == nil:
 			if picked, ok := res.(*messages.Picked); ok && picked.GetAddress() != "" {
-				return portal.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport(), AffinityHit: picked.GetAffinityHit()}, nil
+				return portal.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport(), AffinityHit: picked.GetAffinityHit(), Local: b.isLocal(picked.GetAddress())}, nil
 			}
 			return portal.Pick{}, portal.ErrNoEndpoints
 		case !errors.Is(err, actor.ErrDeadLetter) && !errors.Is(err, actor.ErrTimeout):
@@ -330,6 +337,8 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		}
 	}
 }
+
+func (b *balancerPicker) isLocal(endpoint string) bool { return b.local != nil && b.local(endpoint) }
 
 // Dialed tells the Balancer (outlier detection). A report lost while the
 // Balancer restarts only delays an ejection.

@@ -46,6 +46,10 @@ type record struct {
 	// snapshots is where the Balancer publishes its picks for the service
 	// port's connections (see setEndpoints for the rule they follow).
 	snapshots balancer.SnapshotHolder
+	// local holds the addresses ("ip:port") of the endpoints on this
+	// node, for a pick to say whether its endpoint is (transparent
+	// proxying dials only those from the client's address).
+	local atomic.Pointer[map[string]bool]
 	// pins is the ClientIP affinity table, made the first time the
 	// service has ClientIP affinity; only the Affinity actor uses it.
 	pins *balancer.ScopedAffinity
@@ -74,8 +78,21 @@ func recordName(id string, seq int64) string {
 // (Balancer.current). So no connection picks from endpoints older than
 // what the service port reports after this call.
 func (r *record) setEndpoints(set *messages.SetEndpoints) {
+	local := map[string]bool{}
+	for _, e := range set.GetEndpoints() {
+		if e.GetLocal() {
+			local[e.Address()] = true
+		}
+	}
+	r.local.Store(&local)
 	set.Version = r.snapshots.Expect()
 	r.endpoints.Store(set)
+}
+
+// isLocal reports whether endpoint ("ip:port") is on this node.
+func (r *record) isLocal(endpoint string) bool {
+	m := r.local.Load()
+	return m != nil && (*m)[endpoint]
 }
 
 // configurePortal makes c the Portal's configuration.

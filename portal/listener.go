@@ -76,6 +76,9 @@ type ListenerOptions struct {
 	// ProxyProtocol, when 1 or 2, sends endpoints a PROXY protocol header
 	// of that version on every TCP connection.
 	ProxyProtocol int
+	// Transparent dials node-local endpoints from the client's address
+	// (TCP and UDP; kernel modes, whose rules route the replies back).
+	Transparent bool
 	// OnFirstAccept, when set, is called once a TCP listener accepts its
 	// first connection (a restarted Portal's restart-to-serving span).
 	OnFirstAccept func()
@@ -154,13 +157,13 @@ func (l *Listener) Serve(o ListenerOptions) {
 		tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
 			KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
 			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter,
-			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy}
+			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent}
 		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
 		l.loop = func(stop <-chan struct{}) error { return tcp.Serve(l.tcp, stop) }
 	} else {
 		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,
 			IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
-			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter}
+			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter, Transparent: o.Transparent}
 		l.loop = func(stop <-chan struct{}) error { return l.flows.Serve(l.udp, uo, stop) }
 	}
 	l.serving, l.stop, l.onFailure = true, make(chan struct{}), o.OnFailure

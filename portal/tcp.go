@@ -57,6 +57,10 @@ type TCPProxy struct {
 	// Redirected: kernel rules redirect connections to this listener (a
 	// proxy port), so the service address is their original destination.
 	Redirected bool
+	// Transparent dials node-local endpoints from the client's own
+	// address (IP_TRANSPARENT, TransparentMark); others, and a dial the
+	// kernel refuses, from the node's.
+	Transparent bool
 
 	keepAliveSet bool // the listener's keepalive is on: Serve runs again after parking
 	dialersOnce  sync.Once
@@ -283,7 +287,11 @@ func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*n
 		err = p.Faults.Before(addr, timeout)
 		var conn *net.TCPConn
 		if err == nil {
-			conn, err = p.dialEndpoint(step, addr)
+			if src, ok := p.tcpTransparentSource(client, pick); ok {
+				conn, err = p.dialFrom(step, src, addr)
+			} else {
+				conn, err = p.dialEndpoint(step, addr)
+			}
 		}
 		if err != nil || pick.Report {
 			p.Picker.Dialed(addr, err)

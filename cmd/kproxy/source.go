@@ -35,7 +35,9 @@ type sourceFlags struct {
 	nodeName         string
 	nodeZone         string
 	serviceProxyName string
-	remote           remoteFlags
+	// preserveSourceIPForLocal: watcher.Options.PreserveSourceIPForLocalTrafficPolicy.
+	preserveSourceIPForLocal bool
+	remote                   remoteFlags
 	// apiConns are the connections to the API server (--source kube), for
 	// the admin API's fault that breaks them.
 	apiConns *watcher.APIConns
@@ -54,6 +56,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
 	fs.StringVar(&f.nodeZone, "node-zone", "", "this node's topology.kubernetes.io/zone, for zone hints (hints.forZones), with --source file:PATH, which has no Node objects; --source kube reads the label off the Node")
 	fs.StringVar(&f.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
+	fs.BoolVar(&f.preserveSourceIPForLocal, "preserve-source-ip-for-local-traffic-policy", false, "dial the node-local endpoints of every externalTrafficPolicy Local service from the client's own address (transparent proxying, TCP, kernel portal modes), as the annotation kproxy.io/preserve-source-ip \"true\" does per service; \"false\" opts a service out")
 	f.remote.register(fs)
 }
 
@@ -106,7 +109,8 @@ func (f *sourceFlags) remoteAddr() string {
 }
 func (f *sourceFlags) filePath() string { return strings.TrimPrefix(f.source, "file:") }
 func (f *sourceFlags) options() watcher.Options {
-	return watcher.Options{NodeName: f.nodeName, Zone: f.nodeZone, ServiceProxyName: f.serviceProxyName}
+	return watcher.Options{NodeName: f.nodeName, Zone: f.nodeZone, ServiceProxyName: f.serviceProxyName,
+		PreserveSourceIPForLocalTrafficPolicy: f.preserveSourceIPForLocal}
 }
 
 // kubeClient builds the client as kube-proxy does: --kubeconfig, else

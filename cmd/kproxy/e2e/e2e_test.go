@@ -40,6 +40,8 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesAcceptQueue", nft, testAcceptQueue},
 		{"NftablesEphemeralPorts", nft, testEphemeralPorts},
 		{"NftablesProxyProtocol", nft, func(t *testing.T, bin string) { testProxyProtocol(t, bin, "nftables") }},
+		{"NftablesTransparent", nft, func(t *testing.T, bin string) { testTransparent(t, bin, "nftables") }},
+		{"IPTablesTransparent", ipt, func(t *testing.T, bin string) { testTransparent(t, bin, "iptables") }},
 		{"NftablesTrafficPolicy", nft, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "nftables") }},
 		{"IPTables", ipt, testIPTables},
 		{"IPTablesTrafficPolicy", ipt, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "iptables") }},
