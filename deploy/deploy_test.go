@@ -32,15 +32,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kproxy/kproxy/watcher/kubetest"
@@ -124,15 +118,8 @@ func TestManifestsAccepted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	dc, err := discovery.NewDiscoveryClientForConfig(s.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(s.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newApplier(t, s)
+	dyn := a.dyn
 	// A real apiserver makes kube-system itself; creating it only if
 	// missing keeps the test independent of the harness.
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem}}
@@ -140,35 +127,7 @@ func TestManifestsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	resource := func(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-		gvk := obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return nil, err
-		}
-		if m.Scope.Name() != "namespace" {
-			return dyn.Resource(m.Resource), nil
-		}
-		// Explicit, so `kubectl apply -f deploy/` does not depend on the
-		// current context's namespace (rbac.yaml binds kube-system's account).
-		if obj.GetNamespace() == "" {
-			return nil, errors.New("namespaced but no metadata.namespace")
-		}
-		return dyn.Resource(m.Resource).Namespace(obj.GetNamespace()), nil
-	}
-	apply := func(obj *unstructured.Unstructured) error {
-		ri, err := resource(obj)
-		if err != nil {
-			return err
-		}
-		body, err := obj.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{
-			FieldManager: "kproxy-deploy-test", Force: ptr.To(true), FieldValidation: "Strict"})
-		return err
-	}
+	apply := func(obj *unstructured.Unstructured) error { return a.apply(ctx, obj) }
 	admitPod := func(d document, mutate func(*unstructured.Unstructured)) error {
 		pod, err := templatePod(d.obj)
 		if err != nil {
