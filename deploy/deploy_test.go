@@ -35,6 +35,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kproxy/kproxy/watcher/kubetest"
@@ -325,6 +326,37 @@ func TestManifestsAgree(t *testing.T) {
 		}
 		if u := ds.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil || u.RollingUpdate.MaxUnavailable == nil {
 			t.Errorf("%s: update strategy %+v, want RollingUpdate with maxUnavailable", where, u)
+		}
+		// A surge pod starts beside the old one on the same node. For a
+		// host-network pod the API server makes every containerPort a
+		// hostPort, and the scheduler places no pod where its host ports
+		// are taken: the surge pod would stay Pending and the rollout
+		// never start (TestDaemonSetRollout shows it with the real
+		// scheduler). kproxy's own sockets are shared (SO_REUSEPORT).
+		if u := ds.Spec.UpdateStrategy.RollingUpdate; spec.HostNetwork && u != nil && u.MaxSurge != nil && u.MaxSurge.String() != "0" && u.MaxSurge.String() != "0%" {
+			for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+				for _, p := range c.Ports {
+					t.Errorf("%s: container %s declares port %d: with hostNetwork it is a hostPort, and a surge pod (maxSurge %s) cannot be scheduled beside the old one", where, c.Name, p.ContainerPort, u.MaxSurge.String())
+				}
+			}
+		}
+		// On Linux, the hand-over's sysctl (net.ipv4.tcp_migrate_req) is
+		// set by a privileged init container running only `kproxy
+		// setup-node` from kproxy's own image (a host-network pod may not
+		// set net.* sysctls, and /proc/sys is read-only in any container
+		// that is not privileged); kproxy itself stays unprivileged.
+		if spec.NodeSelector[corev1.LabelOSStable] == "linux" {
+			inits := spec.InitContainers
+			if len(inits) != 1 || !slices.Equal(slices.Concat(inits[0].Command, inits[0].Args), []string{"kproxy", "setup-node"}) ||
+				inits[0].SecurityContext == nil || !ptr.Deref(inits[0].SecurityContext.Privileged, false) ||
+				len(spec.Containers) == 0 || inits[0].Image != spec.Containers[0].Image {
+				t.Errorf("%s: want one init container, privileged, running kproxy setup-node from the kproxy container's image; have %+v", where, inits)
+			}
+		}
+		for _, c := range spec.Containers {
+			if c.SecurityContext != nil && ptr.Deref(c.SecurityContext.Privileged, false) {
+				t.Errorf("%s: container %s is privileged", where, c.Name)
+			}
 		}
 		mounts := map[string]string{} // mount path -> ConfigMap "ns/name"
 		for _, v := range spec.Volumes {

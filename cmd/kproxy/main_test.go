@@ -17,6 +17,7 @@ func TestHelpAndVersion(t *testing.T) {
 		{"run", "--help"}, {"watch", "--help"}, {"cleanup", "--help"},
 		{"chaos", "--help"}, {"chaos", "storm", "--help"}, {"chaos", "state", "--help"},
 		{"chaos", "crash", "--help"}, {"chaos", "endpoint", "-h"}, {"chaos", "rules", "--help"},
+		{"setup-node", "--help"},
 	} {
 		if code := kproxyMain(args, &bytes.Buffer{}); code != 0 {
 			t.Errorf("kproxy %s: exit %d, want 0", strings.Join(args, " "), code)
