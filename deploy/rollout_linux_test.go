@@ -130,9 +130,15 @@ func TestDaemonSetRollout(t *testing.T) {
 	}
 	defer w.Stop()
 	updated := linuxDS.DeepCopy()
-	containers, _, _ := unstructured.NestedSlice(updated.Object, "spec", "template", "spec", "containers")
-	_ = unstructured.SetNestedField(containers[0].(map[string]any), "kproxy:rollout-test", "image")
-	_ = unstructured.SetNestedSlice(updated.Object, containers, "spec", "template", "spec", "containers")
+	for _, field := range []string{"initContainers", "containers"} {
+		containers, _, _ := unstructured.NestedSlice(updated.Object, "spec", "template", "spec", field)
+		for _, c := range containers {
+			_ = unstructured.SetNestedField(c.(map[string]any), "kproxy:rollout-test", "image")
+		}
+		if containers != nil {
+			_ = unstructured.SetNestedSlice(updated.Object, containers, "spec", "template", "spec", field)
+		}
+	}
 	began = time.Now()
 	if err := a.apply(ctx, updated); err != nil {
 		t.Fatalf("DaemonSet kproxy with a new image: %v", err)
