@@ -123,6 +123,9 @@ func TestDaemonSetRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(list.Items) != len(linuxNodes) {
+		t.Fatalf("%d kproxy pods before the rollout, want %d:\n%s", len(list.Items), len(linuxNodes), describePods(list.Items))
+	}
 	oldHash := list.Items[0].Labels[appsv1.DefaultDaemonSetUniqueLabelKey]
 	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kproxy", ResourceVersion: list.ResourceVersion})
 	if err != nil {
