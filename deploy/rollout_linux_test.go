@@ -51,7 +51,8 @@ const (
 // deleted (maxSurge 1), and no node is ever without a Ready pod
 // (maxUnavailable 0). A surge pod that cannot be scheduled (a host port the
 // old pod holds) leaves the rollout stuck, and the failure names the
-// scheduler's reason.
+// scheduler's reason. The same checks, on a rollout without surge
+// (maxUnavailable 1), see each node lose its pod first: they can fail.
 func TestDaemonSetRollout(t *testing.T) {
 	cpBin := binaryFromEnv(t, envControlPlane, "test/build-control-plane.sh")
 	kwokBin := binaryFromEnv(t, envKwok, "test/build-kwok.sh")
@@ -119,54 +120,7 @@ func TestDaemonSetRollout(t *testing.T) {
 	}
 
 	// The rollout: a new image, as an edited manifest applied again.
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kproxy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != len(linuxNodes) {
-		t.Fatalf("%d kproxy pods before the rollout, want %d:\n%s", len(list.Items), len(linuxNodes), describePods(list.Items))
-	}
-	oldHash := list.Items[0].Labels[appsv1.DefaultDaemonSetUniqueLabelKey]
-	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kproxy", ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	updated := linuxDS.DeepCopy()
-	for _, field := range []string{"initContainers", "containers"} {
-		containers, _, _ := unstructured.NestedSlice(updated.Object, "spec", "template", "spec", field)
-		for _, c := range containers {
-			_ = unstructured.SetNestedField(c.(map[string]any), "kproxy:rollout-test", "image")
-		}
-		if containers != nil {
-			_ = unstructured.SetNestedSlice(updated.Object, containers, "spec", "template", "spec", field)
-		}
-	}
-	began = time.Now()
-	if err := a.apply(ctx, updated); err != nil {
-		t.Fatalf("DaemonSet kproxy with a new image: %v", err)
-	}
-	newHash := waitNewRevision(ctx, t, cp, s.Admin, "kproxy", oldHash)
-
-	r := newRollout(list.Items, oldHash, newHash)
-	deadline := time.After(rolloutBound)
-	for !r.done() {
-		select {
-		case ev, open := <-w.ResultChan():
-			if !open {
-				t.Fatalf("pod watch closed during the rollout; so far:\n%s", r.describe())
-			}
-			if ev.Type == watch.Error {
-				t.Fatalf("pod watch: %v", apierrors.FromObject(ev.Object))
-			}
-			r.observe(ev, time.Since(began))
-		case <-deadline:
-			t.Fatalf("rollout from revision %s to %s not done within %v (%s); pods per node:\n%s",
-				oldHash, newHash, rolloutBound, cp.exited(), r.describe())
-		}
-	}
-	t.Logf("rolled %d nodes from revision %s to %s in %v (node done at: %s)",
-		len(linuxNodes), oldHash, newHash, time.Since(began).Round(time.Millisecond), r.doneTimes())
+	r := roll(ctx, t, s, a, cp, withImage(linuxDS, "kproxy:rollout-test"))
 	for _, v := range r.violations {
 		t.Error(v)
 	}
@@ -174,6 +128,22 @@ func TestDaemonSetRollout(t *testing.T) {
 		if !r.overlapped[n] {
 			t.Errorf("%s: the old pod was deleted before a new one was Ready beside it (no surge)", n)
 		}
+	}
+
+	// Those checks can fail: the same DaemonSet updating without surge
+	// (maxSurge 0, maxUnavailable 1) deletes each old pod first, and
+	// they see it.
+	noSurge := withImage(linuxDS, "kproxy:rollout-test-no-surge")
+	_ = unstructured.SetNestedField(noSurge.Object, map[string]any{"maxSurge": int64(0), "maxUnavailable": int64(1)},
+		"spec", "updateStrategy", "rollingUpdate")
+	r = roll(ctx, t, s, a, cp, noSurge)
+	for _, n := range linuxNodes {
+		if r.overlapped[n] {
+			t.Errorf("%s: without surge, a new pod was seen Ready beside an old one: the surge check cannot fail", n)
+		}
+	}
+	if len(r.violations) == 0 {
+		t.Errorf("without surge (maxUnavailable 1), no node was seen without a Ready pod: the maxUnavailable check cannot fail")
 	}
 
 	// The placement check can fail: a DaemonSet without the nodeSelector
@@ -204,6 +174,70 @@ func TestDaemonSetRollout(t *testing.T) {
 	}); !ok {
 		t.Errorf("a DaemonSet without a nodeSelector is not placed on every node (the harness would not see a misplaced pod): %s", why)
 	}
+}
+
+// withImage is a copy of a DaemonSet with every container's image, the
+// init containers' too, set to image: what a user edits for an upgrade.
+func withImage(ds *unstructured.Unstructured, image string) *unstructured.Unstructured {
+	updated := ds.DeepCopy()
+	for _, field := range []string{"initContainers", "containers"} {
+		containers, _, _ := unstructured.NestedSlice(updated.Object, "spec", "template", "spec", field)
+		for _, c := range containers {
+			_ = unstructured.SetNestedField(c.(map[string]any), image, "image")
+		}
+		if containers != nil {
+			_ = unstructured.SetNestedSlice(updated.Object, containers, "spec", "template", "spec", field)
+		}
+	}
+	return updated
+}
+
+// roll applies updated (the Linux DaemonSet, changed) and follows every
+// event of its pods until each Linux node has only a Ready pod of the new
+// revision, or fails the test after rolloutBound with each pod's state
+// (the scheduler's reason for one it cannot place).
+func roll(ctx context.Context, t *testing.T, s *kubetest.Server, a *applier, cp *controlPlane, updated *unstructured.Unstructured) *rollout {
+	t.Helper()
+	pods := s.Admin.CoreV1().Pods(metav1.NamespaceSystem)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kproxy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != len(linuxNodes) {
+		t.Fatalf("%d kproxy pods before the rollout, want %d:\n%s", len(list.Items), len(linuxNodes), describePods(list.Items))
+	}
+	oldHash := list.Items[0].Labels[appsv1.DefaultDaemonSetUniqueLabelKey]
+	w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kproxy", ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	began := time.Now()
+	if err := a.apply(ctx, updated); err != nil {
+		t.Fatalf("DaemonSet %s, changed: %v", updated.GetName(), err)
+	}
+	newHash := waitNewRevision(ctx, t, cp, s.Admin, updated.GetName(), oldHash)
+
+	r := newRollout(list.Items, oldHash, newHash)
+	deadline := time.After(rolloutBound)
+	for !r.done() {
+		select {
+		case ev, open := <-w.ResultChan():
+			if !open {
+				t.Fatalf("pod watch closed during the rollout; so far:\n%s", r.describe())
+			}
+			if ev.Type == watch.Error {
+				t.Fatalf("pod watch: %v", apierrors.FromObject(ev.Object))
+			}
+			r.observe(ev, time.Since(began))
+		case <-deadline:
+			t.Fatalf("rollout from revision %s to %s not done within %v (%s); pods per node:\n%s",
+				oldHash, newHash, rolloutBound, cp.exited(), r.describe())
+		}
+	}
+	t.Logf("rolled %d nodes from revision %s to %s in %v (node done at: %s)",
+		len(linuxNodes), oldHash, newHash, time.Since(began).Round(time.Millisecond), r.doneTimes())
+	return r
 }
 
 // createNode makes a Node kwok manages, labelled as a kubelet of that OS
