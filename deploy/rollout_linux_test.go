@@ -98,8 +98,16 @@ func TestDaemonSetRollout(t *testing.T) {
 			return false, err.Error()
 		}
 		for app, nodes := range want {
-			if got := readyNodes(list.Items, app); !slices.Equal(got, nodes) {
-				return false, fmt.Sprintf("%s: Ready on %v, want %v; pods:\n%s", app, got, nodes, describePods(list.Items))
+			// Ready on each node of its OS, and no other pod of it at all
+			// (not even a Pending one for another node).
+			n := 0
+			for _, p := range list.Items {
+				if p.Labels["k8s-app"] == app {
+					n++
+				}
+			}
+			if got := readyNodes(list.Items, app); !slices.Equal(got, nodes) || n != len(nodes) {
+				return false, fmt.Sprintf("%s: %d pods, Ready on %v, want one on each of %v; pods:\n%s", app, n, got, nodes, describePods(list.Items))
 			}
 		}
 		return true, ""
