@@ -4,7 +4,9 @@
 // account), and the documents agree with one another (the service account
 // is the one deploy/rbac.yaml binds, the ConfigMap holds the files the
 // DaemonSets read, a kube-proxy KubeProxyConfiguration whose health port
-// is the one probed). It lives here, a package of tests only, so that
+// is the one probed), and that the DaemonSets place and roll out as they
+// promise with the real kube-scheduler and DaemonSet controller on kwok's
+// simulated nodes (rollout_linux_test.go). It lives here, a package of tests only, so that
 // `go test ./...` (make test) runs it and a change to deploy/ finds it
 // beside the YAML.
 package deploy_test

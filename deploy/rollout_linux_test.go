@@ -59,7 +59,7 @@ func TestDaemonSetRollout(t *testing.T) {
 	docs := readManifests(t)
 	s := kubetest.Start(t)
 	cp := startControlPlane(t, s, cpBin, kwokBin)
-	ctx, cancel := context.WithTimeout(context.Background(), placeBound+rolloutBound+2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*(placeBound+rolloutBound)+time.Minute)
 	defer cancel()
 
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem}}
