@@ -30,6 +30,10 @@ func TestHelpAndVersion(t *testing.T) {
 	if code := kproxyMain([]string{"frobnicate"}, &bytes.Buffer{}); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2", code)
 	}
+	// setup-node takes no arguments: a stray one is an error, not ignored.
+	if code := kproxyMain([]string{"setup-node", "net.ipv4.ip_forward=1"}, &bytes.Buffer{}); code != 1 {
+		t.Errorf("kproxy setup-node with an argument: exit %d, want 1", code)
+	}
 }
 
 // `kproxy bench` is gone from the node agent: it fails with a usage exit
