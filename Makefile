@@ -59,9 +59,9 @@ test: export KPROXY_APISERVER = $(shell test/build-apiserver.sh --path)
 
 # kube-scheduler and kube-controller-manager (one binary, the API server's
 # k8s.io/kubernetes) and kwok, for the DaemonSet rollout test in deploy/,
-# built only if missing into $(KPROXY_CACHE); each prints its path. The
-# control plane reuses most of the API server's compile (after it: ~4 min
-# cold), kwok is its own module (~4 min cold).
+# built only if missing into $KPROXY_CACHE; each prints its path. The
+# control plane reuses most of the API server's compile (after it, ~2 min
+# on 2 cores); kwok is its own module (~3 min cold).
 .PHONY: control-plane kwok
 control-plane: apiserver
 	@GO="$(GO)" test/build-control-plane.sh
