@@ -53,6 +53,7 @@ func TestE2ENetns(t *testing.T) {
 		{"LeastPrivilegeIPTables", append(ipt, "setpriv"), func(t *testing.T, bin string) { testLeastPrivilege(t, bin, "iptables") }},
 		{"LeastPrivilegeUDPConntrack", append(nft, "setpriv"), func(t *testing.T, bin string) { testUDPConntrack(t, bin, "nftables", onlyNetAdmin...) }},
 		{"LeastPrivilegeHandover", append(nft, "setpriv"), func(t *testing.T, bin string) { testHandover(t, bin, onlyNetAdmin...) }},
+		{"SetupNodeSysctl", []string{"unshare", "sh"}, testSetupNode},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
