@@ -31,6 +31,7 @@ type Affinity struct {
 func (a *Affinity) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.rec = a.cfg.records.of(ctx.Parent())
 		a.cfg.traceRestart(ctx)
 		// A timer, not ReceiveTimeout: protoactor's ReceiveTimeout has a data race.
 		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).

@@ -34,6 +34,7 @@ type Balancer struct {
 func (b *Balancer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		b.rec = b.cfg.records.of(ctx.Parent())
 		b.cfg.traceRestart(ctx)
 		// The previous incarnation's Snapshot kept serving connections
 		// while this one started; this one's replaces it at once.
