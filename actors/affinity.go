@@ -29,9 +29,9 @@ type Affinity struct {
 
 // Receive implements actor.Actor.
 func (a *Affinity) Receive(ctx actor.Context) {
+	a.cfg.borrow(&a.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.rec = a.cfg.records.of(ctx.Parent())
 		a.cfg.traceRestart(ctx)
 		// A timer, not ReceiveTimeout: protoactor's ReceiveTimeout has a data race.
 		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).

@@ -32,9 +32,9 @@ type Balancer struct {
 
 // Receive implements actor.Actor.
 func (b *Balancer) Receive(ctx actor.Context) {
+	b.cfg.borrow(&b.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		b.rec = b.cfg.records.of(ctx.Parent())
 		b.cfg.traceRestart(ctx)
 		// The previous incarnation's Snapshot kept serving connections
 		// while this one started; this one's replaces it at once.

@@ -11,7 +11,7 @@ import (
 
 // actorKinds are the Props of the actors spawned per service port, one
 // per kind for the whole tree. An actor finds the record it borrows by
-// its ServicePort's name (recordIndex) when it starts, so a spawn makes
+// its ServicePort's name (recordIndex, Config.borrow), so a spawn makes
 // no Props, producer or closure of its own: four Props per service port
 // were about 900 bytes of every idle service port's heap.
 type actorKinds struct {
@@ -26,6 +26,16 @@ func newActorKinds(c *Config) *actorKinds {
 			return &Balancer{cfg: c, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(c.Outliers)}
 		}),
 		affinity: c.propsFor(func() actor.Actor { return &Affinity{cfg: c} }),
+	}
+}
+
+// borrow sets *rec, if not yet, to the record of the ServicePort whose
+// PID is servicePort. Called first in Receive, not on Started: a message
+// posted to an actor respawned under the same name while it spawned is
+// delivered before Started (spawnSafeMailbox).
+func (c *Config) borrow(rec **record, servicePort *actor.PID) {
+	if *rec == nil {
+		*rec = c.records.of(servicePort)
 	}
 }
 

@@ -59,6 +59,7 @@ type Portal struct {
 
 // Receive implements actor.Actor.
 func (p *Portal) Receive(ctx actor.Context) {
+	p.cfg.borrow(&p.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.started(ctx)
@@ -88,7 +89,6 @@ func (p *Portal) Receive(ctx actor.Context) {
 // started serves the record's sockets with the record's configuration (a
 // service port still waiting for its proxy port has none yet).
 func (p *Portal) started(ctx actor.Context) {
-	p.rec = p.cfg.records.of(ctx.Parent())
 	p.incarnation = incarnations.Add(1)
 	p.serving = nil
 	p.firstAccept = p.cfg.firstAccept(p.cfg.traceRestart(ctx))
