@@ -42,6 +42,7 @@ type ServicePort struct {
 
 // Receive implements actor.Actor.
 func (s *ServicePort) Receive(ctx actor.Context) {
+	s.cfg.borrow(&s.rec, ctx.Self())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.start(ctx)
@@ -66,18 +67,17 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 // first incarnation also takes the proxy ports; a later one (this actor or
 // the Proxier restarted) finds them in the record, with the sockets.
 func (s *ServicePort) start(ctx actor.Context) {
-	s.rec = s.cfg.records.of(ctx.Self())
 	s.cfg.traceRestart(ctx)
 	s.children = children{}
 	rec, event := s.rec, "service port added"
-	first := rec.state == nil
+	first := !rec.status.started
 	if first {
-		rec.state = &messages.ServicePortState{}
+		rec.status.started = true
 		up := rec.upsert.Load()
 		s.takePorts(ctx, up.GetServicePort().GetKey().GetProtocol())
 		s.applyChange(up)
 	} else {
-		rec.state.Restarts++
+		rec.status.restarts++
 		event = "service port restarted"
 		if up := rec.upsert.Load(); up != rec.applied {
 			s.applyChange(up)
@@ -165,7 +165,7 @@ func (s *ServicePort) allocate(ctx actor.Context) {
 		return
 	}
 	rec.proxyPort, rec.portErr, rec.portRetry = port, nil, 0
-	rec.state.Error, rec.state.Failures = "", nil
+	rec.status.err, rec.status.failures = "", nil
 	s.syncExternalPort()
 	s.configurePortal()
 	s.tell(ctx, rec.portal.Load(), rolePortal)
@@ -175,14 +175,14 @@ func (s *ServicePort) allocate(ctx actor.Context) {
 // childRestarted counts a child's restart; what that child reported is
 // void until its new incarnation reports.
 func (s *ServicePort) childRestarted(ctx actor.Context, role string) {
-	st := s.rec.state
+	st := &s.rec.status
 	switch role {
 	case rolePortal:
-		st.ListenAddresses = nil
+		st.listen = nil
 	case roleBalancer:
-		st.Ejected = nil // outlier detection starts afresh
+		st.ejected = nil // outlier detection starts afresh
 	}
-	st.Restarts++
+	st.restarts++
 	s.report(ctx, role+" restarted")
 }
 
@@ -190,16 +190,16 @@ func (s *ServicePort) childRestarted(ctx actor.Context, role string) {
 func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady) {
 	if s.added {
 		s.added = false
-	} else if slices.Equal(s.rec.state.ListenAddresses, m.GetAddresses()) && slices.Equal(failureTexts(s.rec.state.Failures), failureTexts(m.GetFailures())) {
+	} else if slices.Equal(s.rec.status.listen, m.GetAddresses()) && slices.Equal(failureTexts(s.rec.status.failures), failureTexts(m.GetFailures())) {
 		// A retry that failed as the last one did tells nothing new: past
 		// the open-file limit, thousands of ports logged every retry.
 		s.cfg.Log.Debug().Str("servicePort", s.rec.id).Msg("portal still failing, retrying")
 		return
 	}
-	s.rec.state.ListenAddresses = m.GetAddresses()
-	s.rec.state.Error, s.rec.state.Failures = "", m.GetFailures()
+	s.rec.status.listen = m.GetAddresses()
+	s.rec.status.err, s.rec.status.failures = "", m.GetFailures()
 	if len(m.GetFailures()) > 0 {
-		s.rec.state.Error = fmt.Sprint(failureTexts(m.GetFailures()))
+		s.rec.status.err = fmt.Sprint(failureTexts(m.GetFailures()))
 		s.cfg.Log.Error().Str("servicePort", s.rec.id).Strs("errors", failureTexts(m.GetFailures())).Msg("cannot open portal, retrying")
 	}
 	s.report(ctx, "service port listening")
@@ -210,7 +210,7 @@ func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady
 // warning, a restored endpoint as information.
 func (s *ServicePort) ejections(ctx actor.Context, m *messages.EndpointEjections) {
 	was := map[string]*messages.EjectedEndpoint{}
-	for _, e := range s.rec.state.Ejected {
+	for _, e := range s.rec.status.ejected {
 		was[e.GetEndpoint()] = e
 	}
 	id := s.rec.id
@@ -224,7 +224,7 @@ func (s *ServicePort) ejections(ctx actor.Context, m *messages.EndpointEjections
 	for ep := range was {
 		s.cfg.Log.Info().Str("servicePort", id).Str("endpoint", ep).Msg("endpoint restored: a dial succeeded, or it left the service")
 	}
-	s.rec.state.Ejected = m.GetEjected()
+	s.rec.status.ejected = m.GetEjected()
 	s.report(ctx, "endpoint ejections changed")
 }
 
@@ -378,14 +378,11 @@ func (c *children) of(role string) **actor.PID {
 // the Proxier, which keeps the state view.
 func (s *ServicePort) report(ctx actor.Context, event string) {
 	rec := s.rec
-	st := rec.state
-	st.Key, st.ServicePort, st.Endpoints, st.Generation = rec.applied.GetServicePort().GetKey(), rec.applied.GetServicePort(), rec.applied.GetEndpoints(), rec.applied.GetGeneration()
-	st.ProxyPort, st.ExternalProxyPort = int32(rec.proxyPort), int32(rec.extPort)
-	st.ActorId = ctx.Self().GetId()
 	if rec.portErr != nil {
-		st.Error = rec.portErr.Error()
-		st.Failures = []*messages.Failure{failure(rec.portErr, messages.FailureCode_PROXY_PORT_UNAVAILABLE)}
+		rec.status.err = rec.portErr.Error()
+		rec.status.failures = []*messages.Failure{failure(rec.portErr, messages.FailureCode_PROXY_PORT_UNAVAILABLE)}
 	}
+	st := rec.stateReport(ctx.Self().GetId())
 	eps := make([]string, 0, len(st.Endpoints))
 	for _, e := range st.Endpoints {
 		eps = append(eps, e.Address())
@@ -395,20 +392,7 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	// Rules first: once the Proxier has every service port's report, the
 	// Rules actor has their rules (DesiredStateComplete).
 	s.syncRules(ctx)
-	ctx.Request(ctx.Parent(), stateCopy(st)) // Request: the Proxier checks the sender
-}
-
-// stateCopy copies the state's fields for the Proxier, which keeps it: a
-// shallow copy, since this actor only ever replaces those fields (the
-// service port, endpoints, addresses and failures are never changed in
-// place). A deep copy (proto.CloneOf) of every report held a second copy
-// of each service port and its endpoints: 1.4 KiB per service port.
-func stateCopy(st *messages.ServicePortState) *messages.ServicePortState {
-	return &messages.ServicePortState{
-		Key: st.Key, ServicePort: st.ServicePort, Endpoints: st.Endpoints, ListenAddresses: st.ListenAddresses,
-		ProxyPort: st.ProxyPort, Restarts: st.Restarts, Error: st.Error, Generation: st.Generation, Deleted: st.Deleted,
-		ActorId: st.ActorId, ExternalProxyPort: st.ExternalProxyPort, Failures: st.Failures, Ejected: st.Ejected,
-	}
+	ctx.Request(ctx.Parent(), st) // Request: the Proxier checks the sender
 }
 
 // syncRules tells the Rules actor what this service port needs, when that
