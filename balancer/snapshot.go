@@ -44,7 +44,8 @@ func boolIndex(b bool) int {
 }
 
 // Snapshot builds a Snapshot of s with o's ejections and records, sharing
-// the positions pos. The endpoint lists are copied: s may change after.
+// the positions pos and s's endpoint lists (which s replaces, never
+// changes).
 func (s *Scopes) Snapshot(o *Outliers, pos *Positions) *Snapshot {
 	snap := &Snapshot{Watching: o.Watching()}
 	if len(o.hosts) > 0 {
@@ -61,10 +62,11 @@ func (s *Scopes) Snapshot(o *Outliers, pos *Positions) *Snapshot {
 	return snap
 }
 
-// poolSnapshot is the Snapshot's copy of one pool rr, with o's skips and
-// the shared position next.
+// poolSnapshot is the Snapshot of one pool rr, with o's skips and the
+// shared position next. It shares rr's list: RoundRobin.Update replaces
+// the list, never changes it in place.
 func poolSnapshot(rr *RoundRobin, o *Outliers, next *atomic.Uint64) snapshotPool {
-	sp := snapshotPool{endpoints: append([]string(nil), rr.endpoints...), next: next}
+	sp := snapshotPool{endpoints: rr.endpoints, next: next}
 	// The ejected members Outliers.Skip would add to a pick's
 	// exclusions (none when the panic threshold is crossed).
 	if skip := o.Skip(rr.endpoints, nil); len(skip) > 0 {
