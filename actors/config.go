@@ -96,28 +96,16 @@ type Config struct {
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map
+	// kinds are the per-service-port actors' Props and records the
+	// records they borrow, by ServicePort name (set by Start).
+	kinds   *actorKinds
+	records *recordIndex
 }
 
 // propsFor are the Props of an actor kproxy supervises: restarted by
 // supervision.Default, with a mailbox safe to post to while it spawns.
 func (c *Config) propsFor(producer actor.Producer) *actor.Props {
 	return actor.PropsFromProducer(producer, actor.WithSupervisor(supervision.Default), actor.WithMailbox(spawnSafeMailbox))
-}
-
-// childProps are the Props of a ServicePort's child of role, which
-// borrows rec. Every incarnation the Props produce borrows the same rec:
-// the configuration travels with the spawn.
-func (c *Config) childProps(role string, rec *record) *actor.Props {
-	switch role {
-	case rolePortal:
-		return c.propsFor(func() actor.Actor { return &Portal{cfg: c, rec: rec} })
-	case roleBalancer:
-		return c.propsFor(func() actor.Actor {
-			return &Balancer{cfg: c, rec: rec, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(c.Outliers)}
-		})
-	default:
-		return c.propsFor(func() actor.Actor { return &Affinity{cfg: c, rec: rec} })
-	}
 }
 
 // ProxyPorts are a service port's proxy ports (External: the second one

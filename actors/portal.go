@@ -43,7 +43,7 @@ type Portal struct {
 	proxyPort   int
 	extPort     int // second proxy port for external traffic, or 0
 	epVersion   int64
-	serving     map[string]*portal.Listener // served by this incarnation, by address
+	serving     served // by this incarnation
 	// servedPP is the PROXY protocol version p.serving was served with: a
 	// change serves the same sockets again with the new one.
 	servedPP messages.ProxyProtocol
@@ -62,6 +62,7 @@ type Portal struct {
 
 // Receive implements actor.Actor.
 func (p *Portal) Receive(ctx actor.Context) {
+	p.cfg.borrow(&p.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.started(ctx)
@@ -92,7 +93,7 @@ func (p *Portal) Receive(ctx actor.Context) {
 // service port still waiting for its proxy port has none yet).
 func (p *Portal) started(ctx actor.Context) {
 	p.incarnation = incarnations.Add(1)
-	p.serving = map[string]*portal.Listener{}
+	p.serving = nil
 	p.firstAccept = p.cfg.firstAccept(p.cfg.traceRestart(ctx))
 	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout, snapshot: &p.rec.snapshots, local: p.rec.isLocal}
 	p.configure(ctx)
@@ -127,8 +128,8 @@ func (p *Portal) configure(ctx actor.Context) {
 // the socket that failed is closed.
 func (p *Portal) restarting() {
 	p.stopRetry()
-	for addr, l := range p.serving {
-		if addr == p.broken {
+	for _, l := range p.serving {
+		if addr := l.Spec.Address; addr == p.broken {
 			l.Close()
 			p.cfg.listeners.Delete(p.rec.name, addr)
 			continue
@@ -166,7 +167,7 @@ func (p *Portal) setEndpoints() {
 // listenerFailed crashes the Portal for a socket that broke under a
 // serving goroutine, so supervision replaces it; stale reports are dropped.
 func (p *Portal) listenerFailed(m *messages.ListenerFailed) {
-	if m.GetIncarnation() != p.incarnation || p.serving[m.GetAddress()] == nil {
+	if m.GetIncarnation() != p.incarnation || p.serving.get(m.GetAddress()) == nil {
 		return // from an earlier incarnation or a listener we closed
 	}
 	p.broken = m.GetAddress()
@@ -177,9 +178,9 @@ func (p *Portal) listenerFailed(m *messages.ListenerFailed) {
 // rest, and tells the ServicePort (the returned report).
 func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	specs, specErr := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort, p.extPort)
-	p.failed = map[string]error{}
+	p.failed = nil
 	if specErr != nil {
-		p.failed[p.sp.GetKey().GetProtocol().String()] = specErr
+		p.fail(p.sp.GetKey().GetProtocol().String(), specErr)
 	}
 	if pp, tp := p.sp.GetProxyProtocol(), p.transparent(); pp != p.servedPP || tp != p.servedTransparent {
 		// Serve replaces the serving goroutine and keeps the socket: no
@@ -196,19 +197,19 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 		if l != nil && l.Spec != spec {
 			l.Close()
 			p.cfg.listeners.Delete(p.rec.name, spec.Address)
-			delete(p.serving, spec.Address)
+			p.serving.remove(spec.Address)
 			l = nil
 		}
 		if l == nil {
 			var err error
 			if l, err = p.cfg.listeners.Open(p.rec.name, spec); err != nil {
-				p.failed[spec.Address] = err
+				p.fail(spec.Address, err)
 				continue
 			}
 		}
-		if p.serving[spec.Address] == nil {
+		if p.serving.get(spec.Address) == nil {
 			l.Serve(p.listenerOptions(ctx))
-			p.serving[spec.Address] = l
+			p.serving = append(p.serving, l)
 		}
 	}
 	for _, l := range p.cfg.listeners.Owned(p.rec.name) {
@@ -216,7 +217,7 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 			l.Close()
 			l.CloseFlows()
 			p.cfg.listeners.Delete(p.rec.name, addr)
-			delete(p.serving, addr)
+			p.serving.remove(addr)
 		}
 	}
 	ready := p.ready()
@@ -225,11 +226,37 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	return ready
 }
 
+// fail records that addr could not be opened (the map is made on the
+// first failure: most Portals never have one).
+func (p *Portal) fail(addr string, err error) {
+	if p.failed == nil {
+		p.failed = map[string]error{}
+	}
+	p.failed[addr] = err
+}
+
+// served are the listeners a Portal serves, one or two per service port:
+// a slice, where a map by address took 230 bytes per service port.
+type served []*portal.Listener
+
+func (s served) get(addr string) *portal.Listener {
+	for _, l := range s {
+		if l.Spec.Address == addr {
+			return l
+		}
+	}
+	return nil
+}
+
+func (s *served) remove(addr string) {
+	*s = slices.DeleteFunc(*s, func(l *portal.Listener) bool { return l.Spec.Address == addr })
+}
+
 // ready describes the served listeners and the failed ones.
 func (p *Portal) ready() *messages.ListenerReady {
 	ready := &messages.ListenerReady{Incarnation: p.incarnation}
-	for addr := range p.serving {
-		ready.Addresses = append(ready.Addresses, addr)
+	for _, l := range p.serving {
+		ready.Addresses = append(ready.Addresses, l.Spec.Address)
 	}
 	slices.Sort(ready.Addresses)
 	for _, err := range p.failed {

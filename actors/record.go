@@ -62,7 +62,33 @@ type record struct {
 	portRetry          time.Duration               // wait before the next try to allocate it
 	portalVersion      int64
 	rulesSent          *messages.SetPortalRules // the portal rules last asked of the Rules actor
-	state              *messages.ServicePortState
+	status             portStatus
+}
+
+// portStatus is what the ServicePort reports beside the applied desired
+// state. Each report is a new ServicePortState built from it, which the
+// Proxier keeps: the fields are only ever replaced, never changed in
+// place, so the report shares them. (Keeping a ServicePortState here too
+// held a second one, 0.2 KiB, per service port.)
+type portStatus struct {
+	started  bool // the first ServicePort incarnation has started
+	restarts int32
+	listen   []string
+	err      string
+	failures []*messages.Failure
+	ejected  []*messages.EjectedEndpoint
+}
+
+// stateReport is the service port's state for the Proxier; actorID is
+// its ServicePort's.
+func (r *record) stateReport(actorID string) *messages.ServicePortState {
+	sp := r.applied.GetServicePort()
+	return &messages.ServicePortState{
+		Key: sp.GetKey(), ServicePort: sp, Endpoints: r.applied.GetEndpoints(), Generation: r.applied.GetGeneration(),
+		ListenAddresses: r.status.listen, ProxyPort: int32(r.proxyPort), ExternalProxyPort: int32(r.extPort),
+		Restarts: r.status.restarts, Error: r.status.err, Failures: r.status.failures, Ejected: r.status.ejected,
+		ActorId: actorID,
+	}
 }
 
 // recordName names the ServicePort of a new record: the service port's ID

@@ -64,7 +64,27 @@ type TCPProxy struct {
 
 	keepAliveSet bool // the listener's keepalive is on: Serve runs again after parking
 	dialersOnce  sync.Once
-	dialers      [len(dialTimeouts)]*net.Dialer
+	dialers      *dialerLadder
+}
+
+// dialerLadder is a dialer per attempt of dialTimeouts.
+type dialerLadder [len(dialTimeouts)]*net.Dialer
+
+// dialerLadders are shared by every TCPProxy with the same keepalive: a
+// net.Dialer is safe for concurrent use, and a ladder of its own was
+// 0.7 KiB for every listener that ever had a connection.
+var dialerLadders sync.Map // time.Duration -> *dialerLadder
+
+func ladderFor(keepAlive time.Duration) *dialerLadder {
+	if l, ok := dialerLadders.Load(keepAlive); ok {
+		return l.(*dialerLadder)
+	}
+	l := &dialerLadder{}
+	for j, t := range dialTimeouts {
+		l[j] = keepAliveDialer(keepAlive, t)
+	}
+	actual, _ := dialerLadders.LoadOrStore(keepAlive, l)
+	return actual.(*dialerLadder)
 }
 
 // Process-wide: one warning per interval for all listeners is plenty.
@@ -229,9 +249,7 @@ func (p *TCPProxy) dialer(i int) *net.Dialer {
 		if p.lazyKeepAlive() > 0 {
 			ka = 0
 		}
-		for j, t := range dialTimeouts {
-			p.dialers[j] = keepAliveDialer(ka, t)
-		}
+		p.dialers = ladderFor(ka)
 	})
 	return p.dialers[i]
 }
