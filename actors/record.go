@@ -104,13 +104,22 @@ func recordName(id string, seq int64) string {
 // (Balancer.current). So no connection picks from endpoints older than
 // what the service port reports after this call.
 func (r *record) setEndpoints(set *messages.SetEndpoints) {
-	local := map[string]bool{}
+	// Made only when an endpoint is local: most service ports have none,
+	// and an empty map per port is memory every idle port would carry.
+	var local map[string]bool
 	for _, e := range set.GetEndpoints() {
 		if e.GetLocal() {
+			if local == nil {
+				local = map[string]bool{}
+			}
 			local[e.Address()] = true
 		}
 	}
-	r.local.Store(&local)
+	if local == nil {
+		r.local.Store(nil)
+	} else {
+		r.local.Store(&local)
+	}
 	set.Version = r.snapshots.Expect()
 	r.endpoints.Store(set)
 }
