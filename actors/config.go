@@ -19,7 +19,9 @@ import (
 	"github.com/kproxy/kproxy/watcher"
 )
 
-// DefaultMinSyncPeriod is the Watcher's default coalescing window.
+// DefaultMinSyncPeriod is the Watcher's default minimum interval between
+// flushes under sustained changes (a change after a quiet period is
+// flushed at once).
 const DefaultMinSyncPeriod = 100 * time.Millisecond
 
 // Config is what the tree needs from the command line.
@@ -82,8 +84,9 @@ type Config struct {
 	// Tracer, when set, traces changes, crashes and (sampled)
 	// connections; nil traces nothing.
 	Tracer trace.Tracer
-	// MinSyncPeriod is how long the Watcher coalesces source events
-	// before applying them.
+	// MinSyncPeriod is the Watcher's minimum interval between flushes
+	// once a burst of watcher.DefaultSyncBurst is spent: a change after a
+	// quiet period is applied at once, and none waits longer than this.
 	MinSyncPeriod time.Duration
 	// FirstStateReported, when set, is called once every service port of
 	// the source's first state has started and reported (on the
