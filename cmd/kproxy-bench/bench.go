@@ -28,7 +28,8 @@ Scenarios:
   ports    N ports x M endpoints, C clients, modes keepalive, conn, udp, bulk:
            requests/s (bulk: Gbit/s), latency percentiles, CPU per request (bulk:
            per GiB) of each proxy process from /proc, in interleaved rounds
-  churn    endpoint changes at R/s across S services through the file source, with
+  churn    endpoint changes at R/s across S services through the file source (or
+           a core kproxy follows over remoting: --churn-via remote), with
            traffic flowing: change-to-applied latency, failed requests
   chaos    a crash storm through the admin API during load: failures on crashed and
            untouched ports
@@ -57,6 +58,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), relay (udp: a bare Go UDP relay, its own process), baseline (the --baseline-kproxy binary), comma-separated")
 	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
+	fs.StringVar(&o.ChurnVia, "churn-via", harness.ChurnFile, "churn: how the changed manifests reach kproxy: file (its file source) or remote (a core, kproxy watch --serve, reads them; kproxy run --source remote: follows it)")
 	fs.Float64Var(&o.LoadRate, "load-rate", 1000, "churn and chaos: requests per second of the background load (0: as fast as it goes)")
 	fs.Float64Var(&o.ChaosRate, "chaos-rate", 20, "chaos: crashes per second (at most 100)")
 	kinds := fs.String("chaos-kinds", "portal", "chaos: actor kinds to crash: portal, balancer, affinity, serviceport, watcher, proxier")
