@@ -30,7 +30,7 @@ func startRemoteChurn(e *env, n int) (*remoteChurn, error) {
 		return nil, err
 	}
 	core, err := startProc("core", filepath.Join(e.dir, "core.log"),
-		[]string{e.o.Kproxy, "watch", "--serve", addr, "--source", "file:" + f.m.dir, "--log-format", "json", "--log-level", "info"}, e.o.KproxyEnv)
+		append([]string{e.o.Kproxy, "watch", "--serve", addr, "--source", "file:" + f.m.dir, "--log-format", "json", "--log-level", "info"}, e.o.CoreArgs...), e.o.KproxyEnv)
 	if err != nil {
 		return nil, err
 	}

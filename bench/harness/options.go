@@ -66,6 +66,9 @@ type Options struct {
 	// (its own file source) or ChurnRemote (a core, kproxy watch --serve,
 	// reads them and kproxy run follows it over remoting).
 	ChurnVia string `json:"churnVia,omitempty"`
+	// CoreArgs are more `kproxy watch --serve` flags for the remote
+	// churn's core.
+	CoreArgs []string `json:"coreArgs,omitempty"`
 
 	// IdleWait, when set, makes startup measure the sizes again once every
 	// port has had no traffic for this long (an idle port), after the probes.

@@ -70,6 +70,8 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.HAProxy, "haproxy", "", "the haproxy binary (default: haproxy on PATH)")
 	var kproxyArgs multiFlag
 	fs.Var(&kproxyArgs, "kproxy-arg", "one more `kproxy run` argument (repeatable), e.g. --kproxy-arg=--metrics-service-ports-limit=0")
+	var coreArgs multiFlag
+	fs.Var(&coreArgs, "core-arg", "churn --churn-via remote: one more `kproxy watch --serve` argument for the core (repeatable), e.g. --core-arg=--min-sync-period=20ms")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("html", "", "write an HTML report with charts to this file")
 	workDir := fs.String("work-dir", "", "keep manifests, configs and logs here (default: a temporary directory, removed afterwards)")
@@ -106,6 +108,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	o.Modes = strings.Split(*modes, ",")
 	o.ChaosKinds = strings.Split(*kinds, ",")
 	o.KproxyArgs = kproxyArgs
+	o.CoreArgs = coreArgs
 	if *compare != "" {
 		o.Compare = strings.Split(*compare, ",")
 	}
