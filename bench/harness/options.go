@@ -62,13 +62,14 @@ type Options struct {
 	// ChurnSource, when set, holds the churn scenario's services instead
 	// of manifest files (a test's real API server).
 	ChurnSource ChurnSource `json:"-"`
-	// ChurnVia is how the churn's manifest files reach kproxy: ChurnFile
-	// (its own file source) or ChurnRemote (a core, kproxy watch --serve,
-	// reads them and kproxy run follows it over remoting).
+	// ChurnVia is how the churn's changes reach kproxy: ChurnFile (its
+	// own file source, manifests rewritten) or ChurnRemote (a core the
+	// harness runs and feeds directly; kproxy run follows it over
+	// remoting).
 	ChurnVia string `json:"churnVia,omitempty"`
-	// CoreArgs are more `kproxy watch --serve` flags for the remote
-	// churn's core.
-	CoreArgs []string `json:"coreArgs,omitempty"`
+	// CoreMinSyncPeriod is the remote churn's core's --min-sync-period
+	// (0: its default).
+	CoreMinSyncPeriod time.Duration `json:"coreMinSyncPeriod,omitempty"`
 
 	// IdleWait, when set, makes startup measure the sizes again once every
 	// port has had no traffic for this long (an idle port), after the probes.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -17,16 +18,15 @@ import (
 func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
 	src := o.ChurnSource
-	var core *Proc // the core the remote churn's kproxy follows
 	switch {
 	case src != nil:
 	case o.ChurnVia == ChurnRemote:
-		r, err := startRemoteChurn(e, o.Services)
+		r, err := startRemoteChurn(ctx, e, o.Services)
 		if err != nil {
 			return err
 		}
-		defer r.core.Stop()
-		src, core = r, r.core
+		defer r.stop()
+		src = r
 	default:
 		f, err := newFileChurn(e, o.Services, 100)
 		if err != nil {
@@ -44,11 +44,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		return err
 	}
 	defer kp.Stop()
-	procs := []*Proc{kp}
-	if core != nil {
-		procs = append(procs, core)
-	}
-	smp := startSampler(time.Now(), e.live, timelineInterval(o.Duration), procs...)
+	smp := startSampler(time.Now(), e.live, timelineInterval(o.Duration), kp)
 	defer func() { res.Timeline = smp.stop() }()
 	kt := target{name: TargetKproxy, proc: kp, addrs: addrs}
 	if _, err := e.awaitReady(ctx, kt, ModeConn, time.Now()); err != nil {
@@ -62,10 +58,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		err   error
 	}
 	loadDone := make(chan loadOut, 1)
-	var coreCPU0 time.Duration
-	if core != nil {
-		coreCPU0, _ = ProcessCPU(core.Pid())
-	}
+	self0, selfErr := ProcessCPU(os.Getpid())
 	go func() {
 		r, round, err := e.loadRound(ctx, kt, loadSpec{Mode: ModeConn, Clients: o.Clients, Duration: o.Duration, Size: o.Size, Rate: o.LoadRate, MaxOps: o.MaxRequests},
 			fmt.Sprintf("churn: %d services, %.0f changes/s", len(addrs), o.ChurnRate))
@@ -175,11 +168,11 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	if out.err != nil {
 		return out.err
 	}
-	if core != nil {
-		if c1, err := ProcessCPU(core.Pid()); err == nil {
-			res.Figures = append(res.Figures, figure(fmt.Sprintf("%s source, %d services, %.0f changes/s: core's CPU", src.Name(), len(addrs), o.ChurnRate),
-				"s", true, map[string]float64{TargetKproxy: (c1 - coreCPU0).Seconds()}))
-		}
+	// The harness's own CPU: load, probes and the changes' making (with
+	// the remote churn, the core's work too).
+	if self1, err := ProcessCPU(os.Getpid()); err == nil && selfErr == nil {
+		res.Figures = append(res.Figures, figure(fmt.Sprintf("%s source, %d services, %.0f changes/s: harness's CPU", src.Name(), len(addrs), o.ChurnRate),
+			"s", true, map[string]float64{TargetKproxy: (self1 - self0).Seconds()}))
 	}
 	d.Latency = curve(TargetKproxy, "change-to-applied", hist)
 	d.Requests, d.FailedReqs, d.ErrorSamples = out.r.Ops, out.r.Errors, out.r.ErrSamples

@@ -58,7 +58,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), relay (udp: a bare Go UDP relay, its own process), baseline (the --baseline-kproxy binary), comma-separated")
 	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
-	fs.StringVar(&o.ChurnVia, "churn-via", harness.ChurnFile, "churn: how the changed manifests reach kproxy: file (its file source) or remote (a core, kproxy watch --serve, reads them; kproxy run --source remote: follows it)")
+	fs.StringVar(&o.ChurnVia, "churn-via", harness.ChurnFile, "churn: how the changes reach kproxy: file (manifests its file source reads) or remote (a core in the harness's process, fed each change directly; kproxy run --source remote: follows it)")
 	fs.Float64Var(&o.LoadRate, "load-rate", 1000, "churn and chaos: requests per second of the background load (0: as fast as it goes)")
 	fs.Float64Var(&o.ChaosRate, "chaos-rate", 20, "chaos: crashes per second (at most 100)")
 	kinds := fs.String("chaos-kinds", "portal", "chaos: actor kinds to crash: portal, balancer, affinity, serviceport, watcher, proxier")
@@ -70,8 +70,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.HAProxy, "haproxy", "", "the haproxy binary (default: haproxy on PATH)")
 	var kproxyArgs multiFlag
 	fs.Var(&kproxyArgs, "kproxy-arg", "one more `kproxy run` argument (repeatable), e.g. --kproxy-arg=--metrics-service-ports-limit=0")
-	var coreArgs multiFlag
-	fs.Var(&coreArgs, "core-arg", "churn --churn-via remote: one more `kproxy watch --serve` argument for the core (repeatable), e.g. --core-arg=--min-sync-period=20ms")
+	fs.DurationVar(&o.CoreMinSyncPeriod, "core-min-sync-period", 0, "churn --churn-via remote: the core's --min-sync-period (0: its default)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("html", "", "write an HTML report with charts to this file")
 	workDir := fs.String("work-dir", "", "keep manifests, configs and logs here (default: a temporary directory, removed afterwards)")
@@ -108,7 +107,6 @@ func benchCommand(args []string, stdout io.Writer) error {
 	o.Modes = strings.Split(*modes, ",")
 	o.ChaosKinds = strings.Split(*kinds, ",")
 	o.KproxyArgs = kproxyArgs
-	o.CoreArgs = coreArgs
 	if *compare != "" {
 		o.Compare = strings.Split(*compare, ",")
 	}
