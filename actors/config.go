@@ -88,6 +88,10 @@ type Config struct {
 	// once a burst of watcher.DefaultSyncBurst is spent: a change after a
 	// quiet period is applied at once, and none waits longer than this.
 	MinSyncPeriod time.Duration
+	// SourcePaced says the source paces its changes itself (a core's
+	// deltas, spaced by the core's own minimum interval): the Watcher
+	// applies each at once instead of pacing them a second time.
+	SourcePaced bool
 	// FirstStateReported, when set, is called once every service port of
 	// the source's first state has started and reported (on the
 	// Proxier's goroutine: keep it short).

@@ -51,8 +51,12 @@ type tracked struct {
 
 func newWatcher(cfg *Config, proxier *actor.PID) *actor.Props {
 	st := &tracked{tracker: watcher.NewTracker(cfg.View), triggers: map[string]time.Time{}}
+	period := cfg.MinSyncPeriod
+	if cfg.SourcePaced {
+		period = 0 // flushes follow the source's own pacing
+	}
 	return cfg.propsFor(func() actor.Actor {
-		return &Watcher{cfg: cfg, proxier: proxier, tracked: st, pace: watcher.NewBoundedFrequency(cfg.MinSyncPeriod, watcher.DefaultSyncBurst)}
+		return &Watcher{cfg: cfg, proxier: proxier, tracked: st, pace: watcher.NewBoundedFrequency(period, watcher.DefaultSyncBurst)}
 	})
 }
 

@@ -30,3 +30,27 @@ func TestRemoteIdleChangeAppliedAtOnce(t *testing.T) {
 		awaitNames(t, addr, 5, ip)
 	}
 }
+
+// TestRemoteNodeAppliesEachDeltaAtOnce: a node proxy following a core
+// applies each delta at once, its own --min-sync-period (an hour here)
+// unused: the core paces the deltas (10 ms here), and pacing them twice
+// would add a node's period to every change under churn. Four changes one
+// after the other, more than a burst, each reaches connections.
+func TestRemoteNodeAppliesEachDeltaAtOnce(t *testing.T) {
+	port := backendsOn(t, "127.0.0.23", "127.0.0.24")
+	manifest := filepath.Join(t.TempDir(), "services.yaml")
+	replaceFile(t, manifest, localService("deltas", "127.0.0.62", 8080, port, [][2]string{{"127.0.0.23", "node-a"}}))
+	coreAddr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	core := startProc(t, "core", coreArgs(coreAddr, manifest)...)
+	core.waitLog(t, "core serving", 1, 30*time.Second)
+	pa := freeTCPPort(t)
+	a := startProc(t, "node-a", nodeArgs(coreAddr, "node-a", pa, "--min-sync-period", "1h")...)
+	a.waitLog(t, "source synced", 1, 30*time.Second)
+	addr := nodeAddr(pa)
+	awaitNames(t, addr, 1, "127.0.0.23")
+
+	for _, ip := range []string{"127.0.0.24", "127.0.0.23", "127.0.0.24", "127.0.0.23"} {
+		replaceFile(t, manifest, localService("deltas", "127.0.0.62", 8080, port, [][2]string{{ip, "node-a"}}))
+		awaitNames(t, addr, 5, ip)
+	}
+}
