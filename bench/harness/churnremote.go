@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
@@ -87,7 +88,9 @@ func (r *remoteChurn) Set(_ context.Context, i int, endpoint string) error {
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	for _, svc := range r.views.store.Apply(ports, nil) {
+		r.views.changed(svc, now)
 		r.views.notify(watcher.Event{Kind: "EndpointSlice", Service: svc})
 	}
 	return nil
@@ -96,10 +99,31 @@ func (r *remoteChurn) Set(_ context.Context, i int, endpoint string) error {
 func (r *remoteChurn) stop() { r.core.Stop() }
 
 // fedViews is the core's source: one Store every node sees, changed by Set.
+// It knows when each service last changed, as EndpointSlices' trigger
+// times tell the Kubernetes source, so the core's deltas carry them and
+// kproxy's network programming metric measures its own part of each
+// change (from the change handed to the core to kproxy's flush).
 type fedViews struct {
-	store *watcher.Store
-	mu    sync.Mutex
-	fn    func(watcher.Event)
+	store    *watcher.Store
+	mu       sync.Mutex
+	fn       func(watcher.Event)
+	triggers map[string]time.Time
+}
+
+func (v *fedViews) changed(service string, at time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.triggers == nil {
+		v.triggers = map[string]time.Time{}
+	}
+	v.triggers[service] = at
+}
+
+// TriggerTime is when service last changed (zero: not since the start).
+func (v *fedViews) TriggerTime(service string) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.triggers[service]
 }
 
 func (v *fedViews) Start(_ context.Context, notify func(watcher.Event)) error {

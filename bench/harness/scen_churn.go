@@ -182,6 +182,15 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		res.Figures = append(res.Figures, figure(fmt.Sprintf("%s source, %d services, %.0f changes/s: harness's CPU", src.Name(), len(addrs), o.ChurnRate),
 			"s", true, map[string]float64{TargetKproxy: (self1 - self0).Seconds()}))
 	}
+	if r, ok := src.(*remoteChurn); ok {
+		// A backend that fell MaxInFlight deltas behind gets a whole
+		// snapshot instead: how often that happened says whether kproxy
+		// kept up with the deltas.
+		c := r.core.Counters()
+		res.Figures = append(res.Figures,
+			figure(fmt.Sprintf("remote source, %d services, %.0f changes/s: core's deltas sent", len(addrs), o.ChurnRate), "", false, map[string]float64{TargetKproxy: float64(c.Deltas.Load())}),
+			figure(fmt.Sprintf("remote source, %d services, %.0f changes/s: core's resyncs (snapshots to a backend behind)", len(addrs), o.ChurnRate), "", true, map[string]float64{TargetKproxy: float64(c.Resyncs.Load())}))
+	}
 	d.Latency = curve(TargetKproxy, "change-to-applied", hist)
 	d.Requests, d.FailedReqs, d.ErrorSamples = out.r.Ops, out.r.Errors, out.r.ErrSamples
 	seconds := make([]int, 0, len(perSecond))
