@@ -19,7 +19,9 @@ import (
 	"github.com/kproxy/kproxy/watcher"
 )
 
-// DefaultMinSyncPeriod is the Watcher's default coalescing window.
+// DefaultMinSyncPeriod is the Watcher's default minimum interval between
+// flushes under sustained changes (a change after a quiet period is
+// flushed at once).
 const DefaultMinSyncPeriod = 100 * time.Millisecond
 
 // Config is what the tree needs from the command line.
@@ -82,9 +84,14 @@ type Config struct {
 	// Tracer, when set, traces changes, crashes and (sampled)
 	// connections; nil traces nothing.
 	Tracer trace.Tracer
-	// MinSyncPeriod is how long the Watcher coalesces source events
-	// before applying them.
+	// MinSyncPeriod is the Watcher's minimum interval between flushes
+	// once a burst of watcher.DefaultSyncBurst is spent: a change after a
+	// quiet period is applied at once, and none waits longer than this.
 	MinSyncPeriod time.Duration
+	// SourcePaced says the source paces its changes itself (a core's
+	// deltas, spaced by the core's own minimum interval): the Watcher
+	// applies each at once instead of pacing them a second time.
+	SourcePaced bool
 	// FirstStateReported, when set, is called once every service port of
 	// the source's first state has started and reported (on the
 	// Proxier's goroutine: keep it short).
