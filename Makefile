@@ -33,7 +33,7 @@ run: build
 	@$(BIN)/demo-backends & trap "kill $$! 2>/dev/null" EXIT; \
 	$(BIN)/kproxy run --source file:examples/services.yaml --portal bind --bind-address 127.0.0.1 $(ARGS)
 
-test: vet test-deps apiserver jaeger
+test: vet test-deps apiserver control-plane kwok jaeger
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Each fuzz target for FUZZTIME (CI runs it after the tests). Minimizing
@@ -56,6 +56,19 @@ fuzz:
 apiserver:
 	@GO="$(GO)" test/build-apiserver.sh
 test: export KPROXY_APISERVER = $(shell test/build-apiserver.sh --path)
+
+# kube-scheduler and kube-controller-manager (one binary, the API server's
+# k8s.io/kubernetes) and kwok, for the DaemonSet rollout test in deploy/,
+# built only if missing into $KPROXY_CACHE; each prints its path. The
+# control plane reuses most of the API server's compile (after it, ~2 min
+# on 2 cores); kwok is its own module (~3 min cold).
+.PHONY: control-plane kwok
+control-plane: apiserver
+	@GO="$(GO)" test/build-control-plane.sh
+test: export KPROXY_CONTROL_PLANE = $(shell test/build-control-plane.sh --path)
+kwok:
+	@GO="$(GO)" test/build-kwok.sh
+test: export KPROXY_KWOK = $(shell test/build-kwok.sh --path)
 
 # Jaeger (v2, in-memory) for the tracing test, built only if missing into
 # $KPROXY_CACHE (~10 min cold); prints its path.

@@ -29,6 +29,7 @@ type Affinity struct {
 
 // Receive implements actor.Actor.
 func (a *Affinity) Receive(ctx actor.Context) {
+	a.cfg.borrow(&a.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.cfg.traceRestart(ctx)

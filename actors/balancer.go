@@ -32,6 +32,7 @@ type Balancer struct {
 
 // Receive implements actor.Actor.
 func (b *Balancer) Receive(ctx actor.Context) {
+	b.cfg.borrow(&b.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		b.cfg.traceRestart(ctx)

@@ -19,7 +19,9 @@ import (
 	"github.com/kproxy/kproxy/watcher"
 )
 
-// DefaultMinSyncPeriod is the Watcher's default coalescing window.
+// DefaultMinSyncPeriod is the Watcher's default minimum interval between
+// flushes under sustained changes (a change after a quiet period is
+// flushed at once).
 const DefaultMinSyncPeriod = 100 * time.Millisecond
 
 // Config is what the tree needs from the command line.
@@ -82,9 +84,14 @@ type Config struct {
 	// Tracer, when set, traces changes, crashes and (sampled)
 	// connections; nil traces nothing.
 	Tracer trace.Tracer
-	// MinSyncPeriod is how long the Watcher coalesces source events
-	// before applying them.
+	// MinSyncPeriod is the Watcher's minimum interval between flushes
+	// once a burst of watcher.DefaultSyncBurst is spent: a change after a
+	// quiet period is applied at once, and none waits longer than this.
 	MinSyncPeriod time.Duration
+	// SourcePaced says the source paces its changes itself (a core's
+	// deltas, spaced by the core's own minimum interval): the Watcher
+	// applies each at once instead of pacing them a second time.
+	SourcePaced bool
 	// FirstStateReported, when set, is called once every service port of
 	// the source's first state has started and reported (on the
 	// Proxier's goroutine: keep it short).
@@ -96,28 +103,16 @@ type Config struct {
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map
+	// kinds are the per-service-port actors' Props and records the
+	// records they borrow, by ServicePort name (set by Start).
+	kinds   *actorKinds
+	records *recordIndex
 }
 
 // propsFor are the Props of an actor kproxy supervises: restarted by
 // supervision.Default, with a mailbox safe to post to while it spawns.
 func (c *Config) propsFor(producer actor.Producer) *actor.Props {
 	return actor.PropsFromProducer(producer, actor.WithSupervisor(supervision.Default), actor.WithMailbox(spawnSafeMailbox))
-}
-
-// childProps are the Props of a ServicePort's child of role, which
-// borrows rec. Every incarnation the Props produce borrows the same rec:
-// the configuration travels with the spawn.
-func (c *Config) childProps(role string, rec *record) *actor.Props {
-	switch role {
-	case rolePortal:
-		return c.propsFor(func() actor.Actor { return &Portal{cfg: c, rec: rec} })
-	case roleBalancer:
-		return c.propsFor(func() actor.Actor {
-			return &Balancer{cfg: c, rec: rec, scopes: balancer.NewScopes(nil), outliers: balancer.NewOutliers(c.Outliers)}
-		})
-	default:
-		return c.propsFor(func() actor.Actor { return &Affinity{cfg: c, rec: rec} })
-	}
 }
 
 // ProxyPorts are a service port's proxy ports (External: the second one

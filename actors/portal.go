@@ -43,15 +43,18 @@ type Portal struct {
 	proxyPort   int
 	extPort     int // second proxy port for external traffic, or 0
 	epVersion   int64
-	serving     map[string]*portal.Listener // served by this incarnation, by address
+	serving     served // by this incarnation
 	// servedPP is the PROXY protocol version p.serving was served with: a
 	// change serves the same sockets again with the new one.
-	servedPP    messages.ProxyProtocol
-	failed      map[string]error // could not be opened; retried with backoff
-	broken      string           // address whose failure crashed this incarnation
-	retryDelay  time.Duration
-	cancelRetry scheduler.CancelFunc
-	picker      portal.Picker
+	servedPP messages.ProxyProtocol
+	// servedTransparent: p.serving were served dialing node-local
+	// endpoints from the client's address.
+	servedTransparent bool
+	failed            map[string]error // could not be opened; retried with backoff
+	broken            string           // address whose failure crashed this incarnation
+	retryDelay        time.Duration
+	cancelRetry       scheduler.CancelFunc
+	picker            portal.Picker
 	// firstAccept ends the restart-to-serving span of an incarnation
 	// started after a crash (tracing only).
 	firstAccept func()
@@ -59,6 +62,7 @@ type Portal struct {
 
 // Receive implements actor.Actor.
 func (p *Portal) Receive(ctx actor.Context) {
+	p.cfg.borrow(&p.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.started(ctx)
@@ -89,9 +93,9 @@ func (p *Portal) Receive(ctx actor.Context) {
 // service port still waiting for its proxy port has none yet).
 func (p *Portal) started(ctx actor.Context) {
 	p.incarnation = incarnations.Add(1)
-	p.serving = map[string]*portal.Listener{}
+	p.serving = nil
 	p.firstAccept = p.cfg.firstAccept(p.cfg.traceRestart(ctx))
-	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout, snapshot: &p.rec.snapshots}
+	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout, snapshot: &p.rec.snapshots, local: p.rec.isLocal}
 	p.configure(ctx)
 	p.setEndpoints()
 }
@@ -110,6 +114,7 @@ func (p *Portal) configure(ctx actor.Context) {
 	p.proxyPort = int(m.GetProxyPort())
 	p.extPort = int(m.GetExternalProxyPort())
 	p.retryDelay = 0
+	p.warnTransparent()
 	ready := p.reconcile(ctx)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.StringSlice("kproxy.listen", ready.GetAddresses()), attribute.Int("kproxy.failures", len(ready.GetFailures())))
@@ -123,8 +128,8 @@ func (p *Portal) configure(ctx actor.Context) {
 // the socket that failed is closed.
 func (p *Portal) restarting() {
 	p.stopRetry()
-	for addr, l := range p.serving {
-		if addr == p.broken {
+	for _, l := range p.serving {
+		if addr := l.Spec.Address; addr == p.broken {
 			l.Close()
 			p.cfg.listeners.Delete(p.rec.name, addr)
 			continue
@@ -162,7 +167,7 @@ func (p *Portal) setEndpoints() {
 // listenerFailed crashes the Portal for a socket that broke under a
 // serving goroutine, so supervision replaces it; stale reports are dropped.
 func (p *Portal) listenerFailed(m *messages.ListenerFailed) {
-	if m.GetIncarnation() != p.incarnation || p.serving[m.GetAddress()] == nil {
+	if m.GetIncarnation() != p.incarnation || p.serving.get(m.GetAddress()) == nil {
 		return // from an earlier incarnation or a listener we closed
 	}
 	p.broken = m.GetAddress()
@@ -173,17 +178,17 @@ func (p *Portal) listenerFailed(m *messages.ListenerFailed) {
 // rest, and tells the ServicePort (the returned report).
 func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	specs, specErr := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort, p.extPort)
-	p.failed = map[string]error{}
+	p.failed = nil
 	if specErr != nil {
-		p.failed[p.sp.GetKey().GetProtocol().String()] = specErr
+		p.fail(p.sp.GetKey().GetProtocol().String(), specErr)
 	}
-	if pp := p.sp.GetProxyProtocol(); pp != p.servedPP {
+	if pp, tp := p.sp.GetProxyProtocol(), p.transparent(); pp != p.servedPP || tp != p.servedTransparent {
 		// Serve replaces the serving goroutine and keeps the socket: no
-		// queued connection is lost, new ones get the new header.
+		// queued connection is lost, new ones get the new options.
 		for _, l := range p.serving {
 			l.Serve(p.listenerOptions(ctx))
 		}
-		p.servedPP = pp
+		p.servedPP, p.servedTransparent = pp, tp
 	}
 	want := map[string]bool{}
 	for _, spec := range specs {
@@ -192,19 +197,19 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 		if l != nil && l.Spec != spec {
 			l.Close()
 			p.cfg.listeners.Delete(p.rec.name, spec.Address)
-			delete(p.serving, spec.Address)
+			p.serving.remove(spec.Address)
 			l = nil
 		}
 		if l == nil {
 			var err error
 			if l, err = p.cfg.listeners.Open(p.rec.name, spec); err != nil {
-				p.failed[spec.Address] = err
+				p.fail(spec.Address, err)
 				continue
 			}
 		}
-		if p.serving[spec.Address] == nil {
+		if p.serving.get(spec.Address) == nil {
 			l.Serve(p.listenerOptions(ctx))
-			p.serving[spec.Address] = l
+			p.serving = append(p.serving, l)
 		}
 	}
 	for _, l := range p.cfg.listeners.Owned(p.rec.name) {
@@ -212,7 +217,7 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 			l.Close()
 			l.CloseFlows()
 			p.cfg.listeners.Delete(p.rec.name, addr)
-			delete(p.serving, addr)
+			p.serving.remove(addr)
 		}
 	}
 	ready := p.ready()
@@ -221,11 +226,37 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	return ready
 }
 
+// fail records that addr could not be opened (the map is made on the
+// first failure: most Portals never have one).
+func (p *Portal) fail(addr string, err error) {
+	if p.failed == nil {
+		p.failed = map[string]error{}
+	}
+	p.failed[addr] = err
+}
+
+// served are the listeners a Portal serves, one or two per service port:
+// a slice, where a map by address took 230 bytes per service port.
+type served []*portal.Listener
+
+func (s served) get(addr string) *portal.Listener {
+	for _, l := range s {
+		if l.Spec.Address == addr {
+			return l
+		}
+	}
+	return nil
+}
+
+func (s *served) remove(addr string) {
+	*s = slices.DeleteFunc(*s, func(l *portal.Listener) bool { return l.Spec.Address == addr })
+}
+
 // ready describes the served listeners and the failed ones.
 func (p *Portal) ready() *messages.ListenerReady {
 	ready := &messages.ListenerReady{Incarnation: p.incarnation}
-	for addr := range p.serving {
-		ready.Addresses = append(ready.Addresses, addr)
+	for _, l := range p.serving {
+		ready.Addresses = append(ready.Addresses, l.Spec.Address)
 	}
 	slices.Sort(ready.Addresses)
 	for _, err := range p.failed {
@@ -275,6 +306,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		Tracer:         p.cfg.Tracer,
 		ServicePort:    p.sp.GetKey().ID(),
 		ProxyProtocol:  int(p.sp.GetProxyProtocol()),
+		Transparent:    p.transparent(),
 		OnFirstAccept:  p.firstAccept,
 		Log:            p.cfg.Log, // the data path names the service port and listener on its events
 		OnFailure: func(spec portal.ListenSpec, err error) {
@@ -297,6 +329,8 @@ type balancerPicker struct {
 	pid      *actor.PID
 	timeout  time.Duration
 	snapshot *balancer.SnapshotHolder
+	// local says whether an endpoint is on this node (record.isLocal).
+	local func(endpoint string) bool
 }
 
 // While the Balancer is being replaced (its ServicePort restarting) its PID
@@ -309,7 +343,7 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		if !ok {
 			return portal.Pick{}, portal.ErrNoEndpoints
 		}
-		return portal.Pick{Endpoint: ep, Report: report}, nil
+		return portal.Pick{Endpoint: ep, Report: report, Local: b.isLocal(ep)}, nil
 	}
 	deadline := time.Now().Add(b.timeout)
 	for {
@@ -318,7 +352,7 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		switch {
 		case err == nil:
 			if picked, ok := res.(*messages.Picked); ok && picked.GetAddress() != "" {
-				return portal.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport(), AffinityHit: picked.GetAffinityHit()}, nil
+				return portal.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport(), AffinityHit: picked.GetAffinityHit(), Local: b.isLocal(picked.GetAddress())}, nil
 			}
 			return portal.Pick{}, portal.ErrNoEndpoints
 		case !errors.Is(err, actor.ErrDeadLetter) && !errors.Is(err, actor.ErrTimeout):
@@ -330,6 +364,8 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		}
 	}
 }
+
+func (b *balancerPicker) isLocal(endpoint string) bool { return b.local != nil && b.local(endpoint) }
 
 // Dialed tells the Balancer (outlier detection). A report lost while the
 // Balancer restarts only delays an ejection.

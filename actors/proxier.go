@@ -24,7 +24,6 @@ type Proxier struct {
 	// records, and they find their sockets, ports and pins there.
 	desired *desiredState
 	pids    map[string]*actor.PID // by service port ID
-	ids     map[string]string     // ServicePort PID id -> service port ID
 }
 
 // desiredState is the Proxier's state that outlives its incarnations.
@@ -68,7 +67,7 @@ func (p *Proxier) Receive(ctx actor.Context) {
 // after a restart, those the previous incarnation had (protoactor stopped
 // them, and they left everything in their records).
 func (p *Proxier) started(ctx actor.Context) {
-	p.pids, p.ids = map[string]*actor.PID{}, map[string]string{}
+	p.pids = map[string]*actor.PID{}
 	if len(p.desired.records) == 0 {
 		return
 	}
@@ -91,6 +90,7 @@ func (p *Proxier) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		p.desired.seq++
 		rec = &record{id: id, name: recordName(id, p.desired.seq)}
 		p.desired.records[id] = rec
+		p.cfg.records.put(rec)
 		rec.upsert.Store(m)
 		p.spawn(ctx, rec) // it reads m from the record
 		span.SetAttributes(attribute.Bool("kproxy.new", true))
@@ -116,8 +116,9 @@ func (p *Proxier) delete(ctx actor.Context, m *messages.DeleteServicePort) {
 		p.desired.reported--
 	}
 	if pid := p.pids[id]; pid != nil {
-		ctx.Stop(pid)
-		delete(p.ids, pid.GetId())
+		ctx.Stop(pid) // the ServicePort, once stopped, releases the record
+	} else {
+		p.cfg.records.remove(rec) // it never started
 	}
 	delete(p.pids, id)
 	delete(p.desired.records, id)
@@ -128,9 +129,8 @@ func (p *Proxier) delete(ctx actor.Context, m *messages.DeleteServicePort) {
 
 // reported keeps a ServicePort's report and publishes it.
 func (p *Proxier) reported(ctx actor.Context, m *messages.ServicePortState) {
-	id := p.ids[ctx.Sender().GetId()]
-	rec := p.desired.records[id]
-	if rec == nil {
+	rec := p.cfg.records.of(ctx.Sender())
+	if rec == nil || p.desired.records[rec.id] != rec {
 		return // from a service port already deleted
 	}
 	if rec.reported == nil {
@@ -189,11 +189,10 @@ func (p *Proxier) serviceHealth(id string, m *messages.UpsertServicePort) {
 
 // spawn starts rec's ServicePort under the record's name.
 func (p *Proxier) spawn(ctx actor.Context, rec *record) {
-	pid, err := ctx.SpawnNamed(newServicePort(p.cfg, rec), rec.name)
+	pid, err := ctx.SpawnNamed(p.cfg.kinds.servicePort, rec.name)
 	if err != nil {
 		p.cfg.Log.Error().Err(err).Str("servicePort", rec.id).Msg("cannot start the service port")
 		return
 	}
 	p.pids[rec.id] = pid
-	p.ids[pid.GetId()] = rec.id
 }

@@ -46,6 +46,10 @@ type record struct {
 	// snapshots is where the Balancer publishes its picks for the service
 	// port's connections (see setEndpoints for the rule they follow).
 	snapshots balancer.SnapshotHolder
+	// local holds the addresses ("ip:port") of the endpoints on this
+	// node, for a pick to say whether its endpoint is (transparent
+	// proxying dials only those from the client's address).
+	local atomic.Pointer[map[string]bool]
 	// pins is the ClientIP affinity table, made the first time the
 	// service has ClientIP affinity; only the Affinity actor uses it.
 	pins *balancer.ScopedAffinity
@@ -58,7 +62,33 @@ type record struct {
 	portRetry          time.Duration               // wait before the next try to allocate it
 	portalVersion      int64
 	rulesSent          *messages.SetPortalRules // the portal rules last asked of the Rules actor
-	state              *messages.ServicePortState
+	status             portStatus
+}
+
+// portStatus is what the ServicePort reports beside the applied desired
+// state. Each report is a new ServicePortState built from it, which the
+// Proxier keeps: the fields are only ever replaced, never changed in
+// place, so the report shares them. (Keeping a ServicePortState here too
+// held a second one, 0.2 KiB, per service port.)
+type portStatus struct {
+	started  bool // the first ServicePort incarnation has started
+	restarts int32
+	listen   []string
+	err      string
+	failures []*messages.Failure
+	ejected  []*messages.EjectedEndpoint
+}
+
+// stateReport is the service port's state for the Proxier; actorID is
+// its ServicePort's.
+func (r *record) stateReport(actorID string) *messages.ServicePortState {
+	sp := r.applied.GetServicePort()
+	return &messages.ServicePortState{
+		Key: sp.GetKey(), ServicePort: sp, Endpoints: r.applied.GetEndpoints(), Generation: r.applied.GetGeneration(),
+		ListenAddresses: r.status.listen, ProxyPort: int32(r.proxyPort), ExternalProxyPort: int32(r.extPort),
+		Restarts: r.status.restarts, Error: r.status.err, Failures: r.status.failures, Ejected: r.status.ejected,
+		ActorId: actorID,
+	}
 }
 
 // recordName names the ServicePort of a new record: the service port's ID
@@ -74,8 +104,30 @@ func recordName(id string, seq int64) string {
 // (Balancer.current). So no connection picks from endpoints older than
 // what the service port reports after this call.
 func (r *record) setEndpoints(set *messages.SetEndpoints) {
+	// Made only when an endpoint is local: most service ports have none,
+	// and an empty map per port is memory every idle port would carry.
+	var local map[string]bool
+	for _, e := range set.GetEndpoints() {
+		if e.GetLocal() {
+			if local == nil {
+				local = map[string]bool{}
+			}
+			local[e.Address()] = true
+		}
+	}
+	if local == nil {
+		r.local.Store(nil)
+	} else {
+		r.local.Store(&local)
+	}
 	set.Version = r.snapshots.Expect()
 	r.endpoints.Store(set)
+}
+
+// isLocal reports whether endpoint ("ip:port") is on this node.
+func (r *record) isLocal(endpoint string) bool {
+	m := r.local.Load()
+	return m != nil && (*m)[endpoint]
 }
 
 // configurePortal makes c the Portal's configuration.

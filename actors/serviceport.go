@@ -35,17 +35,14 @@ const (
 type ServicePort struct {
 	cfg      *Config
 	rec      *record
-	children map[string]*actor.PID
+	children children
 	// added is set until the new service port's Portal first reports.
 	added bool
 }
 
-func newServicePort(cfg *Config, rec *record) *actor.Props {
-	return cfg.propsFor(func() actor.Actor { return &ServicePort{cfg: cfg, rec: rec} })
-}
-
 // Receive implements actor.Actor.
 func (s *ServicePort) Receive(ctx actor.Context) {
+	s.cfg.borrow(&s.rec, ctx.Self())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.start(ctx)
@@ -71,16 +68,16 @@ func (s *ServicePort) Receive(ctx actor.Context) {
 // the Proxier restarted) finds them in the record, with the sockets.
 func (s *ServicePort) start(ctx actor.Context) {
 	s.cfg.traceRestart(ctx)
-	s.children = map[string]*actor.PID{}
+	s.children = children{}
 	rec, event := s.rec, "service port added"
-	first := rec.state == nil
+	first := !rec.status.started
 	if first {
-		rec.state = &messages.ServicePortState{}
+		rec.status.started = true
 		up := rec.upsert.Load()
 		s.takePorts(ctx, up.GetServicePort().GetKey().GetProtocol())
 		s.applyChange(up)
 	} else {
-		rec.state.Restarts++
+		rec.status.restarts++
 		event = "service port restarted"
 		if up := rec.upsert.Load(); up != rec.applied {
 			s.applyChange(up)
@@ -107,6 +104,7 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 	if !rec.deleted.Load() {
 		return
 	}
+	s.cfg.records.remove(rec) // its children have stopped
 	s.cfg.listeners.CloseOwned(rec.name)
 	rec.snapshots.Store(nil) // a connection still picking asks the Balancer, which is gone
 	s.cfg.Stats.Delete(rec.id)
@@ -167,7 +165,7 @@ func (s *ServicePort) allocate(ctx actor.Context) {
 		return
 	}
 	rec.proxyPort, rec.portErr, rec.portRetry = port, nil, 0
-	rec.state.Error, rec.state.Failures = "", nil
+	rec.status.err, rec.status.failures = "", nil
 	s.syncExternalPort()
 	s.configurePortal()
 	s.tell(ctx, rec.portal.Load(), rolePortal)
@@ -177,14 +175,14 @@ func (s *ServicePort) allocate(ctx actor.Context) {
 // childRestarted counts a child's restart; what that child reported is
 // void until its new incarnation reports.
 func (s *ServicePort) childRestarted(ctx actor.Context, role string) {
-	st := s.rec.state
+	st := &s.rec.status
 	switch role {
 	case rolePortal:
-		st.ListenAddresses = nil
+		st.listen = nil
 	case roleBalancer:
-		st.Ejected = nil // outlier detection starts afresh
+		st.ejected = nil // outlier detection starts afresh
 	}
-	st.Restarts++
+	st.restarts++
 	s.report(ctx, role+" restarted")
 }
 
@@ -192,16 +190,16 @@ func (s *ServicePort) childRestarted(ctx actor.Context, role string) {
 func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady) {
 	if s.added {
 		s.added = false
-	} else if slices.Equal(s.rec.state.ListenAddresses, m.GetAddresses()) && slices.Equal(failureTexts(s.rec.state.Failures), failureTexts(m.GetFailures())) {
+	} else if slices.Equal(s.rec.status.listen, m.GetAddresses()) && slices.Equal(failureTexts(s.rec.status.failures), failureTexts(m.GetFailures())) {
 		// A retry that failed as the last one did tells nothing new: past
 		// the open-file limit, thousands of ports logged every retry.
 		s.cfg.Log.Debug().Str("servicePort", s.rec.id).Msg("portal still failing, retrying")
 		return
 	}
-	s.rec.state.ListenAddresses = m.GetAddresses()
-	s.rec.state.Error, s.rec.state.Failures = "", m.GetFailures()
+	s.rec.status.listen = m.GetAddresses()
+	s.rec.status.err, s.rec.status.failures = "", m.GetFailures()
 	if len(m.GetFailures()) > 0 {
-		s.rec.state.Error = fmt.Sprint(failureTexts(m.GetFailures()))
+		s.rec.status.err = fmt.Sprint(failureTexts(m.GetFailures()))
 		s.cfg.Log.Error().Str("servicePort", s.rec.id).Strs("errors", failureTexts(m.GetFailures())).Msg("cannot open portal, retrying")
 	}
 	s.report(ctx, "service port listening")
@@ -212,7 +210,7 @@ func (s *ServicePort) listenerReady(ctx actor.Context, m *messages.ListenerReady
 // warning, a restored endpoint as information.
 func (s *ServicePort) ejections(ctx actor.Context, m *messages.EndpointEjections) {
 	was := map[string]*messages.EjectedEndpoint{}
-	for _, e := range s.rec.state.Ejected {
+	for _, e := range s.rec.status.ejected {
 		was[e.GetEndpoint()] = e
 	}
 	id := s.rec.id
@@ -226,7 +224,7 @@ func (s *ServicePort) ejections(ctx actor.Context, m *messages.EndpointEjections
 	for ep := range was {
 		s.cfg.Log.Info().Str("servicePort", id).Str("endpoint", ep).Msg("endpoint restored: a dial succeeded, or it left the service")
 	}
-	s.rec.state.Ejected = m.GetEjected()
+	s.rec.status.ejected = m.GetEjected()
 	s.report(ctx, "endpoint ejections changed")
 }
 
@@ -306,7 +304,7 @@ func (s *ServicePort) tell(ctx actor.Context, msg proto.Message, roles ...string
 		return
 	}
 	for _, role := range roles {
-		if pid := s.children[role]; pid != nil {
+		if pid := *s.children.of(role); pid != nil {
 			ctx.Send(pid, msg)
 		}
 	}
@@ -342,7 +340,7 @@ func (s *ServicePort) syncExternalPort() {
 // Balancer just stops forwarding to it), which avoids racing a stopping
 // actor for its name.
 func (s *ServicePort) syncAffinity(ctx actor.Context) {
-	if s.rec.applied.GetServicePort().GetSessionAffinity() != messages.SessionAffinity_CLIENT_IP || s.children[roleAffinity] != nil {
+	if s.rec.applied.GetServicePort().GetSessionAffinity() != messages.SessionAffinity_CLIENT_IP || s.children.affinity != nil {
 		return
 	}
 	if s.rec.pins == nil {
@@ -353,26 +351,38 @@ func (s *ServicePort) syncAffinity(ctx actor.Context) {
 
 // spawn starts a child, which reads its configuration from the record.
 func (s *ServicePort) spawn(ctx actor.Context, role string) {
-	pid, err := ctx.SpawnNamed(s.cfg.childProps(role, s.rec), role)
+	pid, err := ctx.SpawnNamed(s.cfg.kinds.child(role), role)
 	if err != nil {
 		s.cfg.Log.Error().Err(err).Str("servicePort", s.rec.id).Str("actor", role).Msg("spawn failed")
 		return
 	}
-	s.children[role] = pid
+	*s.children.of(role) = pid
+}
+
+// children are a ServicePort's running children, by role (fields, not a
+// map: a map of three was 250 bytes per service port).
+type children struct{ portal, balancer, affinity *actor.PID }
+
+func (c *children) of(role string) **actor.PID {
+	switch role {
+	case rolePortal:
+		return &c.portal
+	case roleBalancer:
+		return &c.balancer
+	default:
+		return &c.affinity
+	}
 }
 
 // report logs where the service port listens and its endpoints, and tells
 // the Proxier, which keeps the state view.
 func (s *ServicePort) report(ctx actor.Context, event string) {
 	rec := s.rec
-	st := rec.state
-	st.Key, st.ServicePort, st.Endpoints, st.Generation = rec.applied.GetServicePort().GetKey(), rec.applied.GetServicePort(), rec.applied.GetEndpoints(), rec.applied.GetGeneration()
-	st.ProxyPort, st.ExternalProxyPort = int32(rec.proxyPort), int32(rec.extPort)
-	st.ActorId = ctx.Self().GetId()
 	if rec.portErr != nil {
-		st.Error = rec.portErr.Error()
-		st.Failures = []*messages.Failure{failure(rec.portErr, messages.FailureCode_PROXY_PORT_UNAVAILABLE)}
+		rec.status.err = rec.portErr.Error()
+		rec.status.failures = []*messages.Failure{failure(rec.portErr, messages.FailureCode_PROXY_PORT_UNAVAILABLE)}
 	}
+	st := rec.stateReport(ctx.Self().GetId())
 	eps := make([]string, 0, len(st.Endpoints))
 	for _, e := range st.Endpoints {
 		eps = append(eps, e.Address())
@@ -382,20 +392,7 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	// Rules first: once the Proxier has every service port's report, the
 	// Rules actor has their rules (DesiredStateComplete).
 	s.syncRules(ctx)
-	ctx.Request(ctx.Parent(), stateCopy(st)) // Request: the Proxier checks the sender
-}
-
-// stateCopy copies the state's fields for the Proxier, which keeps it: a
-// shallow copy, since this actor only ever replaces those fields (the
-// service port, endpoints, addresses and failures are never changed in
-// place). A deep copy (proto.CloneOf) of every report held a second copy
-// of each service port and its endpoints: 1.4 KiB per service port.
-func stateCopy(st *messages.ServicePortState) *messages.ServicePortState {
-	return &messages.ServicePortState{
-		Key: st.Key, ServicePort: st.ServicePort, Endpoints: st.Endpoints, ListenAddresses: st.ListenAddresses,
-		ProxyPort: st.ProxyPort, Restarts: st.Restarts, Error: st.Error, Generation: st.Generation, Deleted: st.Deleted,
-		ActorId: st.ActorId, ExternalProxyPort: st.ExternalProxyPort, Failures: st.Failures, Ejected: st.Ejected,
-	}
+	ctx.Request(ctx.Parent(), st) // Request: the Proxier checks the sender
 }
 
 // syncRules tells the Rules actor what this service port needs, when that

@@ -15,14 +15,17 @@ import (
 // Proxier, sending only what really changed, so an unchanged service port
 // is never touched. Every source (Kubernetes informers, the file source)
 // is incremental: it sends ServiceChanged events and its View builds a
-// service on demand. The Watcher coalesces events for Config.MinSyncPeriod
-// (many events for one service in a window become one rebuild) and lets
-// its watcher.Tracker rebuild only the services that changed.
+// service on demand. The Watcher flushes a change at once when it has been
+// quiet and coalesces only under sustained changes, at most one flush per
+// Config.MinSyncPeriod after a burst (watcher.BoundedFrequency, kube-proxy's
+// BoundedFrequencyRunner); many events for one service before a flush
+// become one rebuild, and its watcher.Tracker rebuilds only the services
+// that changed.
 type Watcher struct {
 	cfg     *Config
 	proxier *actor.PID
 	*tracked
-	armed bool
+	pace *watcher.BoundedFrequency
 	// traced is, per service, the trace of the first source event of
 	// the open coalescing window (tracing only).
 	traced map[string]*pendingTrace
@@ -48,7 +51,13 @@ type tracked struct {
 
 func newWatcher(cfg *Config, proxier *actor.PID) *actor.Props {
 	st := &tracked{tracker: watcher.NewTracker(cfg.View), triggers: map[string]time.Time{}}
-	return cfg.propsFor(func() actor.Actor { return &Watcher{cfg: cfg, proxier: proxier, tracked: st} })
+	period := cfg.MinSyncPeriod
+	if cfg.SourcePaced {
+		period = 0 // flushes follow the source's own pacing
+	}
+	return cfg.propsFor(func() actor.Actor {
+		return &Watcher{cfg: cfg, proxier: proxier, tracked: st, pace: watcher.NewBoundedFrequency(period, watcher.DefaultSyncBurst)}
+	})
 }
 
 // Receive implements actor.Actor.
@@ -77,19 +86,30 @@ func (w *Watcher) Receive(ctx actor.Context) {
 			ctx.Send(w.proxier, &messages.FlushApplied{Generation: w.generation})
 		}
 	case *messages.FlushChanges:
-		w.armed = false
-		w.flush(ctx)
+		w.pace.Flushing(time.Now())
+		if !w.flush(ctx) {
+			w.pace.Unused()
+		}
 	case *messages.GetWatcherStats:
 		ctx.Respond(&messages.WatcherStats{Flushes: w.generation, Events: w.tracker.Events, Changes: w.tracker.Changes})
 	}
 }
 
-// arm starts a coalescing window unless one is open or the source is not
-// synced yet (nothing is programmed before).
+// arm schedules a flush unless one is pending or the source is not synced
+// yet (nothing is programmed before). A flush due at once is a message to
+// itself, so it comes after the events already in the mailbox and takes
+// them all.
 func (w *Watcher) arm(ctx actor.Context) {
-	if w.synced && !w.armed {
-		w.armed = true
-		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(w.cfg.MinSyncPeriod, ctx.Self(), &messages.FlushChanges{})
+	if !w.synced {
+		return
+	}
+	schedule, after := w.pace.Changed(time.Now())
+	switch {
+	case !schedule:
+	case after <= 0:
+		ctx.Send(ctx.Self(), &messages.FlushChanges{})
+	default:
+		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(after, ctx.Self(), &messages.FlushChanges{})
 	}
 }
 
@@ -97,13 +117,14 @@ func (w *Watcher) arm(ctx actor.Context) {
 // changes are queued until a flush hands them to the Proxier.
 const healthStageSource = "source"
 
-// flush sends the tracker's changes to the Proxier.
-func (w *Watcher) flush(ctx actor.Context) {
+// flush sends the tracker's changes to the Proxier and says whether there
+// were any.
+func (w *Watcher) flush(ctx actor.Context) bool {
 	start := time.Now()
 	defer w.cfg.Health.Updated(healthStageSource)
 	defer w.cfg.Metrics.Flushed()
 	if !w.tracker.Pending() {
-		return
+		return false
 	}
 	ch := w.tracker.Flush()
 	traces := w.flushTraces(ch)
@@ -111,7 +132,7 @@ func (w *Watcher) flush(ctx actor.Context) {
 		w.cfg.Log.Warn().Err(err).Msg("service rejected; its previous state is kept")
 	}
 	if len(ch.Upserts) == 0 && len(ch.Deletes) == 0 {
-		return
+		return false
 	}
 	w.generation++
 	for _, spe := range ch.Upserts {
@@ -128,6 +149,7 @@ func (w *Watcher) flush(ctx actor.Context) {
 	w.observeTriggers(ch)
 	w.cfg.Log.Debug().Int64("generation", w.generation).Int("upserts", len(ch.Upserts)).Int("deletes", len(ch.Deletes)).
 		Int64("events", w.tracker.Events).Int64("changes", w.tracker.Changes).Msg("source changes applied")
+	return true
 }
 
 // triggerTimer is a View that knows when a service's endpoints last

@@ -8,7 +8,7 @@ import "math/rand/v2"
 // (see the package doc).
 type RoundRobin struct {
 	rand      *rand.Rand
-	endpoints []string            // current order, no duplicates
+	endpoints []string            // current order, no duplicates; replaced, never changed in place (Snapshots share it)
 	set       map[string]struct{} // same members as endpoints, only above smallSet
 	pos       int                 // index of the next candidate in endpoints
 }

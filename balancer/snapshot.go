@@ -44,7 +44,8 @@ func boolIndex(b bool) int {
 }
 
 // Snapshot builds a Snapshot of s with o's ejections and records, sharing
-// the positions pos. The endpoint lists are copied: s may change after.
+// the positions pos and s's endpoint lists (which s replaces, never
+// changes).
 func (s *Scopes) Snapshot(o *Outliers, pos *Positions) *Snapshot {
 	snap := &Snapshot{Watching: o.Watching()}
 	if len(o.hosts) > 0 {
@@ -53,20 +54,28 @@ func (s *Scopes) Snapshot(o *Outliers, pos *Positions) *Snapshot {
 			snap.watched[e] = struct{}{}
 		}
 	}
-	for p, rr := range s.pools {
-		sp := &snap.pools[boolIndex(p.external)][p.family]
-		sp.endpoints = append([]string(nil), rr.endpoints...)
-		sp.next = &pos.next[boolIndex(p.external)][p.family]
-		// The ejected members Outliers.Skip would add to a pick's
-		// exclusions (none when the panic threshold is crossed).
-		if skip := o.Skip(rr.endpoints, nil); len(skip) > 0 {
-			sp.skip = make(map[string]struct{}, len(skip))
-			for _, e := range skip {
-				sp.skip[e] = struct{}{}
-			}
+	for i := range s.pools {
+		for f := range s.pools[i] {
+			snap.pools[i][f] = poolSnapshot(&s.pools[i][f], o, &pos.next[i][f])
 		}
 	}
 	return snap
+}
+
+// poolSnapshot is the Snapshot of one pool rr, with o's skips and the
+// shared position next. It shares rr's list: RoundRobin.Update replaces
+// the list, never changes it in place.
+func poolSnapshot(rr *RoundRobin, o *Outliers, next *atomic.Uint64) snapshotPool {
+	sp := snapshotPool{endpoints: rr.endpoints, next: next}
+	// The ejected members Outliers.Skip would add to a pick's
+	// exclusions (none when the panic threshold is crossed).
+	if skip := o.Skip(rr.endpoints, nil); len(skip) > 0 {
+		sp.skip = make(map[string]struct{}, len(skip))
+		for _, e := range skip {
+			sp.skip[e] = struct{}{}
+		}
+	}
+	return sp
 }
 
 // Pick chooses the next endpoint for a client (its IP decides the family)

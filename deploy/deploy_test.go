@@ -4,7 +4,9 @@
 // account), and the documents agree with one another (the service account
 // is the one deploy/rbac.yaml binds, the ConfigMap holds the files the
 // DaemonSets read, a kube-proxy KubeProxyConfiguration whose health port
-// is the one probed). It lives here, a package of tests only, so that
+// is the one probed), and that the DaemonSets place and roll out as they
+// promise with the real kube-scheduler and DaemonSet controller on kwok's
+// simulated nodes (rollout_linux_test.go). It lives here, a package of tests only, so that
 // `go test ./...` (make test) runs it and a change to deploy/ finds it
 // beside the YAML.
 package deploy_test
@@ -32,12 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	kubeproxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -124,15 +121,8 @@ func TestManifestsAccepted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	dc, err := discovery.NewDiscoveryClientForConfig(s.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(s.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newApplier(t, s)
+	dyn := a.dyn
 	// A real apiserver makes kube-system itself; creating it only if
 	// missing keeps the test independent of the harness.
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem}}
@@ -140,35 +130,7 @@ func TestManifestsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	resource := func(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-		gvk := obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return nil, err
-		}
-		if m.Scope.Name() != "namespace" {
-			return dyn.Resource(m.Resource), nil
-		}
-		// Explicit, so `kubectl apply -f deploy/` does not depend on the
-		// current context's namespace (rbac.yaml binds kube-system's account).
-		if obj.GetNamespace() == "" {
-			return nil, errors.New("namespaced but no metadata.namespace")
-		}
-		return dyn.Resource(m.Resource).Namespace(obj.GetNamespace()), nil
-	}
-	apply := func(obj *unstructured.Unstructured) error {
-		ri, err := resource(obj)
-		if err != nil {
-			return err
-		}
-		body, err := obj.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{
-			FieldManager: "kproxy-deploy-test", Force: ptr.To(true), FieldValidation: "Strict"})
-		return err
-	}
+	apply := func(obj *unstructured.Unstructured) error { return a.apply(ctx, obj) }
 	admitPod := func(d document, mutate func(*unstructured.Unstructured)) error {
 		pod, err := templatePod(d.obj)
 		if err != nil {
@@ -366,6 +328,37 @@ func TestManifestsAgree(t *testing.T) {
 		}
 		if u := ds.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil || u.RollingUpdate.MaxUnavailable == nil {
 			t.Errorf("%s: update strategy %+v, want RollingUpdate with maxUnavailable", where, u)
+		}
+		// A surge pod starts beside the old one on the same node. For a
+		// host-network pod the API server makes every containerPort a
+		// hostPort, and the scheduler places no pod where its host ports
+		// are taken: the surge pod would stay Pending and the rollout
+		// never start (TestDaemonSetRollout shows it with the real
+		// scheduler). kproxy's own sockets are shared (SO_REUSEPORT).
+		if u := ds.Spec.UpdateStrategy.RollingUpdate; spec.HostNetwork && u != nil && u.MaxSurge != nil && u.MaxSurge.String() != "0" && u.MaxSurge.String() != "0%" {
+			for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+				for _, p := range c.Ports {
+					t.Errorf("%s: container %s declares port %d: with hostNetwork it is a hostPort, and a surge pod (maxSurge %s) cannot be scheduled beside the old one", where, c.Name, p.ContainerPort, u.MaxSurge.String())
+				}
+			}
+		}
+		// On Linux, the hand-over's sysctl (net.ipv4.tcp_migrate_req) is
+		// set by a privileged init container running only `kproxy
+		// setup-node` from kproxy's own image (a host-network pod may not
+		// set net.* sysctls, and /proc/sys is read-only in any container
+		// that is not privileged); kproxy itself stays unprivileged.
+		if spec.NodeSelector[corev1.LabelOSStable] == "linux" {
+			inits := spec.InitContainers
+			if len(inits) != 1 || !slices.Equal(slices.Concat(inits[0].Command, inits[0].Args), []string{"kproxy", "setup-node"}) ||
+				inits[0].SecurityContext == nil || !ptr.Deref(inits[0].SecurityContext.Privileged, false) ||
+				len(spec.Containers) == 0 || inits[0].Image != spec.Containers[0].Image {
+				t.Errorf("%s: want one init container, privileged, running kproxy setup-node from the kproxy container's image; have %+v", where, inits)
+			}
+		}
+		for _, c := range spec.Containers {
+			if c.SecurityContext != nil && ptr.Deref(c.SecurityContext.Privileged, false) {
+				t.Errorf("%s: container %s is privileged", where, c.Name)
+			}
 		}
 		mounts := map[string]string{} // mount path -> ConfigMap "ns/name"
 		for _, v := range spec.Volumes {

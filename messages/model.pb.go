@@ -382,6 +382,12 @@ type ServicePort struct {
 	// kproxy.io/* annotations of the service that are not applied, and why
 	// (an unknown value): the service port serves without them.
 	AnnotationErrors []string `protobuf:"bytes,18,rep,name=annotation_errors,json=annotationErrors,proto3" json:"annotation_errors,omitempty"`
+	// Dial node-local endpoints from the client's own address (transparent
+	// proxying), from the annotation kproxy.io/preserve-source-ip or, for
+	// externalTrafficPolicy Local, the source's
+	// --preserve-source-ip-for-local-traffic-policy. Endpoints on other
+	// nodes are dialled from the node's address.
+	PreserveSourceIp bool `protobuf:"varint,19,opt,name=preserve_source_ip,json=preserveSourceIp,proto3" json:"preserve_source_ip,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -540,6 +546,13 @@ func (x *ServicePort) GetAnnotationErrors() []string {
 		return x.AnnotationErrors
 	}
 	return nil
+}
+
+func (x *ServicePort) GetPreserveSourceIp() bool {
+	if x != nil {
+		return x.PreserveSourceIp
+	}
+	return false
 }
 
 type Endpoint struct {
@@ -761,7 +774,7 @@ const file_messages_model_proto_rawDesc = "" +
 	"\bprotocol\x18\x04 \x01(\x0e2\x13.kproxy.v1.ProtocolR\bprotocol\"'\n" +
 	"\x05IPSet\x12\x0e\n" +
 	"\x02v4\x18\x01 \x03(\tR\x02v4\x12\x0e\n" +
-	"\x02v6\x18\x02 \x03(\tR\x02v6\"\x93\a\n" +
+	"\x02v6\x18\x02 \x03(\tR\x02v6\"\xc1\a\n" +
 	"\vServicePort\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
@@ -783,7 +796,8 @@ const file_messages_model_proto_rawDesc = "" +
 	"\bheadless\x18\x0f \x01(\bR\bheadless\x12=\n" +
 	"\x1bload_balancer_source_ranges\x18\x10 \x03(\tR\x18loadBalancerSourceRanges\x12?\n" +
 	"\x0eproxy_protocol\x18\x11 \x01(\x0e2\x18.kproxy.v1.ProxyProtocolR\rproxyProtocol\x12+\n" +
-	"\x11annotation_errors\x18\x12 \x03(\tR\x10annotationErrors\"\xd9\x02\n" +
+	"\x11annotation_errors\x18\x12 \x03(\tR\x10annotationErrors\x12,\n" +
+	"\x12preserve_source_ip\x18\x13 \x01(\bR\x10preserveSourceIp\"\xd9\x02\n" +
 	"\bEndpoint\x12\x10\n" +
 	"\x03ips\x18\x01 \x03(\tR\x03ips\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x14\n" +

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -76,6 +78,9 @@ type ListenerOptions struct {
 	// ProxyProtocol, when 1 or 2, sends endpoints a PROXY protocol header
 	// of that version on every TCP connection.
 	ProxyProtocol int
+	// Transparent dials node-local endpoints from the client's address
+	// (TCP and UDP; kernel modes, whose rules route the replies back).
+	Transparent bool
 	// OnFirstAccept, when set, is called once a TCP listener accepts its
 	// first connection (a restarted Portal's restart-to-serving span).
 	OnFirstAccept func()
@@ -154,13 +159,13 @@ func (l *Listener) Serve(o ListenerOptions) {
 		tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
 			KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
 			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter,
-			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy}
+			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent}
 		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
 		l.loop = func(stop <-chan struct{}) error { return tcp.Serve(l.tcp, stop) }
 	} else {
 		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,
 			IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
-			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter}
+			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter, Transparent: o.Transparent}
 		l.loop = func(stop <-chan struct{}) error { return l.flows.Serve(l.udp, uo, stop) }
 	}
 	l.serving, l.stop, l.onFailure = true, make(chan struct{}), o.OnFailure
@@ -325,15 +330,26 @@ func (l *Listener) CloseFlows() {
 // service port's record, which outlives its actors) and address.
 type Listeners struct {
 	mu sync.Mutex
-	m  map[string]map[string]*Listener
-	// owners is who holds each network address ("tcp/10.0.0.1:80"):
+	// m holds each owner's sockets: one or two per service port, so a
+	// slice (a map per owner took 300 bytes per service port). The
+	// proxy-port sockets the allocator holds (reserved owners, thousands
+	// in kernel modes) are only in held.
+	m map[string][]*Listener
+	// held is every open socket by network address, with its owner:
 	// sockets are opened with SO_REUSEPORT (a successor process shares
 	// them), so the kernel no longer refuses a second socket of this
-	// process on an address; this does. It holds an entry per open
-	// socket.
-	owners map[string]string
+	// process on an address; this does.
+	held map[netAddr]heldSocket
 	// fdLimit is the open-file limit (0: none); see SetFDLimit.
 	fdLimit int64
+}
+
+// netAddr is a socket's network and address, sharing its spec's strings.
+type netAddr struct{ network, address string }
+
+type heldSocket struct {
+	owner string
+	l     *Listener
 }
 
 // ErrFDLimit means another listening socket would leave too few fds of
@@ -353,7 +369,7 @@ func (s *Listeners) SetFDLimit(limit int64) {
 
 // NewListeners returns an empty set.
 func NewListeners() *Listeners {
-	return &Listeners{m: map[string]map[string]*Listener{}, owners: map[string]string{}}
+	return &Listeners{m: map[string][]*Listener{}, held: map[netAddr]heldSocket{}}
 }
 
 // Open opens spec's socket for owner and records it, refusing an address
@@ -364,26 +380,28 @@ func NewListeners() *Listeners {
 func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := spec.Network + "/" + spec.Address
-	if r := reserved(spec.Network); s.owners[key] == r && spec.Proxy {
-		l := s.m[r][spec.Address]
-		if l.Spec.Mark == spec.Mark {
-			s.delete(r, spec.Address)
+	h, ok := s.held[netAddr{spec.Network, spec.Address}]
+	if r := reserved(spec.Network); ok && h.owner == r && spec.Proxy {
+		if l := h.l; l.Spec.Mark == spec.Mark {
+			s.delete(r, l)
 			l.Spec = spec // External: how it is served, not the socket
 			s.put(owner, l)
 			return l, nil
 		}
 	}
-	if other, ok := s.owners[key]; ok && other != owner {
-		return nil, fmt.Errorf("open portal %s: held by %s: %w", key, other, syscall.EADDRINUSE)
+	if ok && h.owner != owner {
+		return nil, fmt.Errorf("open portal %s/%s: held by %s: %w", spec.Network, spec.Address, h.owner, syscall.EADDRINUSE)
 	}
 	return s.open(owner, spec)
 }
 
+// reservedPrefix names the owners of proxy ports' sockets not yet served.
+const reservedPrefix = "\x00proxy-port/"
+
 // reserved owns the proxy ports' sockets of network from the moment the
 // allocator takes a port until a Portal takes the socket over (no PID has
 // this id; one per network, as TCP and UDP ports are apart).
-func reserved(network string) string { return "\x00proxy-port/" + network }
+func reserved(network string) string { return reservedPrefix + network }
 
 // reserve opens a proxy port's socket and holds it for the Portal that
 // will serve the port, so nothing else (an outgoing connection's
@@ -399,29 +417,28 @@ func (s *Listeners) reserve(spec ListenSpec) (*Listener, error) {
 // Portal took it over.
 func (s *Listeners) unreserve(network, address string) {
 	s.mu.Lock()
-	l := s.m[reserved(network)][address]
-	if l == nil {
+	h, ok := s.held[netAddr{network, address}]
+	if !ok || h.owner != reserved(network) {
 		s.mu.Unlock()
 		return
 	}
-	s.delete(reserved(network), address)
+	s.delete(h.owner, h.l)
 	s.mu.Unlock()
-	l.Close()
-	l.CloseFlows()
+	h.l.Close()
+	h.l.CloseFlows()
 }
 
 // open opens and records spec's socket for owner; s.mu is held.
 func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
-	key := spec.Network + "/" + spec.Address
-	limit, open := s.fdLimit, int64(len(s.owners))
+	limit, open := s.fdLimit, int64(len(s.held))
 	if limit > 0 && open >= limit-ControlPlaneFDs(limit) {
-		return nil, fmt.Errorf("open portal %s: %d listening sockets are open and the open-file limit (RLIMIT_NOFILE) is %d, of which %d are kept for connections and the control plane: raise the hard limit (systemd LimitNOFILE, ulimit -Hn): %w",
-			key, open, limit, ControlPlaneFDs(limit), ErrFDLimit)
+		return nil, fmt.Errorf("open portal %s/%s: %d listening sockets are open and the open-file limit (RLIMIT_NOFILE) is %d, of which %d are kept for connections and the control plane: raise the hard limit (systemd LimitNOFILE, ulimit -Hn): %w",
+			spec.Network, spec.Address, open, limit, ControlPlaneFDs(limit), ErrFDLimit)
 	}
 	l, err := Open(spec)
 	if err != nil {
 		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-			err = fmt.Errorf("%w (%d listening sockets open, open-file limit %d: raise the hard limit, systemd LimitNOFILE, ulimit -Hn)", err, len(s.owners), limit)
+			err = fmt.Errorf("%w (%d listening sockets open, open-file limit %d: raise the hard limit, systemd LimitNOFILE, ulimit -Hn)", err, len(s.held), limit)
 		}
 		return nil, err
 	}
@@ -435,7 +452,7 @@ func (s *Listeners) CloseOwned(owner string) {
 	ls := s.m[owner]
 	delete(s.m, owner)
 	for _, l := range ls {
-		delete(s.owners, l.Spec.Network+"/"+l.Spec.Address)
+		delete(s.held, netAddr{l.Spec.Network, l.Spec.Address})
 	}
 	s.mu.Unlock()
 	for _, l := range ls {
@@ -448,7 +465,16 @@ func (s *Listeners) CloseOwned(owner string) {
 func (s *Listeners) Get(owner, addr string) *Listener {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m[owner][addr]
+	return s.get(owner, addr)
+}
+
+func (s *Listeners) get(owner, addr string) *Listener {
+	for _, l := range s.m[owner] {
+		if l.Spec.Address == addr {
+			return l
+		}
+	}
+	return nil
 }
 
 // Put records owner's listener.
@@ -459,27 +485,35 @@ func (s *Listeners) Put(owner string, l *Listener) {
 }
 
 func (s *Listeners) put(owner string, l *Listener) {
-	if s.m[owner] == nil {
-		s.m[owner] = map[string]*Listener{}
+	if !strings.HasPrefix(owner, reservedPrefix) {
+		if old := s.get(owner, l.Spec.Address); old != nil {
+			s.delete(owner, old)
+		}
+		s.m[owner] = append(s.m[owner], l)
 	}
-	s.m[owner][l.Spec.Address] = l
-	s.owners[l.Spec.Network+"/"+l.Spec.Address] = owner
+	s.held[netAddr{l.Spec.Network, l.Spec.Address}] = heldSocket{owner: owner, l: l}
 }
 
 // Delete forgets owner's listener on addr (the caller closes it).
 func (s *Listeners) Delete(owner, addr string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.delete(owner, addr)
+	if l := s.get(owner, addr); l != nil {
+		s.delete(owner, l)
+	}
 }
 
-func (s *Listeners) delete(owner, addr string) {
-	if l := s.m[owner][addr]; l != nil {
-		delete(s.owners, l.Spec.Network+"/"+addr)
+// delete forgets owner's listener l; s.mu is held.
+func (s *Listeners) delete(owner string, l *Listener) {
+	key := netAddr{l.Spec.Network, l.Spec.Address}
+	if h, ok := s.held[key]; ok && h.l == l {
+		delete(s.held, key)
 	}
-	delete(s.m[owner], addr)
-	if len(s.m[owner]) == 0 {
+	ls := slices.DeleteFunc(s.m[owner], func(x *Listener) bool { return x == l })
+	if len(ls) == 0 {
 		delete(s.m, owner)
+	} else {
+		s.m[owner] = ls
 	}
 }
 
@@ -487,11 +521,7 @@ func (s *Listeners) delete(owner, addr string) {
 func (s *Listeners) Owned(owner string) []*Listener {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*Listener, 0, len(s.m[owner]))
-	for _, l := range s.m[owner] {
-		out = append(out, l)
-	}
-	return out
+	return slices.Clone(s.m[owner])
 }
 
 // StopAccepting closes every TCP listener (a hand-over: with a successor's
@@ -501,11 +531,9 @@ func (s *Listeners) Owned(owner string) []*Listener {
 func (s *Listeners) StopAccepting() {
 	s.mu.Lock()
 	var tcp []*Listener
-	for _, ls := range s.m {
-		for _, l := range ls {
-			if l.tcp != nil {
-				tcp = append(tcp, l)
-			}
+	for _, h := range s.held {
+		if h.l.tcp != nil {
+			tcp = append(tcp, h.l)
 		}
 	}
 	s.mu.Unlock()
@@ -521,9 +549,5 @@ func (s *Listeners) StopAccepting() {
 func (s *Listeners) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, ls := range s.m {
-		n += len(ls)
-	}
-	return n
+	return len(s.held)
 }

@@ -25,6 +25,9 @@ type Pick struct {
 	// AffinityHit is set when ClientIP affinity chose the client's pinned
 	// endpoint (for tracing).
 	AffinityHit bool
+	// Local: the endpoint runs on this node (its replies come back
+	// through it, so it can be dialled from the client's address).
+	Local bool
 }
 
 // PickerFunc adapts a function to a Picker that ignores dial outcomes.

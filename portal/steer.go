@@ -20,6 +20,12 @@ const (
 // SocketMark marks kproxy's proxy-port sockets in kernel modes (steer.SocketMark).
 const SocketMark = steer.SocketMark
 
+// Transparent proxying's mark, routing table and rule priority (steer.TransparentMark).
+const (
+	TransparentMark  = steer.TransparentMark
+	TransparentTable = steer.TransparentTable
+)
+
 // ErrUnsupportedProtocol is returned for protocols a userspace proxy cannot
 // carry (steer.ErrUnsupportedProtocol).
 var ErrUnsupportedProtocol = steer.ErrUnsupportedProtocol

@@ -57,10 +57,34 @@ type TCPProxy struct {
 	// Redirected: kernel rules redirect connections to this listener (a
 	// proxy port), so the service address is their original destination.
 	Redirected bool
+	// Transparent dials node-local endpoints from the client's own
+	// address (IP_TRANSPARENT, TransparentMark); others, and a dial the
+	// kernel refuses, from the node's.
+	Transparent bool
 
 	keepAliveSet bool // the listener's keepalive is on: Serve runs again after parking
 	dialersOnce  sync.Once
-	dialers      [len(dialTimeouts)]*net.Dialer
+	dialers      *dialerLadder
+}
+
+// dialerLadder is a dialer per attempt of dialTimeouts.
+type dialerLadder [len(dialTimeouts)]*net.Dialer
+
+// dialerLadders are shared by every TCPProxy with the same keepalive: a
+// net.Dialer is safe for concurrent use, and a ladder of its own was
+// 0.7 KiB for every listener that ever had a connection.
+var dialerLadders sync.Map // time.Duration -> *dialerLadder
+
+func ladderFor(keepAlive time.Duration) *dialerLadder {
+	if l, ok := dialerLadders.Load(keepAlive); ok {
+		return l.(*dialerLadder)
+	}
+	l := &dialerLadder{}
+	for j, t := range dialTimeouts {
+		l[j] = keepAliveDialer(keepAlive, t)
+	}
+	actual, _ := dialerLadders.LoadOrStore(keepAlive, l)
+	return actual.(*dialerLadder)
 }
 
 // Process-wide: one warning per interval for all listeners is plenty.
@@ -225,9 +249,7 @@ func (p *TCPProxy) dialer(i int) *net.Dialer {
 		if p.lazyKeepAlive() > 0 {
 			ka = 0
 		}
-		for j, t := range dialTimeouts {
-			p.dialers[j] = keepAliveDialer(ka, t)
-		}
+		p.dialers = ladderFor(ka)
 	})
 	return p.dialers[i]
 }
@@ -283,7 +305,11 @@ func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*n
 		err = p.Faults.Before(addr, timeout)
 		var conn *net.TCPConn
 		if err == nil {
-			conn, err = p.dialEndpoint(step, addr)
+			if src, ok := p.tcpTransparentSource(client, pick); ok {
+				conn, err = p.dialFrom(step, src, addr)
+			} else {
+				conn, err = p.dialEndpoint(step, addr)
+			}
 		}
 		if err != nil || pick.Report {
 			p.Picker.Dialed(addr, err)

@@ -52,6 +52,9 @@ type UDPOptions struct {
 	// ParkAfter, when positive, makes Serve return errIdle once no
 	// datagram came for that long (between ParkAfter and twice it).
 	ParkAfter time.Duration
+	// Transparent opens a node-local endpoint's flow from the client's
+	// own address (see TCPProxy.Transparent).
+	Transparent bool
 }
 
 // event names the listener on a log event (nil when the level is off).
@@ -260,7 +263,11 @@ func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *u
 			raddr, err = net.ResolveUDPAddr("udp", addr)
 		}
 		if err == nil {
-			backend, err = net.DialUDP("udp", nil, raddr)
+			if src, ok := transparentSource(o.Transparent, client.Addr(), pick); ok {
+				backend, err = o.dialUDPFrom(src, raddr)
+			} else {
+				backend, err = net.DialUDP("udp", nil, raddr)
+			}
 		}
 		if err == nil {
 			if bc, err = newBatchConn(backend); err != nil {

@@ -32,6 +32,11 @@ type Options struct {
 	// TopologyLog, when set, gets kube-proxy's topology log lines (hints
 	// ignored, and why) at debug and trace level.
 	TopologyLog *zerolog.Logger
+	// PreserveSourceIPForLocalTrafficPolicy makes every service with
+	// externalTrafficPolicy Local dial its node-local endpoints from the
+	// client's address, as kproxy.io/preserve-source-ip "true" does (the
+	// annotation "false" opts a service out).
+	PreserveSourceIPForLocalTrafficPolicy bool
 }
 
 // Skip reports whether this proxy must ignore svc, and why. The rules are
@@ -95,11 +100,17 @@ func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice,
 			externallyAccessible: sp.GetNodePort() != 0 || sp.GetExternalIps().Len() > 0 ||
 				sp.GetLoadBalancerIps().Len() > 0,
 		}
-		out = append(out, &messages.ServicePortEndpoints{
-			ServicePort: sp,
-			Endpoints: selectEndpoints(candidates, policy, opts.NodeName, opts.Zone,
-				topologyLog{log: opts.TopologyLog, servicePort: sp.GetKey().ID()}),
-		})
+		eps := selectEndpoints(candidates, policy, opts.NodeName, opts.Zone,
+			topologyLog{log: opts.TopologyLog, servicePort: sp.GetKey().ID()})
+		preserve, err := portPreserveSourceIP(svc, port, opts)
+		if err != nil {
+			sp.AnnotationErrors = append(sp.AnnotationErrors, err.Error())
+		}
+		sp.PreserveSourceIp = preserve
+		if note := remoteEndpointsNote(eps); preserve && note != "" {
+			sp.AnnotationErrors = append(sp.AnnotationErrors, note)
+		}
+		out = append(out, &messages.ServicePortEndpoints{ServicePort: sp, Endpoints: eps})
 	}
 	return out, nil
 }

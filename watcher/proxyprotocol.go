@@ -50,13 +50,23 @@ func portProxyProtocol(svc *corev1.Service, port *corev1.ServicePort) (messages.
 // applied, for a source to log once per service change: an unknown value
 // once, a value a port cannot use once per such port.
 func AnnotationErrors(svc *corev1.Service) []error {
-	if _, err := proxyProtocol(svc); err != nil {
-		return []error{err}
-	}
 	var errs []error
-	for i := range svc.Spec.Ports {
-		if _, err := portProxyProtocol(svc, &svc.Spec.Ports[i]); err != nil {
-			errs = append(errs, err)
+	if _, err := proxyProtocol(svc); err != nil {
+		errs = append(errs, err)
+	} else {
+		for i := range svc.Spec.Ports {
+			if _, err := portProxyProtocol(svc, &svc.Spec.Ports[i]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if on, _, err := preserveSourceIP(svc); err != nil {
+		errs = append(errs, err)
+	} else if on {
+		for i := range svc.Spec.Ports {
+			if _, err := portPreserveSourceIP(svc, &svc.Spec.Ports[i], Options{}); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errs

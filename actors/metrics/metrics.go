@@ -90,6 +90,7 @@ func New() *Metrics {
 	f(m.faults)
 	m.ejections = counter(prometheus.Opts{Namespace: "kproxy", Name: "endpoint_ejections_total", Help: "Endpoints ejected by outlier detection."})
 	f(newProxyProtocol())
+	f(newTransparent())
 	return m
 }
 

@@ -24,8 +24,9 @@ const CoreActorName = "kproxy-core"
 
 // Defaults of the core protocol.
 const (
-	// DefaultCoreMinSyncPeriod coalesces source events as the node proxy's
-	// Watcher does by default (actors.DefaultMinSyncPeriod).
+	// DefaultCoreMinSyncPeriod spaces the core's flushes under sustained
+	// changes as the node proxy's Watcher does by default
+	// (actors.DefaultMinSyncPeriod).
 	DefaultCoreMinSyncPeriod = 100 * time.Millisecond
 	DefaultCoreHeartbeat     = time.Second
 	DefaultCoreLease         = 10 * time.Second
@@ -36,7 +37,9 @@ const (
 // backends, each its node's view.
 type CoreConfig struct {
 	Views watcher.NodeViews
-	// MinSyncPeriod coalesces source events, as the Watcher does.
+	// MinSyncPeriod is the minimum interval between flushes once a burst
+	// is spent, as the Watcher's: a change after a quiet period is sent
+	// at once, and none waits longer than this.
 	MinSyncPeriod time.Duration
 	// Heartbeat is how often an idle subscription hears from the core;
 	// backends treat 3 missed heartbeats as the core lost.
@@ -192,7 +195,7 @@ type coreActor struct {
 	cfg      *CoreConfig
 	id       string
 	synced   bool
-	armed    bool
+	pace     *watcher.BoundedFrequency
 	sessions int64
 	subs     map[string]*subscription // by the subscriber's PID
 	flushes  int64
@@ -203,7 +206,8 @@ type coreActor struct {
 func newCoreActor(cfg *CoreConfig) *coreActor {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}}
+	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{},
+		pace: watcher.NewBoundedFrequency(cfg.MinSyncPeriod, watcher.DefaultSyncBurst)}
 }
 
 func (c *coreActor) Receive(ctx actor.Context) {
@@ -224,15 +228,22 @@ func (c *coreActor) Receive(ctx actor.Context) {
 				s.tracker.Mark(m.GetService())
 			}
 		}
-		if !c.armed {
-			c.armed = true
-			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(c.cfg.MinSyncPeriod, ctx.Self(), &messages.FlushChanges{})
+		// As the Watcher: at once after a quiet period (a message to
+		// itself, behind the events already queued), spaced under load.
+		if schedule, after := c.pace.Changed(time.Now()); schedule && after <= 0 {
+			ctx.Send(ctx.Self(), &messages.FlushChanges{})
+		} else if schedule {
+			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(after, ctx.Self(), &messages.FlushChanges{})
 		}
 	case *messages.FlushChanges:
-		c.armed = false
+		c.pace.Flushing(time.Now())
 		c.flushes++
+		sent := false
 		for _, s := range c.subs {
-			c.flush(ctx, s)
+			sent = c.flush(ctx, s) || sent
+		}
+		if !sent {
+			c.pace.Unused()
 		}
 	case *messages.SubscriptionAck:
 		c.ack(ctx, m)
@@ -298,27 +309,32 @@ func (c *coreActor) snapshot(ctx actor.Context, s *subscription) {
 		SentUnixNano: time.Now().UnixNano()})
 }
 
-// flush sends s what changed in its view, unless it is behind.
-func (c *coreActor) flush(ctx actor.Context, s *subscription) {
+// flush sends s what changed in its view, unless it is behind, and says
+// whether anything changed.
+func (c *coreActor) flush(ctx actor.Context, s *subscription) bool {
 	if !s.tracker.Pending() {
-		return
+		return false
 	}
 	ch := s.tracker.Flush()
 	c.logErrors(s, ch)
-	if len(ch.Upserts) == 0 && len(ch.Deletes) == 0 || s.behind {
-		return // a backend behind gets it all in its Snapshot
+	if len(ch.Upserts) == 0 && len(ch.Deletes) == 0 {
+		return false
+	}
+	if s.behind {
+		return true // a backend behind gets it all in its Snapshot
 	}
 	if s.seq-s.acked >= uint64(c.cfg.MaxInFlight) {
 		s.behind = true
 		c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", s.pid.String()).Uint64("unacknowledged", s.seq-s.acked).
 			Msg("backend is slow: holding its changes back; it gets a full snapshot once it catches up")
-		return
+		return true
 	}
 	s.sent(time.Now())
 	s.deltas++
 	c.cfg.counters.Deltas.Add(1)
 	ctx.Send(s.pid, &messages.Delta{Session: s.session, Seq: s.seq, Upserts: ch.Upserts, Deletes: ch.Deletes, SentUnixNano: time.Now().UnixNano(),
 		TriggerUnixNano: c.triggers(ch)})
+	return true
 }
 
 func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {

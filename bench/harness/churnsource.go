@@ -24,8 +24,8 @@ type ChurnSource interface {
 	Set(ctx context.Context, i int, endpoint string) error
 }
 
-// fileChurn is the file source: a directory of manifests, 100 services to
-// a file, so a change rewrites one small file.
+// fileChurn is the file source: a directory of manifests, perFile
+// services to a file, so a change rewrites one small file.
 type fileChurn struct {
 	mu    sync.Mutex // Set is called concurrently; files are written one at a time
 	m     *manifests
@@ -33,10 +33,10 @@ type fileChurn struct {
 	addrs []string
 }
 
-func newFileChurn(e *env, n int) (*fileChurn, error) {
+func newFileChurn(e *env, n, perFile int) (*fileChurn, error) {
 	b := e.backends
 	f := &fileChurn{pool: b.IPs, addrs: serviceAddrs(kproxyNet, n, ModeConn),
-		m: &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: 100, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort}}
+		m: &manifests{dir: filepath.Join(e.dir, "manifests"), perFile: perFile, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort}}
 	for i := range n {
 		f.m.services = append(f.m.services, service{IP: hostIP(kproxyNet, i), TCP: true, Endpoints: []string{f.pool[i%len(f.pool)]}})
 	}

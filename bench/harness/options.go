@@ -20,6 +20,12 @@ const (
 	TargetBaseline = "baseline" // another kproxy binary, e.g. a build of main
 )
 
+// How the churn's changes reach kproxy (Options.ChurnVia).
+const (
+	ChurnFile   = "file"
+	ChurnRemote = "remote"
+)
+
 // Options configure a run. The zero value of a field means its default
 // (Defaults fills them in).
 type Options struct {
@@ -59,6 +65,14 @@ type Options struct {
 	// ChurnSource, when set, holds the churn scenario's services instead
 	// of manifest files (a test's real API server).
 	ChurnSource ChurnSource `json:"-"`
+	// ChurnVia is how the churn's changes reach kproxy: ChurnFile (its
+	// own file source, manifests rewritten) or ChurnRemote (a core the
+	// harness runs and feeds directly; kproxy run follows it over
+	// remoting).
+	ChurnVia string `json:"churnVia,omitempty"`
+	// CoreMinSyncPeriod is the remote churn's core's --min-sync-period
+	// (0: its default).
+	CoreMinSyncPeriod time.Duration `json:"coreMinSyncPeriod,omitempty"`
 
 	// IdleWait, when set, makes startup measure the sizes again once every
 	// port has had no traffic for this long (an idle port), after the probes.
@@ -103,6 +117,9 @@ func (o *Options) Defaults() {
 	if o.ChaosRate == 0 {
 		o.ChaosRate = 20
 	}
+	if o.ChurnVia == "" {
+		o.ChurnVia = ChurnFile
+	}
 	if len(o.ChaosKinds) == 0 {
 		o.ChaosKinds = []string{"portal"}
 	}
@@ -136,6 +153,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Duration <= 0 || o.ChurnRate <= 0 || o.ChaosRate <= 0 || o.LoadRate < 0 {
 		return errors.New("duration and rates must be positive")
+	}
+	if o.ChurnVia != ChurnFile && o.ChurnVia != ChurnRemote {
+		return fmt.Errorf("churn via %q: want %s or %s", o.ChurnVia, ChurnFile, ChurnRemote)
 	}
 	for _, m := range o.Modes {
 		if !slices.Contains([]string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk}, m) {

@@ -28,7 +28,8 @@ Scenarios:
   ports    N ports x M endpoints, C clients, modes keepalive, conn, udp, bulk:
            requests/s (bulk: Gbit/s), latency percentiles, CPU per request (bulk:
            per GiB) of each proxy process from /proc, in interleaved rounds
-  churn    endpoint changes at R/s across S services through the file source, with
+  churn    endpoint changes at R/s across S services through the file source (or
+           a core kproxy follows over remoting: --churn-via remote), with
            traffic flowing: change-to-applied latency, failed requests
   chaos    a crash storm through the admin API during load: failures on crashed and
            untouched ports
@@ -58,6 +59,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), relay (udp: a bare Go UDP relay, its own process), baseline (the --baseline-kproxy binary), comma-separated")
 	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
+	fs.StringVar(&o.ChurnVia, "churn-via", harness.ChurnFile, "churn: how the changes reach kproxy: file (manifests its file source reads) or remote (a core in the harness's process, fed each change directly; kproxy run --source remote: follows it)")
 	fs.Float64Var(&o.LoadRate, "load-rate", 1000, "churn and chaos: requests per second of the background load (0: as fast as it goes)")
 	fs.Float64Var(&o.ChaosRate, "chaos-rate", 20, "chaos: crashes per second (at most 100)")
 	kinds := fs.String("chaos-kinds", "portal", "chaos: actor kinds to crash: portal, balancer, affinity, serviceport, watcher, proxier")
@@ -69,6 +71,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.HAProxy, "haproxy", "", "the haproxy binary (default: haproxy on PATH)")
 	var kproxyArgs multiFlag
 	fs.Var(&kproxyArgs, "kproxy-arg", "one more `kproxy run` argument (repeatable), e.g. --kproxy-arg=--metrics-service-ports-limit=0")
+	fs.DurationVar(&o.CoreMinSyncPeriod, "core-min-sync-period", 0, "churn --churn-via remote: the core's --min-sync-period (0: its default)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("html", "", "write an HTML report with charts to this file")
 	workDir := fs.String("work-dir", "", "keep manifests, configs and logs here (default: a temporary directory, removed afterwards)")

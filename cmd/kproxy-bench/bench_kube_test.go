@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -33,7 +34,9 @@ import (
 // reaches the new endpoint. Small by default; larger with
 // KPROXY_BENCH_CHURN_SERVICES, _RATE and _DURATION, e.g.
 // (KPROXY_BENCH_KPROXY=bin/kproxy measures that build of kproxy instead of
-// one the test builds)
+// one the test builds; KPROXY_BENCH_BASELINE=PATH measures that build too,
+// on the same API server and services, the two taking turns for
+// KPROXY_BENCH_CHURN_ROUNDS rounds)
 //
 //	KPROXY_BENCH_CHURN_SERVICES=10000 KPROXY_BENCH_CHURN_RATE=1000 KPROXY_BENCH_CHURN_DURATION=10s \
 //	  go test -run TestBenchChurnKube -v ./cmd/kproxy-bench/
@@ -74,6 +77,30 @@ func TestBenchChurnKube(t *testing.T) {
 	if exe == "" {
 		exe = binarytest.Build(t)
 	}
+	// KPROXY_BENCH_BASELINE: another build (e.g. main's) measured on the
+	// same API server and services, the two taking turns for
+	// KPROXY_BENCH_CHURN_ROUNDS rounds each, so drift hits both alike.
+	builds := []struct{ name, exe string }{{harness.TargetKproxy, exe}}
+	if b := os.Getenv("KPROXY_BENCH_BASELINE"); b != "" {
+		builds = []struct{ name, exe string }{{harness.TargetBaseline, b}, {harness.TargetKproxy, exe}}
+	}
+	rounds := envInt(t, "KPROXY_BENCH_CHURN_ROUNDS", 1)
+	for round := range rounds {
+		for _, b := range builds {
+			if round > 0 || b != builds[0] {
+				// Every service back on its first endpoint, as the scenario assumes.
+				if err := src.reset(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runKubeChurn(t, s, src, b.name, b.exe, services, rate, duration)
+		}
+	}
+}
+
+// runKubeChurn runs the churn scenario once with the kproxy binary exe.
+func runKubeChurn(t *testing.T, s *kubetest.Server, src *kubeChurn, name, exe string, services int, rate float64, duration time.Duration) {
+	t.Helper()
 	// The API server and etcd (one process) share the machine with kproxy,
 	// the driver and the load: their CPU per change made shows how many
 	// changes a second the machine can take at all.
@@ -86,7 +113,7 @@ func TestBenchChurnKube(t *testing.T) {
 	if rep != nil {
 		var b strings.Builder
 		rep.WriteTable(&b)
-		t.Logf("\n%s", b.String())
+		t.Logf("%s (%s, %s):\n%s", name, exe, rep.Version, b.String())
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +125,7 @@ func TestBenchChurnKube(t *testing.T) {
 			cpu.Seconds(), cpu.Seconds()*1000/float64(c.Changes))
 	}
 	if c.Applied == 0 || c.NotApplied != 0 || c.FailedReqs != 0 {
-		t.Errorf("churn: %d applied, %d not applied, %d of %d requests failed %v", c.Applied, c.NotApplied, c.FailedReqs, c.Requests, c.ErrorSamples)
+		t.Errorf("%s churn: %d applied, %d not applied, %d of %d requests failed %v", name, c.Applied, c.NotApplied, c.FailedReqs, c.Requests, c.ErrorSamples)
 	}
 }
 
@@ -195,6 +222,38 @@ func (k *kubeChurn) Set(ctx context.Context, i int, endpoint string) error {
 	}
 	k.slices[i] = out
 	return nil
+}
+
+// reset moves every service back to its first endpoint (pool[i%len]),
+// sixteen updates at a time.
+func (k *kubeChurn) reset(ctx context.Context) error {
+	work := make(chan int)
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				want := k.pool[i%len(k.pool)]
+				if k.slices[i].Endpoints[0].Addresses[0] == want {
+					continue
+				}
+				if err := k.Set(ctx, i, want); err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range k.slices {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return first
 }
 
 func envOr(name, def string) string {

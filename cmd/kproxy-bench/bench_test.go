@@ -117,3 +117,36 @@ func countRounds(rounds []harness.Round, target string) int {
 	}
 	return n
 }
+
+// TestBenchChurnRemoteSmoke runs the churn through a core the harness
+// feeds (--churn-via remote), small and short: kproxy run follows the core
+// over remoting, every change reaches its connections, no request fails.
+func TestBenchChurnRemoteSmoke(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the harness reads /proc")
+	}
+	kproxy := binarytest.Build(t)
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "bench.json")
+	var out bytes.Buffer
+	code := benchMain([]string{"churn", "--churn-via", "remote", "--services", "20", "--clients", "4", "--duration", "1s",
+		"--churn-rate", "20", "--load-rate", "200", "--kproxy", kproxy, "--quiet", "--work-dir", filepath.Join(dir, "work"), "--json", jsonPath}, &out)
+	if code != 0 {
+		t.Fatalf("kproxy-bench churn --churn-via remote: exit %d\n%s", code, out.String())
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep harness.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != 1 || rep.Scenarios[0].Error != "" {
+		t.Fatalf("scenarios %+v", rep.Scenarios)
+	}
+	c := rep.Scenarios[0].Churn
+	if c == nil || c.Source != "remote" || c.Applied == 0 || c.NotApplied != 0 || c.FailedReqs != 0 {
+		t.Fatalf("churn: %+v\n%s", c, out.String())
+	}
+}

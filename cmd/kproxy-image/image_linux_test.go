@@ -102,6 +102,21 @@ func TestImage(t *testing.T) {
 	mountRuntime(t, rootfs)
 	ns := netnstest.New(t, "image")
 	ns.MustRun(t, "chroot", rootfs, "nft", "list", "ruleset")
+
+	// The DaemonSet's init container (deploy/daemonset.yaml): kproxy
+	// setup-node from the image sets the hand-over's sysctl in the node's
+	// network namespace, which starts at 0 (before kproxy run sets it).
+	const migrateReq = "/proc/sys/net/ipv4/tcp_migrate_req"
+	if before, err := ns.Run("cat", migrateReq); err != nil {
+		t.Logf("kernel without net.ipv4.tcp_migrate_req (Linux 5.14+), setup-node not checked: %v", err)
+	} else if strings.TrimSpace(before) != "0" {
+		t.Errorf("a new network namespace has tcp_migrate_req %s, want 0", strings.TrimSpace(before))
+	} else {
+		ns.MustRun(t, "chroot", rootfs, entrypoint, "setup-node")
+		if after := strings.TrimSpace(ns.MustRun(t, "cat", migrateReq)); after != "1" {
+			t.Errorf("after the image's kproxy setup-node, tcp_migrate_req is %s, want 1", after)
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(rootfs, "etc/kproxy"), 0o755); err != nil {
 		t.Fatal(err)
 	}

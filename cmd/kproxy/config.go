@@ -41,6 +41,9 @@ type KproxyConfiguration struct {
 	ServiceProxyName string `json:"serviceProxyName,omitempty"`
 	NodeZone         string `json:"nodeZone,omitempty"`
 	Master           string `json:"master,omitempty"`
+	// PreserveSourceIPForLocalTrafficPolicy: node-local endpoints of
+	// externalTrafficPolicy Local services see the client's address.
+	PreserveSourceIPForLocalTrafficPolicy *bool `json:"preserveSourceIPForLocalTrafficPolicy,omitempty"`
 	// ServiceClusterIPRange is the API server's --service-cluster-ip-range
 	// (flag --service-cluster-ip-range); ClusterCIDR is also
 	// KubeProxyConfiguration's clusterCIDR (flag --cluster-cidr).
@@ -317,6 +320,7 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 			values[flag] = strconv.FormatBool(*v)
 		}
 	}
+	boolean("preserve-source-ip-for-local-traffic-policy", c.PreserveSourceIPForLocalTrafficPolicy)
 	if o := c.Outliers; o != nil {
 		if o.ConsecutiveFailures != nil {
 			values["outlier-consecutive-failures"] = strconv.Itoa(*o.ConsecutiveFailures)
@@ -433,6 +437,9 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 		ServiceClusterIPRange: get("service-cluster-ip-range"),
 		FilePollInterval:      get("file-poll-interval"), UDPIdleTimeout: get("udp-idle-timeout"),
 		LogLevel: get("log-level"), LogFormat: get("log-format"),
+	}
+	if fs.Lookup("preserve-source-ip-for-local-traffic-policy") != nil {
+		kc.PreserveSourceIPForLocalTrafficPolicy = ptrBool("preserve-source-ip-for-local-traffic-policy")
 	}
 	cf, _ := strconv.Atoi(get("outlier-consecutive-failures"))
 	kc.Outliers = &OutlierSettings{&cf, get("outlier-base-ejection-time"), get("outlier-max-ejection-time")}

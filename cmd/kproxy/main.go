@@ -31,6 +31,8 @@ func kproxyMain(args []string, stdout io.Writer) int {
 		err = watchCommand(args[1:], stdout)
 	case "chaos":
 		err = chaosCommand(args[1:], stdout)
+	case "setup-node":
+		err = setupNodeCommand(args[1:], stdout)
 	case "bench":
 		// The harness is its own binary, so the node agent links none of it.
 		fmt.Fprintf(os.Stderr, "kproxy: the benchmark harness is its own binary: run %s\n(make build puts it beside kproxy in bin/; kproxy-bench --help)\n",
@@ -63,6 +65,7 @@ Commands:
   watch    print the node-local view as JSON on every change, or run a callout (kproxy watch --help)
   cleanup  remove every kernel portal rule kproxy owns (kproxy cleanup --help)
   chaos    drive a running kproxy's fault-injection API (kproxy chaos --help)
+  setup-node  set the kernel settings a hand-over needs, then exit (kproxy setup-node --help)
   version  print the version
 
 Benchmarks are a binary of their own: kproxy-bench --help.

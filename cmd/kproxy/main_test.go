@@ -17,6 +17,7 @@ func TestHelpAndVersion(t *testing.T) {
 		{"run", "--help"}, {"watch", "--help"}, {"cleanup", "--help"},
 		{"chaos", "--help"}, {"chaos", "storm", "--help"}, {"chaos", "state", "--help"},
 		{"chaos", "crash", "--help"}, {"chaos", "endpoint", "-h"}, {"chaos", "rules", "--help"},
+		{"setup-node", "--help"},
 	} {
 		if code := kproxyMain(args, &bytes.Buffer{}); code != 0 {
 			t.Errorf("kproxy %s: exit %d, want 0", strings.Join(args, " "), code)
@@ -28,6 +29,10 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	if code := kproxyMain([]string{"frobnicate"}, &bytes.Buffer{}); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+	// setup-node takes no arguments: a stray one is an error, not ignored.
+	if code := kproxyMain([]string{"setup-node", "net.ipv4.ip_forward=1"}, &bytes.Buffer{}); code != 1 {
+		t.Errorf("kproxy setup-node with an argument: exit %d, want 1", code)
 	}
 }
 

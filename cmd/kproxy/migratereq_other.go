@@ -2,8 +2,16 @@
 
 package main
 
-import "github.com/rs/zerolog"
+import (
+	"errors"
 
-// enableMigrateReq: only Linux migrates queued connections between
+	"github.com/rs/zerolog"
+)
+
+// errNoMigrateReq: only Linux migrates queued connections between
 // SO_REUSEPORT sockets.
+var errNoMigrateReq = errors.New("net.ipv4.tcp_migrate_req is Linux's")
+
+func setMigrateReq() (bool, error) { return false, errNoMigrateReq }
+
 func enableMigrateReq(zerolog.Logger) {}

@@ -265,6 +265,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		TCPKeepAlive:   o.limits.tcpKeepAlive,
 		Reaper:         o.limits.reaper(),
 		MinSyncPeriod:  o.minSyncPeriod,
+		SourcePaced:    o.isRemote(), // a core paces its deltas with its own --min-sync-period
 		Rules:          rules,
 		Conntrack:      newFlows(o.portalMode),
 		Log:            log,

@@ -35,7 +35,9 @@ type sourceFlags struct {
 	nodeName         string
 	nodeZone         string
 	serviceProxyName string
-	remote           remoteFlags
+	// preserveSourceIPForLocal: watcher.Options.PreserveSourceIPForLocalTrafficPolicy.
+	preserveSourceIPForLocal bool
+	remote                   remoteFlags
 	// apiConns are the connections to the API server (--source kube), for
 	// the admin API's fault that breaks them.
 	apiConns *watcher.APIConns
@@ -49,11 +51,12 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 5, "queries per second to the API server")
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 10, "burst of queries to the API server")
 	fs.DurationVar(&f.configSyncPeriod, "config-sync-period", watcher.DefaultResyncPeriod, "how often informers replay their cache")
-	fs.DurationVar(&f.minSyncPeriod, "min-sync-period", actors.DefaultMinSyncPeriod, "how long Kubernetes events are coalesced before they are applied")
+	fs.DurationVar(&f.minSyncPeriod, "min-sync-period", actors.DefaultMinSyncPeriod, "the minimum interval between two applications of source changes under sustained churn; a change after a quiet period is applied at once")
 	fs.DurationVar(&f.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
 	fs.StringVar(&f.nodeZone, "node-zone", "", "this node's topology.kubernetes.io/zone, for zone hints (hints.forZones), with --source file:PATH, which has no Node objects; --source kube reads the label off the Node")
 	fs.StringVar(&f.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
+	fs.BoolVar(&f.preserveSourceIPForLocal, "preserve-source-ip-for-local-traffic-policy", false, "dial the node-local endpoints of every externalTrafficPolicy Local service from the client's own address (transparent proxying, TCP, kernel portal modes), as the annotation kproxy.io/preserve-source-ip \"true\" does per service; \"false\" opts a service out")
 	f.remote.register(fs)
 }
 
@@ -106,7 +109,8 @@ func (f *sourceFlags) remoteAddr() string {
 }
 func (f *sourceFlags) filePath() string { return strings.TrimPrefix(f.source, "file:") }
 func (f *sourceFlags) options() watcher.Options {
-	return watcher.Options{NodeName: f.nodeName, Zone: f.nodeZone, ServiceProxyName: f.serviceProxyName}
+	return watcher.Options{NodeName: f.nodeName, Zone: f.nodeZone, ServiceProxyName: f.serviceProxyName,
+		PreserveSourceIPForLocalTrafficPolicy: f.preserveSourceIPForLocal}
 }
 
 // kubeClient builds the client as kube-proxy does: --kubeconfig, else

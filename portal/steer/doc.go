@@ -10,6 +10,9 @@
 //   - mark.go: SocketMark, the mark the kernel modes' rules require on the
 //     socket that redirected traffic reaches, and that the data path sets
 //     on its proxy-port sockets;
+//   - transparent.go: TransparentMark, the mark the data path sets on a
+//     socket that dials an endpoint from the client's address, and the
+//     policy-routing table and rule the rules program for its replies;
 //   - network.go: a service protocol's network ("tcp", "udp"), the same
 //     for a rule and the socket it redirects to, and ErrUnsupportedProtocol
 //     for the rest;

@@ -41,6 +41,7 @@ type spState struct {
 	ServicePort     struct {
 		AnnotationErrors []string `json:"annotationErrors"`
 		ProxyProtocol    string   `json:"proxyProtocol"`
+		PreserveSourceIP bool     `json:"preserveSourceIp"`
 	} `json:"servicePort"`
 }
 

@@ -40,6 +40,8 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesAcceptQueue", nft, testAcceptQueue},
 		{"NftablesEphemeralPorts", nft, testEphemeralPorts},
 		{"NftablesProxyProtocol", nft, func(t *testing.T, bin string) { testProxyProtocol(t, bin, "nftables") }},
+		{"NftablesTransparent", nft, func(t *testing.T, bin string) { testTransparent(t, bin, "nftables") }},
+		{"IPTablesTransparent", ipt, func(t *testing.T, bin string) { testTransparent(t, bin, "iptables") }},
 		{"NftablesTrafficPolicy", nft, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "nftables") }},
 		{"IPTables", ipt, testIPTables},
 		{"IPTablesTrafficPolicy", ipt, func(t *testing.T, bin string) { testTrafficPolicy(t, bin, "iptables") }},
@@ -51,6 +53,7 @@ func TestE2ENetns(t *testing.T) {
 		{"LeastPrivilegeIPTables", append(ipt, "setpriv"), func(t *testing.T, bin string) { testLeastPrivilege(t, bin, "iptables") }},
 		{"LeastPrivilegeUDPConntrack", append(nft, "setpriv"), func(t *testing.T, bin string) { testUDPConntrack(t, bin, "nftables", onlyNetAdmin...) }},
 		{"LeastPrivilegeHandover", append(nft, "setpriv"), func(t *testing.T, bin string) { testHandover(t, bin, onlyNetAdmin...) }},
+		{"SetupNodeSysctl", []string{"unshare", "sh"}, testSetupNode},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()

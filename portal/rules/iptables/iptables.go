@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/portal/rules/policyroute"
 	"github.com/kproxy/kproxy/portal/steer"
 )
 
@@ -26,12 +27,13 @@ const (
 	iptFirewall          = "KPROXY-FIREWALL"         // mangle, from PREROUTING, OUTPUT: loadBalancerSourceRanges
 	iptClusterIPs        = "KPROXY-CLUSTER-IPS"      // filter, from FORWARD, OUTPUT: unserved ports of cluster IPs
 	iptServiceCIDRs      = "KPROXY-SERVICE-CIDRS"    // filter, from FORWARD, OUTPUT: unallocated service IPs
+	iptTransparent       = "KPROXY-TRANSPARENT"      // mangle, from PREROUTING, OUTPUT: transparent proxying's marks
 )
 
 var iptChains = map[string][]string{
 	"nat":    {iptPortalsContainer, iptPortalsHost, iptNodePortContainer, iptNodePortHost},
 	"filter": {iptPortalsReject, iptNodePortReject, iptProxyPortOwner, iptClusterIPs, iptServiceCIDRs},
-	"mangle": {iptFirewall},
+	"mangle": {iptFirewall, iptTransparent},
 }
 
 var iptTables = []string{"mangle", "nat", "filter"}
@@ -79,8 +81,10 @@ var iptTables = []string{"mangle", "nat", "filter"}
 type Rules struct {
 	opts rules.Options
 	run  rules.Exec
-	fams []*iptFamily
-	mu   sync.Mutex
+	// routes programs transparent proxying's policy routing.
+	routes policyroute.Routes
+	fams   []*iptFamily
+	mu     sync.Mutex
 	// state: after a failed change Present reports false and Apply
 	// refuses until the next Sync.
 	state rules.Programmed
@@ -108,11 +112,16 @@ func (f *iptFamily) String() string {
 // touch the rules: call Sync. Like Nftables, it must be used in the network
 // namespace to program.
 func New(ctx context.Context, o rules.Options) (*Rules, error) {
-	return newRules(ctx, o, rules.RunCommand)
+	t, err := newRules(ctx, o, rules.RunCommand)
+	if err != nil {
+		return nil, err
+	}
+	t.routes = policyroute.Kernel{}
+	return t, nil
 }
 
 func newRules(ctx context.Context, o rules.Options, run rules.Exec) (*Rules, error) {
-	t := &Rules{opts: o, run: run, state: rules.NewProgrammed()}
+	t := &Rules{opts: o, run: run, routes: policyroute.None{}, state: rules.NewProgrammed()}
 	for _, f := range []*iptFamily{
 		{v6: false, save: "iptables-save", restore: "iptables-restore", hostBits: "/32", loopback: "127.0.0.0/8", icmpUnreachable: "icmp-port-unreachable"},
 		{v6: true, save: "ip6tables-save", restore: "ip6tables-restore", hostBits: "/128", loopback: "::1/128", icmpUnreachable: "icmp6-port-unreachable"},
@@ -163,6 +172,8 @@ func (t *Rules) jumps(f *iptFamily) []iptJump {
 		{"filter", "INPUT", `-m conntrack --ctstate DNAT -m comment --comment "kproxy proxy ports: kproxy's sockets only" -j ` + iptProxyPortOwner},
 		{"mangle", "PREROUTING", newConn + `-m comment --comment "kproxy loadBalancerSourceRanges" -j ` + iptFirewall},
 		{"mangle", "OUTPUT", newConn + `-m comment --comment "kproxy loadBalancerSourceRanges" -j ` + iptFirewall},
+		{"mangle", "PREROUTING", `-m comment --comment "kproxy transparent proxying" -j ` + iptTransparent},
+		{"mangle", "OUTPUT", `-m comment --comment "kproxy transparent proxying" -j ` + iptTransparent},
 	}
 	for _, m := range nodePortMatches {
 		js = append(js,
@@ -183,7 +194,15 @@ func (t *Rules) jumps(f *iptFamily) []iptJump {
 // staticRules are the first rules of kproxy's own chains.
 func (t *Rules) staticRules(f *iptFamily) []iptJump {
 	// Loopback is a node-port destination from the node only.
-	out := []iptJump{{"nat", iptNodePortContainer, "-d " + f.loopback + " -j RETURN"}}
+	out := []iptJump{{"nat", iptNodePortContainer, "-d " + f.loopback + " -j RETURN"},
+		// Transparent proxying: a connection kproxy dialled from a
+		// client's address (its socket carries TransparentMark) keeps the
+		// mark in conntrack, and its replies get TransparentReplyMark
+		// before routing, which sends them to kproxy's socket
+		// (policyroute), not on to the client.
+		{"mangle", iptTransparent, fmt.Sprintf("-m mark --mark 0x%[1]x/0x%[1]x -j CONNMARK --set-xmark 0x%[1]x/0x%[1]x", steer.TransparentMark)},
+		{"mangle", iptTransparent, fmt.Sprintf("-m conntrack --ctdir REPLY -m connmark --mark 0x%[1]x/0x%[1]x -j MARK --set-xmark 0x%[2]x/0x%[2]x", steer.TransparentMark, steer.TransparentReplyMark)},
+	}
 	for _, p := range rules.Family(t.opts.ServiceCIDRs, f.v6) {
 		out = append(out, iptJump{"filter", iptServiceCIDRs, "-d " + p.String() + " -j DROP"})
 	}
@@ -448,6 +467,9 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		}
 	}
 	t.state.Reset(want)
+	if err := t.routes.Ensure(); err != nil {
+		return err
+	}
 	return t.unavailable(sorted)
 }
 
@@ -515,7 +537,7 @@ func (t *Rules) Present(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	return true, nil
+	return t.routes.Present()
 }
 
 // Cleanup deletes the jumps to kproxy's chains and the chains, in every
@@ -546,5 +568,5 @@ func (t *Rules) Cleanup(ctx context.Context) error {
 		}
 	}
 	t.state.Reset(rules.Set{})
-	return nil
+	return t.routes.Remove()
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/portal/rules/policyroute"
 	"github.com/kproxy/kproxy/portal/steer"
 )
 
@@ -61,6 +62,8 @@ const (
 	nftClusterIPsCheck  = "cluster-ips-check"
 	nftFilterOutputPost = "filter-output-post-dnat"
 	nftFirewallPrefix   = "firewall-"
+	nftTransparentOut   = "transparent-output"
+	nftTransparentPre   = "transparent-prerouting"
 )
 
 // Chain priorities: the nat chains run at dstnat (-100); the filter chains
@@ -71,6 +74,7 @@ const (
 	nftNATPriority      = knftables.BaseChainPriority("-100")
 	nftFilterPriority   = knftables.BaseChainPriority("-110")
 	nftPostDNATPriority = knftables.BaseChainPriority("-90")
+	nftManglePriority   = knftables.BaseChainPriority("-150")
 )
 
 // Rules programs portal rules in the nftables table "inet kproxy":
@@ -109,6 +113,9 @@ const (
 type Rules struct {
 	nft  knftables.Interface
 	opts rules.Options
+	// routes programs transparent proxying's policy routing (policyroute;
+	// a stand-in in tests, which must not touch the host's routing).
+	routes policyroute.Routes
 	// rejectInPrerouting: the kernel accepts reject in a prerouting chain.
 	rejectInPrerouting bool
 
@@ -131,13 +138,15 @@ func New(ctx context.Context, o rules.Options) (*Rules, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newRules(nft, o, rejectInPrerouting), nil
+	r := newRules(nft, o, rejectInPrerouting)
+	r.routes = policyroute.Kernel{}
+	return r, nil
 }
 
 // newRules manages the table through nft (knftables.NewFake in tests),
 // with the kernel's answer to the reject probe.
 func newRules(nft knftables.Interface, o rules.Options, rejectInPrerouting bool) *Rules {
-	return &Rules{nft: nft, opts: o, rejectInPrerouting: rejectInPrerouting, state: rules.Set{}}
+	return &Rules{nft: nft, opts: o, routes: policyroute.None{}, rejectInPrerouting: rejectInPrerouting, state: rules.Set{}}
 }
 
 // nftProbeTable holds, for the length of a probe, a base chain with a
@@ -314,6 +323,17 @@ func (n *Rules) chains() []nftChain {
 		// restart) a process binding a proxy port gets nothing.
 		{name: nftProxyPortOwner, typ: knftables.FilterType, hook: knftables.InputHook, prio: knftables.FilterPriority, rules: []string{
 			fmt.Sprintf("ct status dnat meta l4proto . th dport @%s socket mark != 0x%08x drop", nftProxyPorts, steer.SocketMark),
+		}},
+		// Transparent proxying: a connection kproxy dialled from a
+		// client's address (its socket carries TransparentMark) keeps the
+		// mark in conntrack, and its replies get TransparentReplyMark
+		// before routing, which sends them to kproxy's socket
+		// (policyroute), not on to the client.
+		{name: nftTransparentOut, typ: knftables.FilterType, hook: knftables.OutputHook, prio: nftManglePriority, rules: []string{
+			fmt.Sprintf("meta mark & 0x%08[1]x != 0x00000000 ct mark set ct mark | 0x%08[1]x", steer.TransparentMark),
+		}},
+		{name: nftTransparentPre, typ: knftables.FilterType, hook: knftables.PreroutingHook, prio: nftManglePriority, rules: []string{
+			fmt.Sprintf("ct direction reply ct mark & 0x%08x != 0x00000000 meta mark set meta mark | 0x%08x", steer.TransparentMark, steer.TransparentReplyMark),
 		}},
 	}
 	if n.rejectInPrerouting {
@@ -620,7 +640,7 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		return fmt.Errorf("nftables sync of %d rules: %w", len(want), err)
 	}
 	n.state = want
-	return nil
+	return n.routes.Ensure()
 }
 
 // Apply deletes and adds map elements in one transaction.
@@ -733,7 +753,7 @@ func (n *Rules) Present(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil
+	return n.routes.Present()
 }
 
 // Cleanup deletes the kproxy table.
@@ -747,5 +767,5 @@ func (n *Rules) Cleanup(ctx context.Context) error {
 		return fmt.Errorf("nftables cleanup: %w", err)
 	}
 	n.state = rules.Set{}
-	return nil
+	return n.routes.Remove()
 }

@@ -1,0 +1,86 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kproxy/kproxy/portal/netnstest"
+)
+
+const migrateReq = "/proc/sys/net/ipv4/tcp_migrate_req"
+
+// testSetupNode runs deploy/daemonset.yaml's init container command (its
+// image's kproxy replaced by the binary under test) in a new network
+// namespace, which starts with net.ipv4.tcp_migrate_req=0: it sets it to 1
+// there. With /proc/sys read-only, as every container that is not
+// privileged has it, the same command fails and names the setting.
+func testSetupNode(t *testing.T, bin string) {
+	argv := initCommand(t)
+	if argv[0] != "kproxy" {
+		t.Fatalf("deploy/daemonset.yaml: init container runs %q, want the image's kproxy", argv)
+	}
+	argv[0] = bin
+	ns := netnstest.New(t, "node")
+	read := func() string {
+		out, err := ns.Run("cat", migrateReq)
+		if err != nil {
+			t.Skipf("kernel without net.ipv4.tcp_migrate_req (Linux 5.14+): %v", err)
+		}
+		return strings.TrimSpace(out)
+	}
+	if v := read(); v != "0" {
+		t.Fatalf("a new network namespace has tcp_migrate_req %s, want 0 (the test could not see a change)", v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Unprivileged: a read-only /proc/sys in a mount namespace of its own.
+	ro := exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec ip netns exec "$@"`, "sh", ns.Name}, argv...)...)
+	out, err := ro.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), migrateReq) || !strings.Contains(string(out), "read-only file system") {
+		t.Errorf("with /proc/sys read-only: %v, output %q; want a failure naming %s, read-only", err, out, migrateReq)
+	}
+	if v := read(); v != "0" {
+		t.Fatalf("after the read-only run: tcp_migrate_req %s, want 0", v)
+	}
+
+	// Privileged: /proc/sys writable.
+	out, err = ns.Command(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	if v := read(); v != "1" {
+		t.Errorf("after %s: tcp_migrate_req %s, want 1 (output %q)", strings.Join(argv, " "), v, out)
+	}
+}
+
+// initCommand is the command and arguments of the Linux DaemonSet's init
+// container.
+func initCommand(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(raw, &ds); err != nil {
+		t.Fatalf("deploy/daemonset.yaml: %v", err)
+	}
+	inits := ds.Spec.Template.Spec.InitContainers
+	if len(inits) != 1 {
+		t.Fatalf("deploy/daemonset.yaml: %d init containers, want 1 (the sysctl step)", len(inits))
+	}
+	return slices.Concat(inits[0].Command, inits[0].Args)
+}
