@@ -111,8 +111,10 @@ func addrPort(sa *unix.RawSockaddrInet6) netip.AddrPort {
 type batchConn struct {
 	conn *net.UDPConn
 	rc   syscall.RawConn
-	// noGSO is set once the socket refused a UDP_SEGMENT send.
-	noGSO atomic.Bool
+	// gsoBelow bounds the datagram sizes sent with UDP_SEGMENT: lowered
+	// to the size of a run the socket refused because of its size (a
+	// segment above the path's MTU), to 0 when it refused GSO itself.
+	gsoBelow atomic.Int64
 }
 
 func newBatchConn(conn *net.UDPConn) (*batchConn, error) {
@@ -120,7 +122,9 @@ func newBatchConn(conn *net.UDPConn) (*batchConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udp batch: %w", err)
 	}
-	return &batchConn{conn: conn, rc: rc}, nil
+	c := &batchConn{conn: conn, rc: rc}
+	c.gsoBelow.Store(gsoMaxBytes + 1)
+	return c, nil
 }
 
 // reader is what one socket's reader keeps between reads; its own, apart
@@ -261,20 +265,21 @@ type writer struct {
 	calls   int
 	err     error
 	retry   [udpBatch]bool // GSO sends refused: their datagrams go again one by one
-	refused bool           // one was refused for good (gsoRefused)
+	below   int            // gsoBelow as the refusals of this send leave it
+	size    [udpBatch]int  // a GSO send's segment size
 }
 
 // pack fills w.hdrs from bufs: runs of equal-sized datagrams (the last of
-// a run may be shorter) become one UDP_SEGMENT send when gso allows, the
+// a run may be shorter) become one UDP_SEGMENT send when shorter than gsoBelow, the
 // kernel cutting them into datagrams after a single pass through the
 // stack; the rest go one datagram per message. It returns the messages
 // and how many datagrams they carry.
-func (w *writer) pack(bufs [][]byte, to *peerAddr, oob []byte, gso bool) (msgs, used int) {
+func (w *writer) pack(bufs [][]byte, to *peerAddr, oob []byte, gsoBelow int) (msgs, used int) {
 	i := 0
 	for i < len(bufs) && i < udpBatch {
 		j := i + 1
 		size := len(bufs[i])
-		if gso && size > 0 {
+		if size > 0 && size < gsoBelow {
 			total := size
 			for j < len(bufs) && j < udpBatch && len(bufs[j]) == size && total+size <= gsoMaxBytes {
 				total += size
@@ -298,7 +303,7 @@ func (w *writer) pack(bufs [][]byte, to *peerAddr, oob []byte, gso bool) (msgs, 
 		if to != nil {
 			h.Hdr.Name, h.Hdr.Namelen = (*byte)(unsafe.Pointer(&to.raw)), to.len
 		}
-		w.from[msgs], w.to[msgs], w.gso[msgs] = i, j, j-i > 1
+		w.from[msgs], w.to[msgs], w.gso[msgs], w.size[msgs] = i, j, j-i > 1, size
 		control := oob
 		if w.gso[msgs] {
 			w.oob[msgs] = appendSegmentCmsg(append(w.oob[msgs][:0], oob...), size)
@@ -343,7 +348,8 @@ func (w *writer) attempt(fd uintptr) bool {
 		case e == unix.EAGAIN:
 			return false // the send buffer is full: wait for room
 		case e != 0 && w.gso[w.sent]:
-			w.refused = w.refused || gsoRefused(e)
+			w.below = min(w.below, gsoLimitAfter(e, w.size[w.sent]))
+			gsoFailures.Add(1)
 			w.retry[w.sent] = true
 			w.sent++
 		case e != 0:
@@ -364,18 +370,22 @@ func (w *writer) attempt(fd uintptr) bool {
 	return true
 }
 
-// gsoSends counts the GSO sends made, for tests.
-var gsoSends atomic.Int64
+// gsoSends and gsoFailures count the GSO sends made and failed, for tests.
+var gsoSends, gsoFailures atomic.Int64
 
-// gsoRefused reports an error by which the kernel or the route says no to
-// UDP_SEGMENT on this socket (no support, no checksum offload, a segment
-// above the MTU): its datagrams are sent one by one from then on.
-func gsoRefused(e syscall.Errno) bool {
+// gsoLimitAfter is the bound on GSO segment sizes after a GSO send of
+// segments of size failed with e: none after the kernel or the device
+// refused GSO itself (a kernel before 4.18, no checksum offload, checksums
+// off on the socket); below size after a refusal that may be the size's
+// (a segment above the path's MTU); unchanged after any other error.
+func gsoLimitAfter(e syscall.Errno, size int) int {
 	switch e {
-	case unix.EIO, unix.EINVAL, unix.EMSGSIZE, unix.ENOPROTOOPT, unix.EOPNOTSUPP:
-		return true
+	case unix.EIO, unix.ENOPROTOOPT, unix.EOPNOTSUPP:
+		return 0
+	case unix.EINVAL, unix.EMSGSIZE:
+		return size
 	}
-	return false
+	return gsoMaxBytes + 1
 }
 
 // write sends bufs in order, up to udpBatch messages per sendmmsg, to
@@ -385,14 +395,14 @@ func gsoRefused(e syscall.Errno) bool {
 // would lose only it; the first such error is returned. calls counts the
 // system calls that sent.
 func (c *batchConn) write(w *writer, bufs [][]byte, to *peerAddr, oob []byte) (calls int, firstErr error) {
-	return c.send(w, bufs, to, oob, !c.noGSO.Load())
+	return c.send(w, bufs, to, oob, int(c.gsoBelow.Load()))
 }
 
-// send is write, with GSO only if gso.
-func (c *batchConn) send(w *writer, bufs [][]byte, to *peerAddr, oob []byte, gso bool) (calls int, firstErr error) {
+// send is write, with GSO only for datagrams shorter than gsoBelow.
+func (c *batchConn) send(w *writer, bufs [][]byte, to *peerAddr, oob []byte, gsoBelow int) (calls int, firstErr error) {
 	for len(bufs) > 0 {
-		k, used := w.pack(bufs, to, oob, gso)
-		w.k, w.sent, w.calls, w.err, w.refused = k, 0, 0, nil, false
+		k, used := w.pack(bufs, to, oob, gsoBelow)
+		w.k, w.sent, w.calls, w.err, w.below = k, 0, 0, nil, gsoBelow
 		clear(w.retry[:k])
 		if w.fn == nil {
 			w.fn = w.attempt
@@ -402,8 +412,8 @@ func (c *batchConn) send(w *writer, bufs [][]byte, to *peerAddr, oob []byte, gso
 		if firstErr == nil {
 			firstErr = w.err
 		}
-		if w.refused {
-			c.noGSO.Store(true)
+		for cur := c.gsoBelow.Load(); int64(w.below) < cur && !c.gsoBelow.CompareAndSwap(cur, int64(w.below)); {
+			cur = c.gsoBelow.Load()
 		}
 		runtime.KeepAlive(bufs)
 		runtime.KeepAlive(to)
@@ -415,7 +425,7 @@ func (c *batchConn) send(w *writer, bufs [][]byte, to *peerAddr, oob []byte, gso
 		for m := range k {
 			if w.retry[m] {
 				// its own scratch: w's ranges are still being read (rare)
-				more, err := c.send(&writer{}, bufs[w.from[m]:w.to[m]], to, oob, false)
+				more, err := c.send(&writer{}, bufs[w.from[m]:w.to[m]], to, oob, 0)
 				calls += more
 				if firstErr == nil {
 					firstErr = err

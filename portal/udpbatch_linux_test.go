@@ -75,13 +75,14 @@ func TestBatchWriteMixedSizesInOrder(t *testing.T) {
 	if gsoSends.Load() == before {
 		t.Error("no GSO send made on loopback, which offers UDP_SEGMENT")
 	}
-	if bc.noGSO.Load() {
-		t.Error("loopback refused GSO")
+	if b := bc.gsoBelow.Load(); b <= 60<<10 {
+		t.Errorf("loopback refused GSO: only below %d bytes now", b)
 	}
 }
 
-// A socket that refuses UDP_SEGMENT (here: checksums off, which GSO needs)
-// gets its datagrams one by one, none lost, and no more GSO sends.
+// A socket that refuses UDP_SEGMENT (here: checksums off, which GSO needs;
+// the kernel says EINVAL, as for a segment above the MTU) gets its
+// datagrams one by one, none lost, and no more GSO sends of that size.
 func TestBatchWriteGSORefusedFallsBack(t *testing.T) {
 	send, recv := connectedPair(t)
 	rc, err := send.SyscallConn()
@@ -105,8 +106,16 @@ func TestBatchWriteGSORefusedFallsBack(t *testing.T) {
 		t.Fatalf("write: %v (the refused GSO send should have been sent again without)", err)
 	}
 	receiveAll(t, recv, bufs)
-	if !bc.noGSO.Load() {
-		t.Error("the socket refused GSO, yet it is still tried")
+	if b := bc.gsoBelow.Load(); b > 64 {
+		t.Errorf("the socket refused GSO of 64-byte datagrams, yet GSO stays allowed below %d bytes", b)
 	}
 	t.Logf("%d system calls that sent", calls)
+	failed := gsoFailures.Load()
+	if _, err := bc.write(&writer{}, bufs, nil, nil); err != nil {
+		t.Fatalf("second write: %v", err)
+	}
+	receiveAll(t, recv, bufs)
+	if gsoFailures.Load() != failed {
+		t.Error("a GSO send of the refused size was tried again")
+	}
 }
