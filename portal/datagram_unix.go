@@ -1,4 +1,6 @@
-//go:build !windows
+//go:build !windows && !linux
+
+// Where UDP is read one datagram per system call (see udpbatch_other.go).
 
 package portal
 

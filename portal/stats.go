@@ -23,6 +23,22 @@ type Stats struct {
 	// AcceptFailures counts accepts that failed and were retried (fd
 	// exhaustion, injected or real).
 	AcceptFailures atomic.Int64
+	// UDP datagrams read and sent, and the system calls that carried
+	// them, by direction: their ratio is the datagrams per call batching
+	// reaches (1 where there is no batching). Each direction's counters
+	// sit on cache lines of their own: the listener's goroutine counts one
+	// way, the flows' the other, per datagram.
+	_             [64]byte
+	UDPToEndpoint UDPCounts
+	_             [64]byte
+	UDPToClient   UDPCounts
+	_             [64]byte
+}
+
+// UDPCounts counts one direction of a service port's UDP datagrams.
+type UDPCounts struct {
+	Received, ReceiveCalls atomic.Int64
+	Sent, SendCalls        atomic.Int64
 }
 
 func (s *Stats) acceptFailed() {
@@ -114,3 +130,29 @@ func (t *StatsTable) Each(limit int, fn func(id string, s *Stats)) (left int) {
 	}
 	return left
 }
+
+// received counts one read system call that returned n datagrams.
+func (c *UDPCounts) received(n int) {
+	c.ReceiveCalls.Add(1)
+	c.Received.Add(int64(n))
+}
+
+// sent counts n datagrams sent with calls system calls.
+func (c *UDPCounts) sent(n, calls int) {
+	c.SendCalls.Add(int64(calls))
+	c.Sent.Add(int64(n))
+}
+
+// udp is the counters of one direction (nil when not counting).
+func (s *Stats) udp(toClient bool) *UDPCounts {
+	switch {
+	case s == nil:
+		return &discarded
+	case toClient:
+		return &s.UDPToClient
+	}
+	return &s.UDPToEndpoint
+}
+
+// discarded takes the counts when there are no Stats.
+var discarded UDPCounts

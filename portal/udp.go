@@ -32,6 +32,7 @@ type UDPProxy struct {
 
 	mu    sync.Mutex
 	flows map[netip.AddrPort]*udpFlow
+	lc    *batchConn // the listening socket's, once served
 }
 
 // UDPOptions are what one Serve of a UDP socket uses; flows keep the
@@ -62,26 +63,63 @@ func (o UDPOptions) event(e *zerolog.Event) *zerolog.Event {
 }
 
 type udpFlow struct {
-	client   netip.AddrPort
-	endpoint string
-	backend  *net.UDPConn
-	oob      []byte       // control message choosing the reply's source address
-	lastUsed atomic.Int64 // unix nanos of the last datagram either way
+	client     netip.AddrPort
+	clientAddr *peerAddr // client, as replies are sent to it
+	endpoint   string
+	backend    *net.UDPConn
+	bc         *batchConn   // backend, read and written in batches
+	oob        []byte       // control message choosing the reply's source address
+	lastUsed   atomic.Int64 // unix nanos of the last datagram either way
+}
+
+// datagram is one datagram read: its bytes and, from the listener, its
+// sender and control messages. The bytes are the reader's until handle
+// returns.
+type datagram struct {
+	b    []byte
+	oob  []byte
+	from netip.AddrPort
+	sender
+}
+
+// forwarder is one Serve's scratch for a batch: the batch's datagrams by
+// flow, in order, so each flow's go to its endpoint in one system call.
+type forwarder struct {
+	flows [udpBatch]*udpFlow
+	bufs  [udpBatch][][]byte
+	rd    reader
+}
+
+// listenerConn is the listening socket's batch reader and writer, made
+// once: flows write their replies through it too.
+func (p *UDPProxy) listenerConn(conn *net.UDPConn) (*batchConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lc == nil || p.lc.conn != conn {
+		lc, err := newBatchConn(conn)
+		if err != nil {
+			return nil, err
+		}
+		p.lc = lc
+	}
+	return p.lc, nil
 }
 
 // Serve reads client datagrams until the socket fails or is closed, or
 // until stop is closed and the socket's read deadline fires (a pause).
 // Flows keep running after Serve returns: they answer through the socket,
-// and end when idle or when their endpoint is removed.
+// and end when idle or when their endpoint is removed. Where the platform
+// allows, datagrams are read and sent many per system call.
 func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) error {
-	// The 64 KiB buffer is pooled: a parked socket holds none.
-	bp := datagramBuffers.Get().(*[]byte)
-	defer datagramBuffers.Put(bp)
-	buf := *bp
-	var oob []byte
-	if p.pktinfo {
-		oob = make([]byte, pktinfoOOBSize)
+	lc, err := p.listenerConn(conn)
+	if err != nil {
+		return err
 	}
+	oobSize := 0
+	if p.pktinfo {
+		oobSize = pktinfoOOBSize
+	}
+	fw := &forwarder{}
 	// As in TCPProxy.Serve: the deadline is set before stop is checked.
 	read := false
 	if o.ParkAfter > 0 {
@@ -90,8 +128,12 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 			return nil
 		}
 	}
+	handle := func(ds []datagram) {
+		read = true
+		p.forward(lc, ds, &o, fw)
+	}
 	for {
-		n, oobn, _, client, err := conn.ReadMsgUDPAddrPort(buf, oob)
+		err := lc.read(&fw.rd, oobSize, true, handle)
 		if err != nil {
 			if isTimeout(err) {
 				if stopped(stop) {
@@ -111,22 +153,76 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 			}
 			return err
 		}
-		read = true
-		f := p.flow(conn, client, oob[:oobn], &o)
+	}
+}
+
+// forward sends a batch of client datagrams on to their flows' endpoints:
+// each flow's in the order they came, in one system call where batching
+// is available. A datagram whose client has no flow and can get none is
+// dropped, as a kernel proxy would.
+func (p *UDPProxy) forward(listener *batchConn, ds []datagram, o *UDPOptions, fw *forwarder) {
+	o.Stats.udp(false).received(len(ds))
+	groups := 0
+	for _, d := range ds {
+		f := p.flowIsolated(listener, &d, o)
 		if f == nil {
-			continue // no endpoint: drop, as a kernel proxy would
+			continue
 		}
-		f.lastUsed.Store(time.Now().UnixNano())
-		if _, err := f.backend.Write(buf[:n]); err != nil {
-			o.event(o.Log.Debug()).Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
+		g := 0
+		for g < groups && fw.flows[g] != f {
+			g++
 		}
+		if g == groups {
+			fw.flows[g], fw.bufs[g] = f, fw.bufs[g][:0]
+			groups++
+		}
+		fw.bufs[g] = append(fw.bufs[g], d.b)
+	}
+	if groups == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	rw := writers.Get().(*replyWriter) // pooled: warm, and none held between batches
+	for g := range groups {
+		fw.flows[g].lastUsed.Store(now)
+		p.toEndpoint(fw.flows[g], fw.bufs[g], o, &rw.w)
+		fw.flows[g] = nil
+		clear(fw.bufs[g]) // hold none of the batch's buffers
+	}
+	writers.Put(rw)
+}
+
+// flowIsolated is flow, with a panic confined to the datagram that caused
+// it: the batch's other clients are served.
+func (p *UDPProxy) flowIsolated(listener *batchConn, d *datagram, o *UDPOptions) (f *udpFlow) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.event(o.Log.Error()).Interface("panic", r).Str("client", d.from.String()).Msg("udp flow panicked")
+			f = nil
+		}
+	}()
+	return p.flow(listener, d, o)
+}
+
+// toEndpoint writes one flow's datagrams to its endpoint; a panic ends
+// only this flow's share of the batch.
+func (p *UDPProxy) toEndpoint(f *udpFlow, bufs [][]byte, o *UDPOptions, w *writer) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.event(o.Log.Error()).Interface("panic", r).Str("endpoint", f.endpoint).Msg("udp flow panicked")
+		}
+	}()
+	calls, err := f.bc.write(w, bufs, nil, nil)
+	o.Stats.udp(false).sent(len(bufs), calls)
+	if err != nil {
+		o.event(o.Log.Debug()).Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
 	}
 }
 
 // flow returns the client's flow, starting one if needed.
-func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte, o *UDPOptions) *udpFlow {
+func (p *UDPProxy) flow(listener *batchConn, d *datagram, o *UDPOptions) (f *udpFlow) {
 	p.mu.Lock()
-	f := p.flows[client]
+	f = p.flows[d.from]
 	p.mu.Unlock()
 	if f != nil {
 		return f
@@ -137,16 +233,19 @@ func (p *UDPProxy) flow(listener *net.UDPConn, client netip.AddrPort, oob []byte
 		}
 		return nil
 	}
-	f = p.startFlow(listener, client, oob, o)
-	if f == nil {
-		o.Limits.ReleaseFlow(o.Stats)
-	}
-	return f
+	// Released unless a flow started, also when starting it panicked.
+	defer func() {
+		if f == nil {
+			o.Limits.ReleaseFlow(o.Stats)
+		}
+	}()
+	return p.startFlow(listener, d, o)
 }
 
 // startFlow picks an endpoint and opens the flow's backend socket.
-func (p *UDPProxy) startFlow(listener *net.UDPConn, client netip.AddrPort, oob []byte, o *UDPOptions) *udpFlow {
+func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *udpFlow {
 	var f *udpFlow
+	client, oob := d.from, d.oob
 	clientIP := client.Addr().Unmap().String()
 	var exclude []string
 	for range dialTimeouts {
@@ -158,6 +257,7 @@ func (p *UDPProxy) startFlow(listener *net.UDPConn, client netip.AddrPort, oob [
 		addr := pick.Endpoint
 		var raddr *net.UDPAddr
 		var backend *net.UDPConn
+		var bc *batchConn
 		err = o.Faults.Before(addr, 0)
 		if err == nil {
 			raddr, err = net.ResolveUDPAddr("udp", addr)
@@ -169,11 +269,16 @@ func (p *UDPProxy) startFlow(listener *net.UDPConn, client netip.AddrPort, oob [
 				backend, err = net.DialUDP("udp", nil, raddr)
 			}
 		}
+		if err == nil {
+			if bc, err = newBatchConn(backend); err != nil {
+				backend.Close()
+			}
+		}
 		if err != nil {
 			exclude = append(exclude, addr)
 			continue
 		}
-		f = &udpFlow{client: client, endpoint: addr, backend: backend}
+		f = &udpFlow{client: client, clientAddr: peerOf(d), endpoint: addr, backend: backend, bc: bc}
 		if len(oob) > 0 {
 			f.oob = replyOOB(oob)
 		}
@@ -192,9 +297,18 @@ func (p *UDPProxy) startFlow(listener *net.UDPConn, client netip.AddrPort, oob [
 	return nil
 }
 
+// writers are the send side's batch scratch, taken per batch: a flow
+// waiting for its endpoint holds none.
+var writers = sync.Pool{New: func() any { return &replyWriter{} }}
+
+type replyWriter struct {
+	w    writer
+	bufs [udpBatch][]byte
+}
+
 // reply copies the endpoint's datagrams back to the client until the flow
 // is idle for IdleTimeout or its backend socket is closed.
-func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle time.Duration, o UDPOptions) {
+func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle time.Duration, o UDPOptions) {
 	defer func() {
 		if r := recover(); r != nil {
 			o.event(o.Log.Error()).Interface("panic", r).Msg("udp flow panicked")
@@ -210,10 +324,22 @@ func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle
 	if idle <= 0 {
 		idle = DefaultUDPIdleTimeout
 	}
-	forward := func(datagram []byte) error {
+	var werr error
+	var rd reader
+	counts := o.Stats.udp(true)
+	back := func(ds []datagram) {
 		f.lastUsed.Store(time.Now().UnixNano())
-		_, _, err := listener.WriteMsgUDPAddrPort(datagram, f.oob, f.client)
-		return err
+		counts.received(len(ds))
+		rw := writers.Get().(*replyWriter)
+		bufs := rw.bufs[:0]
+		for _, d := range ds {
+			bufs = append(bufs, d.b)
+		}
+		var calls int
+		calls, werr = listener.write(&rw.w, bufs, f.clientAddr, f.oob)
+		counts.sent(len(bufs), calls)
+		clear(rw.bufs[:])
+		writers.Put(rw)
 	}
 	for {
 		last := time.Unix(0, f.lastUsed.Load())
@@ -221,7 +347,11 @@ func (p *UDPProxy) reply(listener *net.UDPConn, f *udpFlow, release func(), idle
 			return
 		}
 		f.backend.SetReadDeadline(last.Add(idle))
-		err := readDatagram(f.backend, forward)
+		werr = nil
+		err := f.bc.read(&rd, 0, false, back)
+		if err == nil {
+			err = werr
+		}
 		switch {
 		case err == nil:
 		case isTimeout(err):

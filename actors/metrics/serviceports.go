@@ -14,6 +14,7 @@ type servicePorts struct {
 	limit int
 
 	active, conns, dialFailures, bytes, activeFlows, flows, refused, left *prometheus.Desc
+	udpDatagrams, udpCalls                                                *prometheus.Desc
 }
 
 // ServicePorts registers per service port metrics read from table, for at
@@ -33,12 +34,14 @@ func (m *Metrics) ServicePorts(table *portal.StatsTable, limit int) {
 		activeFlows:  d("udp_flows_active", "UDP flows (client address to endpoint) open.", label...),
 		flows:        d("udp_flows_total", "UDP flows opened.", label...),
 		refused:      d("refused_total", "New TCP connections (kind tcp) and UDP clients (kind udp) refused at a limit.", "service_port", "kind"),
+		udpDatagrams: d("udp_datagrams_total", "UDP datagrams read (op receive) and sent (op send), by direction (to_endpoint, to_client).", "service_port", "direction", "op"),
+		udpCalls:     d("udp_syscalls_total", "System calls that read (op receive) or sent (op send) UDP datagrams, by direction; datagrams per call is udp_datagrams_total over this.", "service_port", "direction", "op"),
 		left:         prometheus.NewDesc("kproxy_service_port_metrics_omitted", "Service ports left out of the per service port metrics (--metrics-service-ports-limit).", nil, nil),
 	})
 }
 
 func (c *servicePorts) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.active, c.conns, c.dialFailures, c.bytes, c.activeFlows, c.flows, c.refused, c.left} {
+	for _, d := range []*prometheus.Desc{c.active, c.conns, c.dialFailures, c.bytes, c.activeFlows, c.flows, c.refused, c.udpDatagrams, c.udpCalls, c.left} {
 		ch <- d
 	}
 }
@@ -60,6 +63,12 @@ func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
 		n(c.flows, s.Flows.Load())
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.RefusedConns.Load()), id, "tcp")
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.RefusedFlows.Load()), id, "udp")
+		for dir, u := range map[string]*portal.UDPCounts{"to_endpoint": &s.UDPToEndpoint, "to_client": &s.UDPToClient} {
+			ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(u.Received.Load()), id, dir, "receive")
+			ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(u.Sent.Load()), id, dir, "send")
+			ch <- prometheus.MustNewConstMetric(c.udpCalls, prometheus.CounterValue, float64(u.ReceiveCalls.Load()), id, dir, "receive")
+			ch <- prometheus.MustNewConstMetric(c.udpCalls, prometheus.CounterValue, float64(u.SendCalls.Load()), id, dir, "send")
+		}
 	})
 	ch <- prometheus.MustNewConstMetric(c.left, prometheus.GaugeValue, float64(left))
 }

@@ -97,6 +97,9 @@ func ReadName(r *bufio.Reader) (string, error) {
 	return line[:len(line)-1], nil
 }
 
+// udpReadBuffer is the UDP echo's socket receive buffer.
+const udpReadBuffer = 4 << 20
+
 // UDP is a backend that answers each datagram with "name:" + the datagram.
 type UDP struct {
 	Name string
@@ -114,6 +117,9 @@ func StartUDP(name, addr string) (*UDP, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every client's datagrams meet here: room for bursts (the kernel caps
+	// it at net.core.rmem_max).
+	conn.SetReadBuffer(udpReadBuffer)
 	b := &UDP{Name: name, conn: conn, done: make(chan struct{})}
 	go b.serve()
 	return b, nil

@@ -102,11 +102,16 @@ func TestLoadModesDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for _, mode := range []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk} {
+	for _, mode := range []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk, ModeUDP + " burst"} {
 		t.Run(mode, func(t *testing.T) {
-			addrs := directAddrs(b, 3, mode)
+			mode, burst, _ := strings.Cut(mode, " ")
+			spec := loadSpec{Mode: mode, Clients: 2, Duration: 5 * time.Second, MaxOps: 300, Size: 64, PerConn: 10}
+			if burst != "" {
+				spec.Burst = 10 // each echo of a burst is a request
+			}
+			spec.Addrs = directAddrs(b, 3, mode)
 			start := time.Now()
-			res, err := runLoad(context.Background(), loadSpec{Mode: mode, Addrs: addrs, Clients: 2, Duration: 5 * time.Second, MaxOps: 300, Size: 64, PerConn: 10})
+			res, err := runLoad(context.Background(), spec)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,6 +35,11 @@ const (
 	udpTimeout     = time.Second
 )
 
+// maxUDPBurst bounds a udp client's burst: 64-byte datagrams cost about
+// 1 KiB each of a receiving socket's buffer on loopback, and every
+// client's bursts meet in the backends' sockets (4 MiB, below).
+const maxUDPBurst = 256
+
 // loadSpec is one bounded run of client load.
 type loadSpec struct {
 	Mode     string
@@ -44,6 +49,7 @@ type loadSpec struct {
 	MaxOps   int64 // stops at this many requests even before Duration
 	Size     int   // request (and echo) bytes
 	PerConn  int   // keepalive and bulk: requests per connection
+	Burst    int   // udp: datagrams sent before their echoes are read
 	Rate     float64
 	Live     *live // counts as it goes, for the timeline and the progress bar
 }
@@ -140,6 +146,8 @@ type client struct {
 	udp     *net.UDPConn
 	udpTo   []netip.AddrPort
 	seq     uint64
+	seen    []bool // udp burst: which echoes came back
+	bursts  int
 	payload []byte
 	buf     []byte
 	bulk    []byte
@@ -195,6 +203,19 @@ func (cl *client) run(ctx context.Context, budget int64, start time.Time) {
 			port, err = cl.keepAliveRequest()
 		case ModeUDP:
 			port = cl.own[k%len(cl.own)]
+			if spec.Burst > 1 {
+				port = cl.own[cl.bursts%len(cl.own)] // k moves by a burst
+				cl.bursts++
+				n, d := cl.udpBurst(port)
+				k += spec.Burst - 1
+				cl.hist.RecordValues(max(d.Microseconds(), 1), int64(n))
+				cl.ok[port] += int64(n)
+				cl.spec.Live.ops.Add(int64(n))
+				for range spec.Burst - n {
+					cl.fail(port, errors.New("burst: echo not received within "+udpTimeout.String()))
+				}
+				continue
+			}
 			err = cl.udpRequest(port)
 		case ModeBulk:
 			port, err = cl.bulkRequest()
@@ -305,6 +326,7 @@ func (cl *client) openUDP() error {
 		return fmt.Errorf("udp client: %w", err)
 	}
 	cl.udp = c
+	c.SetReadBuffer(1 << 20) // a burst's echoes, whole
 	cl.udpTo = make([]netip.AddrPort, len(cl.spec.Addrs))
 	for _, i := range cl.own {
 		ap, err := netip.ParseAddrPort(cl.spec.Addrs[i])
@@ -336,6 +358,48 @@ func (cl *client) udpRequest(port int) error {
 			return nil
 		}
 	}
+}
+
+// udpBurst sends Burst numbered datagrams to port, then reads echoes
+// until each has come back or udpTimeout passes; late echoes of earlier
+// bursts are skipped. It returns how many came back, and when the last did.
+func (cl *client) udpBurst(port int) (int, time.Duration) {
+	burst := cl.spec.Burst
+	if len(cl.seen) < burst {
+		cl.seen = make([]bool, burst)
+	}
+	clear(cl.seen)
+	first := cl.seq + 1
+	t0 := time.Now()
+	for range burst {
+		cl.seq++
+		binary.BigEndian.PutUint64(cl.payload, cl.seq)
+		if _, err := cl.udp.WriteToUDPAddrPort(cl.payload, cl.udpTo[port]); err != nil {
+			break // counted as missing below
+		}
+	}
+	cl.udp.SetDeadline(t0.Add(udpTimeout))
+	got := 0
+	var took time.Duration
+	for got < burst {
+		n, _, err := cl.udp.ReadFromUDPAddrPort(cl.buf)
+		if err != nil {
+			break
+		}
+		b := cl.buf[:n]
+		i := strings.IndexByte(string(b[:min(n, 64)]), ':')
+		if i < 0 || n-i-1 != len(cl.payload) {
+			continue
+		}
+		seq := binary.BigEndian.Uint64(b[i+1:])
+		if seq < first || seq >= first+uint64(burst) || cl.seen[seq-first] {
+			continue
+		}
+		cl.seen[seq-first] = true
+		got++
+		took = time.Since(t0)
+	}
+	return got, took
 }
 
 // close ends the keepalive connection.

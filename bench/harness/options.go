@@ -49,6 +49,9 @@ type Options struct {
 	Duration  time.Duration `json:"duration"`  // one round; the storm and the churn last as long
 	Size      int           `json:"size"`      // request bytes
 	PerConn   int           `json:"perConn"`   // keepalive and bulk: requests per connection
+	// UDPBurst is how many datagrams a udp client sends before it reads
+	// their echoes (1: one datagram and its echo at a time).
+	UDPBurst int `json:"udpBurst,omitempty"`
 	// MaxRequests bounds one round by count as Duration does by time.
 	MaxRequests int64 `json:"maxRequests"`
 
@@ -94,6 +97,7 @@ func (o *Options) Defaults() {
 	def(&o.Rounds, 3)
 	def(&o.Size, 64)
 	def(&o.PerConn, 100)
+	def(&o.UDPBurst, 1)
 	def(&o.Services, o.Ports)
 	if o.MaxRequests == 0 {
 		o.MaxRequests = 10_000_000
@@ -140,6 +144,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Endpoints < 1 || o.Endpoints > 250 {
 		return fmt.Errorf("endpoints %d: want 1 to 250", o.Endpoints)
+	}
+	if o.UDPBurst < 1 || o.UDPBurst > maxUDPBurst {
+		return fmt.Errorf("udp burst %d: want 1 to %d", o.UDPBurst, maxUDPBurst)
 	}
 	if o.Clients < 1 || o.Rounds < 1 || o.Size < 1 || o.PerConn < 1 || o.MaxRequests < 1 {
 		return errors.New("clients, rounds, size, requests per connection and max requests must be positive")

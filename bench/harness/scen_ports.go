@@ -108,7 +108,7 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 // order rotating each round so drift on the machine hits each alike.
 func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, targets []target) error {
 	o := e.o
-	spec := loadSpec{Mode: mode, Clients: o.Clients, Size: o.Size, PerConn: o.PerConn, MaxOps: o.MaxRequests}
+	spec := loadSpec{Mode: mode, Clients: o.Clients, Size: o.Size, PerConn: o.PerConn, Burst: o.UDPBurst, MaxOps: o.MaxRequests}
 	warm := spec
 	warm.Duration = min(o.Duration/2, time.Second)
 	for _, t := range targets {
