@@ -149,6 +149,9 @@ func runClientAddress(ctx context.Context, e *env, res *ScenarioResult) error {
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("kproxy run --portal nftables in a node namespace; a client namespace (%s) connects to a ClusterIP per mode, whose endpoint is a pod namespace behind the node (%s); the node dials it from %s unless the mode hands the client's address on. Each mode's endpoint counts the addresses it saw.",
 		caClientIP, caPodIP, caNodePodIP))
+	if len(o.Compare) > 0 {
+		res.Notes = append(res.Notes, "client-address compares its modes with the plain path; --compare does not apply")
+	}
 	if len(wrong) > 0 {
 		return fmt.Errorf("the endpoints saw the wrong addresses: %s", strings.Join(wrong, "; "))
 	}
