@@ -310,11 +310,22 @@ func serveCAEndpoint(ln net.Listener, seen *seenAddrs) {
 		}
 		go func() {
 			defer c.Close()
-			// A PROXY connection's RemoteAddr reads the header first.
+			// A PROXY connection's first write reads the header first.
+			if _, err := io.WriteString(c, "pod\n"); err != nil {
+				return
+			}
+			// Counted once a request arrives: a connection the proxy
+			// opened and gave up (a dial it raced, for a client gone)
+			// carries none, nor a header.
+			buf := make([]byte, 4096)
+			n, err := c.Read(buf)
+			if n == 0 {
+				return
+			}
 			if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 				seen.add(ta.AddrPort().Addr().Unmap())
 			}
-			if _, err := io.WriteString(c, "pod\n"); err != nil {
+			if _, werr := c.Write(buf[:n]); werr != nil || err != nil {
 				return
 			}
 			io.Copy(c, c)
