@@ -101,8 +101,8 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
 # `make bench`: a short run of every kproxy-bench scenario (startup,
-# ports, churn, chaos) on bin/kproxy against direct connections and HAProxy
-# in the same run, one table (JSON and HTML reports in bin/); then the
+# ports, churn, chaos; client-address as root) on bin/kproxy against direct
+# connections and HAProxy in the same run, one table (JSON and HTML reports in bin/); then the
 # go-test benchmarks of one service port. BENCH_ARGS adds flags, e.g.
 # BENCH_ARGS="--ports 1000 --duration 5s", or an earlier build to compare
 # with: BENCH_ARGS="--baseline-kproxy /tmp/kproxy-main".

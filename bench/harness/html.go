@@ -24,14 +24,14 @@ var echartsJS string
 // and charts made with go-echarts.
 func (r *Report) WriteHTML(w io.Writer) error {
 	type section struct {
-		Name, Error string
-		Table       template.HTML
-		Notes       []string
-		Charts      []template.HTML
+		Name, Error, Skipped string
+		Table                template.HTML
+		Notes                []string
+		Charts               []template.HTML
 	}
 	var sections []section
 	for _, s := range r.Scenarios {
-		sec := section{Name: s.Name, Error: s.Error, Notes: s.Notes, Table: figureTable(s.Figures, r.peers())}
+		sec := section{Name: s.Name, Error: s.Error, Skipped: s.Skipped, Notes: s.Notes, Table: figureTable(s.Figures, r.peers())}
 		for _, c := range scenarioCharts(s) {
 			snip := c.RenderSnippet()
 			sec.Charts = append(sec.Charts, template.HTML(snip.Element+snip.Script))
@@ -51,6 +51,7 @@ var reportPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 Ratios compare figures measured in the same run.</p>
 {{range .Sections}}<h2>{{.Name}}</h2>
 {{if .Error}}<p class="err">failed: {{.Error}}</p>{{end}}
+{{if .Skipped}}<p>skipped: {{.Skipped}}</p>{{end}}
 {{.Table}}
 {{range .Notes}}<p>{{.}}</p>{{end}}
 <div class="charts">{{range .Charts}}<div>{{.}}</div>{{end}}</div>
@@ -92,7 +93,7 @@ func scenarioCharts(s *ScenarioResult) []render.Renderer {
 	for _, mode := range modesOf(s.Latency) {
 		out = append(out, latencyChart(s.Name+" "+mode+": latency", s.Latency, mode))
 	}
-	if len(s.Rounds) > 0 && s.Name == "ports" {
+	if len(s.Rounds) > 0 && (s.Name == "ports" || s.Name == ScenarioClientAddress) {
 		out = append(out, roundBars("requests/s (median of rounds)", s.Rounds, func(r Round) float64 { return r.OpsPerSecond }),
 			roundBars("proxy CPU µs per request (median)", s.Rounds, func(r Round) float64 { return r.CPUMicrosPerOp }))
 	}

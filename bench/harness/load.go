@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type loadSpec struct {
 	Burst    int   // udp: datagrams sent before their echoes are read
 	Rate     float64
 	Live     *live // counts as it goes, for the timeline and the progress bar
+	// Enter, when set, moves each client's goroutine (locked to its OS
+	// thread for good) where its sockets are to be opened: a network
+	// namespace.
+	Enter func() error
 }
 
 // loadResult is what a load saw.
@@ -107,7 +112,11 @@ func runLoad(ctx context.Context, spec loadSpec) (*loadResult, error) {
 		go func() {
 			defer wg.Done()
 			cl := &client{spec: &spec, own: own, hist: newHist(), ok: map[int]int64{}, failed: map[int]int64{}}
-			cl.run(ctx, budget, start)
+			if err := cl.enter(); err != nil {
+				cl.fail(own[0], err)
+			} else {
+				cl.run(ctx, budget, start)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			res.Hist.Merge(cl.hist)
@@ -151,6 +160,16 @@ type client struct {
 	payload []byte
 	buf     []byte
 	bulk    []byte
+}
+
+// enter runs spec.Enter, if set, on the client's goroutine, locked to its
+// thread for good (no Unlock: the runtime ends the thread with it).
+func (cl *client) enter() error {
+	if cl.spec.Enter == nil {
+		return nil
+	}
+	runtime.LockOSThread()
+	return cl.spec.Enter()
 }
 
 func (cl *client) run(ctx context.Context, budget int64, start time.Time) {

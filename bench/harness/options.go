@@ -9,7 +9,11 @@ import (
 )
 
 // Scenarios, in the order `all` runs them.
-var Scenarios = []string{"startup", "ports", "churn", "chaos"}
+var Scenarios = []string{"startup", "ports", "churn", "chaos", ScenarioClientAddress}
+
+// ScenarioClientAddress measures, through a kernel portal in network
+// namespaces, what handing the client's address to the endpoint costs.
+const ScenarioClientAddress = "client-address"
 
 // Compare targets besides kproxy.
 const (

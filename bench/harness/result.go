@@ -38,8 +38,13 @@ type ScenarioResult struct {
 	Timeline []Sample       `json:"timeline,omitempty"`
 	Churn    *ChurnDetail   `json:"churn,omitempty"`
 	Chaos    *ChaosDetail   `json:"chaos,omitempty"`
-	Notes    []string       `json:"notes,omitempty"`
-	Error    string         `json:"error,omitempty"`
+	// ClientAddress is what the client-address scenario's endpoints saw.
+	ClientAddress *ClientAddressDetail `json:"clientAddress,omitempty"`
+	Notes         []string             `json:"notes,omitempty"`
+	// Skipped says why the scenario measured nothing on this machine
+	// (e.g. not root); it is not a failure.
+	Skipped string `json:"skipped,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Figure is one row of the table: a value per target.
@@ -148,6 +153,15 @@ type ChaosDetail struct {
 	RequestsUntouched int64    `json:"requestsOnUntouchedPorts"`
 	FailedUntouched   int64    `json:"failedOnUntouchedPorts"`
 	ErrorSamples      []string `json:"errorSamples,omitempty"`
+}
+
+// ClientAddressDetail is, per client-address mode, the connections its
+// endpoint accepted by the client address it saw (the socket's peer, or
+// the PROXY header's source).
+type ClientAddressDetail struct {
+	Client string                      `json:"client"` // the client's own address
+	Node   string                      `json:"node"`   // the node's address toward the pod
+	Seen   map[string]map[string]int64 `json:"seen"`
 }
 
 // median of xs (0 for none).

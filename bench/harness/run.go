@@ -37,6 +37,8 @@ var scenarioFuncs = map[string]func(context.Context, *env, *ScenarioResult) erro
 	"ports":   runPorts,
 	"churn":   runChurn,
 	"chaos":   runChaos,
+
+	ScenarioClientAddress: runClientAddress,
 }
 
 // baselineScenarios are the scenarios that run the baseline kproxy beside

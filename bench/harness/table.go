@@ -25,6 +25,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if s.Error != "" {
 			fmt.Fprintf(tw, "%s\tFAILED: %s\t%s\n", s.Name, firstLine(s.Error), strings.Repeat("\t", len(head)-2))
 		}
+		if s.Skipped != "" {
+			fmt.Fprintf(tw, "%s\tskipped: %s\t%s\n", s.Name, s.Skipped, strings.Repeat("\t", len(head)-2))
+		}
 		for _, f := range s.Figures {
 			row := []string{s.Name, f.Name, f.Unit}
 			for _, p := range peers {

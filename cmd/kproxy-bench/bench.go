@@ -33,6 +33,12 @@ Scenarios:
            traffic flowing: change-to-applied latency, failed requests
   chaos    a crash storm through the admin API during load: failures on crashed and
            untouched ports
+  client-address
+           the client's address handed to the endpoint: plain, transparent
+           (kproxy.io/preserve-source-ip), PROXY v1 and v2 (kproxy.io/proxy-protocol),
+           through the nftables portal in network namespaces it creates (root):
+           connections/s and keep-alive requests/s (modes conn, keepalive), kproxy's
+           CPU per connection and request and its ratio to plain, in interleaved rounds
 
 The kproxy under test runs as its own process (the --kproxy binary, by
 default the kproxy next to this one) with the bind portal on loopback:

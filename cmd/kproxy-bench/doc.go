@@ -4,7 +4,7 @@
 // against direct connections, HAProxy, a bare UDP relay and an earlier
 // kproxy build in the same run.
 //
-//	kproxy-bench startup|ports|churn|chaos|all [flags]
+//	kproxy-bench startup|ports|churn|chaos|client-address|all [flags]
 //	kproxy-bench ports --baseline-kproxy /tmp/kproxy-main
 //	kproxy-bench version
 package main

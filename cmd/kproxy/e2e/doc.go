@@ -33,9 +33,8 @@
 // (ephemeralports_test.go). The client's address at the endpoint: PROXY
 // protocol headers (proxyprotocol_test.go) and transparent proxying of
 // node-local endpoints, TCP and UDP, with the cleanup of its marks and
-// policy routing (transparent_test.go); TestTransparentCost measures its
-// cost per connection beside the plain path and a PROXY header when
-// KPROXY_COST=1 (transparent_cost_test.go).
+// policy routing (transparent_test.go); what each costs per connection
+// beside the plain path is measured by kproxy-bench client-address.
 //
 // The shared setup: the topology, its backends and the requests that expect
 // a backend's answer (env_test.go), the services kproxy reads
