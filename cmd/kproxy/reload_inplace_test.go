@@ -10,7 +10,7 @@ import (
 	"github.com/kproxy/kproxy/messages"
 )
 
-// TestInPlaceRewritesUnderLoad is issue 10 item 2's "done means": a
+// TestInPlaceRewritesUnderLoad is what a slow in-place writer needs: a
 // manifest rewritten in place (truncate, then write) 50 times under
 // connection-per-request load loses no request, an identical rewrite
 // applies nothing, and a rewrite that changes the endpoints applies
