@@ -24,8 +24,8 @@ type ChaosCrash struct {
 // ChaosKinds are the actor kinds a storm can crash.
 var ChaosKinds = append(slices.Clone(actors.ServicePortActors), actors.TopActors...)
 
-// Chaos crashes the Portals of random service ports, perSecond of them each
-// second, for d (or until ctx ends), choosing with a rand seeded by seed so
+// Chaos crashes the Portals of random service ports, perSecond × d of
+// them spread evenly over d (or until ctx ends), choosing with a rand seeded by seed so
 // a run can be repeated. It returns the crashes it made.
 func (i *Injector) Chaos(ctx context.Context, perSecond float64, d time.Duration, seed uint64) ([]ChaosCrash, error) {
 	return i.Storm(ctx, perSecond, d, seed, []string{"portal"})
@@ -68,31 +68,40 @@ func (i *Injector) Storm(ctx context.Context, perSecond float64, d time.Duration
 	}
 	i.cfg.Log.Warn().Float64("perSecond", perSecond).Dur("duration", d).Uint64("seed", seed).Int("servicePorts", len(ports)).Msg("chaos started")
 	rng := rand.New(rand.NewPCG(seed, seed))
-	ticker := time.NewTicker(time.Duration(float64(time.Second) / perSecond))
-	defer ticker.Stop()
-	end := time.After(d)
+	// Crashes follow a schedule, not a ticker: a ticker drops the ticks a
+	// busy process misses, so a storm asked for 20/s for 10 s could make
+	// far fewer than 200. Late crashes are made at once, catching up.
+	total := int(perSecond * d.Seconds())
+	interval := time.Duration(float64(time.Second) / perSecond)
+	start := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	var crashes []ChaosCrash
-	for {
-		select {
-		case <-ctx.Done():
+	for n := range total {
+		if wait := time.Until(start.Add(time.Duration(n+1) * interval)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return crashes, ctx.Err()
+			case <-timer.C:
+			}
+		} else if ctx.Err() != nil {
 			return crashes, ctx.Err()
-		case <-end:
-			i.cfg.Log.Warn().Int("crashes", len(crashes)).Msg("chaos ended")
-			return crashes, nil
-		case <-ticker.C:
-			kind := kinds[rng.IntN(len(kinds))]
-			if slices.Contains(actors.TopActors, kind) {
-				if i.CrashTop(kind, "chaos") == nil {
-					crashes = append(crashes, ChaosCrash{At: time.Now(), Actor: kind})
-				}
-				continue
+		}
+		kind := kinds[rng.IntN(len(kinds))]
+		if slices.Contains(actors.TopActors, kind) {
+			if i.CrashTop(kind, "chaos") == nil {
+				crashes = append(crashes, ChaosCrash{At: time.Now(), Actor: kind})
 			}
-			st := ports[rng.IntN(len(ports))]
-			// The one refusal: an affinity crash where the service port
-			// has no Affinity actor.
-			if i.crashIn(st, kind, "chaos") == nil {
-				crashes = append(crashes, ChaosCrash{At: time.Now(), ServicePort: st.GetKey().ID(), Actor: kind})
-			}
+			continue
+		}
+		st := ports[rng.IntN(len(ports))]
+		// The one refusal: an affinity crash where the service port
+		// has no Affinity actor.
+		if i.crashIn(st, kind, "chaos") == nil {
+			crashes = append(crashes, ChaosCrash{At: time.Now(), ServicePort: st.GetKey().ID(), Actor: kind})
 		}
 	}
+	i.cfg.Log.Warn().Int("crashes", len(crashes)).Msg("chaos ended")
+	return crashes, nil
 }
