@@ -40,6 +40,97 @@ type located[T any] struct {
 	obj T
 }
 
+// objectDoc is a decoded Service or EndpointSlice with what the file
+// source groups it by. A FileSource keeps each file's documents between
+// polls without their decoded objects (cool): 2 KiB of Kubernetes objects
+// per service port against the few hundred bytes of their documents. A
+// build that needs an object again (its service or one of its slices
+// changed in another file) decodes its document again (load).
+type objectDoc[T any] struct {
+	namespace, name string
+	service         string // an EndpointSlice's kubernetes.io/service-name label
+	fqdn            bool   // an EndpointSlice of addressType FQDN
+	obj             T      // nil once cooled
+	raw             []byte // the document obj was decoded from
+}
+
+type (
+	serviceDoc = objectDoc[*corev1.Service]
+	sliceDoc   = objectDoc[*discoveryv1.EndpointSlice]
+)
+
+// loadService is d's Service, decoded again from its document if cooled.
+func loadService(d *serviceDoc) (*corev1.Service, error) {
+	if d.obj != nil {
+		return d.obj, nil
+	}
+	var out decoded
+	decodeDocument("", d.raw, &out)
+	if len(out.services) != 1 {
+		return nil, fmt.Errorf("decoding Service %s/%s again gave %d services", d.namespace, d.name, len(out.services))
+	}
+	return out.services[0].obj.obj, nil
+}
+
+// loadSlice is d's EndpointSlice, decoded again from its document if
+// cooled.
+func loadSlice(d *sliceDoc) (*discoveryv1.EndpointSlice, error) {
+	if d.obj != nil {
+		return d.obj, nil
+	}
+	var out decoded
+	decodeDocument("", d.raw, &out)
+	if len(out.slices) != 1 {
+		return nil, fmt.Errorf("decoding EndpointSlice %s/%s again gave %d slices", d.namespace, d.name, len(out.slices))
+	}
+	return out.slices[0].obj.obj, nil
+}
+
+func newServiceDoc(o *corev1.Service, raw []byte) *serviceDoc {
+	return &serviceDoc{namespace: o.Namespace, name: o.Name, obj: o, raw: raw}
+}
+
+func newSliceDoc(o *discoveryv1.EndpointSlice, raw []byte) *sliceDoc {
+	return &sliceDoc{namespace: o.Namespace, name: o.Name, service: o.Labels[discoveryv1.LabelServiceName],
+		fqdn: o.AddressType == discoveryv1.AddressTypeFQDN, obj: o, raw: raw}
+}
+
+// cool drops the decoded objects of d's documents, which keep their
+// document to be decoded again.
+func (d *decoded) cool() {
+	for _, s := range d.services {
+		s.obj.obj = nil
+	}
+	for _, s := range d.slices {
+		s.obj.obj = nil
+	}
+}
+
+// pack copies the documents of d into one buffer: one allocation per
+// file, where each document was one of its own, of mixed sizes and kept
+// among the decoding's garbage.
+func (d *decoded) pack() {
+	n := 0
+	for _, s := range d.services {
+		n += len(s.obj.raw)
+	}
+	for _, s := range d.slices {
+		n += len(s.obj.raw)
+	}
+	buf := make([]byte, 0, n)
+	keep := func(raw []byte) []byte {
+		at := len(buf)
+		buf = append(buf, raw...)
+		return buf[at:len(buf):len(buf)]
+	}
+	for _, s := range d.services {
+		s.obj.raw = keep(s.obj.raw)
+	}
+	for _, s := range d.slices {
+		s.obj.raw = keep(s.obj.raw)
+	}
+}
+
 // appendAfter appends a later file's items to dst, numbered after the
 // off documents of the files before it.
 func appendAfter[T any](dst, src []located[T], off int) []located[T] {
@@ -52,8 +143,8 @@ func appendAfter[T any](dst, src []located[T], off int) []located[T] {
 
 // decoded collects what the documents of all input files contained.
 type decoded struct {
-	services []located[*corev1.Service]
-	slices   []located[*discoveryv1.EndpointSlice]
+	services []located[*serviceDoc]
+	slices   []located[*sliceDoc]
 	findings
 	seq int // of the last document read
 }
@@ -66,12 +157,14 @@ func decodeFile(name string, data []byte, out *decoded) {
 	for n := 1; ; n++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
+			out.pack()
 			return
 		}
 		if err != nil {
 			// The reader cannot resynchronise after a bad separator.
 			out.seq++
 			out.failUnknown(out.seq, fmt.Errorf("%s document %d: %w", name, n, err))
+			out.pack()
 			return
 		}
 		decodeDocument(fmt.Sprintf("%s document %d", name, n), doc, out)
@@ -186,10 +279,10 @@ func decodeDocument(at string, doc []byte, out *decoded) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		o.Namespace = namespaceOf(o.Namespace)
-		out.services = append(out.services, located[*corev1.Service]{where, seq, o})
+		out.services = append(out.services, located[*serviceDoc]{where, seq, newServiceDoc(o, doc)})
 	case *discoveryv1.EndpointSlice:
 		o.Namespace = namespaceOf(o.Namespace)
-		out.slices = append(out.slices, located[*discoveryv1.EndpointSlice]{where, seq, o})
+		out.slices = append(out.slices, located[*sliceDoc]{where, seq, newSliceDoc(o, doc)})
 	case *corev1.List:
 		for i, item := range o.Items {
 			decodeDocument(fmt.Sprintf("%s item %d", at, i+1), item.Raw, out)
@@ -227,14 +320,14 @@ func decodeFast(at string, seq int, doc []byte, out *decoded) bool {
 		}
 		h.namespace, h.name = o.Namespace, o.Name
 		o.Namespace = namespaceOf(o.Namespace)
-		out.services = append(out.services, located[*corev1.Service]{at + h.describe(), seq, o})
+		out.services = append(out.services, located[*serviceDoc]{at + h.describe(), seq, newServiceDoc(o, doc)})
 	case *discoveryv1.EndpointSlice:
 		if h.apiVersion != discoveryv1.SchemeGroupVersion.String() || h.kind != "EndpointSlice" {
 			return false
 		}
 		h.namespace, h.name = o.Namespace, o.Name
 		o.Namespace = namespaceOf(o.Namespace)
-		out.slices = append(out.slices, located[*discoveryv1.EndpointSlice]{at + h.describe(), seq, o})
+		out.slices = append(out.slices, located[*sliceDoc]{at + h.describe(), seq, newSliceDoc(o, doc)})
 	case *corev1.List:
 		if h.apiVersion != "v1" || h.kind != "List" {
 			return false
