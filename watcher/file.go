@@ -216,18 +216,18 @@ func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 			built[key] = b
 		}
 		if b.skip != "" {
-			f.skip(s.seq, s.at+": "+b.skip)
+			f.skip(s.seq, s.where()+": "+b.skip)
 			continue
 		}
 		if b.err != nil {
-			f.failService(s.seq, s.obj.namespace, s.obj.name, fmt.Errorf("%s: %w", s.at, b.err))
+			f.failService(s.seq, s.obj.namespace, s.obj.name, fmt.Errorf("%s: %w", s.where(), b.err))
 			continue
 		}
 		for _, err := range b.ranges {
-			f.ignore(s.seq, fmt.Errorf("%s: %w", s.at, err))
+			f.ignore(s.seq, fmt.Errorf("%s: %w", s.where(), err))
 		}
 		for _, err := range b.annotations {
-			f.annotation(s.seq, fmt.Errorf("%s: %w", s.at, err))
+			f.annotation(s.seq, fmt.Errorf("%s: %w", s.where(), err))
 		}
 		res.ServicePorts = append(res.ServicePorts, b.ports...)
 	}
@@ -243,7 +243,7 @@ func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 			continue
 		}
 		for _, s := range group {
-			f.skip(s.seq, fmt.Sprintf("%s: no Service %s was loaded for it", s.at, key))
+			f.skip(s.seq, fmt.Sprintf("%s: no Service %s was loaded for it", s.where(), key))
 		}
 	}
 
@@ -332,15 +332,15 @@ func (m *buildMemo) turn() { m.valid, m.nextOK = m.nextOK, nil }
 // uniqueServices keeps the first definition of each namespace/name; a
 // second one is an error, since silently picking one would surprise.
 func uniqueServices(all []located[*serviceDoc], f *findings) []located[*serviceDoc] {
-	first := make(map[string]string)
+	first := make(map[string]located[*serviceDoc])
 	var out []located[*serviceDoc]
 	for _, s := range all {
 		key := serviceKey(s.obj.namespace, s.obj.name)
 		if at, dup := first[key]; dup && s.obj.name != "" {
-			f.failService(s.seq, s.obj.namespace, s.obj.name, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
+			f.failService(s.seq, s.obj.namespace, s.obj.name, fmt.Errorf("%s: duplicate of %s, ignored", s.where(), at.where()))
 			continue
 		}
-		first[key] = s.at
+		first[key] = s
 		out = append(out, s)
 	}
 	return out
@@ -349,26 +349,26 @@ func uniqueServices(all []located[*serviceDoc], f *findings) []located[*serviceD
 // groupSlices validates slices, drops duplicates and unlabelled ones, and
 // indexes the rest by the service ("namespace/name") they belong to.
 func groupSlices(all []located[*sliceDoc], f *findings, validate func(*sliceDoc) error) map[string][]located[*sliceDoc] {
-	first := make(map[string]string)
+	first := make(map[string]located[*sliceDoc])
 	groups := make(map[string][]located[*sliceDoc])
 	for _, s := range all {
 		service := s.obj.service
 		if err := validate(s.obj); err != nil {
-			f.failSlice(s.seq, s.obj.namespace, service, fmt.Errorf("%s: %w", s.at, err))
+			f.failSlice(s.seq, s.obj.namespace, service, fmt.Errorf("%s: %w", s.where(), err))
 			continue
 		}
 		id := serviceKey(s.obj.namespace, s.obj.name)
 		if at, dup := first[id]; dup {
-			f.failSlice(s.seq, s.obj.namespace, service, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
+			f.failSlice(s.seq, s.obj.namespace, service, fmt.Errorf("%s: duplicate of %s, ignored", s.where(), at.where()))
 			continue
 		}
-		first[id] = s.at
+		first[id] = s
 		if service == "" {
-			f.skip(s.seq, fmt.Sprintf("%s: no %s label, so no service uses it", s.at, discoveryv1.LabelServiceName))
+			f.skip(s.seq, fmt.Sprintf("%s: no %s label, so no service uses it", s.where(), discoveryv1.LabelServiceName))
 			continue
 		}
 		if s.obj.fqdn {
-			f.skip(s.seq, s.at+": FQDN endpoints are not proxied")
+			f.skip(s.seq, s.where()+": FQDN endpoints are not proxied")
 			continue
 		}
 		key := serviceKey(s.obj.namespace, service)
