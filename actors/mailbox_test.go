@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -49,5 +51,65 @@ func TestSpawnSafeMailboxHoldsEarlyMessages(t *testing.T) {
 		if m != i {
 			t.Fatalf("message %d is %v: out of order", i, m)
 		}
+	}
+}
+
+// failingInvoker records messages and escalations; the message "panic"
+// panics.
+type failingInvoker struct {
+	recordingInvoker
+	escalated chan any
+}
+
+func (f *failingInvoker) InvokeUserMessage(m any) {
+	if m == "panic" {
+		panic("boom")
+	}
+	f.record(m)
+}
+
+func (f *failingInvoker) EscalateFailure(_ any, m any) { f.escalated <- m }
+
+// As protoactor's mailbox: a panic is escalated with its message; a
+// suspended mailbox runs system messages but holds user ones until
+// resumed, in order.
+func TestMailboxSuspendsAndEscalates(t *testing.T) {
+	mb := spawnSafeMailbox()
+	inv := &failingInvoker{recordingInvoker: recordingInvoker{done: make(chan struct{}), want: 3}, escalated: make(chan any, 1)}
+	mb.RegisterHandlers(inv, actor.NewDefaultDispatcher(300))
+	mb.PostSystemMessage(&actor.SuspendMailbox{})
+	mb.PostUserMessage("panic")
+	mb.PostUserMessage("after")
+	mb.PostSystemMessage("system")
+	// The system message posted last runs; the user ones before it wait.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		inv.mu.Lock()
+		ran := len(inv.got)
+		inv.mu.Unlock()
+		if ran > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the system message did not run")
+		}
+	}
+	select {
+	case m := <-inv.escalated:
+		t.Fatalf("a suspended mailbox ran user message %v", m)
+	default:
+	}
+	if n := mb.UserMessageCount(); n != 2 {
+		t.Fatalf("%d user messages held, want 2", n)
+	}
+	mb.PostSystemMessage(&actor.ResumeMailbox{})
+	if m := <-inv.escalated; m != "panic" {
+		t.Fatalf("escalated %v, want the message that panicked", m)
+	}
+	mb.PostUserMessage("last")
+	<-inv.done
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if want := []any{"system", "after", "last"}; !slices.Equal(inv.got, want) {
+		t.Fatalf("ran %v, want %v", inv.got, want)
 	}
 }

@@ -22,12 +22,15 @@ type Snapshot struct {
 	// Version is that of the endpoint set it was built from (see
 	// SnapshotHolder.Expect).
 	Version int64
+	// pos are the pools' round-robin positions, shared with the
+	// Snapshots before and after (one pointer, not one per pool: 64
+	// bytes of every service port).
+	pos *Positions
 }
 
 type snapshotPool struct {
 	endpoints []string            // in round-robin order
 	skip      map[string]struct{} // ejected endpoints to pass over
-	next      *atomic.Uint64
 }
 
 // Positions are the round-robin positions of a Balancer's pools, kept by
@@ -47,7 +50,7 @@ func boolIndex(b bool) int {
 // the positions pos and s's endpoint lists (which s replaces, never
 // changes).
 func (s *Scopes) Snapshot(o *Outliers, pos *Positions) *Snapshot {
-	snap := &Snapshot{Watching: o.Watching()}
+	snap := &Snapshot{Watching: o.Watching(), pos: pos}
 	if len(o.hosts) > 0 {
 		snap.watched = make(map[string]struct{}, len(o.hosts))
 		for e := range o.hosts {
@@ -56,17 +59,17 @@ func (s *Scopes) Snapshot(o *Outliers, pos *Positions) *Snapshot {
 	}
 	for i := range s.pools {
 		for f := range s.pools[i] {
-			snap.pools[i][f] = poolSnapshot(&s.pools[i][f], o, &pos.next[i][f])
+			snap.pools[i][f] = poolSnapshot(&s.pools[i][f], o)
 		}
 	}
 	return snap
 }
 
-// poolSnapshot is the Snapshot of one pool rr, with o's skips and the
-// shared position next. It shares rr's list: RoundRobin.Update replaces
-// the list, never changes it in place.
-func poolSnapshot(rr *RoundRobin, o *Outliers, next *atomic.Uint64) snapshotPool {
-	sp := snapshotPool{endpoints: rr.endpoints, next: next}
+// poolSnapshot is the Snapshot of one pool rr, with o's skips. It shares
+// rr's list: RoundRobin.Update replaces the list, never changes it in
+// place.
+func poolSnapshot(rr *RoundRobin, o *Outliers) snapshotPool {
+	sp := snapshotPool{endpoints: rr.endpoints}
 	// The ejected members Outliers.Skip would add to a pick's
 	// exclusions (none when the panic threshold is crossed).
 	if skip := o.Skip(rr.endpoints, nil); len(skip) > 0 {
@@ -85,12 +88,13 @@ func poolSnapshot(rr *RoundRobin, o *Outliers, next *atomic.Uint64) snapshotPool
 // even on success. ok is false when no endpoint is left. Safe for
 // concurrent use; it does not allocate.
 func (s *Snapshot) Pick(external bool, clientIP string, exclude []string) (endpoint string, report, ok bool) {
-	p := &s.pools[boolIndex(external)][familyOf(clientIP)]
+	ext, fam := boolIndex(external), familyOf(clientIP)
+	p := &s.pools[ext][fam]
 	n := uint64(len(p.endpoints))
 	if n == 0 {
 		return "", false, false
 	}
-	start := p.next.Add(1) - 1
+	start := s.pos.next[ext][fam].Add(1) - 1
 	for i := range n {
 		e := p.endpoints[(start+i)%n]
 		if _, ejected := p.skip[e]; ejected || (len(exclude) > 0 && contains(exclude, e)) {

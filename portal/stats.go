@@ -23,16 +23,32 @@ type Stats struct {
 	// AcceptFailures counts accepts that failed and were retried (fd
 	// exhaustion, injected or real).
 	AcceptFailures atomic.Int64
-	// UDP datagrams read and sent, and the system calls that carried
-	// them, by direction: their ratio is the datagrams per call batching
-	// reaches (1 where there is no batching). Each direction's counters
-	// sit on cache lines of their own: the listener's goroutine counts one
-	// way, the flows' the other, per datagram.
-	_             [64]byte
-	UDPToEndpoint UDPCounts
-	_             [64]byte
-	UDPToClient   UDPCounts
-	_             [64]byte
+	// udp are the UDP datagram counters, made by the first datagram:
+	// with their cache-line padding they are 256 bytes that a TCP
+	// service port never uses.
+	udp atomic.Pointer[UDPStats]
+}
+
+// UDPStats count a service port's UDP datagrams read and sent, and the
+// system calls that carried them, by direction: their ratio is the
+// datagrams per call batching reaches (1 where there is no batching).
+// Each direction's counters sit on cache lines of their own: the
+// listener's goroutine counts one way, the flows' the other, per
+// datagram.
+type UDPStats struct {
+	_          [64]byte
+	ToEndpoint UDPCounts
+	_          [64]byte
+	ToClient   UDPCounts
+	_          [64]byte
+}
+
+// UDP is the service port's UDP counters, nil until its first datagram.
+func (s *Stats) UDP() *UDPStats {
+	if s == nil {
+		return nil
+	}
+	return s.udp.Load()
 }
 
 // UDPCounts counts one direction of a service port's UDP datagrams.
@@ -143,15 +159,23 @@ func (c *UDPCounts) sent(n, calls int) {
 	c.Sent.Add(int64(n))
 }
 
-// udp is the counters of one direction (nil when not counting).
-func (s *Stats) udp(toClient bool) *UDPCounts {
-	switch {
-	case s == nil:
+// udpCounts is the counters of one direction, made on first use
+// (discarded when not counting).
+func (s *Stats) udpCounts(toClient bool) *UDPCounts {
+	if s == nil {
 		return &discarded
-	case toClient:
-		return &s.UDPToClient
 	}
-	return &s.UDPToEndpoint
+	u := s.udp.Load()
+	if u == nil {
+		u = new(UDPStats)
+		if !s.udp.CompareAndSwap(nil, u) {
+			u = s.udp.Load()
+		}
+	}
+	if toClient {
+		return &u.ToClient
+	}
+	return &u.ToEndpoint
 }
 
 // discarded takes the counts when there are no Stats.

@@ -161,7 +161,7 @@ func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) 
 // is available. A datagram whose client has no flow and can get none is
 // dropped, as a kernel proxy would.
 func (p *UDPProxy) forward(listener *batchConn, ds []datagram, o *UDPOptions, fw *forwarder) {
-	o.Stats.udp(false).received(len(ds))
+	o.Stats.udpCounts(false).received(len(ds))
 	groups := 0
 	for _, d := range ds {
 		f := p.flowIsolated(listener, &d, o)
@@ -213,7 +213,7 @@ func (p *UDPProxy) toEndpoint(f *udpFlow, bufs [][]byte, o *UDPOptions, w *write
 		}
 	}()
 	calls, err := f.bc.write(w, bufs, nil, nil)
-	o.Stats.udp(false).sent(len(bufs), calls)
+	o.Stats.udpCounts(false).sent(len(bufs), calls)
 	if err != nil {
 		o.event(o.Log.Debug()).Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
 	}
@@ -326,7 +326,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 	}
 	var werr error
 	var rd reader
-	counts := o.Stats.udp(true)
+	counts := o.Stats.udpCounts(true)
 	back := func(ds []datagram) {
 		f.lastUsed.Store(time.Now().UnixNano())
 		counts.received(len(ds))

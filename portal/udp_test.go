@@ -114,10 +114,10 @@ func TestUDPBurstInOrderBatched(t *testing.T) {
 	expectEchoes(t, client, udpBurst)
 	// The last batch is counted once its send returns, maybe after the
 	// client has its echoes.
-	for deadline := time.Now().Add(5 * time.Second); stats.UDPToClient.Sent.Load() < udpBurst && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); stats.UDP().ToClient.Sent.Load() < udpBurst && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond) // polling a counter nothing announces
 	}
-	in, out := &stats.UDPToEndpoint, &stats.UDPToClient
+	in, out := &stats.UDP().ToEndpoint, &stats.UDP().ToClient
 	recv, recvCalls := in.Received.Load()+out.Received.Load(), in.ReceiveCalls.Load()+out.ReceiveCalls.Load()
 	sent, sendCalls := in.Sent.Load()+out.Sent.Load(), in.SendCalls.Load()+out.SendCalls.Load()
 	t.Logf("received %d datagrams in %d calls, sent %d in %d", recv, recvCalls, sent, sendCalls)

@@ -40,6 +40,135 @@ type located[T any] struct {
 	obj T
 }
 
+// objectDoc is a decoded Service or EndpointSlice with what the file
+// source groups it by. A FileSource keeps each file's documents between
+// polls without their decoded objects (cool): 2 KiB of Kubernetes objects
+// per service port against the few hundred bytes of their documents. A
+// build that needs an object again (its service or one of its slices
+// changed in another file) decodes its document again (load).
+type objectDoc[T any] struct {
+	namespace, name string
+	service         string // an EndpointSlice's kubernetes.io/service-name label
+	fqdn            bool   // an EndpointSlice of addressType FQDN
+	obj             T      // nil once cooled
+	raw             []byte // the document obj was decoded from
+	// file and doc name where it is for messages, when its located's at
+	// is empty: a string of its own per document was 0.15 KiB of every
+	// service port, read only for messages.
+	file *string
+	doc  int
+}
+
+// where names the document for messages, as decodeFast's at does:
+// "services.yaml document 3 (Service default/web)".
+func (d *objectDoc[T]) where() string {
+	var kind string
+	switch any(d.obj).(type) {
+	case *corev1.Service:
+		kind = "Service"
+	case *discoveryv1.EndpointSlice:
+		kind = "EndpointSlice"
+	}
+	return fmt.Sprintf("%s document %d", *d.file, d.doc) + header{kind: kind, namespace: d.namespace, name: d.name}.describe()
+}
+
+// where is l.at, or its document's where when at was left empty.
+func (l located[T]) where() string {
+	if l.at == "" {
+		if d, ok := any(l.obj).(interface{ where() string }); ok {
+			return d.where()
+		}
+	}
+	return l.at
+}
+
+type (
+	serviceDoc = objectDoc[*corev1.Service]
+	sliceDoc   = objectDoc[*discoveryv1.EndpointSlice]
+)
+
+// loadService is d's Service, decoded again from its document if cooled.
+func loadService(d *serviceDoc) (*corev1.Service, error) {
+	if d.obj != nil {
+		return d.obj, nil
+	}
+	var out decoded
+	decodeDocument("", d.raw, &out)
+	if len(out.services) != 1 {
+		return nil, fmt.Errorf("decoding Service %s/%s again gave %d services", d.namespace, d.name, len(out.services))
+	}
+	return out.services[0].obj.obj, nil
+}
+
+// loadSlice is d's EndpointSlice, decoded again from its document if
+// cooled.
+func loadSlice(d *sliceDoc) (*discoveryv1.EndpointSlice, error) {
+	if d.obj != nil {
+		return d.obj, nil
+	}
+	var out decoded
+	decodeDocument("", d.raw, &out)
+	if len(out.slices) != 1 {
+		return nil, fmt.Errorf("decoding EndpointSlice %s/%s again gave %d slices", d.namespace, d.name, len(out.slices))
+	}
+	return out.slices[0].obj.obj, nil
+}
+
+func newServiceDoc(o *corev1.Service, raw []byte) *serviceDoc {
+	return &serviceDoc{namespace: o.Namespace, name: o.Name, obj: o, raw: raw}
+}
+
+func newSliceDoc(o *discoveryv1.EndpointSlice, raw []byte) *sliceDoc {
+	return &sliceDoc{namespace: o.Namespace, name: o.Name, service: o.Labels[discoveryv1.LabelServiceName],
+		fqdn: o.AddressType == discoveryv1.AddressTypeFQDN, obj: o, raw: raw}
+}
+
+// cool drops the decoded objects of d's documents, which keep their
+// document to be decoded again.
+func (d *decoded) cool() {
+	for _, s := range d.services {
+		s.obj.obj = nil
+	}
+	for _, s := range d.slices {
+		s.obj.obj = nil
+	}
+}
+
+// pack copies the documents of d into one buffer: one allocation per
+// file, where each document was one of its own, of mixed sizes and kept
+// among the decoding's garbage.
+func (d *decoded) pack() {
+	n := 0
+	for _, s := range d.services {
+		n += len(s.obj.raw)
+	}
+	for _, s := range d.slices {
+		n += len(s.obj.raw)
+	}
+	buf := make([]byte, 0, n)
+	keep := func(raw []byte) []byte {
+		at := len(buf)
+		buf = append(buf, raw...)
+		return buf[at:len(buf):len(buf)]
+	}
+	for _, s := range d.services {
+		s.obj.raw = keep(s.obj.raw)
+	}
+	for _, s := range d.slices {
+		s.obj.raw = keep(s.obj.raw)
+	}
+}
+
+// locate places d, decoded by decodeFast as at with header h: a document
+// of a file keeps no at of its own (objectDoc.where renders it).
+func locate[T any](out *decoded, at string, seq int, h header, d *objectDoc[T]) located[*objectDoc[T]] {
+	if out.doc > 0 && out.file != nil {
+		d.file, d.doc = out.file, out.doc
+		return located[*objectDoc[T]]{seq: seq, obj: d}
+	}
+	return located[*objectDoc[T]]{at + h.describe(), seq, d}
+}
+
 // appendAfter appends a later file's items to dst, numbered after the
 // off documents of the files before it.
 func appendAfter[T any](dst, src []located[T], off int) []located[T] {
@@ -52,28 +181,38 @@ func appendAfter[T any](dst, src []located[T], off int) []located[T] {
 
 // decoded collects what the documents of all input files contained.
 type decoded struct {
-	services []located[*corev1.Service]
-	slices   []located[*discoveryv1.EndpointSlice]
+	services []located[*serviceDoc]
+	slices   []located[*sliceDoc]
 	findings
 	seq int // of the last document read
+
+	// file and doc are the file and document number decodeFile is
+	// decoding, doc 0 in a List's items (their at says which).
+	file *string
+	doc  int
 }
 
 // decodeFile splits a file into YAML documents ("---"; a JSON file is one
 // document) and decodes each. Documents are numbered from 1 as a user
 // counts them in an editor.
 func decodeFile(name string, data []byte, out *decoded) {
+	out.file = &name
+	defer func() { out.file, out.doc = nil, 0 }()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for n := 1; ; n++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
+			out.pack()
 			return
 		}
 		if err != nil {
 			// The reader cannot resynchronise after a bad separator.
 			out.seq++
 			out.failUnknown(out.seq, fmt.Errorf("%s document %d: %w", name, n, err))
+			out.pack()
 			return
 		}
+		out.doc = n
 		decodeDocument(fmt.Sprintf("%s document %d", name, n), doc, out)
 	}
 }
@@ -186,14 +325,17 @@ func decodeDocument(at string, doc []byte, out *decoded) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		o.Namespace = namespaceOf(o.Namespace)
-		out.services = append(out.services, located[*corev1.Service]{where, seq, o})
+		out.services = append(out.services, located[*serviceDoc]{where, seq, newServiceDoc(o, doc)})
 	case *discoveryv1.EndpointSlice:
 		o.Namespace = namespaceOf(o.Namespace)
-		out.slices = append(out.slices, located[*discoveryv1.EndpointSlice]{where, seq, o})
+		out.slices = append(out.slices, located[*sliceDoc]{where, seq, newSliceDoc(o, doc)})
 	case *corev1.List:
+		doc := out.doc
+		out.doc = 0 // items are named by their at
 		for i, item := range o.Items {
 			decodeDocument(fmt.Sprintf("%s item %d", at, i+1), item.Raw, out)
 		}
+		out.doc = doc
 	}
 }
 
@@ -227,21 +369,24 @@ func decodeFast(at string, seq int, doc []byte, out *decoded) bool {
 		}
 		h.namespace, h.name = o.Namespace, o.Name
 		o.Namespace = namespaceOf(o.Namespace)
-		out.services = append(out.services, located[*corev1.Service]{at + h.describe(), seq, o})
+		out.services = append(out.services, locate(out, at, seq, h, newServiceDoc(o, doc)))
 	case *discoveryv1.EndpointSlice:
 		if h.apiVersion != discoveryv1.SchemeGroupVersion.String() || h.kind != "EndpointSlice" {
 			return false
 		}
 		h.namespace, h.name = o.Namespace, o.Name
 		o.Namespace = namespaceOf(o.Namespace)
-		out.slices = append(out.slices, located[*discoveryv1.EndpointSlice]{at + h.describe(), seq, o})
+		out.slices = append(out.slices, locate(out, at, seq, h, newSliceDoc(o, doc)))
 	case *corev1.List:
 		if h.apiVersion != "v1" || h.kind != "List" {
 			return false
 		}
+		doc := out.doc
+		out.doc = 0 // items are named by their at
 		for i, item := range o.Items {
 			decodeDocument(fmt.Sprintf("%s item %d", at, i+1), item.Raw, out)
 		}
+		out.doc = doc
 	default:
 		return false
 	}

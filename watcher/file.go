@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kproxy/kproxy/messages"
@@ -160,8 +159,8 @@ func buildResult(inputs []input, opts Options) *Result {
 // decodedSet is what the inputs hold, decoded once and not yet built for
 // any node: a core serving many nodes builds each node's Result from it.
 type decodedSet struct {
-	services        []located[*corev1.Service]
-	slicesByService map[string][]located[*discoveryv1.EndpointSlice]
+	services        []located[*serviceDoc]
+	slicesByService map[string][]located[*sliceDoc]
 	findings        findings // of decoding; result adds its own to a copy
 }
 
@@ -174,7 +173,7 @@ func decodeInputs(inputs []input) *decodedSet {
 // the slices by service. memo, when set, keeps each slice's validation.
 func setOf(d decoded, memo *buildMemo) *decodedSet {
 	services := uniqueServices(d.services, &d.findings)
-	validate := validateEndpointSlice
+	validate := validateSliceDoc
 	if memo != nil {
 		validate = memo.validate
 	}
@@ -199,12 +198,8 @@ func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 
 	res := &Result{}
 	for _, s := range services {
-		if reason, skip := Skip(s.obj, opts); skip {
-			f.skip(s.seq, s.at+": "+reason)
-			continue
-		}
-		key := serviceKey(s.obj.Namespace, s.obj.Name)
-		var own []*discoveryv1.EndpointSlice
+		key := serviceKey(s.obj.namespace, s.obj.name)
+		var own []*sliceDoc
 		for _, slice := range slicesByService[key] {
 			own = append(own, slice.obj)
 		}
@@ -215,22 +210,24 @@ func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 			}
 		}
 		if b == nil {
-			b = &builtService{svc: s.obj, slices: own}
-			b.ports, b.err = BuildServicePorts(s.obj, own, opts)
-			b.ranges = SourceRangeErrors(s.obj)
+			b = buildService(s.obj, own, opts)
 		}
 		if built != nil {
 			built[key] = b
 		}
+		if b.skip != "" {
+			f.skip(s.seq, s.where()+": "+b.skip)
+			continue
+		}
 		if b.err != nil {
-			f.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: %w", s.at, b.err))
+			f.failService(s.seq, s.obj.namespace, s.obj.name, fmt.Errorf("%s: %w", s.where(), b.err))
 			continue
 		}
 		for _, err := range b.ranges {
-			f.ignore(s.seq, fmt.Errorf("%s: %w", s.at, err))
+			f.ignore(s.seq, fmt.Errorf("%s: %w", s.where(), err))
 		}
-		for _, err := range AnnotationErrors(s.obj) {
-			f.annotation(s.seq, fmt.Errorf("%s: %w", s.at, err))
+		for _, err := range b.annotations {
+			f.annotation(s.seq, fmt.Errorf("%s: %w", s.where(), err))
 		}
 		res.ServicePorts = append(res.ServicePorts, b.ports...)
 	}
@@ -239,14 +236,14 @@ func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 	// kubernetes.io/service-name label; say so instead of ignoring them.
 	known := make(map[string]bool, len(services))
 	for _, s := range services {
-		known[serviceKey(s.obj.Namespace, s.obj.Name)] = true
+		known[serviceKey(s.obj.namespace, s.obj.name)] = true
 	}
 	for key, group := range slicesByService {
 		if known[key] {
 			continue
 		}
 		for _, s := range group {
-			f.skip(s.seq, fmt.Sprintf("%s: no Service %s was loaded for it", s.at, key))
+			f.skip(s.seq, fmt.Sprintf("%s: no Service %s was loaded for it", s.where(), key))
 		}
 	}
 
@@ -259,32 +256,71 @@ func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 
 // buildMemo keeps what the last build made of each service and each
 // slice's validation, so that after one file changed only the services
-// whose objects changed are built again: an unchanged file keeps its
-// decoded objects, so the same pointers are the same input.
+// whose documents changed are built again: an unchanged file keeps its
+// documents, so the same pointers are the same input.
 type buildMemo struct {
 	services map[string]*builtService // by "namespace/name"
-	valid    map[*discoveryv1.EndpointSlice]error
-	nextOK   map[*discoveryv1.EndpointSlice]error
+	valid    map[*sliceDoc]error
+	nextOK   map[*sliceDoc]error
 }
 
-// builtService is one service's ports built from exactly these objects.
+// builtService is one service's ports built from exactly these documents.
 type builtService struct {
-	svc    *corev1.Service
-	slices []*discoveryv1.EndpointSlice
-	ports  []*messages.ServicePortEndpoints
-	err    error
-	ranges []error // SourceRangeErrors
+	svc         *serviceDoc
+	slices      []*sliceDoc
+	skip        string // why Skip left the service out, or ""
+	ports       []*messages.ServicePortEndpoints
+	err         error
+	ranges      []error // SourceRangeErrors
+	annotations []error // AnnotationErrors
 }
 
-// validate is validateEndpointSlice, remembered per slice for the next
-// set (only the slices of this one are kept).
-func (m *buildMemo) validate(s *discoveryv1.EndpointSlice) error {
+// buildService builds one service from its documents, decoding again
+// those that were cooled.
+func buildService(svc *serviceDoc, own []*sliceDoc, opts Options) *builtService {
+	b := &builtService{svc: svc, slices: own}
+	obj, err := loadService(svc)
+	if err != nil {
+		b.err = err
+		return b
+	}
+	if reason, skip := Skip(obj, opts); skip {
+		b.skip = reason
+		return b
+	}
+	objs := make([]*discoveryv1.EndpointSlice, 0, len(own))
+	for _, d := range own {
+		o, err := loadSlice(d)
+		if err != nil {
+			b.err = err
+			return b
+		}
+		objs = append(objs, o)
+	}
+	b.ports, b.err = BuildServicePorts(obj, objs, opts)
+	b.ranges = SourceRangeErrors(obj)
+	b.annotations = AnnotationErrors(obj)
+	return b
+}
+
+// validateSliceDoc is validateEndpointSlice of a document's slice.
+func validateSliceDoc(d *sliceDoc) error {
+	s, err := loadSlice(d)
+	if err != nil {
+		return err
+	}
+	return validateEndpointSlice(s)
+}
+
+// validate is validateSliceDoc, remembered per slice for the next set
+// (only the slices of this one are kept).
+func (m *buildMemo) validate(s *sliceDoc) error {
 	err, ok := m.valid[s]
 	if !ok {
-		err = validateEndpointSlice(s)
+		err = validateSliceDoc(s)
 	}
 	if m.nextOK == nil {
-		m.nextOK = make(map[*discoveryv1.EndpointSlice]error, len(m.valid))
+		m.nextOK = make(map[*sliceDoc]error, len(m.valid))
 	}
 	m.nextOK[s] = err
 	return err
@@ -295,16 +331,16 @@ func (m *buildMemo) turn() { m.valid, m.nextOK = m.nextOK, nil }
 
 // uniqueServices keeps the first definition of each namespace/name; a
 // second one is an error, since silently picking one would surprise.
-func uniqueServices(all []located[*corev1.Service], f *findings) []located[*corev1.Service] {
-	first := make(map[string]string)
-	var out []located[*corev1.Service]
+func uniqueServices(all []located[*serviceDoc], f *findings) []located[*serviceDoc] {
+	first := make(map[string]located[*serviceDoc])
+	var out []located[*serviceDoc]
 	for _, s := range all {
-		key := serviceKey(s.obj.Namespace, s.obj.Name)
-		if at, dup := first[key]; dup && s.obj.Name != "" {
-			f.failService(s.seq, s.obj.Namespace, s.obj.Name, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
+		key := serviceKey(s.obj.namespace, s.obj.name)
+		if at, dup := first[key]; dup && s.obj.name != "" {
+			f.failService(s.seq, s.obj.namespace, s.obj.name, fmt.Errorf("%s: duplicate of %s, ignored", s.where(), at.where()))
 			continue
 		}
-		first[key] = s.at
+		first[key] = s
 		out = append(out, s)
 	}
 	return out
@@ -312,30 +348,30 @@ func uniqueServices(all []located[*corev1.Service], f *findings) []located[*core
 
 // groupSlices validates slices, drops duplicates and unlabelled ones, and
 // indexes the rest by the service ("namespace/name") they belong to.
-func groupSlices(all []located[*discoveryv1.EndpointSlice], f *findings, validate func(*discoveryv1.EndpointSlice) error) map[string][]located[*discoveryv1.EndpointSlice] {
-	first := make(map[string]string)
-	groups := make(map[string][]located[*discoveryv1.EndpointSlice])
+func groupSlices(all []located[*sliceDoc], f *findings, validate func(*sliceDoc) error) map[string][]located[*sliceDoc] {
+	first := make(map[string]located[*sliceDoc])
+	groups := make(map[string][]located[*sliceDoc])
 	for _, s := range all {
-		service := s.obj.Labels[discoveryv1.LabelServiceName]
+		service := s.obj.service
 		if err := validate(s.obj); err != nil {
-			f.failSlice(s.seq, s.obj.Namespace, service, fmt.Errorf("%s: %w", s.at, err))
+			f.failSlice(s.seq, s.obj.namespace, service, fmt.Errorf("%s: %w", s.where(), err))
 			continue
 		}
-		id := serviceKey(s.obj.Namespace, s.obj.Name)
+		id := serviceKey(s.obj.namespace, s.obj.name)
 		if at, dup := first[id]; dup {
-			f.failSlice(s.seq, s.obj.Namespace, service, fmt.Errorf("%s: duplicate of %s, ignored", s.at, at))
+			f.failSlice(s.seq, s.obj.namespace, service, fmt.Errorf("%s: duplicate of %s, ignored", s.where(), at.where()))
 			continue
 		}
-		first[id] = s.at
+		first[id] = s
 		if service == "" {
-			f.skip(s.seq, fmt.Sprintf("%s: no %s label, so no service uses it", s.at, discoveryv1.LabelServiceName))
+			f.skip(s.seq, fmt.Sprintf("%s: no %s label, so no service uses it", s.where(), discoveryv1.LabelServiceName))
 			continue
 		}
-		if s.obj.AddressType == discoveryv1.AddressTypeFQDN {
-			f.skip(s.seq, s.at+": FQDN endpoints are not proxied")
+		if s.obj.fqdn {
+			f.skip(s.seq, s.where()+": FQDN endpoints are not proxied")
 			continue
 		}
-		key := serviceKey(s.obj.Namespace, service)
+		key := serviceKey(s.obj.namespace, service)
 		groups[key] = append(groups[key], s)
 	}
 	return groups

@@ -33,8 +33,14 @@ func parseIP(s string) (netip.Addr, bool) {
 
 // ipSet splits addresses by family, in canonical form and without
 // duplicates, keeping the input order (the first cluster IP is the primary).
-// Invalid strings are dropped: validation has already reported them.
+// Invalid strings are dropped: validation has already reported them. An
+// empty set is nil (the getters read it as empty): most service ports have
+// no external or load-balancer IPs, and two empty sets were 0.2 KiB of
+// each.
 func ipSet(ips ...string) *messages.IPSet {
+	if len(ips) == 0 {
+		return nil
+	}
 	set := &messages.IPSet{}
 	seen := make(map[netip.Addr]bool, len(ips))
 	for _, s := range ips {
@@ -48,6 +54,9 @@ func ipSet(ips ...string) *messages.IPSet {
 		} else {
 			set.V6 = append(set.V6, addr.String())
 		}
+	}
+	if set.Len() == 0 {
+		return nil
 	}
 	return set
 }

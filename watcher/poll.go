@@ -289,6 +289,14 @@ func (s *FileSource) poll(ctx context.Context, st *pollState, emit func(*Result)
 	st.memo.turn()
 	res := ds.build(s.opts, &st.memo)
 	st.emitted = true
+	if s.decoded == nil {
+		// Built: what is kept of the files read is their documents. (A
+		// source building for many nodes keeps the objects, each node's
+		// build reading them all.)
+		for _, f := range st.files {
+			f.part.cool()
+		}
+	}
 
 	s.log.Info().Str("path", s.path).Int("files", len(parts)).Int("filesRead", len(fresh)).
 		Int("servicePorts", len(res.ServicePorts)).Int("errors", len(res.Errors)).

@@ -16,13 +16,41 @@ import (
 // do, and the Tracker rebuilds only those: one change engine whatever the
 // source. It is safe for concurrent use (a source writes, the Watcher reads).
 type Store struct {
-	mu       sync.RWMutex
-	services map[string]map[string]*messages.ServicePortEndpoints // service -> service port ID -> state
+	mu sync.RWMutex
+	// services holds each service's ports. A slice, not a map by service
+	// port ID: a service has a few ports, and a map per service was
+	// 0.25 KiB of every service port.
+	services map[string]portList
 }
+
+// portList is one service's ports, one per key.
+type portList []*messages.ServicePortEndpoints
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
-	return &Store{services: map[string]map[string]*messages.ServicePortEndpoints{}}
+	return &Store{services: map[string]portList{}}
+}
+
+// index is where the port of key k is, or -1. Keys of one service differ
+// by port name and protocol only, but all four are compared.
+func (l portList) index(k *messages.ServicePortKey) int {
+	for i, spe := range l {
+		o := spe.GetServicePort().GetKey()
+		if o.GetPortName() == k.GetPortName() && o.GetProtocol() == k.GetProtocol() &&
+			o.GetName() == k.GetName() && o.GetNamespace() == k.GetNamespace() {
+			return i
+		}
+	}
+	return -1
+}
+
+// put sets spe as the port of its key, replacing one held.
+func (l portList) put(spe *messages.ServicePortEndpoints) portList {
+	if i := l.index(spe.GetServicePort().GetKey()); i >= 0 {
+		l[i] = spe
+		return l
+	}
+	return append(l, spe)
 }
 
 // Replace sets the whole desired state to ports and returns the services
@@ -33,13 +61,10 @@ func NewStore() *Store {
 //   - with retainMissing (some input failed before its service could be
 //     identified) every previous port missing from ports is kept.
 func (s *Store) Replace(ports []*messages.ServicePortEndpoints, retain []string, retainMissing bool) (changed []string) {
-	next := map[string]map[string]*messages.ServicePortEndpoints{}
+	next := map[string]portList{}
 	for _, spe := range ports {
-		k := spe.GetServicePort().GetKey()
-		if next[k.Service()] == nil {
-			next[k.Service()] = map[string]*messages.ServicePortEndpoints{}
-		}
-		next[k.Service()][k.ID()] = spe
+		svc := spe.GetServicePort().GetKey().Service()
+		next[svc] = next[svc].put(spe)
 	}
 
 	s.mu.Lock()
@@ -49,14 +74,11 @@ func (s *Store) Replace(ports []*messages.ServicePortEndpoints, retain []string,
 		if !retained && !retainMissing {
 			continue
 		}
-		for id, old := range prev {
-			if _, present := next[svc][id]; present && !retained {
+		for _, old := range prev {
+			if next[svc].index(old.GetServicePort().GetKey()) >= 0 && !retained {
 				continue
 			}
-			if next[svc] == nil {
-				next[svc] = map[string]*messages.ServicePortEndpoints{}
-			}
-			next[svc][id] = old
+			next[svc] = next[svc].put(old)
 		}
 	}
 	for svc, ports := range next {
@@ -74,14 +96,15 @@ func (s *Store) Replace(ports []*messages.ServicePortEndpoints, retain []string,
 	return changed
 }
 
-func equalPorts(a, b map[string]*messages.ServicePortEndpoints) bool {
+func equalPorts(a, b portList) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	for id, x := range a {
+	for _, x := range a {
 		// The file source hands the same message again for a service
 		// it did not rebuild: no need to compare it field by field.
-		if y, ok := b[id]; !ok || (x != y && !proto.Equal(x, y)) {
+		i := b.index(x.GetServicePort().GetKey())
+		if i < 0 || (x != b[i] && !proto.Equal(x, b[i])) {
 			return false
 		}
 	}
@@ -125,11 +148,13 @@ func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messa
 	}
 	for _, k := range deletes {
 		svc := k.Service()
-		if _, ok := s.services[svc][k.ID()]; !ok {
+		i := s.services[svc].index(k)
+		if i < 0 {
 			continue
 		}
-		delete(s.services[svc], k.ID())
-		if len(s.services[svc]) == 0 {
+		if rest := slices.Delete(s.services[svc], i, i+1); len(rest) > 0 {
+			s.services[svc] = rest
+		} else {
 			delete(s.services, svc)
 		}
 		mark(svc)
@@ -137,13 +162,10 @@ func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messa
 	for _, spe := range upserts {
 		k := spe.GetServicePort().GetKey()
 		svc := k.Service()
-		if old, ok := s.services[svc][k.ID()]; ok && proto.Equal(old, spe) {
+		if i := s.services[svc].index(k); i >= 0 && proto.Equal(s.services[svc][i], spe) {
 			continue
 		}
-		if s.services[svc] == nil {
-			s.services[svc] = map[string]*messages.ServicePortEndpoints{}
-		}
-		s.services[svc][k.ID()] = spe
+		s.services[svc] = s.services[svc].put(spe)
 		mark(svc)
 	}
 	slices.Sort(changed)

@@ -24,8 +24,10 @@ type Tracker struct {
 	view  View
 	dirty map[string]bool
 	all   bool
-	// last holds the service ports sent, by service then service port ID.
-	last map[string]map[string]*messages.ServicePortEndpoints
+	// last holds the service ports sent, by service. A slice, not a map
+	// by service port ID: a service has a few ports, and a map per
+	// service was 0.25 KiB of every service port.
+	last map[string][]*messages.ServicePortEndpoints
 
 	// Events counts notifications, Changes the upserts and deletes flushed.
 	Events, Changes int64
@@ -33,7 +35,7 @@ type Tracker struct {
 
 // NewTracker tracks view; the first Flush after MarkAll builds everything.
 func NewTracker(view View) *Tracker {
-	return &Tracker{view: view, dirty: map[string]bool{}, last: map[string]map[string]*messages.ServicePortEndpoints{}}
+	return &Tracker{view: view, dirty: map[string]bool{}, last: map[string][]*messages.ServicePortEndpoints{}}
 }
 
 // Mark records that service changed ("" means every service).
@@ -83,17 +85,23 @@ func (t *Tracker) Flush() Changes {
 			continue
 		}
 		prev := t.last[svc]
-		next := make(map[string]*messages.ServicePortEndpoints, len(ports))
+		prevIDs := portIDs(prev)
+		next := make([]*messages.ServicePortEndpoints, 0, len(ports))
+		nextIDs := make(portIndex, 0, len(ports))
 		for _, spe := range ports {
 			id := spe.GetServicePort().GetKey().ID()
-			next[id] = spe
-			if old, ok := prev[id]; ok && proto.Equal(old, spe) {
+			if i := nextIDs.index(id); i >= 0 {
+				next[i] = spe // the last of one ID, as a map would keep
+			} else {
+				next, nextIDs = append(next, spe), append(nextIDs, id)
+			}
+			if i := prevIDs.index(id); i >= 0 && proto.Equal(prev[i], spe) {
 				continue
 			}
 			ch.Upserts = append(ch.Upserts, spe)
 		}
-		for id, old := range prev {
-			if _, ok := next[id]; !ok {
+		for i, old := range prev {
+			if nextIDs.index(prevIDs[i]) < 0 {
 				ch.Deletes = append(ch.Deletes, old.GetServicePort().GetKey())
 			}
 		}
@@ -121,3 +129,19 @@ func (t *Tracker) State() []*messages.ServicePortEndpoints {
 	})
 	return out
 }
+
+// portIndex is the IDs of a service's ports, in the order of its slice.
+type portIndex []string
+
+func portIDs(ports []*messages.ServicePortEndpoints) portIndex {
+	ids := make(portIndex, len(ports))
+	for i, spe := range ports {
+		ids[i] = spe.GetServicePort().GetKey().ID()
+	}
+	return ids
+}
+
+// index is where id is, or -1. A linear search: a service has a few
+// ports (a Service of hundreds is rare, and is searched once per port
+// per change of it).
+func (x portIndex) index(id string) int { return slices.Index(x, id) }

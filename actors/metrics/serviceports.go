@@ -63,7 +63,11 @@ func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
 		n(c.flows, s.Flows.Load())
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.RefusedConns.Load()), id, "tcp")
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.RefusedFlows.Load()), id, "udp")
-		for dir, u := range map[string]*portal.UDPCounts{"to_endpoint": &s.UDPToEndpoint, "to_client": &s.UDPToClient} {
+		udp := s.UDP()
+		if udp == nil {
+			udp = &noUDP
+		}
+		for dir, u := range map[string]*portal.UDPCounts{"to_endpoint": &udp.ToEndpoint, "to_client": &udp.ToClient} {
 			ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(u.Received.Load()), id, dir, "receive")
 			ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(u.Sent.Load()), id, dir, "send")
 			ch <- prometheus.MustNewConstMetric(c.udpCalls, prometheus.CounterValue, float64(u.ReceiveCalls.Load()), id, dir, "receive")
@@ -72,3 +76,6 @@ func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
 	})
 	ch <- prometheus.MustNewConstMetric(c.left, prometheus.GaugeValue, float64(left))
 }
+
+// noUDP are the UDP counts of a service port that has had no datagram.
+var noUDP portal.UDPStats
