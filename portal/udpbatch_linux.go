@@ -48,10 +48,22 @@ type readBatch struct {
 // reads that expect one datagram. A batch is taken only once a socket is
 // readable and given back before the next wait, so a waiting socket or
 // flow holds none and each pool holds about one per running reader.
+//
+// At most maxBatchesOut batches are out at once; a reader beyond them
+// reads one datagram. Many flows each finding a reply waiting (a flood on
+// a busy machine) would otherwise each take a batch of 2 MiB, and the
+// pool keeps what it made until two garbage collections, which an idle
+// process may not run for minutes.
 var (
 	batchBuffers  = sync.Pool{New: func() any { return newReadBatch(udpBatch) }}
 	singleBuffers = sync.Pool{New: func() any { return newReadBatch(1) }}
+	batchesOut    atomic.Int32
 )
+
+// maxBatchesOut: a batch helps only a reader that runs, and at most
+// GOMAXPROCS run at once; twice that leaves room for readers preempted
+// inside their handler.
+var maxBatchesOut = int32(2 * runtime.GOMAXPROCS(0))
 
 func newReadBatch(slots int) *readBatch {
 	b := &readBatch{dirty: slots, hdrs: make([]mmsghdr, slots), iovs: make([]unix.Iovec, slots),
@@ -172,7 +184,10 @@ func (rd *reader) attempt(fd uintptr) bool {
 	oobSize, from := rd.oobSize, rd.from
 	pool := &singleBuffers
 	if rd.hot {
-		pool = &batchBuffers
+		if batchesOut.Add(1) <= maxBatchesOut {
+			pool = &batchBuffers
+		}
+		defer batchesOut.Add(-1)
 	}
 	b := pool.Get().(*readBatch)
 	defer pool.Put(b)
