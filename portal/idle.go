@@ -41,6 +41,7 @@ type pair struct {
 	// next sweep (only the sweeping goroutine reads and clears it).
 	keepAlive time.Duration
 	// The client-to-backend copy's goroutine and results (splicePair).
+	proxy       *TCPProxy // logs a panic of the copy; nil logs none
 	wg          sync.WaitGroup
 	toBackend   int64
 	clientFirst bool
