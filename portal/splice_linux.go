@@ -60,6 +60,7 @@ type copier struct {
 	write    func(fd uintptr) bool // splices the pipe's chunk
 	writeBuf func(fd uintptr) bool // writes buf's chunk
 	buf      []byte                // the chunk read, still to be written (small chunks)
+	inq      inqReader             // reads small chunks
 	bulk     bool                  // the last chunk was large: splice the next
 	pipe     *splicePipe           // holds the chunk read (spliced)
 	n        int64                 // the chunk's size
@@ -74,7 +75,9 @@ type copier struct {
 // is readable. After every chunk it reads again at once, even when the
 // last read drained the socket: a read that takes data can also consume
 // the FIN behind it, which the next read reports (0) but no readiness
-// would announce again (TestDataAndCloseTogetherReachTheClient).
+// would announce again (TestDataAndCloseTogetherReachTheClient); unless
+// the read said, with TCP_INQ, that nothing and no FIN is left
+// (inqReader).
 func (c *copier) run(fd uintptr) bool {
 	for {
 		wait, done := c.chunk(int(fd))
@@ -100,7 +103,7 @@ func (c *copier) chunk(fd int) (wait, done bool) {
 	}
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
-	m, err := readRetrying(fd, *buf)
+	m, more, err := c.inq.read(fd, *buf)
 	switch {
 	case err == unix.EAGAIN:
 		return true, false
@@ -125,7 +128,12 @@ func (c *copier) chunk(fd int) (wait, done bool) {
 		return false, true
 	}
 	c.bulk = m == len(*buf)
-	return false, false
+	if !c.bulk {
+		c.inq.smallChunk(fd)
+	}
+	// Nothing left and no FIN behind it (TCP_INQ): wait for readiness
+	// rather than read again.
+	return !more, false
 }
 
 // writeBufFunc writes c.buf to dst, waiting while dst is full. A raw
