@@ -41,6 +41,7 @@ type pair struct {
 	// next sweep (only the sweeping goroutine reads and clears it).
 	keepAlive time.Duration
 	// The client-to-backend copy's goroutine and results (splicePair).
+	proxy       *TCPProxy // logs a panic of the copy; nil logs none
 	wg          sync.WaitGroup
 	toBackend   int64
 	clientFirst bool
@@ -163,10 +164,10 @@ func keepAliveProbes(idle time.Duration) (interval time.Duration, count int) {
 // idle <= 0) and the given timeout.
 func keepAliveDialer(idle, timeout time.Duration) *net.Dialer {
 	if idle <= 0 {
-		return &net.Dialer{Timeout: timeout, KeepAlive: -1}
+		return &net.Dialer{Timeout: timeout, KeepAlive: -1, Control: connectEarly}
 	}
 	interval, count := keepAliveProbes(idle)
-	return &net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: idle, Interval: interval, Count: count}}
+	return &net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: idle, Interval: interval, Count: count}, Control: connectEarly}
 }
 
 // setKeepAlive turns on keepalive after idle on an established socket.

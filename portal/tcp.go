@@ -93,8 +93,9 @@ var acceptErrors, connLimitHits, flowLimitHits RateLog
 // Serve accepts until the listener fails or is closed, or until stop is
 // closed and the listener's deadline fires (a pause: the socket stays open
 // and its backlog waits for the next Serve). Each connection is handled in
-// its own goroutine, which also dials the endpoint, so a slow or dead
-// endpoint never stalls accept. The returned error is the accept error.
+// its own goroutine (one kept from an earlier connection when one is idle:
+// workers), which also dials the endpoint, so a slow or dead endpoint never
+// stalls accept. The returned error is the accept error.
 func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 	p.listenerKeepAlive(ln)
 	// The idle check is a deadline, set again only when it fires after
@@ -158,7 +159,7 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 		// that stopped this loop (Listeners.StopAccepting) then waits for
 		// every connection it accepted to have its endpoint.
 		p.Conns.DialStart()
-		go p.handle(conn)
+		workers.Go(task{p: p, conn: conn})
 	}
 }
 
@@ -226,6 +227,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 		}
 	}
 	pr := p.Reaper.Track(client, backend, p.lazyKeepAlive())
+	pr.proxy = p
 	defer p.Reaper.Untrack(pr)
 	toBackend, toClient, clientFirst := splicePair(pr)
 	p.Stats.copied(toBackend, toClient)
@@ -346,7 +348,7 @@ func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*n
 // spliceCopy: splice(2) on Linux, bytes never cross into user space.
 func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
 	p.wg.Add(1)
-	go p.copyToBackend()
+	workers.Go(task{pair: p})
 	toClient = copyHalf(p.client, p.backend, func() bool { return p.halfClosed.Swap(true) })
 	p.wg.Wait()
 	p.client.Close()
