@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +46,10 @@ type prober struct {
 	queue   chan *pendingChange
 	pending sync.WaitGroup
 	workers sync.WaitGroup
+	// probes counts the connections made: many per change says the
+	// probes' round through the pending changes, not kproxy, may be what
+	// a change's latency measures.
+	probes atomic.Int64
 }
 
 // startProber can hold up to capacity changes (every change of a run).
@@ -79,6 +84,7 @@ func (p *prober) work(ctx context.Context) {
 			p.pending.Done()
 			continue
 		}
+		p.probes.Add(1)
 		if name, err := readName(c.addr); err == nil && name == c.want {
 			c.done(time.Since(c.changed), applied)
 			p.pending.Done()

@@ -214,7 +214,8 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"changes not applied in 30 s", "", true, k(float64(d.NotApplied))),
 		figure(label+"requests meanwhile", "", false, k(float64(d.Requests))),
 		figure(label+"failed requests", "", true, k(float64(d.FailedReqs))),
-		figure(label+"CPU", "s", true, k(out.round.CPUSeconds)))
+		figure(label+"CPU", "s", true, k(out.round.CPUSeconds)),
+		figure(label+"probe connections per change applied", "", true, k(float64(probes.probes.Load())/float64(max(d.Applied, 1)))))
 	res.Notes = append(res.Notes, fmt.Sprintf("change→applied: from the change written (the file renamed into place, or the API update answered) to the first connection that reaches the new endpoint; %d probing clients take pending changes in turn, pausing %v after a probe that did not see its change, so probing adds a bounded load however many changes are pending", churnProbers, churnProbePause))
 	// kproxy's own view where the source carries trigger times (the API
 	// server's EndpointSlices): from the change's trigger time to the flush
