@@ -61,6 +61,7 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 		o.metricsBindAddress, o.metricsPortsLimit, o.metricsActors = metricsAddr, 100, true
 		o.tracing = tracingFlags{endpoint: j.otlp}
 	})
+	started := time.Now() // kproxy's source is watching
 	addr1 := netip.AddrPortFrom(ip1, 8080).String()
 	in.endpointsAre(t, "default/web:tcp/TCP", addr1)
 	readName(t, web.Spec.ClusterIP+":18080") // one proxied connection
@@ -107,9 +108,13 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 	t.Logf("protoactor's metrics: %v", protoactor)
 
 	// An EndpointSlice change whose trigger happened 300 ms before the
-	// update, as the EndpointSlice controller stamps it.
+	// update, as the EndpointSlice controller stamps it, but not before
+	// kproxy started (as kube-proxy, it observes no trigger from before).
 	count0, sum0 := histogram(t, fams, "kubeproxy_network_programming_duration_seconds")
 	trigger := time.Now().Add(-300 * time.Millisecond)
+	if !trigger.After(started) {
+		trigger = started.Add(time.Millisecond)
+	}
 	sl := k.slice("web", "web-a", 8080, readyEP(ip1.String()), readyEP(ip2.String()))
 	sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: trigger.Format(time.RFC3339Nano)}
 	k.apply(sl)
