@@ -24,6 +24,17 @@ const (
 	churnProbePause = 5 * time.Millisecond
 )
 
+// churnProbersFor is the default probers for rate changes a second: 16,
+// and one per 16 changes/s above 256/s. A change needs at least one
+// probe, and under load a probe (a connection through kproxy to a
+// backend) took up to about 16 ms on the shared 2-core machine, so 16
+// probers made about 1,000 probes a second at most: at 1,000 changes/s
+// the changes queued for their first probe (1.1 probes per change,
+// p50 in hundreds of ms, while kproxy's own metric said a few ms).
+func churnProbersFor(rate float64) int {
+	return max(churnProbers, int(rate/16))
+}
+
 type outcome int
 
 const (
@@ -52,10 +63,11 @@ type prober struct {
 	probes atomic.Int64
 }
 
-// startProber can hold up to capacity changes (every change of a run).
-func startProber(ctx context.Context, capacity int) *prober {
+// startProber can hold up to capacity changes (every change of a run),
+// probed by workers clients.
+func startProber(ctx context.Context, capacity, workers int) *prober {
 	p := &prober{queue: make(chan *pendingChange, capacity)}
-	for range churnProbers {
+	for range workers {
 		p.workers.Add(1)
 		go p.work(ctx)
 	}
