@@ -10,15 +10,21 @@ import (
 
 // WriteTable prints every scenario's figures as one table, with kproxy's
 // ratio to direct, to HAProxy (and to the UDP relay and the baseline
-// kproxy when they were measured) where both were measured in the run.
+// kproxy when they were measured) where both were measured in the run,
+// and the goal a figure is judged by with this run's verdict; then every
+// goal of the scenarios run, with the command that judges it.
 func (r *Report) WriteTable(w io.Writer) error {
 	peers := r.peers()
+	goals := r.hasGoals()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := []string{"scenario", "figure", "unit"}
 	head = append(head, peers...)
 	head = append(head, TargetKproxy)
 	for _, p := range peers {
 		head = append(head, "kproxy/"+p)
+	}
+	if goals {
+		head = append(head, "goal")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, s := range r.Scenarios {
@@ -37,7 +43,56 @@ func (r *Report) WriteTable(w io.Writer) error {
 			for _, p := range peers {
 				row = append(row, ratioValue(f, p))
 			}
+			if goals {
+				row = append(row, goalCell(f))
+			}
 			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.writeGoals(w)
+}
+
+// hasGoals says whether some figure is judged by a goal.
+func (r *Report) hasGoals() bool {
+	for _, s := range r.Scenarios {
+		for _, f := range s.Figures {
+			if len(f.Goals) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// goalCell is a figure's goals and their verdicts: "≥ 1.1× haproxy at
+// 64 B: met"; "—" for none.
+func goalCell(f Figure) string {
+	if len(f.Goals) == 0 {
+		return "—"
+	}
+	var cells []string
+	for _, g := range f.Goals {
+		cells = append(cells, g.Goal+": "+g.Verdict)
+	}
+	return strings.Join(cells, "; ")
+}
+
+// writeGoals lists every goal of the scenarios run: its verdict here (or
+// that this run has no figure for it) and the command that judges it.
+func (r *Report) writeGoals(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	first := true
+	for _, s := range r.Scenarios {
+		for _, g := range s.Goals {
+			if first {
+				fmt.Fprintln(tw, "\ngoals of these scenarios, and the run that judges each:")
+				fmt.Fprintln(tw, "scenario\tgoal\ttarget\tthis run\tjudged by\t")
+				first = false
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", s.Name, g.Name, g.Goal, g.Verdict, g.Command)
 		}
 	}
 	return tw.Flush()
