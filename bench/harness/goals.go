@@ -102,8 +102,10 @@ type GoalResult struct {
 	Goal    string `json:"goal"` // the bound and the shape it is stated for
 	Command string `json:"command"`
 	// Verdict: met, not met, n/a (the run's shape is not the goal's, or a
-	// peer was not measured) or not in this run (no figure for it).
+	// peer was not measured: Why says which) or not in this run (no
+	// figure for it).
 	Verdict string `json:"verdict"`
+	Why     string `json:"why,omitempty"`
 	Judged  bool   `json:"judged"`
 	Met     bool   `json:"met"`
 }
@@ -127,7 +129,8 @@ func shapeOf(o *Options, res *ScenarioResult) runShape {
 }
 
 // String is the bound with the shape it is stated for: "≥ 1.1× haproxy
-// at 64 B", "≤ 500 ms at file source, 1,000 services, 20 changes/s".
+// at 64 B", "≤ 500 ms at 1,000 services, 20 changes/s" (the source is the
+// goal's Name's: its figures are that source's).
 func (g Goal) String() string {
 	op := "≤"
 	if g.AtLeast {
@@ -150,9 +153,6 @@ func (g Goal) String() string {
 
 func (s Shape) String() string {
 	var parts []string
-	if s.Source != "" {
-		parts = append(parts, s.Source+" source")
-	}
 	if s.Ports > 0 {
 		parts = append(parts, trimNumber(float64(s.Ports))+" ports")
 	}
@@ -208,18 +208,18 @@ func (s Shape) mismatch(r runShape) string {
 func (g Goal) judge(r runShape, f Figure) GoalResult {
 	out := GoalResult{ID: g.ID, Name: g.Name, Goal: g.String(), Command: g.Command}
 	if why := g.Shape.mismatch(r); why != "" {
-		out.Verdict = "n/a: this run has " + why
+		out.Verdict, out.Why = "n/a", "this run has "+why
 		return out
 	}
 	v, ok := f.Values[TargetKproxy]
 	if !ok {
-		out.Verdict = "n/a: kproxy not measured"
+		out.Verdict, out.Why = "n/a", "kproxy not measured"
 		return out
 	}
 	if g.Peer != "" {
 		p, ok := f.Values[g.Peer]
 		if !ok || p == 0 {
-			out.Verdict = "n/a: no " + g.Peer + " in this run (--compare " + g.Peer + ")"
+			out.Verdict, out.Why = "n/a", "no "+g.Peer+" in this run (--compare "+g.Peer+")"
 			return out
 		}
 		v /= p

@@ -26,7 +26,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if goals {
 		head = append(head, "goal")
 	}
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	fmt.Fprintln(tw, row(head))
 	for _, s := range r.Scenarios {
 		if s.Error != "" {
 			fmt.Fprintf(tw, "%s\tFAILED: %s\t%s\n", s.Name, firstLine(s.Error), strings.Repeat("\t", len(head)-2))
@@ -35,24 +35,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\tskipped: %s\t%s\n", s.Name, s.Skipped, strings.Repeat("\t", len(head)-2))
 		}
 		for _, f := range s.Figures {
-			row := []string{s.Name, f.Name, f.Unit}
+			cells := []string{s.Name, f.Name, f.Unit}
 			for _, p := range peers {
-				row = append(row, cellValue(f, p))
+				cells = append(cells, cellValue(f, p))
 			}
-			row = append(row, cellValue(f, TargetKproxy))
+			cells = append(cells, cellValue(f, TargetKproxy))
 			for _, p := range peers {
-				row = append(row, ratioValue(f, p))
+				cells = append(cells, ratioValue(f, p))
 			}
 			if goals {
-				row = append(row, goalCell(f))
+				cells = append(cells, goalCell(f))
 			}
-			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+			fmt.Fprintln(tw, row(cells))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	return r.writeGoals(w)
+}
+
+// row is a table line: cells in columns, the last one not padded (the
+// goal column's text is long).
+func row(cells []string) string {
+	return strings.Join(cells, "\t")
 }
 
 // hasGoals says whether some figure is judged by a goal.
@@ -89,10 +95,14 @@ func (r *Report) writeGoals(w io.Writer) error {
 		for _, g := range s.Goals {
 			if first {
 				fmt.Fprintln(tw, "\ngoals of these scenarios, and the run that judges each:")
-				fmt.Fprintln(tw, "scenario\tgoal\ttarget\tthis run\tjudged by\t")
+				fmt.Fprintln(tw, row([]string{"scenario", "goal", "target", "this run", "judged by"}))
 				first = false
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", s.Name, g.Name, g.Goal, g.Verdict, g.Command)
+			verdict := g.Verdict
+			if g.Why != "" {
+				verdict += ": " + g.Why
+			}
+			fmt.Fprintln(tw, row([]string{s.Name, g.Name, g.Goal, verdict, g.Command}))
 		}
 	}
 	return tw.Flush()
