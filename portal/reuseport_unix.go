@@ -38,9 +38,7 @@ func socketOptions(mark int) func(network, address string, c syscall.RawConn) er
 			return err
 		}
 		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, mark)
-		}); err != nil {
+		if err := c.Control(func(fd uintptr) { serr = setMark(int(fd), mark) }); err != nil {
 			return err
 		}
 		if serr != nil {

@@ -40,7 +40,12 @@ func StartSlowAccept(addr string, backlog, pauseEvery int, pause time.Duration) 
 	}
 	var p int
 	fmt.Sscan(port, &p)
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	syscall.ForkLock.RLock() // close-on-exec before any fork sees it (no SOCK_CLOEXEC on every unix)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, err
 	}

@@ -360,3 +360,16 @@ func TestBaselineOptions(t *testing.T) {
 		t.Errorf("kproxy on %s, baseline on %s: want 127.5.0.1, apart", a, b)
 	}
 }
+
+// Slots of KPROXY_BENCH_NET_OFFSET never share a /16: each moves the
+// whole plan past the one before it.
+func TestPlanOffset(t *testing.T) {
+	for in, want := range map[string]int{"": 0, "0": 0, "1": 5, "2": 10, "50": 250, "51": 0, "-1": 0, "x": 0} {
+		if got := planOffset(in); got != want {
+			t.Errorf("planOffset(%q) = %d, want %d", in, got, want)
+		}
+	}
+	if last := baselineNet + planOffset("1") - netsPerPlan; last >= backendNet+planOffset("1") {
+		t.Errorf("slot 0's last /16 (%d) reaches into slot 1", last)
+	}
+}

@@ -26,12 +26,13 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	type section struct {
 		Name, Error, Skipped string
 		Table                template.HTML
+		Goals                []GoalResult
 		Notes                []string
 		Charts               []template.HTML
 	}
 	var sections []section
 	for _, s := range r.Scenarios {
-		sec := section{Name: s.Name, Error: s.Error, Skipped: s.Skipped, Notes: s.Notes, Table: figureTable(s.Figures, r.peers())}
+		sec := section{Name: s.Name, Error: s.Error, Skipped: s.Skipped, Notes: s.Notes, Table: figureTable(s.Figures, r.peers()), Goals: s.Goals}
 		for _, c := range scenarioCharts(s) {
 			snip := c.RenderSnippet()
 			sec.Charts = append(sec.Charts, template.HTML(snip.Element+snip.Script))
@@ -53,6 +54,7 @@ Ratios compare figures measured in the same run.</p>
 {{if .Error}}<p class="err">failed: {{.Error}}</p>{{end}}
 {{if .Skipped}}<p>skipped: {{.Skipped}}</p>{{end}}
 {{.Table}}
+{{if .Goals}}<table><tr><th>goal</th><th>target</th><th>this run</th><th>judged by</th></tr>{{range .Goals}}<tr><td>{{.Name}}</td><td>{{.Goal}}</td><td>{{.Verdict}}</td><td><code>{{.Command}}</code></td></tr>{{end}}</table>{{end}}
 {{range .Notes}}<p>{{.}}</p>{{end}}
 <div class="charts">{{range .Charts}}<div>{{.}}</div>{{end}}</div>
 {{end}}</body></html>
@@ -72,6 +74,10 @@ func figureTable(figs []Figure, peers []string) template.HTML {
 	for _, p := range peers {
 		b.WriteString("<th>kproxy/" + p + "</th>")
 	}
+	goals := slices.ContainsFunc(figs, func(f Figure) bool { return len(f.Goals) > 0 })
+	if goals {
+		b.WriteString("<th>goal</th>")
+	}
 	b.WriteString("</tr>")
 	for _, f := range figs {
 		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td>", template.HTMLEscapeString(f.Name), template.HTMLEscapeString(f.Unit))
@@ -80,6 +86,9 @@ func figureTable(figs []Figure, peers []string) template.HTML {
 		}
 		for _, t := range peers {
 			b.WriteString("<td>" + ratioValue(f, t) + "</td>")
+		}
+		if goals {
+			b.WriteString("<td>" + template.HTMLEscapeString(goalCell(f)) + "</td>")
 		}
 		b.WriteString("</tr>")
 	}

@@ -41,6 +41,9 @@ type ScenarioResult struct {
 	// ClientAddress is what the client-address scenario's endpoints saw.
 	ClientAddress *ClientAddressDetail `json:"clientAddress,omitempty"`
 	Notes         []string             `json:"notes,omitempty"`
+	// Goals are the scenario's targets, each with its verdict in this run
+	// and the command that judges it.
+	Goals []GoalResult `json:"goals,omitempty"`
 	// Skipped says why the scenario measured nothing on this machine
 	// (e.g. not root); it is not a failure.
 	Skipped string `json:"skipped,omitempty"`
@@ -53,6 +56,8 @@ type Figure struct {
 	Unit          string             `json:"unit"`
 	Values        map[string]float64 `json:"values"`
 	LowerIsBetter bool               `json:"lowerIsBetter,omitempty"`
+	// Goals are the targets this figure is judged by (goals.go).
+	Goals []GoalResult `json:"goals,omitempty"`
 }
 
 // Round is one target's load in one round.
@@ -124,16 +129,19 @@ type ProcPoint struct {
 
 // ChurnDetail is the churn scenario's change-to-applied latencies.
 type ChurnDetail struct {
-	Changes      int            `json:"changes"`
-	Applied      int            `json:"applied"`
-	Superseded   int            `json:"superseded"`
-	NotApplied   int            `json:"notApplied"`
-	Latency      LatencyCurve   `json:"latency"`
-	Requests     int64          `json:"requests"`
-	FailedReqs   int64          `json:"failedRequests"`
-	ErrorSamples []string       `json:"errorSamples,omitempty"`
-	Source       string         `json:"source"`
-	PerSecond    []ChurnSeconds `json:"perSecond,omitempty"`
+	Changes int `json:"changes"`
+	// MadePerSecond is the rate of changes made (the asked rate, unless
+	// the driver fell behind).
+	MadePerSecond float64        `json:"madePerSecond"`
+	Applied       int            `json:"applied"`
+	Superseded    int            `json:"superseded"`
+	NotApplied    int            `json:"notApplied"`
+	Latency       LatencyCurve   `json:"latency"`
+	Requests      int64          `json:"requests"`
+	FailedReqs    int64          `json:"failedRequests"`
+	ErrorSamples  []string       `json:"errorSamples,omitempty"`
+	Source        string         `json:"source"`
+	PerSecond     []ChurnSeconds `json:"perSecond,omitempty"`
 }
 
 // ChurnSeconds is one second of changes: how many and their worst latency.

@@ -82,7 +82,9 @@ func Run(ctx context.Context, o Options, scenarios []string) (*Report, error) {
 		if o.compares(TargetBaseline) && !slices.Contains(baselineScenarios, name) {
 			res.Notes = append(res.Notes, "the baseline kproxy is measured in "+strings.Join(baselineScenarios, " and ")+" only")
 		}
-		if err := scenarioFuncs[name](ctx, e, res); err != nil {
+		err := scenarioFuncs[name](ctx, e, res)
+		judgeGoals(&o, res)
+		if err != nil {
 			res.Error = err.Error()
 			e.logf("scenario %s failed: %v", name, err)
 			if first == nil {

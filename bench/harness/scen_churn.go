@@ -167,7 +167,7 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		}()
 	}
 	achieved := float64(made) / time.Since(begin).Seconds()
-	d.Changes = made
+	d.Changes, d.MadePerSecond = made, achieved
 	wg.Wait()
 	perr := probes.wait(ctx)
 	out := <-loadDone

@@ -10,9 +10,12 @@ import (
 
 // WriteTable prints every scenario's figures as one table, with kproxy's
 // ratio to direct, to HAProxy (and to the UDP relay and the baseline
-// kproxy when they were measured) where both were measured in the run.
+// kproxy when they were measured) where both were measured in the run,
+// and the goal a figure is judged by with this run's verdict; then every
+// goal of the scenarios run, with the command that judges it.
 func (r *Report) WriteTable(w io.Writer) error {
 	peers := r.peers()
+	goals := r.hasGoals()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := []string{"scenario", "figure", "unit"}
 	head = append(head, peers...)
@@ -20,7 +23,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, p := range peers {
 		head = append(head, "kproxy/"+p)
 	}
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	if goals {
+		head = append(head, "goal")
+	}
+	fmt.Fprintln(tw, row(head))
 	for _, s := range r.Scenarios {
 		if s.Error != "" {
 			fmt.Fprintf(tw, "%s\tFAILED: %s\t%s\n", s.Name, firstLine(s.Error), strings.Repeat("\t", len(head)-2))
@@ -29,15 +35,74 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\tskipped: %s\t%s\n", s.Name, s.Skipped, strings.Repeat("\t", len(head)-2))
 		}
 		for _, f := range s.Figures {
-			row := []string{s.Name, f.Name, f.Unit}
+			cells := []string{s.Name, f.Name, f.Unit}
 			for _, p := range peers {
-				row = append(row, cellValue(f, p))
+				cells = append(cells, cellValue(f, p))
 			}
-			row = append(row, cellValue(f, TargetKproxy))
+			cells = append(cells, cellValue(f, TargetKproxy))
 			for _, p := range peers {
-				row = append(row, ratioValue(f, p))
+				cells = append(cells, ratioValue(f, p))
 			}
-			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+			if goals {
+				cells = append(cells, goalCell(f))
+			}
+			fmt.Fprintln(tw, row(cells))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.writeGoals(w)
+}
+
+// row is a table line: cells in columns, the last one not padded (the
+// goal column's text is long).
+func row(cells []string) string {
+	return strings.Join(cells, "\t")
+}
+
+// hasGoals says whether some figure is judged by a goal.
+func (r *Report) hasGoals() bool {
+	for _, s := range r.Scenarios {
+		for _, f := range s.Figures {
+			if len(f.Goals) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// goalCell is a figure's goals and their verdicts: "≥ 1.1× haproxy at
+// 64 B: met"; "—" for none.
+func goalCell(f Figure) string {
+	if len(f.Goals) == 0 {
+		return "—"
+	}
+	var cells []string
+	for _, g := range f.Goals {
+		cells = append(cells, g.Goal+": "+g.Verdict)
+	}
+	return strings.Join(cells, "; ")
+}
+
+// writeGoals lists every goal of the scenarios run: its verdict here (or
+// that this run has no figure for it) and the command that judges it.
+func (r *Report) writeGoals(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	first := true
+	for _, s := range r.Scenarios {
+		for _, g := range s.Goals {
+			if first {
+				fmt.Fprintln(tw, "\ngoals of these scenarios, and the run that judges each:")
+				fmt.Fprintln(tw, row([]string{"scenario", "goal", "target", "this run", "judged by"}))
+				first = false
+			}
+			verdict := g.Verdict
+			if g.Why != "" {
+				verdict += ": " + g.Why
+			}
+			fmt.Fprintln(tw, row([]string{s.Name, g.Name, g.Goal, verdict, g.Command}))
 		}
 	}
 	return tw.Flush()

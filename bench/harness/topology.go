@@ -25,22 +25,29 @@ const (
 )
 
 // hostIP is the i-th address (from 0) of 127.NET.0.0/16, NET moved up by
-// $KPROXY_BENCH_NET_OFFSET: sessions benchmarking on one machine at once
-// each take their own /16s (kproxy's and HAProxy's sockets share ports
-// with SO_REUSEPORT, so two harnesses on one plan would serve each
-// other's clients).
+// five /16s per slot of $KPROXY_BENCH_NET_OFFSET: sessions benchmarking on
+// one machine at once each take a slot, so each has its own five /16s
+// (kproxy's and HAProxy's sockets share ports with SO_REUSEPORT, so two
+// harnesses on overlapping plans would serve each other's clients).
 func hostIP(net byte, i int) string {
 	n := i + 1
 	return fmt.Sprintf("127.%d.%d.%d", int(net)+netOffset, n>>8, n&0xff)
 }
 
-var netOffset = func() int {
-	n, err := strconv.Atoi(os.Getenv("KPROXY_BENCH_NET_OFFSET"))
-	if err != nil || n < 0 || n > 250 {
+// netsPerPlan is how many /16s one harness takes (backendNet..baselineNet).
+const netsPerPlan = baselineNet
+
+var netOffset = planOffset(os.Getenv("KPROXY_BENCH_NET_OFFSET"))
+
+// planOffset is how far slot s moves the /16s: 0 for no slot or one out
+// of range.
+func planOffset(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || baselineNet+netsPerPlan*n > 255 {
 		return 0
 	}
-	return n
-}()
+	return netsPerPlan * n
+}
 
 // servicePort is the port a load mode uses.
 func servicePort(mode string) int {

@@ -202,7 +202,7 @@ func (k *kubeChurn) create(ctx context.Context, s *kubetest.Server, i, port int)
 	return nil
 }
 
-func (k *kubeChurn) Name() string         { return "kube" }
+func (k *kubeChurn) Name() string         { return harness.ChurnKube }
 func (k *kubeChurn) KproxyArgs() []string { return []string{"--source", "kube"} }
 func (k *kubeChurn) Addrs() []string      { return k.addrs }
 func (k *kubeChurn) Pool() []string       { return k.pool }

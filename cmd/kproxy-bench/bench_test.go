@@ -46,7 +46,7 @@ func TestBenchSmoke(t *testing.T) {
 		t.Fatalf("kproxy-bench all: exit %d\n%s", code, out.String())
 	}
 	t.Logf("\n%s", out.String())
-	for _, s := range append(slices.Clone(harness.Scenarios), "kproxy/baseline") {
+	for _, s := range append(slices.Clone(harness.Scenarios), "kproxy/baseline", "goal", "judged by", "kproxy-bench startup --ports 10000") {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("the table has no %s", s)
 		}
@@ -95,6 +95,29 @@ func TestBenchSmoke(t *testing.T) {
 			if n := countRounds(s.Rounds, harness.TargetBaseline); s.Name == "ports" && n != countRounds(s.Rounds, harness.TargetKproxy) {
 				t.Errorf("ports: %d baseline rounds, want as many as kproxy's", n)
 			}
+		}
+		// Every goal of the scenario is listed, and those whose figures
+		// this run makes land on them (the figures' names and the goals'
+		// patterns agree); this run is too small to judge the startup and
+		// churn ones, which must say so rather than pass.
+		want := map[string]bool{}
+		for _, g := range harness.Goals {
+			if g.Scenario == s.Name {
+				want[g.ID] = true
+			}
+		}
+		for _, g := range s.Goals {
+			delete(want, g.ID)
+			onFigure := !strings.HasPrefix(g.ID, "churn-remote") && g.ID != "churn-kube" && g.ID != "startup-idle-rss"
+			if onFigure == (g.Verdict == "not in this run") {
+				t.Errorf("%s: goal %s: %s %s", s.Name, g.ID, g.Verdict, g.Why)
+			}
+			if (s.Name == "startup" || s.Name == "churn") && g.Judged {
+				t.Errorf("%s: goal %s judged (%s) on a run of 20 ports", s.Name, g.ID, g.Verdict)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("%s: goals %v not listed", s.Name, want)
 		}
 		switch s.Name {
 		case "churn":
@@ -156,5 +179,11 @@ func TestBenchChurnRemoteSmoke(t *testing.T) {
 	c := rep.Scenarios[0].Churn
 	if c == nil || c.Source != "remote" || c.Applied == 0 || c.NotApplied != 0 || c.FailedReqs != 0 {
 		t.Fatalf("churn: %+v\n%s", c, out.String())
+	}
+	// The remote churn's goals are on its figures, not judged at 20 services.
+	for _, g := range rep.Scenarios[0].Goals {
+		if strings.HasPrefix(g.ID, "churn-remote") && (g.Verdict != "n/a" || !strings.Contains(g.Why, "20 services")) {
+			t.Errorf("goal %s: %s: %s", g.ID, g.Verdict, g.Why)
+		}
 	}
 }

@@ -23,11 +23,11 @@ func raiseFDLimit(log zerolog.Logger) int64 {
 		was := r.Cur
 		r.Cur = r.Max
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
-			log.Warn().Err(err).Uint64("soft", was).Uint64("hard", r.Max).Msg("cannot raise the open-file soft limit to the hard limit")
+			log.Warn().Err(err).Uint64("soft", uint64(was)).Uint64("hard", uint64(r.Max)).Msg("cannot raise the open-file soft limit to the hard limit")
 			r.Cur = was
 		}
 	}
-	log.Info().Uint64("soft", r.Cur).Uint64("hard", r.Max).
+	log.Info().Uint64("soft", uint64(r.Cur)).Uint64("hard", uint64(r.Max)).
 		Msg("open-file limit (RLIMIT_NOFILE): each service port address takes one fd, each proxied TCP connection two to four")
 	return fdLimit()
 }
