@@ -61,9 +61,9 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 		o.metricsBindAddress, o.metricsPortsLimit, o.metricsActors = metricsAddr, 100, true
 		o.tracing = tracingFlags{endpoint: j.otlp}
 	})
-	started := time.Now() // kproxy's source is watching
 	addr1 := netip.AddrPortFrom(ip1, 8080).String()
 	in.endpointsAre(t, "default/web:tcp/TCP", addr1)
+	started := time.Now() // kproxy's source is watching
 	readName(t, web.Spec.ClusterIP+":18080") // one proxied connection
 
 	fams := scrape(t, metricsAddr)
