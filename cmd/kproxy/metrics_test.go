@@ -63,7 +63,7 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 	})
 	addr1 := netip.AddrPortFrom(ip1, 8080).String()
 	in.endpointsAre(t, "default/web:tcp/TCP", addr1)
-	started := time.Now() // kproxy's source is watching
+	started := time.Now()                    // kproxy's source is watching
 	readName(t, web.Spec.ClusterIP+":18080") // one proxied connection
 
 	fams := scrape(t, metricsAddr)
