@@ -26,11 +26,11 @@ const (
 
 // churnProbersFor is the default probers for rate changes a second: 16,
 // and one per 16 changes/s above 256/s. A change needs at least one
-// probe, and under load a probe (a connection through kproxy to a
-// backend) took up to about 16 ms on the shared 2-core machine, so 16
-// probers made about 1,000 probes a second at most: at 1,000 changes/s
-// the changes queued for their first probe (1.1 probes per change,
-// p50 in hundreds of ms, while kproxy's own metric said a few ms).
+// probe (a connection through kproxy to a backend): 16 probers keep up
+// with 1,000 changes a second only while a probe takes under 16 ms, and
+// on a loaded 2-core machine it did not: the changes queued for their
+// first probe (1.1 probes per change, p50 in hundreds of ms, while
+// kproxy's own metric said a few ms).
 func churnProbersFor(rate float64) int {
 	return max(churnProbers, int(rate/16))
 }
