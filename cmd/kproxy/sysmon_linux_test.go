@@ -5,15 +5,16 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// kproxy run executes itself again, same pid, with sysmonSetting added to
-// GODEBUG (other settings kept); a schedtrace the operator set is left
-// as it is, with no second exec.
+// kproxy run executes itself again, same pid and name, with
+// sysmonSetting added to GODEBUG (other settings kept); a schedtrace the
+// operator set is left as it is, with no second exec.
 func TestRunRunsWithSysmonSetting(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -73,6 +74,7 @@ func TestRunRunsWithSysmonSetting(t *testing.T) {
 			t.Fatalf("GODEBUG %q: kproxy did not log starting kproxy within 30s", tc.godebug)
 		}
 		environ, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/environ")
+		comm, commErr := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/comm")
 		cmd.Process.Kill()
 		cmd.Wait()
 		if err != nil {
@@ -83,6 +85,15 @@ func TestRunRunsWithSysmonSetting(t *testing.T) {
 			if v, ok := strings.CutPrefix(string(kv), "GODEBUG="); ok {
 				got = append(got, v)
 			}
+		}
+		// ps, top and pgrep show the binary's name, not the re-exec's
+		// path (/proc/self/exe).
+		wantComm := filepath.Base(exe)
+		if len(wantComm) > 15 {
+			wantComm = wantComm[:15]
+		}
+		if commErr != nil || strings.TrimSpace(string(comm)) != wantComm {
+			t.Errorf("GODEBUG %q: the serving process is named %q (%v), want %q", tc.godebug, comm, commErr, wantComm)
 		}
 		if len(got) != 1 || got[0] != tc.want {
 			t.Errorf("GODEBUG %q: the serving process (pid %d) runs with GODEBUG %q, want [%q]", tc.godebug, cmd.Process.Pid, got, tc.want)
