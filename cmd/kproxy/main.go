@@ -12,7 +12,12 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func main() { os.Exit(kproxyMain(os.Args[1:], os.Stdout)) }
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		reexecWithSysmonSetting() // before anything else: the process starts over
+	}
+	os.Exit(kproxyMain(os.Args[1:], os.Stdout))
+}
 
 // kproxyMain runs one command and returns the exit code: 0 also for
 // --help of any command, 2 for an unknown command.
