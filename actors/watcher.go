@@ -15,17 +15,24 @@ import (
 // Proxier, sending only what really changed, so an unchanged service port
 // is never touched. Every source (Kubernetes informers, the file source)
 // is incremental: it sends ServiceChanged events and its View builds a
-// service on demand. The Watcher flushes a change at once when it has been
-// quiet and coalesces only under sustained changes, at most one flush per
-// Config.MinSyncPeriod after a burst (watcher.BoundedFrequency, kube-proxy's
-// BoundedFrequencyRunner); many events for one service before a flush
-// become one rebuild, and its watcher.Tracker rebuilds only the services
-// that changed.
+// service on demand. A change of only a service's endpoints programs no
+// kernel rule and opens no listener, so it is applied at once, with every
+// event already queued behind it (watcher.Tracker.FlushUnpaced). Any
+// other change (a service port added, removed or redefined) is paced as
+// kube-proxy's minSyncPeriod paces rule programming: applied at once when
+// the Watcher has been quiet, at most one flush per Config.MinSyncPeriod
+// after a burst under sustained changes (watcher.BoundedFrequency,
+// kube-proxy's BoundedFrequencyRunner). Its watcher.Tracker rebuilds only
+// the services that changed.
 type Watcher struct {
 	cfg     *Config
 	proxier *actor.PID
 	*tracked
 	pace *watcher.BoundedFrequency
+	// period paces the changes that need it; 0 when the source paces them.
+	period time.Duration
+	// unpaced: a flushUnpaced is in the mailbox.
+	unpaced bool
 	// traced is, per service, the trace of the first source event of
 	// the open coalescing window (tracing only).
 	traced map[string]*pendingTrace
@@ -56,7 +63,7 @@ func newWatcher(cfg *Config, proxier *actor.PID) *actor.Props {
 		period = 0 // flushes follow the source's own pacing
 	}
 	return cfg.propsFor(func() actor.Actor {
-		return &Watcher{cfg: cfg, proxier: proxier, tracked: st, pace: watcher.NewBoundedFrequency(period, watcher.DefaultSyncBurst)}
+		return &Watcher{cfg: cfg, proxier: proxier, tracked: st, period: period, pace: watcher.NewBoundedFrequency(period, watcher.DefaultSyncBurst)}
 	})
 }
 
@@ -76,7 +83,18 @@ func (w *Watcher) Receive(ctx actor.Context) {
 		w.cfg.Metrics.Queued(m.GetKind())
 		w.tracker.Mark(m.GetService())
 		w.trace(m)
-		w.arm(ctx)
+		w.armUnpaced(ctx)
+	case flushUnpaced:
+		w.unpaced = false
+		if w.period <= 0 {
+			w.flush(ctx) // nothing is paced: one flush takes all
+			return
+		}
+		ch, held := w.tracker.FlushUnpaced()
+		w.apply(ctx, ch, time.Now())
+		if held {
+			w.arm(ctx)
+		}
 	case *messages.SourceSynced:
 		w.synced = true
 		w.tracker.Mark("")
@@ -95,10 +113,24 @@ func (w *Watcher) Receive(ctx actor.Context) {
 	}
 }
 
-// arm schedules a flush unless one is pending or the source is not synced
-// yet (nothing is programmed before). A flush due at once is a message to
-// itself, so it comes after the events already in the mailbox and takes
-// them all.
+// flushUnpaced is the Watcher's message to itself to apply at once what
+// needs no pacing: it comes after the events already in the mailbox, so
+// one flush takes them all, with no timer.
+type flushUnpaced struct{}
+
+// armUnpaced sends flushUnpaced unless one is in the mailbox or the source
+// is not synced yet (nothing is programmed before).
+func (w *Watcher) armUnpaced(ctx actor.Context) {
+	if !w.synced || w.unpaced {
+		return
+	}
+	w.unpaced = true
+	ctx.Send(ctx.Self(), flushUnpaced{})
+}
+
+// arm schedules a paced flush unless one is pending or the source is not
+// synced yet. A flush due at once is a message to itself, so it comes
+// after the events already in the mailbox and takes them all.
 func (w *Watcher) arm(ctx actor.Context) {
 	if !w.synced {
 		return
@@ -117,16 +149,31 @@ func (w *Watcher) arm(ctx actor.Context) {
 // changes are queued until a flush hands them to the Proxier.
 const healthStageSource = "source"
 
-// flush sends the tracker's changes to the Proxier and says whether there
-// were any.
+// flush sends all the tracker's changes to the Proxier and says whether
+// there were any.
 func (w *Watcher) flush(ctx actor.Context) bool {
 	start := time.Now()
-	defer w.cfg.Health.Updated(healthStageSource)
-	defer w.cfg.Metrics.Flushed()
 	if !w.tracker.Pending() {
+		w.settled()
 		return false
 	}
-	ch := w.tracker.Flush()
+	return w.apply(ctx, w.tracker.Flush(), start)
+}
+
+// settled records, once nothing waits for a flush, that every queued
+// change was handed on.
+func (w *Watcher) settled() {
+	if w.tracker.Pending() {
+		return
+	}
+	w.cfg.Health.Updated(healthStageSource)
+	w.cfg.Metrics.Flushed()
+}
+
+// apply sends ch, a flush's changes begun at start, to the Proxier and
+// says whether there were any.
+func (w *Watcher) apply(ctx actor.Context, ch watcher.Changes, start time.Time) bool {
+	defer w.settled()
 	traces := w.flushTraces(ch)
 	for _, err := range ch.Errors {
 		w.cfg.Log.Warn().Err(err).Msg("service rejected; its previous state is kept")

@@ -72,6 +72,10 @@ func (w *Watcher) flushTraces(ch watcher.Changes) *flushTraces {
 	now := time.Now()
 	tt, _ := w.cfg.View.(triggerTimer)
 	for svc, pt := range w.traced {
+		if w.tracker.Holds(svc) {
+			continue // its change waits for the paced flush
+		}
+		delete(w.traced, svc)
 		window, wctx := w.cfg.childSpan(pt.parent, spanCoalesce, trace.WithTimestamp(pt.received), trace.WithLinks(pt.links...),
 			trace.WithAttributes(attrService.String(svc), attribute.Int("kproxy.events", pt.events)))
 		c, changed := ft.counts[svc]
@@ -92,7 +96,6 @@ func (w *Watcher) flushTraces(ch watcher.Changes) *flushTraces {
 		}
 		ft.spans[svc], ft.ctxs[svc] = flush, fctx
 	}
-	w.traced = nil
 	return ft
 }
 

@@ -54,6 +54,9 @@ type KubeSource struct {
 	// downSince is when the API server last stopped answering the
 	// monitor's probe (unix nanoseconds), 0 while it answers.
 	downSince atomic.Int64
+	// created: trigger times before it are not this process's to
+	// observe (kube-proxy's EndpointsChangeTracker.trackerStartTime).
+	created time.Time
 }
 
 // ServiceSelector is kube-proxy's label selector for Services: without a
@@ -108,6 +111,7 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 		return nil, fmt.Errorf("index EndpointSlices by service: %w", err)
 	}
 	return &KubeSource{
+		created:   time.Now(),
 		opts:      o,
 		client:    client,
 		factories: []informers.SharedInformerFactory{svcs, slices, nodes},
@@ -271,7 +275,8 @@ func (s *KubeSource) Zone() string { return s.zoneOf(s.opts.NodeName) }
 // TriggerTime is the latest endpoints.kubernetes.io/last-change-trigger-time
 // of the service's EndpointSlices (zero when none has one): when the
 // change that the slices now reflect happened (a pod became ready, ...),
-// for kubeproxy_network_programming_duration_seconds.
+// for kubeproxy_network_programming_duration_seconds. Zero too when it is
+// from before the source was created.
 func (s *KubeSource) TriggerTime(service string) time.Time {
 	ns, name, err := cache.SplitMetaNamespaceKey(service)
 	if err != nil {
@@ -286,6 +291,12 @@ func (s *KubeSource) TriggerTime(service string) time.Time {
 		if t, err := time.Parse(time.RFC3339Nano, sl.Annotations[corev1.EndpointsLastChangeTriggerTime]); err == nil && t.After(latest) {
 			latest = t
 		}
+	}
+	if !latest.After(s.created) {
+		// A change made before this process watched (the initial list
+		// has every slice's last one) is not a programming latency: as
+		// kube-proxy, it is not observed.
+		return time.Time{}
 	}
 	return latest
 }

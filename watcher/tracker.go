@@ -24,6 +24,9 @@ type Tracker struct {
 	view  View
 	dirty map[string]bool
 	all   bool
+	// held are the dirty services whose change needs the paced Flush
+	// (NeedsPacing): FlushUnpaced leaves them to it.
+	held map[string]bool
 	// last holds the service ports sent, by service. A slice, not a map
 	// by service port ID: a service has a few ports, and a map per
 	// service was 0.25 KiB of every service port.
@@ -35,7 +38,7 @@ type Tracker struct {
 
 // NewTracker tracks view; the first Flush after MarkAll builds everything.
 func NewTracker(view View) *Tracker {
-	return &Tracker{view: view, dirty: map[string]bool{}, last: map[string][]*messages.ServicePortEndpoints{}}
+	return &Tracker{view: view, dirty: map[string]bool{}, held: map[string]bool{}, last: map[string][]*messages.ServicePortEndpoints{}}
 }
 
 // Mark records that service changed ("" means every service).
@@ -75,7 +78,7 @@ func (t *Tracker) Flush() Changes {
 		}
 	}
 	slices.Sort(services)
-	t.all, t.dirty = false, map[string]bool{}
+	t.all, t.dirty, t.held = false, map[string]bool{}, map[string]bool{}
 
 	var ch Changes
 	for _, svc := range services {
@@ -84,33 +87,75 @@ func (t *Tracker) Flush() Changes {
 			ch.Errors = append(ch.Errors, err) // bad input must not drop what serves
 			continue
 		}
-		prev := t.last[svc]
-		prevIDs := portIDs(prev)
-		next := make([]*messages.ServicePortEndpoints, 0, len(ports))
-		nextIDs := make(portIndex, 0, len(ports))
-		for _, spe := range ports {
-			id := spe.GetServicePort().GetKey().ID()
-			if i := nextIDs.index(id); i >= 0 {
-				next[i] = spe // the last of one ID, as a map would keep
-			} else {
-				next, nextIDs = append(next, spe), append(nextIDs, id)
-			}
-			if i := prevIDs.index(id); i >= 0 && proto.Equal(prev[i], spe) {
-				continue
-			}
-			ch.Upserts = append(ch.Upserts, spe)
-		}
-		for i, old := range prev {
-			if nextIDs.index(prevIDs[i]) < 0 {
-				ch.Deletes = append(ch.Deletes, old.GetServicePort().GetKey())
-			}
-		}
-		if len(next) == 0 {
-			delete(t.last, svc)
-		} else {
-			t.last[svc] = next
+		t.apply(&ch, svc, ports)
+	}
+	return t.done(ch)
+}
+
+// FlushUnpaced rebuilds the dirty services not already held and returns
+// the changes of those that need no pacing (NeedsPacing false: only
+// endpoints of existing service ports changed). The others are held for
+// the next Flush, which rebuilds them with their latest state; so is a
+// service its view rejects (Flush reports it), and a full resync
+// (Mark("")) as a whole. held says whether anything waits for Flush.
+func (t *Tracker) FlushUnpaced() (ch Changes, held bool) {
+	if t.all {
+		return ch, true
+	}
+	var services []string
+	for svc := range t.dirty {
+		if !t.held[svc] {
+			services = append(services, svc)
 		}
 	}
+	slices.Sort(services)
+	for _, svc := range services {
+		ports, err := t.view.Build(svc)
+		if err != nil || NeedsPacing(t.last[svc], ports) {
+			t.held[svc] = true
+			continue
+		}
+		delete(t.dirty, svc)
+		t.apply(&ch, svc, ports)
+	}
+	return t.done(ch), len(t.held) > 0
+}
+
+// Holds says whether service's change waits for the paced Flush.
+func (t *Tracker) Holds(service string) bool { return t.all || t.held[service] }
+
+// apply adds to ch what changed in service from the last flush to ports,
+// and records ports as the service's state.
+func (t *Tracker) apply(ch *Changes, svc string, ports []*messages.ServicePortEndpoints) {
+	prev := t.last[svc]
+	prevIDs := portIDs(prev)
+	next := make([]*messages.ServicePortEndpoints, 0, len(ports))
+	nextIDs := make(portIndex, 0, len(ports))
+	for _, spe := range ports {
+		id := spe.GetServicePort().GetKey().ID()
+		if i := nextIDs.index(id); i >= 0 {
+			next[i] = spe // the last of one ID, as a map would keep
+		} else {
+			next, nextIDs = append(next, spe), append(nextIDs, id)
+		}
+		if i := prevIDs.index(id); i >= 0 && proto.Equal(prev[i], spe) {
+			continue
+		}
+		ch.Upserts = append(ch.Upserts, spe)
+	}
+	for i, old := range prev {
+		if nextIDs.index(prevIDs[i]) < 0 {
+			ch.Deletes = append(ch.Deletes, old.GetServicePort().GetKey())
+		}
+	}
+	if len(next) == 0 {
+		delete(t.last, svc)
+	} else {
+		t.last[svc] = next
+	}
+}
+
+func (t *Tracker) done(ch Changes) Changes {
 	slices.SortFunc(ch.Deletes, func(a, b *messages.ServicePortKey) int { return strings.Compare(a.ID(), b.ID()) })
 	t.Changes += int64(len(ch.Upserts) + len(ch.Deletes))
 	return ch

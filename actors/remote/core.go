@@ -162,6 +162,8 @@ type subscription struct {
 	// Snapshot once it acknowledges everything sent.
 	behind  bool
 	resyncs int64
+	// waiting: changes that need no pacing wait for an acknowledgement.
+	waiting bool
 	// For the core's page: what was sent, since when it is subscribed, and
 	// since when a message waits for its acknowledgement (zero: none).
 	deltas, snapshots int64
@@ -196,6 +198,7 @@ type coreActor struct {
 	id       string
 	synced   bool
 	pace     *watcher.BoundedFrequency
+	unpaced  bool // a flushUnpaced is in the mailbox
 	sessions int64
 	subs     map[string]*subscription // by the subscriber's PID
 	flushes  int64
@@ -228,12 +231,20 @@ func (c *coreActor) Receive(ctx actor.Context) {
 				s.tracker.Mark(m.GetService())
 			}
 		}
-		// As the Watcher: at once after a quiet period (a message to
-		// itself, behind the events already queued), spaced under load.
-		if schedule, after := c.pace.Changed(time.Now()); schedule && after <= 0 {
-			ctx.Send(ctx.Self(), &messages.FlushChanges{})
-		} else if schedule {
-			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(after, ctx.Self(), &messages.FlushChanges{})
+		// As the Watcher: endpoint-only changes at once, with every event
+		// already queued (a message to itself, behind them); the rest paced.
+		if !c.unpaced {
+			c.unpaced = true
+			ctx.Send(ctx.Self(), flushUnpaced{})
+		}
+	case flushUnpaced:
+		c.unpaced = false
+		held := false
+		for _, s := range c.subs {
+			held = c.flushUnpaced(ctx, s) || held
+		}
+		if held {
+			c.arm(ctx)
 		}
 	case *messages.FlushChanges:
 		c.pace.Flushing(time.Now())
@@ -256,6 +267,39 @@ func (c *coreActor) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(st)
 	}
+}
+
+// flushUnpaced is the core's message to itself to send at once what needs
+// no pacing (watcher.NeedsPacing), as the Watcher's.
+type flushUnpaced struct{}
+
+// arm schedules a paced flush, as the Watcher's: at once after a quiet
+// period (a message to itself, behind the events already queued), spaced
+// under load.
+func (c *coreActor) arm(ctx actor.Context) {
+	if schedule, after := c.pace.Changed(time.Now()); schedule && after <= 0 {
+		ctx.Send(ctx.Self(), &messages.FlushChanges{})
+	} else if schedule {
+		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(after, ctx.Self(), &messages.FlushChanges{})
+	}
+}
+
+// flushUnpaced sends s its endpoint-only changes and says whether some
+// changes wait for the paced flush. While s has half its MaxInFlight
+// unacknowledged, they wait in its tracker instead, and go with its next
+// acknowledgement: the Deltas on the wire grow with the backend's lag
+// instead of their count, so a backend that keeps up never falls behind
+// (a full Snapshot) from changes that need no pacing.
+func (c *coreActor) flushUnpaced(ctx actor.Context, s *subscription) bool {
+	if s.seq-s.acked >= uint64(max(c.cfg.MaxInFlight/2, 1)) && !s.behind {
+		s.waiting = true
+		return false
+	}
+	s.waiting = false
+	ch, held := s.tracker.FlushUnpaced()
+	c.logErrors(s, ch)
+	c.send(ctx, s, ch)
+	return held
 }
 
 func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
@@ -317,6 +361,12 @@ func (c *coreActor) flush(ctx actor.Context, s *subscription) bool {
 	}
 	ch := s.tracker.Flush()
 	c.logErrors(s, ch)
+	return c.send(ctx, s, ch)
+}
+
+// send sends s a flush's changes, unless it is behind, and says whether
+// anything changed.
+func (c *coreActor) send(ctx actor.Context, s *subscription, ch watcher.Changes) bool {
 	if len(ch.Upserts) == 0 && len(ch.Deletes) == 0 {
 		return false
 	}
@@ -352,6 +402,11 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 	}
 	if s.acked >= s.seq {
 		s.unackedSince = time.Time{}
+	}
+	if s.waiting && !s.behind {
+		if c.flushUnpaced(ctx, s) {
+			c.arm(ctx)
+		}
 	}
 	if s.behind && s.acked == s.seq {
 		s.resyncs++

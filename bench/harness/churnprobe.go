@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,17 @@ const (
 	churnProbers    = 16
 	churnProbePause = 5 * time.Millisecond
 )
+
+// churnProbersFor is the default probers for rate changes a second: 16,
+// and one per 16 changes/s above 256/s. A change needs at least one
+// probe (a connection through kproxy to a backend): 16 probers keep up
+// with 1,000 changes a second only while a probe takes under 16 ms, and
+// on a loaded 2-core machine it did not: the changes queued for their
+// first probe (1.1 probes per change, p50 in hundreds of ms, while
+// kproxy's own metric said a few ms).
+func churnProbersFor(rate float64) int {
+	return max(churnProbers, int(rate/16))
+}
 
 type outcome int
 
@@ -45,12 +57,17 @@ type prober struct {
 	queue   chan *pendingChange
 	pending sync.WaitGroup
 	workers sync.WaitGroup
+	// probes counts the connections made: many per change says the
+	// probes' round through the pending changes, not kproxy, may be what
+	// a change's latency measures.
+	probes atomic.Int64
 }
 
-// startProber can hold up to capacity changes (every change of a run).
-func startProber(ctx context.Context, capacity int) *prober {
+// startProber can hold up to capacity changes (every change of a run),
+// probed by workers clients.
+func startProber(ctx context.Context, capacity, workers int) *prober {
 	p := &prober{queue: make(chan *pendingChange, capacity)}
-	for range churnProbers {
+	for range workers {
 		p.workers.Add(1)
 		go p.work(ctx)
 	}
@@ -79,6 +96,7 @@ func (p *prober) work(ctx context.Context) {
 			p.pending.Done()
 			continue
 		}
+		p.probes.Add(1)
 		if name, err := readName(c.addr); err == nil && name == c.want {
 			c.done(time.Since(c.changed), applied)
 			p.pending.Done()

@@ -77,6 +77,9 @@ type Options struct {
 	// CoreMinSyncPeriod is the remote churn's core's --min-sync-period
 	// (0: its default).
 	CoreMinSyncPeriod time.Duration `json:"coreMinSyncPeriod,omitempty"`
+	// ChurnProbers is how many clients probe the churn's pending changes
+	// (0: churnProbersFor the rate).
+	ChurnProbers int `json:"churnProbers,omitempty"`
 
 	// IdleWait, when set, makes startup measure the sizes again once every
 	// port has had no traffic for this long (an idle port), after the probes.

@@ -71,7 +71,11 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	hist := newHist()
 	perSecond := map[int]float64{}
 	var wg sync.WaitGroup
-	probes := startProber(ctx, d.Changes)
+	probers := o.ChurnProbers
+	if probers <= 0 {
+		probers = churnProbersFor(o.ChurnRate)
+	}
+	probes := startProber(ctx, d.Changes, probers)
 	// Changes are made on schedule, each in its own goroutine (an API
 	// write takes milliseconds; one after another would cap the rate),
 	// at most maxInFlight at once, as a controller's workers would (more
@@ -214,8 +218,9 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 		figure(label+"changes not applied in 30 s", "", true, k(float64(d.NotApplied))),
 		figure(label+"requests meanwhile", "", false, k(float64(d.Requests))),
 		figure(label+"failed requests", "", true, k(float64(d.FailedReqs))),
-		figure(label+"CPU", "s", true, k(out.round.CPUSeconds)))
-	res.Notes = append(res.Notes, fmt.Sprintf("change→applied: from the change written (the file renamed into place, or the API update answered) to the first connection that reaches the new endpoint; %d probing clients take pending changes in turn, pausing %v after a probe that did not see its change, so probing adds a bounded load however many changes are pending", churnProbers, churnProbePause))
+		figure(label+"CPU", "s", true, k(out.round.CPUSeconds)),
+		figure(label+"probe connections per change applied", "", true, k(float64(probes.probes.Load())/float64(max(d.Applied, 1)))))
+	res.Notes = append(res.Notes, fmt.Sprintf("change→applied: from the change written (the file renamed into place, or the API update answered) to the first connection that reaches the new endpoint; %d probing clients take pending changes in turn, pausing %v after a probe that did not see its change, so probing adds a bounded load however many changes are pending", probers, churnProbePause))
 	// kproxy's own view where the source carries trigger times (the API
 	// server's EndpointSlices): from the change's trigger time to the flush
 	// that applies it, bucketed, so upper bounds.

@@ -78,6 +78,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	var kproxyArgs multiFlag
 	fs.Var(&kproxyArgs, "kproxy-arg", "one more `kproxy run` argument (repeatable), e.g. --kproxy-arg=--metrics-service-ports-limit=0")
 	fs.DurationVar(&o.CoreMinSyncPeriod, "core-min-sync-period", 0, "churn --churn-via remote: the core's --min-sync-period (0: its default)")
+	fs.IntVar(&o.ChurnProbers, "churn-probers", 0, "churn: clients probing the pending changes (0: 16, and one more per 16 changes/s above 256/s, so the probes keep up with the changes)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("html", "", "write an HTML report with charts to this file")
 	workDir := fs.String("work-dir", "", "keep manifests, configs and logs here (default: a temporary directory, removed afterwards)")

@@ -63,6 +63,7 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 	})
 	addr1 := netip.AddrPortFrom(ip1, 8080).String()
 	in.endpointsAre(t, "default/web:tcp/TCP", addr1)
+	started := time.Now()                    // kproxy's source is watching
 	readName(t, web.Spec.ClusterIP+":18080") // one proxied connection
 
 	fams := scrape(t, metricsAddr)
@@ -107,9 +108,13 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 	t.Logf("protoactor's metrics: %v", protoactor)
 
 	// An EndpointSlice change whose trigger happened 300 ms before the
-	// update, as the EndpointSlice controller stamps it.
+	// update, as the EndpointSlice controller stamps it, but not before
+	// kproxy started (as kube-proxy, it observes no trigger from before).
 	count0, sum0 := histogram(t, fams, "kubeproxy_network_programming_duration_seconds")
 	trigger := time.Now().Add(-300 * time.Millisecond)
+	if !trigger.After(started) {
+		trigger = started.Add(time.Millisecond)
+	}
 	sl := k.slice("web", "web-a", 8080, readyEP(ip1.String()), readyEP(ip2.String()))
 	sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: trigger.Format(time.RFC3339Nano)}
 	k.apply(sl)

@@ -51,7 +51,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 5, "queries per second to the API server")
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 10, "burst of queries to the API server")
 	fs.DurationVar(&f.configSyncPeriod, "config-sync-period", watcher.DefaultResyncPeriod, "how often informers replay their cache")
-	fs.DurationVar(&f.minSyncPeriod, "min-sync-period", actors.DefaultMinSyncPeriod, "the minimum interval between two applications of source changes under sustained churn; a change after a quiet period is applied at once")
+	fs.DurationVar(&f.minSyncPeriod, "min-sync-period", actors.DefaultMinSyncPeriod, "the minimum interval between two applications of changes that program portal rules or open listeners, under sustained churn; such a change after a quiet period is applied at once, and a change of only endpoints is never paced")
 	fs.DurationVar(&f.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
 	fs.StringVar(&f.nodeZone, "node-zone", "", "this node's topology.kubernetes.io/zone, for zone hints (hints.forZones), with --source file:PATH, which has no Node objects; --source kube reads the label off the Node")

@@ -153,14 +153,14 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 // watch emits the state on every change until ctx ends.
 func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Logger) error {
 	var last []byte
-	emit := func(state []*messages.ServicePortEndpoints) {
+	emit := func(state []*messages.ServicePortEndpoints) bool {
 		var buf bytes.Buffer
 		for _, line := range watcher.KPNGJSON(state) {
 			buf.Write(line)
 			buf.WriteByte('\n')
 		}
 		if bytes.Equal(buf.Bytes(), last) && last != nil {
-			return
+			return false
 		}
 		last = bytes.Clone(buf.Bytes())
 		if o.json {
@@ -173,6 +173,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 				log.Error().Err(err).Str("callout", o.callout).Msg("callout failed")
 			}
 		}
+		return true
 	}
 	src, err := o.newSource(log, "kproxy watch")
 	if err != nil {
@@ -180,7 +181,16 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 	}
 	defer src.Stop()
 	// The same coalescing as the Watcher actor: events mark services dirty,
-	// and one flush per window rebuilds only those.
+	// and a flush rebuilds only those. Every flush emits the whole state
+	// (a callout reads all of it), as a full sync would, so every change
+	// is paced as the Watcher paces those that need rules: at once after
+	// a quiet period, at most one flush per --min-sync-period after a
+	// burst. A core's deltas are paced by the core already.
+	period := o.minSyncPeriod
+	if o.isRemote() {
+		period = 0
+	}
+	pace := watcher.NewBoundedFrequency(period, watcher.DefaultSyncBurst)
 	var mu sync.Mutex
 	tracker := watcher.NewTracker(src)
 	wake := make(chan struct{}, 1)
@@ -201,7 +211,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 	mu.Lock()
 	tracker.Mark("") // the source is complete: build everything once
 	mu.Unlock()
-	for {
+	for first := true; ; first = false {
 		mu.Lock()
 		ch := tracker.Flush()
 		state := tracker.State()
@@ -209,17 +219,22 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 		for _, err := range ch.Errors {
 			log.Warn().Err(err).Msg("service rejected")
 		}
-		emit(state)
+		if !emit(state) && !first {
+			pace.Unused() // nothing changed: the next change must not wait for it
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(o.minSyncPeriod):
+		if _, after := pace.Changed(time.Now()); after > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(after):
+			}
 		}
+		pace.Flushing(time.Now())
 	}
 }
 

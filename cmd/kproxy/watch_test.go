@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,4 +91,59 @@ func TestWatchJSONGoldenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "watch.golden", string(got)+"\n")
+}
+
+// lineWriter hands every write to the test.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+// TestWatchIdleChangeAppliedAtOnce: kproxy watch --json paces its output
+// as the Watcher paces changes, it does not delay it: with
+// --min-sync-period an hour, two changes made while it is idle are each
+// printed at once (the burst), and a third waits for the period.
+func TestWatchIdleChangeAppliedAtOnce(t *testing.T) {
+	orig, err := os.ReadFile("testdata/watch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(t.TempDir(), "watch.yaml")
+	replaceFile(t, manifest, string(orig))
+	src := sourceFlags{source: "file:" + manifest, nodeName: "node-a", filePollInterval: 50 * time.Millisecond, minSyncPeriod: time.Hour}
+	out := make(lineWriter, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- watch(ctx, watchOptions{sourceFlags: src, json: true}, out, zerolog.Nop()) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	printed := func(what string, within time.Duration) string {
+		t.Helper()
+		select {
+		case s := <-out:
+			return s
+		case <-time.After(within):
+			t.Fatalf("%s: nothing printed within %v", what, within)
+			return ""
+		}
+	}
+	printed("the first state", 30*time.Second)
+	for i, ip := range []string{"192.0.2.111", "192.0.2.112"} {
+		replaceFile(t, manifest, strings.Replace(string(orig), "192.0.2.11]", ip+"]", 1))
+		if got := printed(fmt.Sprintf("change %d", i+1), 30*time.Second); !strings.Contains(got, ip) {
+			t.Fatalf("change %d printed without %s:\n%s", i+1, ip, got)
+		}
+	}
+	replaceFile(t, manifest, string(orig))
+	select {
+	case s := <-out:
+		t.Fatalf("a third change in a row was printed at once, not paced by --min-sync-period:\n%s", s)
+	case <-time.After(time.Second):
+	}
 }

@@ -1,0 +1,98 @@
+package watcher
+
+import (
+	"testing"
+
+	"github.com/kproxy/kproxy/messages"
+)
+
+func TestNeedsPacing(t *testing.T) {
+	a := func(eps ...string) *messages.ServicePortEndpoints { return port("ns", "a", "http", eps...) }
+	dns := func(eps ...string) *messages.ServicePortEndpoints { return port("ns", "a", "dns", eps...) }
+	with := func(spe *messages.ServicePortEndpoints, f func(*messages.ServicePort)) *messages.ServicePortEndpoints {
+		f(spe.ServicePort)
+		return spe
+	}
+	type ports = []*messages.ServicePortEndpoints
+	for _, tc := range []struct {
+		name       string
+		prev, next ports
+		want       bool
+	}{
+		{"endpoint moved", ports{a("192.0.2.1")}, ports{a("192.0.2.2")}, false},
+		{"endpoint added", ports{a("192.0.2.1")}, ports{a("192.0.2.1", "192.0.2.2")}, false},
+		{"last endpoint gone", ports{a("192.0.2.1")}, ports{a()}, false},
+		{"endpoints of two ports, order changed", ports{a("192.0.2.1"), dns("192.0.2.1")}, ports{dns("192.0.2.3"), a("192.0.2.2")}, false},
+		{"nothing before nor after", nil, nil, false},
+		{"unchanged", ports{a("192.0.2.1")}, ports{a("192.0.2.1")}, false},
+		{"duplicate ID, the last kept, only endpoints differ", ports{a("192.0.2.1")}, ports{a("192.0.2.9"), a("192.0.2.2")}, false},
+		{"new service", nil, ports{a("192.0.2.1")}, true},
+		{"service gone", ports{a("192.0.2.1")}, nil, true},
+		{"port added", ports{a("192.0.2.1")}, ports{a("192.0.2.1"), dns("192.0.2.1")}, true},
+		{"port removed", ports{a("192.0.2.1"), dns("192.0.2.1")}, ports{a("192.0.2.1")}, true},
+		{"port renamed", ports{a("192.0.2.1")}, ports{dns("192.0.2.1")}, true},
+		{"cluster IP changed", ports{a("192.0.2.1")}, ports{with(a("192.0.2.1"), func(sp *messages.ServicePort) { sp.ClusterIps = &messages.IPSet{V4: []string{"198.18.0.1"}} })}, true},
+		{"service port number changed", ports{a("192.0.2.1")}, ports{with(a("192.0.2.2"), func(sp *messages.ServicePort) { sp.Port = 81 })}, true},
+		{"affinity changed with the endpoints", ports{a("192.0.2.1")}, ports{with(a("192.0.2.2"), func(sp *messages.ServicePort) {
+			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
+		})}, true},
+	} {
+		if got := NeedsPacing(tc.prev, tc.next); got != tc.want {
+			t.Errorf("%s: NeedsPacing = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// FlushUnpaced hands on endpoint-only changes and holds the rest, with
+// their latest state, for Flush; Flush then takes everything.
+func TestTrackerFlushUnpacedHoldsWhatNeedsPacing(t *testing.T) {
+	v := &fakeView{ports: map[string][]*messages.ServicePortEndpoints{
+		"ns/a": {port("ns", "a", "http", "192.0.2.1")},
+		"ns/b": {port("ns", "b", "http", "192.0.2.2")},
+	}, errs: map[string]error{}}
+	tr := NewTracker(v)
+	tr.Mark("")
+	if _, held := tr.FlushUnpaced(); !held || !tr.Holds("ns/a") {
+		t.Fatal("a full resync must wait for Flush")
+	}
+	if ch := tr.Flush(); len(ch.Upserts) != 2 {
+		t.Fatalf("first flush: %d upserts", len(ch.Upserts))
+	}
+
+	// a's endpoint moves, c is new, b's port gets a second one.
+	v.ports["ns/a"] = []*messages.ServicePortEndpoints{port("ns", "a", "http", "192.0.2.3")}
+	v.ports["ns/c"] = []*messages.ServicePortEndpoints{port("ns", "c", "http", "192.0.2.4")}
+	v.ports["ns/b"] = []*messages.ServicePortEndpoints{port("ns", "b", "http", "192.0.2.2"), port("ns", "b", "dns", "192.0.2.2")}
+	for _, s := range []string{"ns/a", "ns/b", "ns/c", "ns/none"} {
+		tr.Mark(s)
+	}
+	ch, held := tr.FlushUnpaced()
+	if len(ch.Upserts) != 1 || ch.Upserts[0].GetServicePort().GetKey().GetName() != "a" || len(ch.Deletes) != 0 {
+		t.Fatalf("unpaced flush: %v upserts %v deletes, want a's only", ch.Upserts, ch.Deletes)
+	}
+	if !held || !tr.Holds("ns/b") || !tr.Holds("ns/c") || tr.Holds("ns/a") || tr.Holds("ns/none") {
+		t.Fatalf("held %v: want b and c held, a and the unknown service not", held)
+	}
+
+	// Held services are not rebuilt by further unpaced flushes; a's next
+	// change still goes at once.
+	v.ports["ns/a"] = []*messages.ServicePortEndpoints{port("ns", "a", "http", "192.0.2.5")}
+	v.ports["ns/c"] = []*messages.ServicePortEndpoints{port("ns", "c", "http", "192.0.2.6")}
+	tr.Mark("ns/a")
+	tr.Mark("ns/c")
+	v.builds = 0
+	if ch, _ := tr.FlushUnpaced(); len(ch.Upserts) != 1 || ch.Upserts[0].GetEndpoints()[0].GetIps()[0] != "192.0.2.5" || v.builds != 1 {
+		t.Fatalf("second unpaced flush: %v, %d builds; want a's new endpoint, one build", ch.Upserts, v.builds)
+	}
+
+	// The paced flush takes the held services as they are now.
+	ch = tr.Flush()
+	if len(ch.Upserts) != 2 || tr.Pending() || tr.Holds("ns/c") {
+		t.Fatalf("paced flush: %v (pending %v)", ch.Upserts, tr.Pending())
+	}
+	for _, spe := range ch.Upserts {
+		if k := spe.GetServicePort().GetKey(); k.GetName() == "c" && spe.GetEndpoints()[0].GetIps()[0] != "192.0.2.6" {
+			t.Fatalf("c flushed with %v, want its latest endpoint", spe.GetEndpoints())
+		}
+	}
+}
