@@ -304,7 +304,9 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
-	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, log) }
+	restoreGC := loosenGCForStart()
+	defer restoreGC()
+	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, restoreGC, log) }
 	var inject faults.Config
 	if o.enableFaultInjection {
 		inject = faults.Prepare(&cfg)
