@@ -1,8 +1,6 @@
 package watcher
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -200,7 +197,7 @@ type decoded struct {
 func decodeFile(name string, data []byte, out *decoded) {
 	out.file = &name
 	defer func() { out.file, out.doc = nil, 0 }()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	r := newDocumentReader(data)
 	for n := 1; ; n++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
