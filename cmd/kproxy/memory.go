@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"os"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -46,39 +44,12 @@ func releaseAfterFloods(ctx context.Context, l *portal.Limits, log zerolog.Logge
 	}()
 }
 
-// startGCPercent is the garbage collector's target while the first state
-// loads. Decoding thousands of manifests makes garbage at a pace that had
-// the collector run a dozen cycles, with the default 100, while the heap
-// grew to its size (a sixth of the CPU of starting 10,000 service ports);
-// at 200 it runs about half as many. releaseAfterStart restores the
-// default, then returns the garbage to the kernel.
-const startGCPercent = 200
-
-// startGCBound is how long the start's GC target holds at most, should
-// the first state never complete (a source that never syncs).
-const startGCBound = time.Minute
-
-// loosenGCForStart sets the collector's target for the start, unless the
-// user chose one (GOGC), and returns what restores it: once, at the
-// first of its calls or startGCBound.
-func loosenGCForStart() (restore func()) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		return func() {}
-	}
-	prev := debug.SetGCPercent(startGCPercent)
-	var once sync.Once
-	restore = func() { once.Do(func() { debug.SetGCPercent(prev) }) }
-	time.AfterFunc(startGCBound, restore)
-	return restore
-}
-
 // releaseAfterStart hands back to the kernel what loading the first state
 // left behind (decoding thousands of manifests makes hundreds of MB of
 // garbage that the heap would otherwise keep as its size): once, in the
 // background, when every service port of the first state has started.
-func releaseAfterStart(servicePorts int, restoreGC func(), log zerolog.Logger) {
+func releaseAfterStart(servicePorts int, log zerolog.Logger) {
 	go func() {
-		restoreGC()
 		debug.FreeOSMemory()
 		log.Info().Int("servicePorts", servicePorts).Msg("first state applied: every service port started; memory the load left returned to the kernel")
 	}()

@@ -304,9 +304,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
-	restoreGC := loosenGCForStart()
-	defer restoreGC()
-	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, restoreGC, log) }
+	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, log) }
 	var inject faults.Config
 	if o.enableFaultInjection {
 		inject = faults.Prepare(&cfg)
