@@ -340,6 +340,11 @@ type Listeners struct {
 	// them), so the kernel no longer refuses a second socket of this
 	// process on an address; this does.
 	held map[netAddr]heldSocket
+	// opening are the addresses whose sockets are being opened, by owner:
+	// the system calls are made without s.mu, so Portals open theirs at
+	// once (one lock over 10,000 openings made them one at a time), and
+	// an address being opened counts as held.
+	opening map[netAddr]string
 	// fdLimit is the open-file limit (0: none); see SetFDLimit.
 	fdLimit int64
 }
@@ -369,7 +374,7 @@ func (s *Listeners) SetFDLimit(limit int64) {
 
 // NewListeners returns an empty set.
 func NewListeners() *Listeners {
-	return &Listeners{m: map[string][]*Listener{}, held: map[netAddr]heldSocket{}}
+	return &Listeners{m: map[string][]*Listener{}, held: map[netAddr]heldSocket{}, opening: map[netAddr]string{}}
 }
 
 // Open opens spec's socket for owner and records it, refusing an address
@@ -393,6 +398,14 @@ func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
 		return nil, fmt.Errorf("open portal %s/%s: held by %s: %w", spec.Network, spec.Address, h.owner, syscall.EADDRINUSE)
 	}
 	return s.open(owner, spec)
+}
+
+// openSocket is Open (tests make it wait).
+var openSocket = Open
+
+// errOpening: the address's socket is being opened for another owner.
+func errOpening(spec ListenSpec, owner string) error {
+	return fmt.Errorf("open portal %s/%s: being opened for %s: %w", spec.Network, spec.Address, owner, syscall.EADDRINUSE)
 }
 
 // reservedPrefix names the owners of proxy ports' sockets not yet served.
@@ -428,14 +441,24 @@ func (s *Listeners) unreserve(network, address string) {
 	h.l.CloseFlows()
 }
 
-// open opens and records spec's socket for owner; s.mu is held.
+// open opens and records spec's socket for owner; s.mu is held, and
+// released while the socket is opened (the address reserved in
+// s.opening, counted against the limit).
 func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
-	limit, open := s.fdLimit, int64(len(s.held))
+	key := netAddr{spec.Network, spec.Address}
+	if other, ok := s.opening[key]; ok {
+		return nil, errOpening(spec, other)
+	}
+	limit, open := s.fdLimit, int64(len(s.held)+len(s.opening))
 	if limit > 0 && open >= limit-ControlPlaneFDs(limit) {
 		return nil, fmt.Errorf("open portal %s/%s: %d listening sockets are open and the open-file limit (RLIMIT_NOFILE) is %d, of which %d are kept for connections and the control plane: raise the hard limit (systemd LimitNOFILE, ulimit -Hn): %w",
 			spec.Network, spec.Address, open, limit, ControlPlaneFDs(limit), ErrFDLimit)
 	}
-	l, err := Open(spec)
+	s.opening[key] = owner
+	s.mu.Unlock()
+	l, err := openSocket(spec)
+	s.mu.Lock()
+	delete(s.opening, key)
 	if err != nil {
 		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 			err = fmt.Errorf("%w (%d listening sockets open, open-file limit %d: raise the hard limit, systemd LimitNOFILE, ulimit -Hn)", err, len(s.held), limit)

@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
@@ -197,21 +200,27 @@ func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
 	services, slicesByService := ds.services, ds.slicesByService
 
 	res := &Result{}
-	for _, s := range services {
+	bs := make([]*builtService, len(services))
+	var todo []int // services to build: not the memo's
+	for i, s := range services {
 		key := serviceKey(s.obj.namespace, s.obj.name)
 		var own []*sliceDoc
 		for _, slice := range slicesByService[key] {
 			own = append(own, slice.obj)
 		}
-		var b *builtService
 		if memo != nil {
 			if old := memo.services[key]; old != nil && old.svc == s.obj && slices.Equal(old.slices, own) {
-				b = old
+				bs[i] = old
+				continue
 			}
 		}
-		if b == nil {
-			b = buildService(s.obj, own, opts)
-		}
+		bs[i] = &builtService{svc: s.obj, slices: own}
+		todo = append(todo, i)
+	}
+	buildAll(todo, func(i int) { buildService(bs[i], opts) })
+	for i, s := range services {
+		key := serviceKey(s.obj.namespace, s.obj.name)
+		b := bs[i]
 		if built != nil {
 			built[key] = b
 		}
@@ -275,32 +284,61 @@ type builtService struct {
 	annotations []error // AnnotationErrors
 }
 
-// buildService builds one service from its documents, decoding again
-// those that were cooled.
-func buildService(svc *serviceDoc, own []*sliceDoc, opts Options) *builtService {
-	b := &builtService{svc: svc, slices: own}
-	obj, err := loadService(svc)
+// buildService builds one service from its documents (b.svc, b.slices),
+// decoding again those that were cooled.
+func buildService(b *builtService, opts Options) {
+	obj, err := loadService(b.svc)
 	if err != nil {
 		b.err = err
-		return b
+		return
 	}
 	if reason, skip := Skip(obj, opts); skip {
 		b.skip = reason
-		return b
+		return
 	}
-	objs := make([]*discoveryv1.EndpointSlice, 0, len(own))
-	for _, d := range own {
+	objs := make([]*discoveryv1.EndpointSlice, 0, len(b.slices))
+	for _, d := range b.slices {
 		o, err := loadSlice(d)
 		if err != nil {
 			b.err = err
-			return b
+			return
 		}
 		objs = append(objs, o)
 	}
 	b.ports, b.err = BuildServicePorts(obj, objs, opts)
 	b.ranges = SourceRangeErrors(obj)
 	b.annotations = AnnotationErrors(obj)
-	return b
+}
+
+// buildPerWorker is how many services a build goroutine takes at least:
+// fewer are built in place (tests change it).
+var buildPerWorker = 256
+
+// buildAll calls build for each of todo, on GOMAXPROCS goroutines when
+// there are many: building 10,000 services was the one part of a start
+// between decoding the files and opening the sockets that used one core.
+func buildAll(todo []int, build func(i int)) {
+	workers := min(goruntime.GOMAXPROCS(0), len(todo)/buildPerWorker)
+	if workers < 2 {
+		for _, i := range todo {
+			build(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= len(todo) {
+					return
+				}
+				build(todo[n])
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // validateSliceDoc is validateEndpointSlice of a document's slice.

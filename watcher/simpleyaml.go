@@ -17,14 +17,51 @@ import (
 // a tenth of the CPU and garbage: loading 10,000 services spent most of
 // its time in the YAML parser.
 func simpleYAMLToJSON(doc []byte) ([]byte, bool) {
+	js, _, ok := simpleYAMLDocument(doc)
+	return js, ok
+}
+
+// simpleYAMLDocument is simpleYAMLToJSON that also returns the
+// document's apiVersion and kind when they are plain scalars of its
+// top-level mapping (empty otherwise), read from its lines.
+func simpleYAMLDocument(doc []byte) (js []byte, t typeOf, ok bool) {
 	p := simpleYAML{out: make([]byte, 0, len(doc)+len(doc)/4)}
 	if !p.split(doc) || len(p.lines) == 0 || p.lines[0].indent != 0 {
-		return nil, false
+		return nil, t, false
 	}
 	if !p.mapping(0) || p.next != len(p.lines) {
-		return nil, false
+		return nil, t, false
 	}
-	return p.out, true
+	for _, l := range p.lines {
+		if l.indent != 0 {
+			continue
+		}
+		if v, ok := bytes.CutPrefix(l.text, []byte("apiVersion: ")); ok {
+			t.apiVersion = plainWord(v)
+		} else if v, ok := bytes.CutPrefix(l.text, []byte("kind: ")); ok {
+			t.kind = plainWord(v)
+		}
+	}
+	return p.out, t, true
+}
+
+// typeOf is a document's apiVersion and kind.
+type typeOf struct{ apiVersion, kind string }
+
+// plainWord is v if it is one plain word of letters, digits, '.', '/'
+// and '-' (an apiVersion or kind as written), else "": quoted or other
+// scalars are left to the deserializer.
+func plainWord(v []byte) string {
+	v = bytes.TrimLeft(v, " ")
+	if len(v) == 0 {
+		return ""
+	}
+	for _, c := range v {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '/' || c == '-') {
+			return ""
+		}
+	}
+	return string(v)
 }
 
 type simpleLine struct {

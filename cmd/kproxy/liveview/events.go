@@ -41,9 +41,13 @@ const (
 // hub fans events out to the stream's subscribers. Publishing never
 // blocks: a subscriber that falls behind loses events and is told.
 type hub struct {
-	mu      sync.Mutex
-	seq     int64
+	mu  sync.Mutex
+	seq int64
+	// history is a ring of the last historyLen events, the oldest at
+	// first once full: shifting a slice copied 100 events per event,
+	// 10,000 times when as many service ports start.
 	history []Event
+	first   int
 	subs    map[*subscriber]struct{}
 }
 
@@ -60,10 +64,12 @@ func (h *hub) publish(e Event) {
 	defer h.mu.Unlock()
 	h.seq++
 	e.Seq = h.seq
-	if len(h.history) == historyLen {
-		h.history = append(h.history[:0], h.history[1:]...)
+	if len(h.history) < historyLen {
+		h.history = append(h.history, e)
+	} else {
+		h.history[h.first] = e
+		h.first = (h.first + 1) % historyLen
 	}
-	h.history = append(h.history, e)
 	for s := range h.subs {
 		select {
 		case s.events <- e:
@@ -80,7 +86,7 @@ func (h *hub) publish(e Event) {
 func (h *hub) subscribe() (s *subscriber, past []Event, cancel func()) {
 	s = &subscriber{events: make(chan Event, subscriberLen)}
 	h.mu.Lock()
-	past = append([]Event(nil), h.history...)
+	past = append(append(make([]Event, 0, len(h.history)), h.history[h.first:]...), h.history[:h.first]...)
 	h.subs[s] = struct{}{}
 	h.mu.Unlock()
 	return s, past, func() {

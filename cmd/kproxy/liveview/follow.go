@@ -3,6 +3,7 @@ package liveview
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,9 +25,9 @@ func follow(p *actors.Proxy, m *model, h *hub) (stop func()) {
 			return
 		}
 		id := st.GetKey().ID()
-		text := fmt.Sprintf("%s %s", id, change)
+		text := id + " " + change
 		if change != "deleted" {
-			text = fmt.Sprintf("%s %s: generation %d, %d endpoints", id, change, st.GetGeneration(), len(st.GetEndpoints()))
+			text += ": generation " + strconv.FormatInt(st.GetGeneration(), 10) + ", " + strconv.Itoa(len(st.GetEndpoints())) + " endpoints"
 		}
 		// The stream adds the row as it sends the event: not built here, on
 		// the Proxier's goroutine.

@@ -144,6 +144,11 @@ func TestHubBounds(t *testing.T) {
 	if len(past) != historyLen || past[len(past)-1].Seq != subscriberLen+10 {
 		t.Fatalf("history: %d events, last seq %d", len(past), past[len(past)-1].Seq)
 	}
+	for i, e := range past {
+		if want := int64(subscriberLen + 10 - historyLen + 1 + i); e.Seq != want {
+			t.Fatalf("history[%d]: seq %d, want %d (oldest first)", i, e.Seq, want)
+		}
+	}
 }
 
 // The fault endpoints answer only this host, with the token, a JSON body
