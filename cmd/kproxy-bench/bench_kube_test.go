@@ -53,8 +53,15 @@ func TestBenchChurnKube(t *testing.T) {
 	s := kubetest.Start(t)
 	bn := kubetest.NewBackendNet(t)
 	const port = 9000
+	// Eight backend addresses, not two: kproxy dials each from the node's
+	// address, and every connection closed leaves a TIME_WAIT entry for
+	// 60 s. Against two addresses, one round's load and probes (tens of
+	// thousands of connections, more when a build is slow and the probes
+	// repeat) left the next round's connect searching a nearly full
+	// ephemeral port range: kproxy then spent 1.5 cores inside connect
+	// (its CPU profile), and the rounds after a slow one were slow too.
 	var pool []string
-	for range 2 {
+	for range 8 {
 		ip := bn.AddIP(t).String()
 		var b *backends.TCP
 		if err := bn.Do(func() (err error) {
