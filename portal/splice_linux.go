@@ -164,7 +164,7 @@ func (c *copier) spliceChunk(fd int, p *splicePipe) (wait, done bool) {
 	var n int64
 	var err error
 	for {
-		n, err = unix.Splice(fd, nil, p.w, nil, maxSpliceSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		n, err = splice64(unix.Splice(fd, nil, p.w, nil, maxSpliceSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK))
 		if err != unix.EINTR {
 			break
 		}
@@ -205,7 +205,7 @@ func (c *copier) spliceChunk(fd int, p *splicePipe) (wait, done bool) {
 func (c *copier) writeFunc() func(fd uintptr) bool {
 	return func(fd uintptr) bool {
 		for c.left > 0 {
-			m, err := unix.Splice(c.pipe.r, nil, int(fd), nil, int(c.left), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			m, err := splice64(unix.Splice(c.pipe.r, nil, int(fd), nil, int(c.left), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK))
 			switch {
 			case err == unix.EINTR:
 			case err == unix.EAGAIN:
@@ -276,3 +276,7 @@ func (p *splicePipe) close() {
 	unix.Close(p.r)
 	unix.Close(p.w)
 }
+
+// splice64 is splice(2)'s count as an int64, whichever type x/sys gives
+// it on this architecture (int on 32-bit ones).
+func splice64[N int | int64](n N, err error) (int64, error) { return int64(n), err }

@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	proxyproto "github.com/pires/go-proxyproto"
 )
 
@@ -165,37 +164,16 @@ func runClientAddress(ctx context.Context, e *env, res *ScenarioResult) error {
 func (e *env) clientAddressLoad(ctx context.Context, res *ScenarioResult, load string, targets []target, enter func() error) error {
 	o := e.o
 	spec := loadSpec{Mode: load, Clients: o.Clients, Size: o.Size, PerConn: o.PerConn, MaxOps: o.MaxRequests, Enter: enter}
-	warm := spec
-	warm.Duration = min(o.Duration/2, time.Second)
-	for _, t := range targets {
-		if _, _, err := e.loadRound(ctx, t, warm, fmt.Sprintf("client-address %s %s: warm-up", load, t.name)); err != nil {
-			return err
-		}
+	g, err := e.interleave(ctx, res, "client-address "+load, spec, targets, func(t target, r int, round Round) {
+		e.logf("  client-address %s %-11s round %d: %8.0f /s  %6.1f µs CPU/op  %d failed", load, t.name, r+1, round.OpsPerSecond, round.CPUMicrosPerOp, round.Errors)
+	})
+	if err != nil {
+		return err
 	}
-	spec.Duration = o.Duration
-	hists := map[string]*hdrhistogram.Histogram{}
-	rates, cpus := map[string][]float64{}, map[string][]float64{}
+	hists, rates, cpus := g.hists, g.rates, g.cpus
 	var failed float64
-	for r := range o.Rounds {
-		for j := range targets {
-			t := targets[(r+j)%len(targets)]
-			lr, round, err := e.loadRound(ctx, t, spec, fmt.Sprintf("client-address %s %s: round %d/%d", load, t.name, r+1, o.Rounds))
-			if err != nil {
-				return err
-			}
-			round.Round = r + 1
-			res.Rounds = append(res.Rounds, round)
-			if hists[t.name] == nil {
-				hists[t.name] = newHist()
-			}
-			hists[t.name].Merge(lr.Hist)
-			rates[t.name] = append(rates[t.name], round.OpsPerSecond)
-			if round.CPUMicrosPerOp > 0 {
-				cpus[t.name] = append(cpus[t.name], round.CPUMicrosPerOp)
-			}
-			failed += float64(round.Errors)
-			e.logf("  client-address %s %-11s round %d: %8.0f /s  %6.1f µs CPU/op  %d failed", load, t.name, r+1, round.OpsPerSecond, round.CPUMicrosPerOp, round.Errors)
-		}
+	for _, f := range g.failed {
+		failed += f
 	}
 	what, unit := "connections/s", "conn/s"
 	per := "CPU per connection"

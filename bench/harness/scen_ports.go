@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // runPorts loads N service ports with C clients in each mode, against
@@ -109,38 +107,13 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, targets []target) error {
 	o := e.o
 	spec := loadSpec{Mode: mode, Clients: o.Clients, Size: o.Size, PerConn: o.PerConn, Burst: o.UDPBurst, MaxOps: o.MaxRequests}
-	warm := spec
-	warm.Duration = min(o.Duration/2, time.Second)
-	for _, t := range targets {
-		if _, _, err := e.loadRound(ctx, t, warm, fmt.Sprintf("%s %s: warm-up", mode, t.name)); err != nil {
-			return err
-		}
+	g, err := e.interleave(ctx, res, mode, spec, targets, func(t target, r int, round Round) {
+		e.logf("  %s %-8s round %d: %8.0f req/s  %6.1f µs CPU/req  %d failed", mode, t.name, r+1, round.OpsPerSecond, round.CPUMicrosPerOp, round.Errors)
+	})
+	if err != nil {
+		return err
 	}
-	spec.Duration = o.Duration
-	hists := map[string]*hdrhistogram.Histogram{}
-	rates, cpus := map[string][]float64{}, map[string][]float64{}
-	failed := map[string]float64{}
-	for r := range o.Rounds {
-		for j := range targets {
-			t := targets[(r+j)%len(targets)]
-			lr, round, err := e.loadRound(ctx, t, spec, fmt.Sprintf("%s %s: round %d/%d", mode, t.name, r+1, o.Rounds))
-			if err != nil {
-				return err
-			}
-			round.Round = r + 1
-			res.Rounds = append(res.Rounds, round)
-			if hists[t.name] == nil {
-				hists[t.name] = newHist()
-			}
-			hists[t.name].Merge(lr.Hist)
-			rates[t.name] = append(rates[t.name], round.OpsPerSecond)
-			if t.proc != nil && round.CPUMicrosPerOp > 0 {
-				cpus[t.name] = append(cpus[t.name], round.CPUMicrosPerOp)
-			}
-			failed[t.name] += float64(round.Errors)
-			e.logf("  %s %-8s round %d: %8.0f req/s  %6.1f µs CPU/req  %d failed", mode, t.name, r+1, round.OpsPerSecond, round.CPUMicrosPerOp, round.Errors)
-		}
-	}
+	hists, rates, cpus, failed := g.hists, g.rates, g.cpus, g.failed
 	rate, cpu, p50, p99 := map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, t := range targets {
 		rate[t.name] = median(rates[t.name])
