@@ -246,7 +246,7 @@ func writeConfigFile(path string, fs *flag.FlagSet) error {
 // run serves until ctx is done, then stops cleanly. started, if set, sees
 // the proxy before the source's first snapshot (tests subscribe there).
 func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.Logger, started func(*actors.Proxy)) error {
-	rules, mode, err := portalRules(ctx, o, log)
+	rules, mode, err := portalRules(ctx, o, ports, log)
 	if err != nil {
 		return err
 	}
@@ -411,6 +411,9 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		}
 		m.Limits(cfg.Limits)
 		m.Reaper(cfg.Reaper)
+		if u, ok := cfg.Rules.(metrics.UnredirectedCounter); ok {
+			m.Unredirected(u)
+		}
 		cfg.Health.Observe = m.Health
 		handler := m.Handler()
 		if o.profiling {
@@ -443,11 +446,13 @@ const portalAuto = "auto"
 
 // portalRules sets up the kernel portal of the chosen mode; auto is the
 // first kernel portal that works here (autoPortal).
-func portalRules(ctx context.Context, o runOptions, log zerolog.Logger) (rules.Interface, string, error) {
+func portalRules(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.Logger) (rules.Interface, string, error) {
 	prefixes, _ := parsePrefixes("nodeport-addresses", o.nodePortAddrs)                // validated
 	clusterCIDRs, _ := parseFamilyPrefixes("cluster-cidr", o.clusterCIDR)              // validated
 	serviceCIDRs, _ := parseFamilyPrefixes("service-cluster-ip-range", o.serviceCIDRs) // validated
 	ro := rules.Options{NodePortAddresses: prefixes, ClusterCIDRs: clusterCIDRs, ServiceCIDRs: serviceCIDRs, Interface: o.netshInterface}
+	ro.NodeIPs = nodeIPs(o.bindAddress, prefixes, log)
+	ro.ProxyPortFirst, ro.ProxyPortLast = proxyPortSpan(ports)
 	mode := o.portalMode
 	if mode == portalAuto {
 		return autoPortal(ctx, ro, log)

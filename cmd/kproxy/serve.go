@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"context"
 	"net"
 	"net/http"
@@ -68,11 +69,22 @@ func nodeAddresses(prefixes []netip.Prefix) ([]string, error) {
 	if len(prefixes) == 0 {
 		return nil, nil
 	}
+	ips, err := localAddresses(prefixes, true)
+	var out []string
+	for _, ip := range ips {
+		out = append(out, ip.String())
+	}
+	return out, err
+}
+
+// localAddresses lists this host's addresses within prefixes (every one
+// when prefixes is empty), loopback and link-local ones only if withLocal.
+func localAddresses(prefixes []netip.Prefix, withLocal bool) ([]netip.Addr, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []netip.Addr
 	for _, a := range addrs {
 		ipnet, ok := a.(*net.IPNet)
 		if !ok {
@@ -83,11 +95,11 @@ func nodeAddresses(prefixes []netip.Prefix) ([]string, error) {
 			continue
 		}
 		ip = ip.Unmap()
-		for _, p := range prefixes {
-			if p.Contains(ip) {
-				out = append(out, ip.String())
-				break
-			}
+		if !withLocal && (ip.IsLoopback() || ip.IsLinkLocalUnicast()) {
+			continue
+		}
+		if len(prefixes) == 0 || slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+			out = append(out, ip)
 		}
 	}
 	return out, nil

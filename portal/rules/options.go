@@ -33,6 +33,24 @@ type Options struct {
 	// or `kproxy cleanup` removes them. Empty means nowhere (on Windows,
 	// %ProgramData%\kproxy).
 	StateDir string
+	// NodeIPs are the node's own addresses. When a load-balancer IP's
+	// source ranges admit one of them, the load-balancer IP itself is
+	// admitted as a source too, as kube-proxy does: the node's request to
+	// a VIP that is bound locally, or that its load balancer sends back,
+	// arrives with the VIP as its source.
+	NodeIPs []netip.Addr
+	// ProxyPortFirst and ProxyPortLast bound the ports proxy ports are
+	// allocated from (--port-range, else the kernel's ephemeral range).
+	// Zero: any port.
+	ProxyPortFirst, ProxyPortLast int
+}
+
+// ProxyPortSpan is the range proxy ports come from: 1-65535 unless set.
+func (o Options) ProxyPortSpan() (first, last int) {
+	if o.ProxyPortFirst < 1 || o.ProxyPortLast > 65535 || o.ProxyPortLast < o.ProxyPortFirst {
+		return 1, 65535
+	}
+	return o.ProxyPortFirst, o.ProxyPortLast
 }
 
 // NodePortPrefixes returns the NodePortAddresses of one family, masked;
@@ -78,4 +96,18 @@ func MergePrefixes(ps []netip.Prefix) []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// FirewallSources are the sources a rule's load-balancer IP admits: its
+// source ranges, and the IP itself when they admit a node IP.
+func (o Options) FirewallSources(r Rule) []netip.Prefix {
+	ranges := r.Ranges()
+	for _, ip := range o.NodeIPs {
+		for _, p := range ranges {
+			if p.Contains(ip) {
+				return append(ranges, netip.PrefixFrom(r.IP, r.IP.BitLen()))
+			}
+		}
+	}
+	return ranges
 }

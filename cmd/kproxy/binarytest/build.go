@@ -2,6 +2,7 @@ package binarytest
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -14,8 +15,15 @@ const kproxyPackage = "github.com/kproxy/kproxy/cmd/kproxy"
 
 // Build builds the kproxy binary into the test's temporary directory (never
 // into the source tree) and returns its path; call it once per test.
+//
+// $KPROXY_TEST_BINARY names a kproxy built elsewhere to test instead (an
+// earlier build, to show a test fails there).
 func Build(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("KPROXY_TEST_BINARY"); bin != "" {
+		t.Logf("testing %s ($KPROXY_TEST_BINARY)", bin)
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "kproxy")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -42,7 +42,9 @@ const (
 	// fromLocalhost is the node itself from 127.0.0.1 (::1).
 	fromLocalhost source = "node-localhost"
 	// fromLBIP is a packet whose source something outside the node has
-	// rewritten to the LB IP it is sent to.
+	// rewritten to the LB IP it is sent to: a client in the outside
+	// namespace, 203.0.113.3, whose source the outside rewrites
+	// (lbHairpin).
 	fromLBIP source = "lb-ip"
 )
 
@@ -59,7 +61,6 @@ const (
 const (
 	naSCTP     = "SCTP: kproxy proxies TCP and UDP only"
 	naMasq     = "masqueradeAll: a userspace proxy always connects from the node; there is nothing to masquerade"
-	naSNATtoLB = "source rewritten to the LB IP by a device outside the node: the harness has none, and giving a client the LB IP makes it local to that client; kproxy also does not admit LB IPs as a source on purpose (it does not know the node's primary IP)"
 )
 
 // flow is one packet flow: a connection from a source to a destination
@@ -181,8 +182,8 @@ var cases = []kpCase{
 			flow{name: "pod to LB2 (blocked by LoadBalancerSourceRanges)", from: fromPod, to: "203.0.113.208:80", want: wantDrop},
 			flow{name: "node to LB1 (allowed by LoadBalancerSourceRanges)", from: fromNode, to: "203.0.113.204:80", want: "198.51.100.11:80"},
 			flow{name: "node to LB2 (allowed by LoadBalancerSourceRanges)", from: fromNode, to: "203.0.113.208:80", want: "198.51.100.11:80"},
-			flow{name: "same node to LB1, SNATted to LB1 (implicitly allowed)", from: fromLBIP, to: "203.0.113.204:80", want: "198.51.100.11:80", notApplicable: naSNATtoLB},
-			flow{name: "same node to LB2, SNATted to LB2 (implicitly allowed)", from: fromLBIP, to: "203.0.113.208:80", want: "198.51.100.11:80", notApplicable: naSNATtoLB},
+			flow{name: "same node to LB1, SNATted to LB1 (implicitly allowed)", from: fromLBIP, to: "203.0.113.204:80", want: "198.51.100.11:80"},
+			flow{name: "same node to LB2, SNATted to LB2 (implicitly allowed)", from: fromLBIP, to: "203.0.113.208:80", want: "198.51.100.11:80"},
 		),
 	},
 	nodePorts("ipv4", "nodeports-ipv4.yaml", "", "192.0.2.2", "198.18.0.41:80", "192.0.2.130", "198.51.100.11:80 198.51.100.31:80", false),

@@ -73,25 +73,7 @@ func runCase(t *testing.T, bin, mode string, c kpCase, flags map[string]bool, re
 		t.Fatal(err)
 	}
 	tp := newTopology(t, c.ports())
-	for _, b := range m.backends {
-		name := b.addr.String()
-		tp.pods.MustDo(t, func() error {
-			if b.proto == "udp" {
-				u, err := backends.StartUDP(name, name)
-				if err != nil {
-					return err
-				}
-				t.Cleanup(u.Close)
-				return nil
-			}
-			s, err := backends.StartTCP(name, name)
-			if err != nil {
-				return err
-			}
-			t.Cleanup(s.Close)
-			return nil
-		})
-	}
+	startBackends(t, tp, m)
 	npa := nodePortAddresses
 	if c.nodePortAddresses != "" {
 		npa = c.nodePortAddresses
@@ -139,6 +121,31 @@ func runCase(t *testing.T, bin, mode string, c kpCase, flags map[string]bool, re
 			for _, fr := range runs {
 				t.Run(fr.f.name+" from "+string(fr.from), fr.report)
 			}
+		})
+	}
+}
+
+// startBackends serves the manifest's endpoints in the pods' namespace,
+// each answering with its own "ip:port".
+func startBackends(t *testing.T, tp *topology, m *manifest) {
+	t.Helper()
+	for _, b := range m.backends {
+		name := b.addr.String()
+		tp.pods.MustDo(t, func() error {
+			if b.proto == "udp" {
+				u, err := backends.StartUDP(name, name)
+				if err != nil {
+					return err
+				}
+				t.Cleanup(u.Close)
+				return nil
+			}
+			s, err := backends.StartTCP(name, name)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(s.Close)
+			return nil
 		})
 	}
 }

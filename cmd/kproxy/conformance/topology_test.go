@@ -5,6 +5,7 @@ package conformance
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/kproxy/kproxy/portal/netnstest"
@@ -45,6 +46,7 @@ var (
 		fromEndpoint:  netip.MustParseAddr("198.51.100.11"),
 		fromNode:      nodeIP4,
 		fromLocalhost: netip.MustParseAddr("127.0.0.1"),
+		fromLBIP:      lbHairpinClient,
 	}
 	sourceIPs6 = map[source]netip.Addr{
 		fromExternal:  netip.MustParseAddr("2001:db8:2::1"),
@@ -135,6 +137,7 @@ func newTopology(t *testing.T, ports []int) *topology {
 	} {
 		n.MustRun(t, route(r)...)
 	}
+	lbHairpin(t, o, n)
 	p.MustRun(t, "ip", "route", "add", "default", "via", "198.51.100.1")
 	p.MustRun(t, "ip", "-6", "route", "add", "default", "via", "2001:db8:1::1")
 	// Forwarding on, as on a real node; no ICMP redirects, which would use
@@ -142,6 +145,34 @@ func newTopology(t *testing.T, ports []int) *topology {
 	n.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
 		"net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.kn0.send_redirects=0", "net.ipv4.conf.kp0.send_redirects=0", "net.ipv4.conf.ku0.send_redirects=0")
 	return tp
+}
+
+// lbHairpinClient is where fromLBIP's connections start, in the outside
+// namespace, which rewrites their source to the LB IP they are sent to:
+// the cloud load balancer that sends a node's request for its VIP back to
+// the node with the VIP as source. The node routes replies to such
+// connections back out of kn0 (by a mark, policy routing table 100), not
+// upstream where the LB range lives: as its load balancer would take them.
+var lbHairpinClient = netip.MustParseAddr("203.0.113.3")
+
+func lbHairpin(t *testing.T, out, node *netnstest.Netns) {
+	t.Helper()
+	out.AddAddr(t, "kx0", lbHairpinClient.String()+"/32")
+	for _, c := range []struct {
+		ns    *netnstest.Netns
+		rules string
+	}{
+		{out, "table ip lb-hairpin {\n chain postrouting {\n type nat hook postrouting priority 100\n ip saddr " + lbHairpinClient.String() + " snat to ip daddr\n }\n}\n"},
+		{node, "table ip lb-hairpin {\n chain output {\n type route hook output priority -150\n ct direction reply ct original ip saddr 203.0.113.192/26 meta mark set 0x1\n }\n}\n"},
+	} {
+		cmd := c.ns.Command(t.Context(), "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(c.rules)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("nft in %s: %v\n%s", c.ns, err, b)
+		}
+	}
+	node.MustRun(t, "ip", "rule", "add", "fwmark", "0x1", "lookup", "100")
+	node.MustRun(t, "ip", "route", "add", "default", "via", "192.0.2.1", "table", "100")
 }
 
 // route is the ip command adding route r ("-6" first for IPv6).
@@ -163,7 +194,7 @@ func (tp *topology) from(s source, ipv6 bool) (*netnstest.Netns, netip.Addr, err
 		return nil, netip.Addr{}, fmt.Errorf("no %s source for this IP family", s)
 	}
 	switch s {
-	case fromExternal, fromBlocked, fromPodThere:
+	case fromExternal, fromBlocked, fromPodThere, fromLBIP:
 		return tp.out, ip, nil
 	case fromPodHere, fromEndpoint:
 		return tp.pods, ip, nil

@@ -24,6 +24,8 @@ const (
 	iptPortalsReject     = "KUBE-PORTALS-REJECT"     // filter, from INPUT, FORWARD, OUTPUT: service IPs without endpoints
 	iptNodePortReject    = "KUBE-NODEPORT-REJECT"    // filter, from INPUT, OUTPUT: node ports without endpoints
 	iptProxyPortOwner    = "KPROXY-PROXY-PORT-OWNER" // filter, from INPUT for redirected traffic: kproxy's sockets only
+	iptProxyPorts        = "KPROXY-PROXY-PORTS"      // filter, from INPUT for new traffic not redirected: not to kproxy's sockets
+	iptUnredirected      = "KPROXY-UNREDIRECTED"     // filter, from KPROXY-PROXY-PORTS: rejects, and counts
 	iptFirewall          = "KPROXY-FIREWALL"         // mangle, from PREROUTING, OUTPUT: loadBalancerSourceRanges
 	iptClusterIPs        = "KPROXY-CLUSTER-IPS"      // filter, from FORWARD, OUTPUT: unserved ports of cluster IPs
 	iptServiceCIDRs      = "KPROXY-SERVICE-CIDRS"    // filter, from FORWARD, OUTPUT: unallocated service IPs
@@ -32,7 +34,7 @@ const (
 
 var iptChains = map[string][]string{
 	"nat":    {iptPortalsContainer, iptPortalsHost, iptNodePortContainer, iptNodePortHost},
-	"filter": {iptPortalsReject, iptNodePortReject, iptProxyPortOwner, iptClusterIPs, iptServiceCIDRs},
+	"filter": {iptPortalsReject, iptNodePortReject, iptProxyPortOwner, iptProxyPorts, iptUnredirected, iptClusterIPs, iptServiceCIDRs},
 	"mangle": {iptFirewall, iptTransparent},
 }
 
@@ -170,6 +172,7 @@ func (t *Rules) jumps(f *iptFamily) []iptJump {
 		{"filter", "FORWARD", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
 		{"filter", "OUTPUT", newConn + `-m comment --comment "kproxy services without endpoints" -j ` + iptPortalsReject},
 		{"filter", "INPUT", `-m conntrack --ctstate DNAT -m comment --comment "kproxy proxy ports: kproxy's sockets only" -j ` + iptProxyPortOwner},
+		{"filter", "INPUT", newConn + `-m conntrack ! --ctstate DNAT -m comment --comment "kproxy proxy ports: redirected traffic only" -j ` + iptProxyPorts},
 		{"mangle", "PREROUTING", newConn + `-m comment --comment "kproxy loadBalancerSourceRanges" -j ` + iptFirewall},
 		{"mangle", "OUTPUT", newConn + `-m comment --comment "kproxy loadBalancerSourceRanges" -j ` + iptFirewall},
 		{"mangle", "PREROUTING", `-m comment --comment "kproxy transparent proxying" -j ` + iptTransparent},
@@ -206,7 +209,50 @@ func (t *Rules) staticRules(f *iptFamily) []iptJump {
 	for _, p := range rules.Family(t.opts.ServiceCIDRs, f.v6) {
 		out = append(out, iptJump{"filter", iptServiceCIDRs, "-d " + p.String() + " -j DROP"})
 	}
-	return out
+	// kproxy's sockets get only redirected traffic: they bind the
+	// unspecified address (REDIRECT needs it), so a connection from
+	// another host, a pod or a local process dialling a proxy port itself
+	// would be served past every policy and source range. It gets what a
+	// closed port gives. iptables reads a socket's mark only by copying it
+	// into the packet (--restore-skmark), so the lookup is confined to
+	// the ports proxy ports come from.
+	first, last := t.opts.ProxyPortSpan()
+	for _, proto := range []string{"tcp", "udp"} {
+		ports := fmt.Sprintf("-p %[1]s -m %[1]s --dport %d:%d", proto, first, last)
+		out = append(out,
+			iptJump{"filter", iptProxyPorts, ports + " -m socket --nowildcard --restore-skmark"},
+			iptJump{"filter", iptProxyPorts, fmt.Sprintf("%s -m mark --mark 0x%x/0x%x -j %s", ports, steer.SocketMark, steer.SocketMark, iptUnredirected)})
+	}
+	return append(out,
+		iptJump{"filter", iptUnredirected, "-p tcp -j REJECT --reject-with tcp-reset"},
+		iptJump{"filter", iptUnredirected, "-j REJECT --reject-with " + f.icmpUnreachable})
+}
+
+// UnredirectedPackets is how many packets reached a proxy port without
+// kproxy's redirect, and were rejected, since the last Sync: the counters
+// of KPROXY-UNREDIRECTED's rules, in every family.
+func (t *Rules) UnredirectedPackets(ctx context.Context) (uint64, error) {
+	var n uint64
+	for _, f := range t.fams {
+		out, err := t.run(ctx, nil, f.save, "-c", "-t", "filter")
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			// "[packets:bytes] -A KPROXY-UNREDIRECTED ..."
+			counts, rule, ok := strings.Cut(line, " ")
+			if !ok || !strings.HasPrefix(rule, "-A "+iptUnredirected+" ") || !strings.HasPrefix(counts, "[") {
+				continue
+			}
+			packets, _, _ := strings.Cut(strings.TrimPrefix(counts, "["), ":")
+			v, err := strconv.ParseUint(packets, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: counters of %q: %w", f, line, err)
+			}
+			n += v
+		}
+	}
+	return n, nil
 }
 
 // ruleLines are the rules of one portal rule in family f.
@@ -221,7 +267,7 @@ func (t *Rules) ruleLines(f *iptFamily, r rules.Rule) []iptJump {
 	}
 	var out []iptJump
 	// Source ranges first: a packet from elsewhere goes no further.
-	if ranges := r.Ranges(); len(ranges) > 0 {
+	if ranges := t.opts.FirewallSources(r); len(ranges) > 0 {
 		for _, p := range ranges {
 			out = append(out, iptJump{"mangle", iptFirewall, "-s " + p.String() + " " + match + " -j RETURN"})
 		}
@@ -345,8 +391,12 @@ func (b restoreBatch) bytes() []byte {
 	return buf.Bytes()
 }
 
-func (t *Rules) restore(ctx context.Context, f *iptFamily, b restoreBatch) error {
-	in := b.bytes()
+// restore runs one iptables-restore of the batches, in order.
+func (t *Rules) restore(ctx context.Context, f *iptFamily, bs ...restoreBatch) error {
+	var in []byte
+	for _, b := range bs {
+		in = append(in, b.bytes()...)
+	}
 	if len(in) == 0 {
 		return nil
 	}
@@ -473,8 +523,15 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 	return t.unavailable(sorted)
 }
 
-// Apply deletes and appends the changed rules, in one iptables-restore per
-// family.
+// Apply appends the changed rules and then deletes the ones they replace,
+// in one iptables-restore per family. iptables-restore commits each table
+// on its own, so a packet may see one table changed and the next not yet:
+// were a service's redirect (nat) deleted before its drop (filter) is
+// added, it would leave by the node's default route in between. So every
+// table gets its additions first and only then, in a second pass, its
+// deletions: a packet sees the old rules or both, which decide as the old
+// ones (a redirected packet no longer matches a drop by service IP; the
+// old line of two equal ones comes first, and -D deletes the first).
 func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -483,10 +540,10 @@ func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 		return fmt.Errorf("iptables apply: %w", err)
 	}
 	for _, f := range t.fams {
-		b := restoreBatch{}
-		t.addLines(b, f, "-D", del)
-		t.addLines(b, f, "-A", add)
-		if err := t.restore(ctx, f, b); err != nil {
+		adds, dels := restoreBatch{}, restoreBatch{}
+		t.addLines(adds, f, "-A", add)
+		t.addLines(dels, f, "-D", del)
+		if err := t.restore(ctx, f, adds, dels); err != nil {
 			// A later family, or a later table of this one, may be done.
 			t.state.Invalidate()
 			return fmt.Errorf("iptables apply of %d changes: %w", len(del)+len(add), err)

@@ -64,6 +64,9 @@ const (
 	nftFirewallPrefix   = "firewall-"
 	nftTransparentOut   = "transparent-output"
 	nftTransparentPre   = "transparent-prerouting"
+	// nftUnredirected counts what reached a proxy port without kproxy's
+	// redirect (and was rejected): kproxy_proxy_port_unredirected_packets_total.
+	nftUnredirected = "unredirected-proxy-port-packets"
 )
 
 // Chain priorities: the nat chains run at dstnat (-100); the filter chains
@@ -320,9 +323,17 @@ func (n *Rules) chains() []nftChain {
 		{name: nftFilterOutputPost, typ: knftables.FilterType, hook: knftables.OutputHook, prio: nftPostDNATPriority, rules: []string{clusterIPsCheck}},
 		// Redirected traffic reaches only kproxy's own sockets (SO_MARK,
 		// which needs CAP_NET_ADMIN): while kproxy is down (a crash, a
-		// restart) a process binding a proxy port gets nothing.
+		// restart) a process binding a proxy port gets nothing. And
+		// kproxy's sockets get only redirected traffic: they bind the
+		// unspecified address (redirect needs it), so a connection from
+		// another host, a pod or a local process dialling a proxy port
+		// itself would be served past every policy and source range. It
+		// gets what a closed port gives. The socket lookup finds the
+		// listener for a new connection (a TCP request socket has no mark
+		// and is not matched: its handshake's last packet is not new).
 		{name: nftProxyPortOwner, typ: knftables.FilterType, hook: knftables.InputHook, prio: knftables.FilterPriority, rules: []string{
 			fmt.Sprintf("ct status dnat meta l4proto . th dport @%s socket mark != 0x%08x drop", nftProxyPorts, steer.SocketMark),
+			fmt.Sprintf("ct state new ct status & dnat == 0 socket mark 0x%08x counter name %s goto %s", steer.SocketMark, nftUnredirected, nftRejectChain),
 		}},
 		// Transparent proxying: a connection kproxy dialled from a
 		// client's address (its socket carries TransparentMark) keeps the
@@ -354,6 +365,27 @@ func (n *Rules) chains() []nftChain {
 // proxyPortsSet is the set of proxy ports the maps redirect to.
 func proxyPortsSet() *knftables.Set {
 	return &knftables.Set{Name: nftProxyPorts, Type: "inet_proto . inet_service", Comment: knftables.PtrTo("proxy ports: redirected traffic reaches only kproxy's sockets")}
+}
+
+// unredirectedCounter counts packets rejected at a proxy port because no
+// kproxy rule redirected them there.
+func unredirectedCounter() *knftables.Counter {
+	return &knftables.Counter{Name: nftUnredirected, Comment: knftables.PtrTo("new connections to a proxy port that kproxy did not redirect there, rejected")}
+}
+
+// UnredirectedPackets is how many packets reached a proxy port without
+// kproxy's redirect, and were rejected, since the table was created.
+func (n *Rules) UnredirectedPackets(ctx context.Context) (uint64, error) {
+	cs, err := n.nft.ListCounters(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("nftables: %w", err)
+	}
+	for _, c := range cs {
+		if c.Name == nftUnredirected && c.Packets != nil {
+			return *c.Packets, nil
+		}
+	}
+	return 0, fmt.Errorf("nftables: counter %s not found", nftUnredirected)
 }
 
 // proxyPorts counts, per proxy port ("tcp/31000"), the rules of s that
@@ -498,13 +530,13 @@ func firewallChain(r rules.Rule) string {
 }
 
 // firewallRule is the one rule of a rule's firewall chain.
-func firewallRule(r rules.Rule) string {
+func (n *Rules) firewallRule(r rules.Rule) string {
 	ip := "ip"
 	if r.IP.Is6() {
 		ip = "ip6"
 	}
 	var list []string
-	for _, p := range r.Ranges() {
+	for _, p := range n.opts.FirewallSources(r) {
 		list = append(list, p.String())
 	}
 	return ip + " saddr != { " + strings.Join(list, ", ") + " } drop"
@@ -554,7 +586,7 @@ func (n *Rules) addRule(tx *knftables.Transaction, r rules.Rule) error {
 		ch := &knftables.Chain{Name: firewallChain(r), Comment: comment(r)}
 		tx.Add(ch)
 		tx.Flush(ch)
-		tx.Add(&knftables.Rule{Chain: ch.Name, Rule: firewallRule(r)})
+		tx.Add(&knftables.Rule{Chain: ch.Name, Rule: n.firewallRule(r)})
 	}
 	tx.Add(e)
 	for _, x := range extras(r, true) {
@@ -603,6 +635,7 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 		tx.Add(m)
 	}
 	tx.Add(proxyPortsSet())
+	tx.Add(unredirectedCounter())
 	for _, s := range clusterIPsSets() {
 		tx.Add(s)
 	}

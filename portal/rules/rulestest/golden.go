@@ -154,11 +154,15 @@ func GoldenChange(t *testing.T) (upserts, removals []rules.Rule) {
 }
 
 // GoldenCIDRs are the options of the golden scenario with the cluster's
-// pod ranges and service CIDRs of both families.
+// pod ranges and service CIDRs of both families, the node's IPs (the IPv4
+// one within lb's source ranges, so its IPv4 LB IP admits itself) and a
+// proxy port range.
 func GoldenCIDRs() rules.Options {
 	return rules.Options{
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:42::/56")},
-		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.0.0/16"), netip.MustParsePrefix("2001:db8:5::/108")},
+		ClusterCIDRs:   []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8:42::/56")},
+		ServiceCIDRs:   []netip.Prefix{netip.MustParsePrefix("198.18.0.0/16"), netip.MustParsePrefix("2001:db8:5::/108")},
+		NodeIPs:        []netip.Addr{netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::2")},
+		ProxyPortFirst: 40000, ProxyPortLast: 40999,
 	}
 }
 
