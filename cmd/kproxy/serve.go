@@ -1,11 +1,11 @@
 package main
 
 import (
-	"slices"
 	"context"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"

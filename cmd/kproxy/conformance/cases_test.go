@@ -59,8 +59,8 @@ const (
 
 // Why flows do not apply.
 const (
-	naSCTP     = "SCTP: kproxy proxies TCP and UDP only"
-	naMasq     = "masqueradeAll: a userspace proxy always connects from the node; there is nothing to masquerade"
+	naSCTP = "SCTP: kproxy proxies TCP and UDP only"
+	naMasq = "masqueradeAll: a userspace proxy always connects from the node; there is nothing to masquerade"
 )
 
 // flow is one packet flow: a connection from a source to a destination
