@@ -138,6 +138,9 @@ var cases = []kpCase{
 			flow{name: "svc5: external in source range to LB IP", from: fromExternal, to: "203.0.113.208:80", want: "198.51.100.13:80"},
 			flow{name: "svc5: external outside source range to LB IP", from: fromBlocked, to: "203.0.113.208:80", want: wantDrop},
 			flow{name: "svc5: external to node port (source ranges do not apply)", from: fromBlocked, to: "192.0.2.2:3002", want: "198.51.100.13:80"},
+			// kube-proxy admits an LB IP as its own source only when the
+			// ranges admit the node's IP (TestLoadBalancer's SNAT flows).
+			flow{name: "svc5: SNATted to its LB IP, node IP outside the source range (added)", from: fromLBIP, to: "203.0.113.208:80", want: wantDrop},
 			flow{name: "svc6: pod to cluster IP without endpoints", from: fromPod, to: "198.18.0.46:80", want: wantReject},
 			flow{name: "unallocated cluster IP in the service CIDR", from: fromPod, to: "198.18.0.50:80", want: wantDrop},
 		),
