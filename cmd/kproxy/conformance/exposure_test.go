@@ -96,6 +96,27 @@ func testExposure(t *testing.T, bin, mode string) {
 		}
 	}
 
+	// From a pod: its node's address on the pods' link.
+	for port, got := range scanTCP(t, tp.pods, sourceIPs4[fromPodHere], netip.MustParseAddr("198.51.100.1")) {
+		if !slices.Contains(exposedTCP, port) {
+			t.Errorf("%s: TCP port %d of the node from a pod: %s, want refused", mode, port, got)
+		}
+	}
+	// User nobody cannot join a proxy port's sockets (SO_REUSEPORT needs
+	// the same user), so it cannot take a share of its connections.
+	var binds []string
+	for _, p := range tcpPorts {
+		binds = append(binds, probeTarget("bind-tcp", "::", p))
+	}
+	for _, p := range udpPorts {
+		binds = append(binds, probeTarget("bind-udp", "::", p))
+	}
+	for target, got := range probeAsNobody(t, tp.node, binds) {
+		if got != "in use" {
+			t.Errorf("%s: user nobody binding proxy port %s with SO_REUSEPORT: %s, want in use", mode, target, got)
+		}
+	}
+
 	before := in.unredirected(t)
 	attempts := 0
 	refuse := func(who string, results map[string]string) {
@@ -383,10 +404,18 @@ func probeFrom(tp *topology, s source, targets []string) map[string]string {
 
 // nobodyProbe dials each target ("proto,ip,port") and prints the target
 // and "open" (TCP connected; UDP answered), "refused", "silent" or the
-// error. perl, from perl-base, as user nobody.
+// error; a target "bind-tcp,ip,port" or "bind-udp,..." binds ip:port with
+// SO_REUSEPORT instead: "bound" or "in use". perl, from perl-base, as
+// user nobody.
 const nobodyProbe = `use IO::Socket::IP; use Socket qw(SOCK_STREAM SOCK_DGRAM); $| = 1;
 for my $t (@ARGV) {
   my ($proto, $host, $port) = split /,/, $t;
+  if ($proto =~ /^bind-(tcp|udp)$/) {
+    my $l = IO::Socket::IP->new(LocalHost => $host, LocalPort => $port, Proto => $1, ReusePort => 1,
+      ($1 eq "tcp" ? (Listen => 1) : ()));
+    print "$t ", ($l ? "bound" : ($!{EADDRINUSE} ? "in use" : "error: $!")), "\n";
+    next;
+  }
   my $s = IO::Socket::IP->new(PeerHost => $host, PeerPort => $port, Proto => $proto,
     Type => ($proto eq "udp" ? SOCK_DGRAM : SOCK_STREAM), Timeout => 1);
   if (!$s) { print "$t ", ($!{ECONNREFUSED} ? "refused" : "error: $!"), "\n"; next; }
