@@ -13,13 +13,21 @@ import (
 // slicesOf keeps the slices that belong to svc: same namespace and labelled
 // kubernetes.io/service-name=<svc.Name>, which is how the EndpointSlice
 // controller ties them together. FQDN slices are dropped because kube-proxy
-// only proxies to IP addresses. The result is sorted by name so that
+// only proxies to IP addresses, and so are slices labelled
+// service.kubernetes.io/headless (unless this is a named proxier, which
+// serves headless services), as kube-proxy's informers do. The result is
+// sorted by name so that
 // merging several slices is deterministic whatever order the caller used.
-func slicesOf(svc *corev1.Service, all []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+func slicesOf(svc *corev1.Service, all []*discoveryv1.EndpointSlice, opts Options) []*discoveryv1.EndpointSlice {
 	ns := namespaceOf(svc.Namespace)
 	var own []*discoveryv1.EndpointSlice
 	for _, s := range all {
 		if s == nil || namespaceOf(s.Namespace) != ns || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+			continue
+		}
+		if _, headless := s.Labels[corev1.IsHeadlessService]; headless && opts.ServiceProxyName == "" {
+			// kube-proxy's informers leave such slices out, as they
+			// leave out such services (Skip).
 			continue
 		}
 		if s.AddressType == discoveryv1.AddressTypeFQDN {

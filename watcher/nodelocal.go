@@ -88,7 +88,7 @@ func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice,
 	if err := validateService(svc); err != nil {
 		return nil, err
 	}
-	own := slicesOf(svc, slices)
+	own := slicesOf(svc, slices, opts)
 	out := make([]*messages.ServicePortEndpoints, 0, len(svc.Spec.Ports))
 	for i := range svc.Spec.Ports {
 		port := &svc.Spec.Ports[i]

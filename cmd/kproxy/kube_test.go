@@ -207,6 +207,17 @@ func TestKubeSourceFollowsServicesAndSlices(t *testing.T) {
 		k.apply(k.slice("web", "web-a", 8080, readyEP(ips[0].String())))
 		in.endpointsAre(t, "default/web:tcp/TCP", addrs[0])
 	})
+	t.Run("headless label on the slice", func(t *testing.T) {
+		// Kubernetes' e2e "should implement service.kubernetes.io/headless":
+		// a slice with the label is left out, as kube-proxy's informers
+		// leave it out; without it again, it serves again.
+		labelled := k.slice("web", "web-a", 8080, readyEP(ips[0].String()))
+		labelled.Labels[corev1.IsHeadlessService] = ""
+		k.apply(labelled)
+		in.endpointsAre(t, "default/web:tcp/TCP")
+		k.apply(k.slice("web", "web-a", 8080, readyEP(ips[0].String())))
+		in.endpointsAre(t, "default/web:tcp/TCP", addrs[0])
+	})
 	t.Run("named target port switch", func(t *testing.T) {
 		// The service's targetPort is the name "tcp": the slice's port for
 		// that name decides the number.

@@ -31,7 +31,7 @@ func TestCasesData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	used := map[string]bool{}
+	used := map[string]bool{exposureManifest: true}
 	for _, c := range cases {
 		used[c.manifest] = true
 		m, err := readManifest(c.manifest)

@@ -22,6 +22,9 @@ import (
 	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
+// exposureManifest is TestExposure's services, one of every type.
+const exposureManifest = "exposure.yaml"
+
 // What may answer on the node's addresses from another host with the
 // exposure manifest loaded: its node ports, its health-check node port
 // and /healthz (--healthz-bind-address's default, 0.0.0.0:10256).
@@ -62,7 +65,7 @@ func TestExposure(t *testing.T) {
 }
 
 func testExposure(t *testing.T, bin, mode string) {
-	m, err := readManifest("exposure.yaml")
+	m, err := readManifest(exposureManifest)
 	if err != nil {
 		t.Fatal(err)
 	}
