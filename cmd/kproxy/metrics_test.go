@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math"
 	"net/http"
 	"net/netip"
@@ -65,6 +66,17 @@ func TestMetricsKubeProxyNamesAndNetworkProgramming(t *testing.T) {
 	in.endpointsAre(t, "default/web:tcp/TCP", addr1)
 	started := time.Now()                    // kproxy's source is watching
 	readName(t, web.Spec.ClusterIP+":18080") // one proxied connection
+
+	// kube-proxy's /proxyMode: the mode, and nothing else.
+	resp, err := http.Get("http://" + metricsAddr + "/proxyMode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(mode) != "bind" {
+		t.Errorf("GET /proxyMode: %d %q, want 200 \"bind\" (the portal mode)", resp.StatusCode, mode)
+	}
 
 	fams := scrape(t, metricsAddr)
 	for _, name := range []string{

@@ -25,12 +25,20 @@ func profilingHandler() http.Handler {
 	return mux
 }
 
-// withProfiling serves the profiler's pages beside h (kube-proxy's
-// enableProfiling serves them on its metrics server too).
-func withProfiling(h http.Handler) http.Handler {
+// metricsMux is kube-proxy's metrics server: /metrics, /proxyMode (the
+// portal mode, where kube-proxy answers its own mode) and, with profiling
+// (kube-proxy's enableProfiling), the profiler's pages; nothing else.
+func metricsMux(metrics http.Handler, mode string, profiling bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/", h)
-	addProfiling(mux)
+	mux.Handle("/metrics", metrics)
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		fmt.Fprint(w, mode)
+	})
+	if profiling {
+		addProfiling(mux)
+	}
 	return mux
 }
 

@@ -415,11 +415,8 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 			m.Unredirected(u)
 		}
 		cfg.Health.Observe = m.Health
-		handler := m.Handler()
-		if o.profiling {
-			handler = withProfiling(handler)
-		}
-		stopped = append(stopped, serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, handler, log))
+		handler := metricsMux(m.Handler(), o.portalMode, o.profiling)
+		stopped = append(stopped, serveHTTP(ctx, "metrics (/metrics, /proxyMode)", o.metricsBindAddress, handler, log))
 	}
 	if o.healthzBindAddress != "" {
 		stopped = append(stopped, serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log))
