@@ -265,6 +265,9 @@ func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[strin
 	durationIf(values, "config-sync-period", c.ConfigSyncPeriod)
 	setIf(values, "port-range", c.PortRange)
 	setIf(values, "cluster-cidr", c.ClusterCIDR)
+	if m := string(c.DetectLocalMode); m == detectLocalClusterCIDR || m == detectLocalNodeCIDR {
+		values["detect-local-mode"] = m
+	}
 	for _, a := range c.NodePortAddresses {
 		if a == "primary" {
 			return nil, errors.New(`nodePortAddresses: "primary" is not supported; list CIDRs`)
@@ -282,7 +285,7 @@ func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[strin
 
 	var ignored []string
 	for field, set := range map[string]bool{
-		"detectLocalMode": c.DetectLocalMode != "" && c.DetectLocalMode != "ClusterCIDR",
+		"detectLocalMode": c.DetectLocalMode != "" && c.DetectLocalMode != detectLocalClusterCIDR && c.DetectLocalMode != detectLocalNodeCIDR,
 		"detectLocal":     c.DetectLocal.BridgeInterface != "" || c.DetectLocal.InterfaceNamePrefix != "",
 		"conntrack":       c.Conntrack.MaxPerCore != nil || c.Conntrack.Min != nil || c.Conntrack.TCPEstablishedTimeout != nil || c.Conntrack.TCPCloseWaitTimeout != nil,
 		"oomScoreAdj":     c.OOMScoreAdj != nil, "featureGates": len(c.FeatureGates) > 0,
@@ -418,6 +421,7 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 		ConfigSyncPeriod:   dur("config-sync-period"),
 		PortRange:          get("port-range"),
 		ClusterCIDR:        get("cluster-cidr"),
+		DetectLocalMode:    kubeproxyconfig.LocalMode(get("detect-local-mode")),
 	}
 	// The node name only when it is not this node's default, so one file
 	// serves every node (as a ConfigMap must).

@@ -68,6 +68,7 @@ configSyncPeriod: 5m
 portRange: 30000-30999
 nodePortAddresses: [192.0.2.0/24]
 clusterCIDR: 198.51.100.0/24,2001:db8:42::/56
+detectLocalMode: NodeCIDR
 iptables: {syncPeriod: 10s, minSyncPeriod: 250ms}
 ---
 apiVersion: kproxy.io/v1alpha1
@@ -109,6 +110,7 @@ tracing: {endpoint: "127.0.0.1:4317", samplingRatePerMillion: 250}
 		"tracing rate":       {o.tracing.samplingRatePerMillion, 250},
 		"cluster CIDR":       {o.clusterCIDR, "198.51.100.0/24,2001:db8:42::/56"},
 		"service CIDRs":      {o.serviceCIDRs, "198.18.0.0/16,2001:db8:5::/108"},
+		"detect local mode":  {o.detectLocalMode, "NodeCIDR"},
 	}
 	if err := o.validate(); err != nil {
 		t.Errorf("validate: %v", err)

@@ -39,6 +39,9 @@ type runOptions struct {
 	// server's --service-cluster-ip-range, comma-separated, one per family.
 	clusterCIDR    string
 	serviceCIDRs   string
+	// detectLocalMode tells pods' traffic apart, as kube-proxy's:
+	// ClusterCIDR (--cluster-cidr) or NodeCIDR (this node's podCIDRs).
+	detectLocalMode string
 	netshInterface string
 	bindAddress    string
 	portRange      string
@@ -82,6 +85,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (the first kernel portal that works: nftables, then iptables; netsh on Windows; the start fails when none does)")
 	fs.StringVar(&o.nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs: node ports answer only on local addresses within them (default: all local addresses)")
 	fs.StringVar(&o.clusterCIDR, "cluster-cidr", "", "comma-separated CIDRs of the pods, one per family, as kube-proxy's: their traffic to an external IP, load-balancer IP or node port of an externalTrafficPolicy Local service uses every endpoint, as the node's own traffic does (empty: only the node's)")
+	fs.StringVar(&o.detectLocalMode, "detect-local-mode", detectLocalClusterCIDR, `how pods' traffic is told apart, as kube-proxy's: "ClusterCIDR" (a source within --cluster-cidr) or "NodeCIDR" (a source within this node's spec.podCIDRs, read from its Node object at start: only this node's pods; --source kube)`)
 	fs.StringVar(&o.serviceCIDRs, "service-cluster-ip-range", "", "comma-separated service CIDRs, one per family, as the API server's flag: traffic to an address within them that no service holds is dropped rather than routed out")
 	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to (default $INTERFACE_TO_ADD_SERVICE_IP, else \"vEthernet (HNS Internal NIC)\", as winuserspace)")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
@@ -126,6 +130,15 @@ func (o *runOptions) validate() error {
 	}
 	if _, err := parseFamilyPrefixes("cluster-cidr", o.clusterCIDR); err != nil {
 		return err
+	}
+	switch o.detectLocalMode {
+	case detectLocalClusterCIDR:
+	case detectLocalNodeCIDR:
+		if !o.isKube() {
+			return fmt.Errorf("--detect-local-mode %s: this node's pod CIDRs come from its Node object, which only --source kube reads", o.detectLocalMode)
+		}
+	default:
+		return fmt.Errorf("--detect-local-mode %q: want %s or %s", o.detectLocalMode, detectLocalClusterCIDR, detectLocalNodeCIDR)
 	}
 	if _, err := parseFamilyPrefixes("service-cluster-ip-range", o.serviceCIDRs); err != nil {
 		return err
@@ -448,6 +461,13 @@ func portalRules(ctx context.Context, o runOptions, ports portal.PortRange, log 
 	clusterCIDRs, _ := parseFamilyPrefixes("cluster-cidr", o.clusterCIDR)              // validated
 	serviceCIDRs, _ := parseFamilyPrefixes("service-cluster-ip-range", o.serviceCIDRs) // validated
 	ro := rules.Options{NodePortAddresses: prefixes, ClusterCIDRs: clusterCIDRs, ServiceCIDRs: serviceCIDRs, Interface: o.netshInterface}
+	if o.detectLocalMode == detectLocalNodeCIDR {
+		cidrs, err := o.nodePodCIDRs(ctx, log)
+		if err != nil {
+			return nil, "", err
+		}
+		ro.ClusterCIDRs = cidrs
+	}
 	ro.NodeIPs = nodeIPs(o.bindAddress, prefixes, log)
 	ro.ProxyPortFirst, ro.ProxyPortLast = proxyPortSpan(ports)
 	mode := o.portalMode
