@@ -37,19 +37,19 @@ type runOptions struct {
 	nodePortAddrs string
 	// clusterCIDR and serviceCIDRs: kube-proxy's --cluster-cidr and the API
 	// server's --service-cluster-ip-range, comma-separated, one per family.
-	clusterCIDR    string
-	serviceCIDRs   string
+	clusterCIDR  string
+	serviceCIDRs string
 	// detectLocalMode tells pods' traffic apart, as kube-proxy's:
 	// ClusterCIDR (--cluster-cidr) or NodeCIDR (this node's podCIDRs).
 	detectLocalMode string
-	netshInterface string
-	bindAddress    string
-	portRange      string
-	udpIdleTimeout time.Duration
-	outliers       balancer.OutlierConfig
-	limits         limitFlags
-	logLevel       string
-	logFormat      string
+	netshInterface  string
+	bindAddress     string
+	portRange       string
+	udpIdleTimeout  time.Duration
+	outliers        balancer.OutlierConfig
+	limits          limitFlags
+	logLevel        string
+	logFormat       string
 
 	// Operator endpoints, as kube-proxy's: empty turns one off.
 	healthzBindAddress string
