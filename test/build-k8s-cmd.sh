@@ -16,10 +16,13 @@
 #
 #   test/build-k8s-cmd.sh NAME          build if missing, print the path
 #   test/build-k8s-cmd.sh NAME --path   only print the path (built or not)
+#
+# MODULE=node builds a program of the module in test/node (the kubelet)
+# instead of test/ itself.
 set -euo pipefail
 
 name=${1:?usage: build-k8s-cmd.sh NAME [--path]}
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/${MODULE:-.}" && pwd)
 cd "$here"
 [ -d "cmd/$name" ] || { echo "build-k8s-cmd.sh: no program $here/cmd/$name" >&2; exit 1; }
 GO=${GO:-go}

@@ -132,7 +132,7 @@ func (o *runOptions) validate() error {
 		return err
 	}
 	switch o.detectLocalMode {
-	case detectLocalClusterCIDR:
+	case "", detectLocalClusterCIDR: // empty: kube-proxy's default
 	case detectLocalNodeCIDR:
 		if !o.isKube() {
 			return fmt.Errorf("--detect-local-mode %s: this node's pod CIDRs come from its Node object, which only --source kube reads", o.detectLocalMode)
@@ -429,7 +429,7 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		}
 		cfg.Health.Observe = m.Health
 		handler := metricsMux(m.Handler(), o.portalMode, o.profiling)
-		stopped = append(stopped, serveHTTP(ctx, "metrics (/metrics, /proxyMode)", o.metricsBindAddress, handler, log))
+		stopped = append(stopped, serveHTTP(ctx, "metrics (/metrics)", o.metricsBindAddress, handler, log))
 	}
 	if o.healthzBindAddress != "" {
 		stopped = append(stopped, serveHTTP(ctx, "health checks (/healthz, /livez)", o.healthzBindAddress, cfg.Health.Handler(), log))

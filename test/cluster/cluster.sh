@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# A Kubernetes cluster from parts on this machine, for Kubernetes' own e2e
+# tests against kproxy: the API server and control plane make test builds,
+# and nodes that are network namespaces, each with its own containerd (from
+# Debian) and kubelet (test/node), pods on a CNI bridge per node with routes
+# between nodes. No registry: every image is built here and imported.
+#
+#   test/cluster/cluster.sh up      build what is missing, start the cluster
+#   test/cluster/cluster.sh down    stop it and remove everything it made
+#   test/cluster/cluster.sh env     print KUBECONFIG=... for kubectl and tests
+#
+# As root. Addresses stay in 198.19.0.0/16 (inside the documentation range
+# 198.18.0.0/15): the host's bridge kpc0 198.19.255.1/24, node N at
+# 198.19.255.1N with pods in 198.19.N.0/24, services in 198.19.128.0/20.
+# The host does not forward (nothing a node sends leaves the machine);
+# service addresses are routed to the host, which drops what no node proxy
+# took. State in $KPROXY_CLUSTER_DIR (default /tmp/kproxy-cluster).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+S=${KPROXY_CLUSTER_DIR:-/tmp/kproxy-cluster}
+NODES=${KPROXY_CLUSTER_NODES:-2}
+BRIDGE=kpc0
+HOST_IP=198.19.255.1
+SERVICE_CIDR=198.19.128.0/20
+CLUSTER_CIDR=198.19.0.0/17
+DNS_IP=198.19.128.10
+APISERVER_PORT=6443
+PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
+
+log() { echo "cluster.sh: $*" >&2; }
+
+node_name() { echo "node-$1"; }
+node_ip() { echo "198.19.255.1$1"; }
+node_ns() { echo "kpc-node-$1"; }
+pod_cidr() { echo "198.19.$1.0/24"; }
+
+kubectl_() { "$S/bin/kubectl" --kubeconfig "$S/admin.kubeconfig" "$@"; }
+
+need_packages() {
+	local missing=""
+	command -v containerd >/dev/null || missing="$missing containerd"
+	command -v runc >/dev/null || missing="$missing runc"
+	[ -x /usr/lib/cni/bridge ] || missing="$missing containernetworking-plugins"
+	command -v umoci >/dev/null || missing="$missing umoci"
+	command -v skopeo >/dev/null || missing="$missing skopeo"
+	command -v nsenter >/dev/null || missing="$missing util-linux"
+	if [ -n "$missing" ]; then
+		log "installing$missing"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+	fi
+}
+
+build() {
+	mkdir -p "$S/bin"
+	APISERVER=$("$root/test/build-apiserver.sh")
+	CONTROL_PLANE=$("$root/test/build-control-plane.sh")
+	KUBELET=$(MODULE=node "$root/test/build-k8s-cmd.sh" kubelet)
+	# Small static programs for images and for the harness itself.
+	local src="$S/src"
+	mkdir -p "$src/pause" "$src/hostname"
+	cat >"$src/pause/main.go" <<-'EOF'
+		// pause holds a pod's namespaces until it is told to stop.
+		package main
+
+		import (
+			"os"
+			"os/signal"
+			"syscall"
+		)
+
+		func main() {
+			c := make(chan os.Signal, 1)
+			signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
+			<-c
+		}
+	EOF
+	cat >"$src/hostname/main.go" <<-'EOF'
+		// hostname answers every HTTP request with the pod's hostname.
+		package main
+
+		import (
+			"fmt"
+			"net/http"
+			"os"
+		)
+
+		func main() {
+			name, _ := os.Hostname()
+			http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, name) })
+			http.ListenAndServe(":8080", nil)
+		}
+	EOF
+	for p in pause hostname; do
+		[ -f "$src/$p/go.mod" ] || (cd "$src/$p" && go mod init "kproxycluster/$p" >/dev/null 2>&1)
+		(cd "$src/$p" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$S/bin/$p" .)
+	done
+	ln -sf "$(MODULE=node "$root/test/build-k8s-cmd.sh" kubectl)" "$S/bin/kubectl"
+}
+
+# image NAME BINARY TARGET: an image holding one static binary at /TARGET,
+# its entrypoint, as a docker-archive $S/images/<file>.tar named NAME.
+image() {
+	local name=$1 bin=$2 target=$3 d
+	d=$(mktemp -d "$S/images/.build.XXXXXX")
+	umoci init --layout "$d/layout" >/dev/null
+	umoci new --image "$d/layout:img" >/dev/null
+	umoci unpack --image "$d/layout:img" "$d/bundle" >/dev/null
+	install -m 0755 "$bin" "$d/bundle/rootfs/$target"
+	umoci repack --image "$d/layout:img" "$d/bundle" >/dev/null
+	umoci config --image "$d/layout:img" --config.entrypoint "/$target" >/dev/null
+	local out="$S/images/$(echo "$name" | tr '/:' '__').tar"
+	rm -f "$out"
+	skopeo copy --quiet "oci:$d/layout:img" "docker-archive:$out:$name"
+	rm -rf "$d"
+	echo "$out"
+}
+
+images() {
+	mkdir -p "$S/images"
+	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)")
+	(cd "$root" && make -s image >/dev/null)
+	skopeo copy --quiet "oci-archive:$root/bin/kproxy-image.oci.tar" "docker-archive:$S/images/kproxy.tar:kproxy:latest"
+	IMAGES+=("$S/images/kproxy.tar")
+}
+
+network() {
+	ip link add "$BRIDGE" type bridge 2>/dev/null || true
+	ip addr replace "$HOST_IP/24" dev "$BRIDGE"
+	ip link set "$BRIDGE" up
+	# What no node proxy took dies here, never leaves the machine.
+	ip route replace blackhole "$SERVICE_CIDR"
+	for i in $(seq 1 "$NODES"); do
+		local ns; ns=$(node_ns "$i")
+		ip netns add "$ns"
+		ip link add "kpcv$i" type veth peer name eth0 netns "$ns"
+		ip link set "kpcv$i" master "$BRIDGE" up
+		ip -n "$ns" link set lo up
+		ip -n "$ns" link set eth0 up
+		ip -n "$ns" addr add "$(node_ip "$i")/24" dev eth0
+		ip -n "$ns" route add "$SERVICE_CIDR" via "$HOST_IP"
+		ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+		ip route replace "$(pod_cidr "$i")" via "$(node_ip "$i")"
+		for j in $(seq 1 "$NODES"); do
+			[ "$i" = "$j" ] || ip -n "$ns" route add "$(pod_cidr "$j")" via "$(node_ip "$j")"
+		done
+	done
+}
+
+kubeconfig() { # FILE USER TOKEN
+	cat >"$1" <<-EOF
+		apiVersion: v1
+		kind: Config
+		clusters: [{name: c, cluster: {server: "https://$HOST_IP:$APISERVER_PORT", certificate-authority: "$S/apiserver/data/certs/apiserver.crt"}}]
+		users: [{name: $2, user: {token: "$3"}}]
+		contexts: [{name: c, context: {cluster: c, user: $2}}]
+		current-context: c
+	EOF
+}
+
+start() { # NAME CMD... : runs CMD in the background, its log and pid in $S/run
+	local name=$1; shift
+	mkdir -p "$S/run"
+	"$@" >"$S/run/$name.log" 2>&1 &
+	echo $! >"$S/run/$name.pid"
+}
+
+control_plane() {
+	mkdir -p "$S/apiserver"
+	local admin; admin=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	{
+		echo "$admin,admin,admin,\"system:masters\""
+		for i in $(seq 1 "$NODES"); do
+			echo "$admin-$i,system:node:$(node_name "$i"),node-$i,\"system:nodes,system:masters\""
+		done
+	} >"$S/apiserver/tokens.csv"
+	chmod 0600 "$S/apiserver/tokens.csv"
+	echo "$admin" >"$S/apiserver/admin-token"
+	start apiserver "$APISERVER" --data-dir "$S/apiserver/data" --secure-port "$APISERVER_PORT" \
+		--token-auth-file "$S/apiserver/tokens.csv" --service-cluster-ip-range "$SERVICE_CIDR" -- \
+		--bind-address="$HOST_IP" --advertise-address="$HOST_IP" --endpoint-reconciler-type=lease \
+		--allow-privileged=true --kubelet-preferred-address-types=InternalIP,Hostname
+	kubeconfig "$S/admin.kubeconfig" admin "$admin"
+	for _ in $(seq 1 120); do
+		[ -f "$S/apiserver/data/certs/apiserver.crt" ] && kubectl_ get --raw /readyz >/dev/null 2>&1 && break
+		sleep 0.5
+	done
+	kubectl_ get --raw /readyz >/dev/null || { log "the API server is not ready"; tail -20 "$S/run/apiserver.log" >&2; exit 1; }
+	start controller-manager "$CONTROL_PLANE" kube-controller-manager --kubeconfig "$S/admin.kubeconfig" \
+		--service-account-private-key-file "$S/apiserver/data/sa.key" --root-ca-file "$S/apiserver/data/certs/apiserver.crt" \
+		--use-service-account-credentials --cluster-cidr "$CLUSTER_CIDR" --service-cluster-ip-range "$SERVICE_CIDR" \
+		--allocate-node-cidrs=false --leader-elect=false --bind-address 127.0.0.1 --secure-port 0
+	start scheduler "$CONTROL_PLANE" kube-scheduler --kubeconfig "$S/admin.kubeconfig" --leader-elect=false \
+		--bind-address 127.0.0.1 --secure-port 0
+}
+
+node() { # N
+	local i=$1 n ns d sock
+	n=$(node_name "$i"); ns=$(node_ns "$i"); d="$S/nodes/$n"
+	sock="$d/containerd/containerd.sock"
+	mkdir -p "$d/containerd" "$d/cni" "$d/kubelet"
+	cat >"$d/containerd/config.toml" <<-EOF
+		version = 2
+		root = "$d/containerd/root"
+		state = "$d/containerd/state"
+		[grpc]
+		  address = "$sock"
+		[plugins."io.containerd.grpc.v1.cri"]
+		  sandbox_image = "$PAUSE_IMAGE"
+		  restrict_oom_score_adj = true
+		  disable_apparmor = true
+		  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+		    runtime_type = "io.containerd.runc.v2"
+		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+		      SystemdCgroup = false
+		      Root = "$d/runc"
+		  [plugins."io.containerd.grpc.v1.cri".cni]
+		    bin_dir = "/usr/lib/cni"
+		    conf_dir = "$d/cni"
+	EOF
+	cat >"$d/cni/10-bridge.conflist" <<-EOF
+		{"cniVersion": "0.4.0", "name": "kpc", "plugins": [
+		  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+		   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$(pod_cidr "$i")"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+		  {"type": "portmap", "capabilities": {"portMappings": true}}
+		]}
+	EOF
+	# containerd in the node's network namespace and a UTS namespace of its
+	# own named after the node (host-network pods report it), in the
+	# host's mount namespace so it sees the kubelet's volume mounts.
+	start "containerd-$n" unshare --uts sh -c "hostname $n && exec nsenter --net=/var/run/netns/$ns containerd --config $d/containerd/config.toml"
+	for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
+	for img in "${IMAGES[@]}"; do
+		ctr --address "$sock" -n k8s.io images import --no-unpack=false "$img" >/dev/null
+	done
+	for c in /sys/fs/cgroup/*/; do
+		[ "$c" = /sys/fs/cgroup/unified/ ] || mkdir -p "$c/kproxy-$n"
+	done
+	echo "nameserver $DNS_IP" >"$d/resolv.conf"
+	kubeconfig "$d/kubelet/kubeconfig" "system:node:$n" "$(cat "$S/apiserver/admin-token")-$i"
+	cat >"$d/kubelet/config.yaml" <<-EOF
+		apiVersion: kubelet.config.k8s.io/v1beta1
+		kind: KubeletConfiguration
+		failCgroupV1: false
+		cgroupDriver: cgroupfs
+		cgroupRoot: /kproxy-$n
+		containerRuntimeEndpoint: unix://$sock
+		address: $(node_ip "$i")
+		authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+		authorization: {mode: AlwaysAllow}
+		clusterDNS: [$DNS_IP]
+		clusterDomain: cluster.local
+		resolvConf: $d/resolv.conf
+		failSwapOn: false
+		oomScoreAdj: 0
+		readOnlyPort: 0
+		makeIPTablesUtilChains: false
+		evictionHard: {memory.available: 1Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+		imageGCHighThresholdPercent: 100
+		imageGCLowThresholdPercent: 99
+		serializeImagePulls: false
+		podCIDR: $(pod_cidr "$i")
+	EOF
+	start "kubelet-$n" nsenter --net="/var/run/netns/$ns" "$KUBELET" --config "$d/kubelet/config.yaml" \
+		--kubeconfig "$d/kubelet/kubeconfig" --hostname-override "$n" --node-ip "$(node_ip "$i")" \
+		--root-dir "$d/kubelet/root" --cert-dir "$d/kubelet/pki"
+}
+
+kproxy_daemonset() {
+	# As a user installs it: deploy/'s manifests, the API server's address
+	# set in the ConfigMap, the image make image built.
+	kubectl_ apply -f "$root/deploy/rbac.yaml" >/dev/null
+	sed -e "s#server: .*#server: https://$HOST_IP:$APISERVER_PORT#" \
+		-e "s#^    mode: nftables#    mode: nftables\n    clusterCIDR: $CLUSTER_CIDR#" "$root/deploy/configmap.yaml" | kubectl_ apply -f - >/dev/null
+	kubectl_ apply -f "$root/deploy/daemonset.yaml" >/dev/null
+}
+
+save_sysctls() {
+	[ -f "$S/sysctls" ] && return
+	for k in vm.overcommit_memory kernel.panic kernel.panic_on_oops; do
+		echo "$k=$(sysctl -n "$k")"
+	done >"$S/sysctls"
+}
+
+up() {
+	[ "$(id -u)" = 0 ] || { log "needs root"; exit 1; }
+	[ ! -e "$S/run" ] || { log "$S/run exists: run '$0 down' first"; exit 1; }
+	mkdir -p "$S"
+	trap 'log "up failed; tearing down"; down' ERR INT TERM
+	need_packages
+	build
+	images
+	save_sysctls
+	network
+	control_plane
+	for i in $(seq 1 "$NODES"); do node "$i"; done
+	for _ in $(seq 1 120); do
+		[ "$(kubectl_ get nodes --no-headers 2>/dev/null | grep -cw Ready)" = "$NODES" ] && break
+		sleep 1
+	done
+	kubectl_ get nodes -o wide
+	kproxy_daemonset
+	trap - ERR INT TERM
+	log "up: KUBECONFIG=$S/admin.kubeconfig"
+}
+
+down() {
+	set +e
+	for f in "$S"/run/*.pid; do
+		[ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+	done
+	sleep 1
+	for f in "$S"/run/*.pid; do
+		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+	done
+	# The containers' shims and processes, then every mount under $S.
+	pkill -9 -f "containerd-shim-runc-v2 .*$S" 2>/dev/null
+	for cg in /sys/fs/cgroup/*/kproxy-node-*; do
+		[ -d "$cg" ] || continue
+		for p in $(cat $(find "$cg" -name cgroup.procs) 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+	done
+	sleep 0.5
+	grep " $S" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done
+	for cg in $(find /sys/fs/cgroup/*/ -maxdepth 1 -name 'kproxy-node-*' 2>/dev/null); do
+		find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null
+	done
+	for i in $(seq 1 9); do
+		ip netns del "$(node_ns "$i")" 2>/dev/null
+		ip route del "$(pod_cidr "$i")" 2>/dev/null
+	done
+	ip route del blackhole "$SERVICE_CIDR" 2>/dev/null
+	ip link del "$BRIDGE" 2>/dev/null
+	[ -f "$S/sysctls" ] && sysctl -qw $(cat "$S/sysctls")
+	rm -rf "$S/run" "$S/nodes" "$S/apiserver" "$S/sysctls"
+	log "down"
+}
+
+case "${1:-}" in
+up) up ;;
+down) down ;;
+env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
+*)
+	echo "usage: $0 up|down|env" >&2
+	exit 2
+	;;
+esac
