@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test test-deps bench bench-deps fuzz generate tools vet clean image
+.PHONY: all build run test test-deps bench bench-deps fuzz generate tools vet clean image e2e
 
 all: build
 
@@ -69,6 +69,17 @@ test: export KPROXY_CONTROL_PLANE = $(shell test/build-control-plane.sh --path)
 kwok:
 	@GO="$(GO)" test/build-kwok.sh
 test: export KPROXY_KWOK = $(shell test/build-kwok.sh --path)
+
+# A Kubernetes cluster from parts (test/cluster/cluster.sh, as root): the
+# API server and control plane above, nodes in network namespaces with
+# Debian's containerd and upstream's kubelet (test/node), kproxy installed
+# from deploy/ with make image's image; the smoke check serves real pods
+# through it from a node, another host and a pod. Torn down at the end,
+# also when interrupted.
+.PHONY: e2e
+e2e: apiserver control-plane
+	@trap 'test/cluster/cluster.sh down' EXIT; \
+	test/cluster/cluster.sh up && test/cluster/cluster.sh smoke
 
 # Jaeger (v2, in-memory) for the tracing test, built only if missing into
 # $KPROXY_CACHE (~10 min cold); prints its path.

@@ -6,6 +6,7 @@
 # between nodes. No registry: every image is built here and imported.
 #
 #   test/cluster/cluster.sh up      build what is missing, start the cluster
+#   test/cluster/cluster.sh smoke   a real pod served through kproxy (below)
 #   test/cluster/cluster.sh down    stop it and remove everything it made
 #   test/cluster/cluster.sh env     print KUBECONFIG=... for kubectl and tests
 #
@@ -77,16 +78,35 @@ build() {
 		}
 	EOF
 	cat >"$src/hostname/main.go" <<-'EOF'
-		// hostname answers every HTTP request with the pod's hostname.
+		// hostname answers every HTTP request with the pod's hostname on
+		// :8080; "hostname get URL..." is its client: it prints each
+		// answer, or the error, a line per URL.
 		package main
 
 		import (
 			"fmt"
+			"io"
 			"net/http"
 			"os"
+			"strings"
+			"time"
 		)
 
 		func main() {
+			if len(os.Args) > 1 && os.Args[1] == "get" {
+				c := http.Client{Timeout: 3 * time.Second}
+				for _, u := range os.Args[2:] {
+					resp, err := c.Get(u)
+					if err != nil {
+						fmt.Printf("%s error: %v\n", u, err)
+						continue
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					fmt.Printf("%s %s\n", u, strings.TrimSpace(string(b)))
+				}
+				return
+			}
 			name, _ := os.Hostname()
 			http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, name) })
 			http.ListenAndServe(":8080", nil)
@@ -121,6 +141,7 @@ images() {
 	mkdir -p "$S/images"
 	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)")
 	(cd "$root" && make -s image >/dev/null)
+	rm -f "$S/images/kproxy.tar"
 	skopeo copy --quiet "oci-archive:$root/bin/kproxy-image.oci.tar" "docker-archive:$S/images/kproxy.tar:kproxy:latest"
 	IMAGES+=("$S/images/kproxy.tar")
 }
@@ -276,6 +297,66 @@ kproxy_daemonset() {
 	kubectl_ apply -f "$root/deploy/daemonset.yaml" >/dev/null
 }
 
+# smoke: a real pod served through kproxy, installed from deploy/, on
+# every path a user has: the node itself, another host (a node port), a
+# pod (a cluster IP); and a proxy port dialled directly is refused.
+smoke() {
+	kubectl_ apply -f - >/dev/null <<-EOF
+		apiVersion: apps/v1
+		kind: Deployment
+		metadata: {name: hostname, namespace: default}
+		spec:
+		  replicas: $NODES
+		  selector: {matchLabels: {app: hostname}}
+		  template:
+		    metadata: {labels: {app: hostname}}
+		    spec:
+		      topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: hostname}}}]
+		      containers: [{name: hostname, image: kproxy.test/hostname:1, imagePullPolicy: Never, ports: [{containerPort: 8080}]}]
+		---
+		apiVersion: v1
+		kind: Service
+		metadata: {name: hostname, namespace: default}
+		spec:
+		  type: NodePort
+		  selector: {app: hostname}
+		  ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
+	EOF
+	kubectl_ -n kube-system rollout status ds/kproxy --timeout 120s >/dev/null
+	kubectl_ rollout status deploy/hostname --timeout 120s >/dev/null
+	local ip fail=0 got
+	ip=$(kubectl_ get svc hostname -o jsonpath='{.spec.clusterIP}')
+	check() { # WHAT ANSWER
+		if [[ "$2" == hostname-* ]]; then log "smoke: $1: $2"; else log "smoke: $1: FAILED: $2"; fail=1; fi
+	}
+	for i in $(seq 1 "$NODES"); do
+		got=$(ip netns exec "$(node_ns "$i")" curl -s -m 3 "http://$ip/" 2>&1) || true
+		check "node-$i to cluster IP $ip" "$got"
+		got=$(curl -s -m 3 "http://$(node_ip "$i"):30080/" 2>&1) || true
+		check "another host to node-$i's node port" "$got"
+	done
+	kubectl_ delete pod smoke-client --ignore-not-found >/dev/null
+	kubectl_ run smoke-client --image kproxy.test/hostname:1 --image-pull-policy Never --restart Never -- get "http://$ip/" >/dev/null
+	for _ in $(seq 1 60); do
+		[ "$(kubectl_ get pod smoke-client -o jsonpath='{.status.phase}')" = Succeeded ] && break
+		sleep 1
+	done
+	got=$(kubectl_ logs smoke-client 2>&1 | awk '{print $2}')
+	check "a pod to cluster IP $ip" "$got"
+	# A proxy port, dialled from another host, must refuse.
+	local pp
+	pp=$(ip netns exec "$(node_ns 1)" nft list map inet kproxy service-ips-v4 | sed -n "s/.*$ip \. tcp \. 80 .*: \([0-9]*\).*/\1/p")
+	if [ -z "$pp" ]; then
+		log "smoke: no proxy port for $ip:80 in node-1's rules: FAILED"; fail=1
+	elif curl -s -m 3 "http://$(node_ip 1):$pp/" >/dev/null 2>&1; then
+		log "smoke: another host to node-1's proxy port $pp: answered, FAILED"; fail=1
+	else
+		log "smoke: another host to node-1's proxy port $pp: refused"
+	fi
+	[ "$fail" = 0 ] || return 1
+	log "smoke: passed"
+}
+
 save_sysctls() {
 	[ -f "$S/sysctls" ] && return
 	for k in vm.overcommit_memory kernel.panic kernel.panic_on_oops; do
@@ -292,6 +373,9 @@ up() {
 	build
 	images
 	save_sysctls
+	# The DaemonSet keeps its proxy ports file in the host's /run/kproxy,
+	# which every node here shares: removed at down if up made it.
+	[ -e /run/kproxy ] || touch "$S/made-run-kproxy"
 	network
 	control_plane
 	for i in $(seq 1 "$NODES"); do node "$i"; done
@@ -332,16 +416,18 @@ down() {
 	ip route del blackhole "$SERVICE_CIDR" 2>/dev/null
 	ip link del "$BRIDGE" 2>/dev/null
 	[ -f "$S/sysctls" ] && sysctl -qw $(cat "$S/sysctls")
-	rm -rf "$S/run" "$S/nodes" "$S/apiserver" "$S/sysctls"
+	[ -f "$S/made-run-kproxy" ] && rm -rf /run/kproxy
+	rm -rf "$S/run" "$S/nodes" "$S/apiserver" "$S/sysctls" "$S/made-run-kproxy"
 	log "down"
 }
 
 case "${1:-}" in
 up) up ;;
 down) down ;;
+smoke) smoke ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|down|env" >&2
+	echo "usage: $0 up|smoke|down|env" >&2
 	exit 2
 	;;
 esac
