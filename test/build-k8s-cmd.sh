@@ -18,26 +18,34 @@
 #   test/build-k8s-cmd.sh NAME --path   only print the path (built or not)
 #
 # MODULE=node builds a program of the module in test/node (the kubelet)
-# instead of test/ itself.
+# instead of test/ itself. PKG=importpath builds that package instead of
+# ./cmd/NAME (a main package of a dependency: agnhost); TEST=./dir builds
+# that directory's test binary (go test -c: the e2e suite).
 set -euo pipefail
 
 name=${1:?usage: build-k8s-cmd.sh NAME [--path]}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/${MODULE:-.}" && pwd)
 cd "$here"
-[ -d "cmd/$name" ] || { echo "build-k8s-cmd.sh: no program $here/cmd/$name" >&2; exit 1; }
+pkg=${PKG:-./cmd/$name}
+src=cmd/$name
+[ -n "${TEST:-}" ] && src=$TEST
+[ -n "${PKG:-}" ] || [ -d "$src" ] || { echo "build-k8s-cmd.sh: no program $here/$src" >&2; exit 1; }
 GO=${GO:-go}
 cache=${KPROXY_CACHE:-${HOME:-/root}/.cache/kproxy}
 
-version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' go.mod)
-[ -n "$version" ] || { echo "build-k8s-cmd.sh: no k8s.io/kubernetes version in $here/go.mod" >&2; exit 1; }
+# The version in the binary's name: k8s.io/kubernetes's, or with
+# VERSION_OF=module (CoreDNS) that module's.
+of=${VERSION_OF:-k8s.io/kubernetes}
+version=$(awk -v m="$of" '($1 == m || ($1 == "require" && $2 == m)) { v = ($1 == m) ? $2 : $3; if (v ~ /^v/) { print v; exit } }' go.mod)
+[ -n "$version" ] || { echo "build-k8s-cmd.sh: no $of version in $here/go.mod" >&2; exit 1; }
 minor=${version#v1.}
 minor=${minor%%.*}
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 
 hash=$({
 	sha256sum go.mod go.sum
-	find "cmd/$name" -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-	printf '%s\n' "$ldflags"
+	[ -d "$src" ] && find "$src" -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+	printf '%s\n' "$ldflags" ${PKG:-} ${TEST:-}
 } | sha256sum | cut -c1-12)
 bin="$cache/$name-$version-$hash"
 if [ "${2:-}" = --path ]; then
@@ -54,7 +62,11 @@ if [ ! -x "$bin" ]; then
 		tmp=$(mktemp "$bin.tmp.XXXXXX")
 		trap 'rm -f "$tmp"' EXIT
 		start=$(date +%s)
-		"$GO" build -trimpath -ldflags "$ldflags" -o "$tmp" "./cmd/$name"
+		if [ -n "${TEST:-}" ]; then
+			"$GO" test -c -trimpath -ldflags "$ldflags" -o "$tmp" "$TEST"
+		else
+			"$GO" build -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg"
+		fi
 		chmod 0755 "$tmp"
 		mv -f "$tmp" "$bin"
 		trap - EXIT

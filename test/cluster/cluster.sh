@@ -7,6 +7,7 @@
 #
 #   test/cluster/cluster.sh up      build what is missing, start the cluster
 #   test/cluster/cluster.sh smoke   a real pod served through kproxy (below)
+#   test/cluster/cluster.sh e2e     Kubernetes' network e2e tests against it (below)
 #   test/cluster/cluster.sh down    stop it and remove everything it made
 #   test/cluster/cluster.sh env     print KUBECONFIG=... for kubectl and tests
 #
@@ -47,6 +48,13 @@ need_packages() {
 	command -v umoci >/dev/null || missing="$missing umoci"
 	command -v skopeo >/dev/null || missing="$missing skopeo"
 	command -v nsenter >/dev/null || missing="$missing util-linux"
+	# The tools the agnhost image carries (the e2e tests exec them).
+	command -v busybox >/dev/null || missing="$missing busybox-static"
+	command -v nc >/dev/null || missing="$missing netcat-openbsd"
+	command -v dig >/dev/null || missing="$missing dnsutils"
+	command -v conntrack >/dev/null || missing="$missing conntrack"
+	command -v wget >/dev/null || missing="$missing wget"
+	command -v curl >/dev/null || missing="$missing curl"
 	if [ -n "$missing" ]; then
 		log "installing$missing"
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
@@ -117,19 +125,46 @@ build() {
 		(cd "$src/$p" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$S/bin/$p" .)
 	done
 	ln -sf "$(MODULE=node "$root/test/build-k8s-cmd.sh" kubectl)" "$S/bin/kubectl"
+	AGNHOST=$(MODULE=node "$root/test/build-k8s-cmd.sh" agnhost)
+	COREDNS=$(MODULE=coredns VERSION_OF=github.com/coredns/coredns "$root/test/build-k8s-cmd.sh" coredns)
+	ln -sf "$(MODULE=node TEST=./e2e "$root/test/build-k8s-cmd.sh" e2e-network)" "$S/bin/e2e-network.test"
+	ln -sf "$(MODULE=node PKG=github.com/onsi/ginkgo/v2/ginkgo "$root/test/build-k8s-cmd.sh" ginkgo)" "$S/bin/ginkgo"
 }
 
-# image NAME BINARY TARGET: an image holding one static binary at /TARGET,
-# its entrypoint, as a docker-archive $S/images/<file>.tar named NAME.
+# image NAME BINARY TARGET [TOOLS...]: an image holding one static binary
+# at /TARGET, its entrypoint, as a docker-archive $S/images/<file>.tar named
+# NAME. TOOLS are the host's programs to copy in with the libraries they
+# load; busybox among them also gets its applets (sh, ...) in /bin.
 image() {
-	local name=$1 bin=$2 target=$3 d
+	local name=$1 bin=$2 target=$3 d r
+	shift 3
 	d=$(mktemp -d "$S/images/.build.XXXXXX")
 	umoci init --layout "$d/layout" >/dev/null
 	umoci new --image "$d/layout:img" >/dev/null
 	umoci unpack --image "$d/layout:img" "$d/bundle" >/dev/null
-	install -m 0755 "$bin" "$d/bundle/rootfs/$target"
+	r="$d/bundle/rootfs"
+	install -m 0755 "$bin" "$r/$target"
+	local tool path lib
+	for tool in "$@"; do
+		path=$(command -v "$tool")
+		path=$(readlink -f "$path")
+		install -D -m 0755 "$path" "$r/usr/bin/$tool"
+		for lib in $(ldd "$path" 2>/dev/null | grep -o '/[^ ]*'); do
+			[ -e "$r$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$r$lib"
+		done
+	done
+	if [ -x "$r/usr/bin/busybox" ]; then
+		mkdir -p "$r/bin" "$r/tmp" "$r/etc"
+		for a in $("$r/usr/bin/busybox" --list); do
+			[ -e "$r/bin/$a" ] || [ -e "$r/usr/bin/$a" ] || ln -s /usr/bin/busybox "$r/bin/$a"
+		done
+		chmod 1777 "$r/tmp"
+		echo "root:x:0:0:root:/root:/bin/sh" >"$r/etc/passwd"
+		echo "root:x:0:" >"$r/etc/group"
+	fi
 	umoci repack --image "$d/layout:img" "$d/bundle" >/dev/null
-	umoci config --image "$d/layout:img" --config.entrypoint "/$target" >/dev/null
+	umoci config --image "$d/layout:img" --config.entrypoint "/$target" ${IMAGE_CMD:+--config.cmd "$IMAGE_CMD"} \
+		--config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin >/dev/null
 	local out="$S/images/$(echo "$name" | tr '/:' '__').tar"
 	rm -f "$out"
 	skopeo copy --quiet "oci:$d/layout:img" "docker-archive:$out:$name"
@@ -139,7 +174,10 @@ image() {
 
 images() {
 	mkdir -p "$S/images"
-	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)")
+	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)"
+		"$(IMAGE_CMD=pause image registry.k8s.io/e2e-test-images/agnhost:2.63.0 "$AGNHOST" agnhost busybox bash curl nc dig ip ss conntrack wget)"
+		"$(IMAGE_CMD=sh image registry.k8s.io/e2e-test-images/busybox:1.37.0-1 "$(command -v busybox)" busybox-entry busybox)"
+		"$(image kproxy.test/coredns:1 "$COREDNS" coredns)")
 	(cd "$root" && make -s image >/dev/null)
 	rm -f "$S/images/kproxy.tar"
 	skopeo copy --quiet "oci-archive:$root/bin/kproxy-image.oci.tar" "docker-archive:$S/images/kproxy.tar:kproxy:latest"
@@ -297,6 +335,90 @@ kproxy_daemonset() {
 	kubectl_ apply -f "$root/deploy/daemonset.yaml" >/dev/null
 }
 
+# dns: CoreDNS behind the kube-dns Service, as clusters run it (the e2e
+# tests reach services by name).
+dns() {
+	kubectl_ apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: ServiceAccount
+		metadata: {name: coredns, namespace: kube-system}
+		---
+		apiVersion: rbac.authorization.k8s.io/v1
+		kind: ClusterRole
+		metadata: {name: "system:coredns"}
+		rules:
+		- {apiGroups: [""], resources: [endpoints, services, pods, namespaces], verbs: [list, watch]}
+		- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
+		---
+		apiVersion: rbac.authorization.k8s.io/v1
+		kind: ClusterRoleBinding
+		metadata: {name: "system:coredns"}
+		roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
+		subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
+		---
+		apiVersion: v1
+		kind: ConfigMap
+		metadata: {name: coredns, namespace: kube-system}
+		data:
+		  Corefile: |
+		    .:53 {
+		        errors
+		        health :8080
+		        ready :8181
+		        kubernetes cluster.local in-addr.arpa ip6.arpa {
+		            pods insecure
+		            fallthrough in-addr.arpa ip6.arpa
+		        }
+		        cache 30
+		        loadbalance
+		    }
+		---
+		apiVersion: apps/v1
+		kind: Deployment
+		metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+		spec:
+		  replicas: 1
+		  selector: {matchLabels: {k8s-app: kube-dns}}
+		  template:
+		    metadata: {labels: {k8s-app: kube-dns}}
+		    spec:
+		      serviceAccountName: coredns
+		      dnsPolicy: Default
+		      containers:
+		      - name: coredns
+		        image: kproxy.test/coredns:1
+		        imagePullPolicy: Never
+		        args: [-conf, /etc/coredns/Corefile]
+		        ports: [{containerPort: 53, protocol: UDP, name: dns}, {containerPort: 53, protocol: TCP, name: dns-tcp}]
+		        readinessProbe: {httpGet: {path: /ready, port: 8181}}
+		        volumeMounts: [{name: config, mountPath: /etc/coredns}]
+		      volumes: [{name: config, configMap: {name: coredns}}]
+		---
+		apiVersion: v1
+		kind: Service
+		metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+		spec:
+		  clusterIP: $DNS_IP
+		  selector: {k8s-app: kube-dns}
+		  ports: [{name: dns, port: 53, protocol: UDP}, {name: dns-tcp, port: 53, protocol: TCP}]
+	EOF
+	kubectl_ -n kube-system rollout status deploy/coredns --timeout 120s >/dev/null
+}
+
+# e2e: Kubernetes' own network e2e tests (test/node/e2e) against the
+# cluster, with ginkgo: $E2E_FOCUS and $E2E_SKIP (regexps over the specs'
+# names), $E2E_PROCS processes; the report (JSON and JUnit) in $S/report.
+E2E_FOCUS_DEFAULT='\[sig-network\] (Services|Networking|Conntrack)'
+E2E_SKIP_DEFAULT='\[Feature:|\[Disruptive\]|\[Serial\]|LoadBalancer|\[Flaky\]|GCE|AWS|Azure'
+e2e() {
+	local report="$S/report"
+	rm -rf "$report" && mkdir -p "$report"
+	"$S/bin/ginkgo" --procs="${E2E_PROCS:-4}" --focus="${E2E_FOCUS:-$E2E_FOCUS_DEFAULT}" --skip="${E2E_SKIP:-$E2E_SKIP_DEFAULT}" \
+		--no-color --timeout=2h --output-dir="$report" --json-report=report.json --junit-report=junit.xml \
+		"$S/bin/e2e-network.test" -- --kubeconfig="$S/admin.kubeconfig" --provider=skeleton \
+		--num-nodes="$NODES" --report-dir="$report" --disable-log-dump
+}
+
 # smoke: a real pod served through kproxy, installed from deploy/, on
 # every path a user has: the node itself, another host (a node port), a
 # pod (a cluster IP); and a proxy port dialled directly is refused.
@@ -385,6 +507,7 @@ up() {
 	done
 	kubectl_ get nodes -o wide
 	kproxy_daemonset
+	dns
 	trap - ERR INT TERM
 	log "up: KUBECONFIG=$S/admin.kubeconfig"
 }
@@ -425,9 +548,10 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 smoke) smoke ;;
+e2e) e2e ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|smoke|down|env" >&2
+	echo "usage: $0 up|smoke|e2e|down|env" >&2
 	exit 2
 	;;
 esac
