@@ -45,7 +45,7 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/co
 hash=$({
 	sha256sum go.mod go.sum
 	[ -d "$src" ] && find "$src" -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-	printf '%s\n' "$ldflags" ${PKG:-} ${TEST:-}
+	printf '%s\n' "$ldflags" ${PKG:-} ${TEST:-} ${CGO_ENABLED:+CGO_ENABLED=$CGO_ENABLED}
 } | sha256sum | cut -c1-12)
 bin="$cache/$name-$version-$hash"
 if [ "${2:-}" = --path ]; then
