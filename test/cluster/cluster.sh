@@ -8,6 +8,9 @@
 #   test/cluster/cluster.sh up      build what is missing, start the cluster
 #   test/cluster/cluster.sh smoke   a real pod served through kproxy (below)
 #   test/cluster/cluster.sh e2e     Kubernetes' network e2e tests against it (below)
+#   test/cluster/cluster.sh report  the last e2e run, a line per spec
+#   test/cluster/cluster.sh compare KPROXY.json KUBE-PROXY.json   (below)
+#   test/cluster/cluster.sh all     what make e2e runs (below)
 #   test/cluster/cluster.sh down    stop it and remove everything it made
 #   test/cluster/cluster.sh env     print KUBECONFIG=... for kubectl and tests
 #
@@ -30,6 +33,8 @@ CLUSTER_CIDR=198.19.0.0/17
 DNS_IP=198.19.128.10
 APISERVER_PORT=6443
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
+# The node proxy: kproxy from deploy/, or the reference, kube-proxy.
+PROXY=${PROXY:-kproxy}
 
 log() { echo "cluster.sh: $*" >&2; }
 
@@ -128,6 +133,8 @@ build() {
 	# Static, for images without a libc.
 	AGNHOST=$(CGO_ENABLED=0 MODULE=node "$root/test/build-k8s-cmd.sh" agnhost)
 	COREDNS=$(CGO_ENABLED=0 MODULE=coredns VERSION_OF=github.com/coredns/coredns "$root/test/build-k8s-cmd.sh" coredns)
+	KUBE_PROXY=$(CGO_ENABLED=0 MODULE=node "$root/test/build-k8s-cmd.sh" kube-proxy)
+	REGRESSION_74839=$(CGO_ENABLED=0 MODULE=node PKG=k8s.io/kubernetes/test/images/regression-issue-74839 "$root/test/build-k8s-cmd.sh" regression-issue-74839)
 	ln -sf "$(MODULE=node TEST=./e2e "$root/test/build-k8s-cmd.sh" e2e-network)" "$S/bin/e2e-network.test"
 	ln -sf "$(MODULE=node PKG=github.com/onsi/ginkgo/v2/ginkgo "$root/test/build-k8s-cmd.sh" ginkgo)" "$S/bin/ginkgo"
 }
@@ -181,7 +188,9 @@ images() {
 	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)"
 		"$(IMAGE_CMD=pause image registry.k8s.io/e2e-test-images/agnhost:2.63.0 "$AGNHOST" agnhost busybox bash curl nc dig ip ss conntrack wget)"
 		"$(IMAGE_CMD=sh image registry.k8s.io/e2e-test-images/busybox:1.37.0-1 "$(command -v busybox)" busybox-entry busybox)"
-		"$(image kproxy.test/coredns:1 "$COREDNS" coredns)")
+		"$(image kproxy.test/coredns:1 "$COREDNS" coredns)"
+		"$(image registry.k8s.io/e2e-test-images/regression-issue-74839:1.4 "$REGRESSION_74839" regression-issue-74839)"
+		"$(image kproxy.test/kube-proxy:1 "$KUBE_PROXY" kube-proxy nft iptables ip6tables iptables-save iptables-restore ip6tables-save ip6tables-restore)")
 	(cd "$root" && make -s image >/dev/null)
 	rm -f "$S/images/kproxy.tar"
 	skopeo copy --quiet "oci-archive:$root/bin/kproxy-image.oci.tar" "docker-archive:$S/images/kproxy.tar:kproxy:latest"
@@ -426,6 +435,41 @@ e2e() {
 		--num-nodes="$NODES" --report-dir="$report" --disable-log-dump
 }
 
+# report: one line per spec the last e2e run selected: its state, wall
+# time and name; then the counts. A spec ginkgo skipped by name is left out;
+# one that skipped itself (a node count, a provider) says why.
+report() {
+	jq -r '.[0].SpecReports[]
+		| select(.LeafNodeType == "It" and (.State != "skipped" or .Failure.Message != null))
+		| [.State, ((.RunTime / 1e8 | round) / 10 | tostring) + "s",
+		   ((.ContainerHierarchyTexts + [.LeafNodeText]) | join(" ")),
+		   (if .State == "passed" then "" else (.Failure.Message // "" | split("\n")[0]) end)]
+		| @tsv' "$S/report/report.json" | sort -k3
+	jq -r '[.[0].SpecReports[] | select(.LeafNodeType == "It" and (.State != "skipped" or .Failure.Message != null)) | .State]
+		| group_by(.) | map("\(.[0]): \(length)") | join(", ")' "$S/report/report.json"
+}
+
+# compare KPROXY_JSON KUBE_PROXY_JSON: the specs that passed with
+# kube-proxy and not with kproxy, less the deliberate differences
+# (test/cluster/differences.txt, one spec name per line, each explained in
+# docs/conformance.md). Fails when any is left.
+compare() {
+	local names='.[0].SpecReports[] | select(.LeafNodeType == "It")
+		| {name: ((.ContainerHierarchyTexts + [.LeafNodeText]) | join(" ")), state: .State}'
+	local left
+	left=$(jq -r --slurpfile kp "$2" --slurpfile diff <(jq -R . "$here/differences.txt" | jq -s .) "
+		[\$kp[0] | $names | select(.state == \"passed\") | .name] as \$ref
+		| [$names | select(.state != \"passed\" and .state != \"skipped\") | .name]
+		| map(select(. as \$n | (\$ref | index(\$n)) != null and (\$diff[0] | index(\$n)) == null))
+		| .[]" "$1")
+	if [ -n "$left" ]; then
+		log "passed with kube-proxy, failed with kproxy:"
+		echo "$left" >&2
+		return 1
+	fi
+	log "every spec that passed with kube-proxy passed with kproxy, or is a documented difference"
+}
+
 # smoke: a real pod served through kproxy, installed from deploy/, on
 # every path a user has: the node itself, another host (a node port), a
 # pod (a cluster IP); and a proxy port dialled directly is refused.
@@ -451,7 +495,7 @@ smoke() {
 		  selector: {app: hostname}
 		  ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
 	EOF
-	kubectl_ -n kube-system rollout status ds/kproxy --timeout 120s >/dev/null
+	kubectl_ -n kube-system rollout status "ds/$PROXY" --timeout 120s >/dev/null
 	kubectl_ rollout status deploy/hostname --timeout 120s >/dev/null
 	local ip fail=0 got
 	ip=$(kubectl_ get svc hostname -o jsonpath='{.spec.clusterIP}')
@@ -486,6 +530,72 @@ smoke() {
 	log "smoke: passed"
 }
 
+# The reference: upstream's kube-proxy (test/node), nftables mode, as
+# kubeadm installs it, where kproxy would be ($PROXY=kube-proxy).
+kube_proxy_daemonset() {
+	kubectl_ apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: ServiceAccount
+		metadata: {name: kube-proxy, namespace: kube-system}
+		---
+		apiVersion: rbac.authorization.k8s.io/v1
+		kind: ClusterRoleBinding
+		metadata: {name: "kubeadm:node-proxier"}
+		roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node-proxier"}
+		subjects: [{kind: ServiceAccount, name: kube-proxy, namespace: kube-system}]
+		---
+		apiVersion: v1
+		kind: ConfigMap
+		metadata: {name: kube-proxy, namespace: kube-system}
+		data:
+		  config.conf: |
+		    apiVersion: kubeproxy.config.k8s.io/v1alpha1
+		    kind: KubeProxyConfiguration
+		    mode: nftables
+		    clusterCIDR: $CLUSTER_CIDR
+		    # nf_conntrack_max is the machine's, not a node's: left alone.
+		    conntrack: {maxPerCore: 0}
+		    healthzBindAddress: 0.0.0.0:10256
+		    metricsBindAddress: 127.0.0.1:10249
+		    clientConnection: {kubeconfig: /var/lib/kube-proxy/kubeconfig.conf}
+		  kubeconfig.conf: |
+		    apiVersion: v1
+		    kind: Config
+		    clusters: [{name: default, cluster: {certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt, server: "https://$HOST_IP:$APISERVER_PORT"}}]
+		    users: [{name: default, user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}}]
+		    contexts: [{name: default, context: {cluster: default, namespace: default, user: default}}]
+		    current-context: default
+		---
+		apiVersion: apps/v1
+		kind: DaemonSet
+		metadata: {name: kube-proxy, namespace: kube-system, labels: {k8s-app: kube-proxy}}
+		spec:
+		  selector: {matchLabels: {k8s-app: kube-proxy}}
+		  template:
+		    metadata: {labels: {k8s-app: kube-proxy}}
+		    spec:
+		      serviceAccountName: kube-proxy
+		      hostNetwork: true
+		      priorityClassName: system-node-critical
+		      tolerations: [{operator: Exists}]
+		      containers:
+		      - name: kube-proxy
+		        image: kproxy.test/kube-proxy:1
+		        imagePullPolicy: Never
+		        command: [/kube-proxy, --config=/var/lib/kube-proxy/config.conf, --hostname-override=\$(NODE_NAME)]
+		        env: [{name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]
+		        securityContext: {privileged: true}
+		        volumeMounts:
+		        - {name: config, mountPath: /var/lib/kube-proxy}
+		        - {name: xtables-lock, mountPath: /run/xtables.lock}
+		        - {name: lib-modules, mountPath: /lib/modules, readOnly: true}
+		      volumes:
+		      - {name: config, configMap: {name: kube-proxy}}
+		      - {name: xtables-lock, hostPath: {path: /run/xtables.lock, type: FileOrCreate}}
+		      - {name: lib-modules, hostPath: {path: /lib/modules}}
+	EOF
+}
+
 save_sysctls() {
 	[ -f "$S/sysctls" ] && return
 	for k in vm.overcommit_memory kernel.panic kernel.panic_on_oops; do
@@ -513,7 +623,7 @@ up() {
 		sleep 1
 	done
 	kubectl_ get nodes -o wide
-	kproxy_daemonset
+	if [ "$PROXY" = kube-proxy ]; then kube_proxy_daemonset; else kproxy_daemonset; fi
 	dns || log "continuing without DNS"
 	trap - ERR INT TERM
 	log "up: KUBECONFIG=$S/admin.kubeconfig"
@@ -551,14 +661,38 @@ down() {
 	log "down"
 }
 
+# all: what make e2e runs. The smoke check, then the network e2e tests
+# with kproxy and with kube-proxy, each on a cluster of its own; the
+# reports in $OUT (default bin/); fails where kproxy fails a spec
+# kube-proxy passed that is not a documented difference.
+all() {
+	local out=${OUT:-$root/bin}
+	mkdir -p "$out"
+	trap 'down' EXIT
+	for proxy in kproxy kube-proxy; do
+		PROXY=$proxy up
+		[ "$proxy" = kproxy ] && smoke
+		local start=$SECONDS
+		e2e >"$out/e2e-$proxy.log" 2>&1 || true
+		cp "$S/report/report.json" "$out/e2e-$proxy.json"
+		report >"$out/e2e-$proxy.txt"
+		log "$proxy: $(tail -1 "$out/e2e-$proxy.txt") in $((SECONDS - start)) s; $out/e2e-$proxy.txt"
+		down
+	done
+	compare "$out/e2e-kproxy.json" "$out/e2e-kube-proxy.json"
+}
+
 case "${1:-}" in
 up) up ;;
 down) down ;;
 smoke) smoke ;;
 e2e) e2e ;;
+report) report ;;
+compare) compare "$2" "$3" ;;
+all) all ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|smoke|e2e|down|env" >&2
+	echo "usage: $0 up|smoke|e2e|report|compare|all|down|env" >&2
 	exit 2
 	;;
 esac
