@@ -107,7 +107,8 @@ func testLocalPolicyNeverLeaks(t *testing.T, bin, mode string) {
 			}()
 		}
 	}
-	defer func() { close(stop); wg.Wait() }()
+	stopProbers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer stopProbers()
 
 	m := &manifest{servicePorts: 1, clusterIPs: []netip.Addr{netip.MustParseAddr("198.18.0.42")}}
 	if err := in.awaitReady(m, false); err != nil {
@@ -125,9 +126,7 @@ func testLocalPolicyNeverLeaks(t *testing.T, bin, mode string) {
 		in.awaitLocalEndpoint(t, wantLocal)
 		time.Sleep(100 * time.Millisecond) // let the probers see this state too
 	}
-	close(stop)
-	wg.Wait()
-	stop = make(chan struct{})
+	stopProbers()
 	t.Logf("%s: %d probes, %d answered by the local endpoint, %d by upstream", mode, probes.Load(), answers.Load(), leaks.Load())
 	if answers.Load() == 0 {
 		t.Errorf("%s: no probe was ever served: the test saw no served phase", mode)
