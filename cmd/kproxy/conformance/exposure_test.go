@@ -46,11 +46,19 @@ var (
 // kproxy_proxy_port_unredirected_packets_total. Throughout, the services
 // answer through their own addresses.
 func TestExposure(t *testing.T) {
+	inEachKernelMode(t, []string{"nft", "iptables-save", "ip6tables-save", "perl", "setpriv"}, testExposure)
+}
+
+// inEachKernelMode runs test against the kproxy binary with the nftables
+// and with the iptables portal, in parallel; as root, with tools
+// installed, and where the kernel allows network namespaces (it skips
+// otherwise, before building kproxy).
+func inEachKernelMode(t *testing.T, tools []string, test func(t *testing.T, bin, mode string)) {
 	if os.Geteuid() != 0 {
-		t.Skip("the exposure scan needs root (network namespaces, nftables, iptables)")
+		t.Skip("needs root (network namespaces, nftables, iptables)")
 	}
-	netnstest.New(t, "probe") // skips when the kernel refuses namespaces, before the build
-	for _, name := range []string{"nft", "iptables-save", "ip6tables-save", "perl", "setpriv"} {
+	netnstest.New(t, "probe")
+	for _, name := range tools {
 		if _, err := exec.LookPath(name); err != nil {
 			t.Fatalf("%s not installed: %v", name, err)
 		}
@@ -59,7 +67,7 @@ func TestExposure(t *testing.T) {
 	for _, mode := range []string{"nftables", "iptables"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			testExposure(t, bin, mode)
+			test(t, bin, mode)
 		})
 	}
 }

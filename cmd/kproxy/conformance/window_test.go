@@ -5,15 +5,11 @@ package conformance
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
-	"github.com/kproxy/kproxy/portal/netnstest"
 )
 
 // etpLocalToggle is TestOverallNFTablesRules' svc2 (externalTrafficPolicy
@@ -51,17 +47,7 @@ const etpLocalEndpoint = "- {addresses: [198.51.100.31], nodeName: test-node}\n"
 // connect without pause, and upstream (where the default route leads)
 // must never answer one of them. Each kernel mode.
 func TestLocalPolicyNeverLeaks(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, nftables, iptables)")
-	}
-	netnstest.New(t, "probe")
-	bin := binarytest.Build(t)
-	for _, mode := range []string{"nftables", "iptables"} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			testLocalPolicyNeverLeaks(t, bin, mode)
-		})
-	}
+	inEachKernelMode(t, []string{"nft", "iptables-restore"}, testLocalPolicyNeverLeaks)
 }
 
 func testLocalPolicyNeverLeaks(t *testing.T, bin, mode string) {
