@@ -14,6 +14,10 @@ var (
 	// transparentFallbacks by reason: the endpoint is on another node, or
 	// the dial from the client's address failed (then the node's was used).
 	transparentRemote, transparentDialFailed atomic.Int64
+	// transparentBypass: the endpoint's reply would not pass through this
+	// node's stack (the endpoint is the node itself, or the client shares
+	// its link), so the node's address was used.
+	transparentBypass atomic.Int64
 	// transparentFailures: one warning per interval for all listeners.
 	transparentFailures RateLog
 )
@@ -27,8 +31,10 @@ func TransparentConnections() int64 { return transparentConns.Load() }
 // instead: remote, the endpoint was on another node (its replies would not
 // come back through this node); dialFailed, the dial from the client's
 // address failed and the node's address was used.
-func TransparentFallbacks() (remote, dialFailed int64) {
-	return transparentRemote.Load(), transparentDialFailed.Load()
+// bypass, the endpoint's reply would not pass through this node's stack
+// (see replyBypassesNode).
+func TransparentFallbacks() (remote, dialFailed, bypass int64) {
+	return transparentRemote.Load(), transparentDialFailed.Load(), transparentBypass.Load()
 }
 
 // tcpTransparentSource is transparentSource for a TCP client.
@@ -48,7 +54,8 @@ func (p *TCPProxy) tcpTransparentSource(client *net.TCPConn, pick Pick) (netip.A
 // node, and the client is neither the node's loopback (which cannot reach
 // a pod) nor the endpoint itself (a pod reaching itself through its
 // service would get a packet from its own address, which its kernel drops
-// as martian).
+// as martian). An endpoint whose reply would not pass through this node's
+// stack (replyBypassesNode) is dialled from the node's address too.
 func transparentSource(on bool, client netip.Addr, pick Pick) (netip.Addr, bool) {
 	ip := client.Unmap()
 	if !on || !ip.IsValid() || ip.IsLoopback() || ip.IsUnspecified() {
@@ -59,6 +66,10 @@ func transparentSource(on bool, client netip.Addr, pick Pick) (netip.Addr, bool)
 	}
 	if !pick.Local {
 		transparentRemote.Add(1)
+		return netip.Addr{}, false
+	}
+	if ep, err := netip.ParseAddrPort(pick.Endpoint); err != nil || replyBypassesNode(ip, ep.Addr().Unmap()) {
+		transparentBypass.Add(1)
 		return netip.Addr{}, false
 	}
 	return ip, true

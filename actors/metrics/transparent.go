@@ -16,7 +16,7 @@ func newTransparent() *transparent {
 		conns: prometheus.NewDesc("kproxy_transparent_connections_total",
 			"TCP connections and UDP flows dialled to a node-local endpoint from the client's own address (kproxy.io/preserve-source-ip).", nil, nil),
 		fallbacks: prometheus.NewDesc("kproxy_transparent_fallbacks_total",
-			"Dials of services that preserve the client's address made from the node's address instead, by reason: remote_endpoint (on another node), dial_failed (the kernel refused the client's address).", []string{"reason"}, nil),
+			"Dials of services that preserve the client's address made from the node's address instead, by reason: remote_endpoint (on another node), dial_failed (the kernel refused the client's address), reply_bypass (the endpoint would answer the client without passing through this node: a host-network endpoint, or a client on its own link).", []string{"reason"}, nil),
 	}
 }
 
@@ -24,7 +24,8 @@ func (c *transparent) Describe(ch chan<- *prometheus.Desc) { ch <- c.conns; ch <
 
 func (c *transparent) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.CounterValue, float64(portal.TransparentConnections()))
-	remote, failed := portal.TransparentFallbacks()
+	remote, failed, bypass := portal.TransparentFallbacks()
 	ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(remote), "remote_endpoint")
 	ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(failed), "dial_failed")
+	ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(bypass), "reply_bypass")
 }

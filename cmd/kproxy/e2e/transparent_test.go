@@ -132,6 +132,18 @@ func testTransparent(t *testing.T, bin, mode string) {
 		}
 	}
 
+	// A client on the endpoint's own link (a second pod on the same
+	// bridge) would get the endpoint's reply directly, never through the
+	// node: it is served from the node's address, and counted.
+	for _, c := range []struct{ from, svc, want netip.Addr }{
+		{e.be.IPs4[1], netip.MustParseAddr("198.18.0.61"), e.be.NodeIP4},
+		{e.be.IPs6[1], netip.MustParseAddr("2001:db8:5::61"), e.be.NodeIP6},
+	} {
+		got, err := askPeerFrom(e.be.Netns, c.from, netip.AddrPortFrom(c.svc, tpPort))
+		if err != nil || got != c.want {
+			t.Errorf("tp-local from %s, on the endpoint's link: the endpoint saw %s (%v), want %s", c.from, got, err, c.want)
+		}
+	}
 	if remote := st["e2e/tp-remote:http/TCP"].ServicePort.AnnotationErrors; !strings.Contains(strings.Join(remote, " "), "endpoints on other nodes see the node's address") ||
 		!strings.Contains(strings.Join(remote, " "), e.be.IPs4[1].String()) {
 		t.Errorf("state of e2e/tp-remote: annotationErrors %q, want its endpoints on other nodes named", remote)
@@ -151,6 +163,9 @@ func testTransparent(t *testing.T, bin, mode string) {
 	}
 	if got := metricValue(metrics, `kproxy_transparent_fallbacks_total{reason="remote_endpoint"}`); got != 4 {
 		t.Errorf(`kproxy_transparent_fallbacks_total{reason="remote_endpoint"} %d, want 4 (tp-remote, TCP and UDP, one per family)`, got)
+	}
+	if got := metricValue(metrics, `kproxy_transparent_fallbacks_total{reason="reply_bypass"}`); got != 2 {
+		t.Errorf(`kproxy_transparent_fallbacks_total{reason="reply_bypass"} %d, want 2 (tp-local from the endpoint's link, one per family)`, got)
 	}
 
 	// The kernel refuses the client's address when no source port toward
@@ -281,6 +296,29 @@ func askPeer(e *env, proto string, addr netip.AddrPort) (netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	c, err := e.tp.Client.DialContext(ctx, "tcp", addr.String())
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return netip.Addr{}, err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("read answer (so far %q): %w", line, err)
+	}
+	return netip.ParseAddr(strings.TrimSpace(line))
+}
+
+// askPeerFrom is askPeer over TCP from ns, from its address src.
+func askPeerFrom(ns *netnstest.Netns, src netip.Addr, addr netip.AddrPort) (netip.Addr, error) {
+	var c net.Conn
+	err := ns.Do(func() (err error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: 3 * time.Second}
+		c, err = d.Dial("tcp", addr.String())
+		return err
+	})
 	if err != nil {
 		return netip.Addr{}, err
 	}
