@@ -11,7 +11,7 @@ import (
 // iptables). The bind and netsh modes serve such a service port from the
 // node's address.
 func (p *Portal) transparent() bool {
-	return p.sp.GetPreserveSourceIp() && (p.cfg.PortalMode == portal.ModeNftables || p.cfg.PortalMode == portal.ModeIPTables)
+	return p.sp.GetPreserveSourceIp() && portal.Transparent(p.cfg.PortalMode)
 }
 
 // warnTransparent logs, on each new configuration, that a service port

@@ -26,6 +26,11 @@ type ListenSpec struct {
 // one socket per address, no second listener and no ephemeral port.
 func UsesProxyPorts(mode string) bool { return mode != ModeBind }
 
+// Transparent reports whether the portal mode's rules bring replies to a
+// connection dialled from a client's address back to kproxy: the kernel
+// modes (nftables, iptables).
+func Transparent(mode string) bool { return mode == ModeNftables || mode == ModeIPTables }
+
 // ListenSpecs lists the sockets for a service port: in every mode but bind
 // the proxy port on bindAddress (a dual-stack wildcard in kernel modes when
 // bindAddress is unspecified), plus in bind and netsh modes every service

@@ -379,6 +379,14 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 	}
 }
 
+// given reports whether the flag name was set on the command line or by
+// applyConfig.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // applyConfig sets fs's flags from the file's values, except those given
 // on the command line.
 func applyConfig(fs *flag.FlagSet, values map[string]string) error {

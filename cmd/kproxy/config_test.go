@@ -263,3 +263,47 @@ remote: {listen: "10.0.0.7:7401", tokenFile: /etc/kproxy/token, allowNonLoopback
 		t.Fatalf("non-loopback remoting without a token: %v", err)
 	}
 }
+
+// --preserve-source-ip-for-local-traffic-policy: unless given on the
+// command line or in the config file, on in the kernel portal modes and
+// off in bind and netsh; given, as given.
+func TestPreserveSourceIPFollowsThePortalMode(t *testing.T) {
+	dir := t.TempDir()
+	off := filepath.Join(dir, "off.yaml")
+	if err := os.WriteFile(off, []byte("apiVersion: kproxy.io/v1alpha1\nkind: KproxyConfiguration\npreserveSourceIPForLocalTrafficPolicy: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		mode string
+		want bool
+	}{
+		{nil, "nftables", true},
+		{nil, "iptables", true},
+		{nil, "bind", false},
+		{nil, "netsh", false},
+		{[]string{"--preserve-source-ip-for-local-traffic-policy=false"}, "nftables", false},
+		{[]string{"--preserve-source-ip-for-local-traffic-policy"}, "bind", true},
+		{[]string{"--config", off}, "nftables", false},
+	} {
+		var o runOptions
+		fs := runFlags(&o)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if o.config != "" {
+			values, _, err := loadConfig(o.config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := applyConfig(fs, values); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o.preserveSourceIPGiven = given(fs, "preserve-source-ip-for-local-traffic-policy")
+		o.resolvePreserveSourceIP(tc.mode)
+		if o.preserveSourceIPForLocal != tc.want {
+			t.Errorf("%q in mode %s: %v, want %v", tc.args, tc.mode, o.preserveSourceIPForLocal, tc.want)
+		}
+	}
+}

@@ -216,6 +216,7 @@ func runCommand(args []string) error {
 	if o.writeConfigTo != "" {
 		return writeConfigFile(o.writeConfigTo, fs)
 	}
+	o.preserveSourceIPGiven = given(fs, "preserve-source-ip-for-local-traffic-policy")
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -264,6 +265,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		return err
 	}
 	o.portalMode = mode
+	o.sourceFlags.resolvePreserveSourceIP(mode)
 	log.Info().Str("version", version).Str("source", o.source).Str("portal", o.portalMode).
 		Str("bindAddress", o.bindAddress).Str("nodeName", o.nodeName).Msg("starting kproxy")
 	nofile := raiseFDLimit(log)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kproxy/kproxy/portal"
 	"net"
 	"os"
 	"strings"
@@ -35,9 +36,11 @@ type sourceFlags struct {
 	nodeName         string
 	nodeZone         string
 	serviceProxyName string
-	// preserveSourceIPForLocal: watcher.Options.PreserveSourceIPForLocalTrafficPolicy.
-	preserveSourceIPForLocal bool
-	remote                   remoteFlags
+	// preserveSourceIPForLocal: watcher.Options.PreserveSourceIPForLocalTrafficPolicy;
+	// preserveSourceIPGiven: set on the command line or in the config file
+	// (else the default follows the portal mode, see run).
+	preserveSourceIPForLocal, preserveSourceIPGiven bool
+	remote                                          remoteFlags
 	// apiConns are the connections to the API server (--source kube), for
 	// the admin API's fault that breaks them.
 	apiConns *watcher.APIConns
@@ -56,7 +59,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
 	fs.StringVar(&f.nodeZone, "node-zone", "", "this node's topology.kubernetes.io/zone, for zone hints (hints.forZones), with --source file:PATH, which has no Node objects; --source kube reads the label off the Node")
 	fs.StringVar(&f.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
-	fs.BoolVar(&f.preserveSourceIPForLocal, "preserve-source-ip-for-local-traffic-policy", false, "dial the node-local endpoints of every externalTrafficPolicy Local service from the client's own address (transparent proxying, TCP, kernel portal modes), as the annotation kproxy.io/preserve-source-ip \"true\" does per service; \"false\" opts a service out")
+	fs.BoolVar(&f.preserveSourceIPForLocal, "preserve-source-ip-for-local-traffic-policy", true, "dial the node-local endpoints of every externalTrafficPolicy Local service from the client's own address (transparent proxying, kernel portal modes; the default is false in the bind and netsh modes, which cannot), as the annotation kproxy.io/preserve-source-ip \"true\" does per service; \"false\" opts a service out")
 	f.remote.register(fs)
 }
 
@@ -99,6 +102,16 @@ func (f *sourceFlags) validate() error {
 		return errors.New("--kube-api-qps and --kube-api-burst must be positive")
 	}
 	return nil
+}
+
+// resolvePreserveSourceIP: unless given, preserving the client's address
+// for externalTrafficPolicy Local follows the portal mode, on where its
+// rules can bring the replies back (kube-proxy's behaviour), off where they
+// cannot (no warning per service then).
+func (f *sourceFlags) resolvePreserveSourceIP(mode string) {
+	if !f.preserveSourceIPGiven {
+		f.preserveSourceIPForLocal = portal.Transparent(mode)
+	}
 }
 
 func (f *sourceFlags) isKube() bool   { return f.source == "kube" }

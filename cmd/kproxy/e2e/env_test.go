@@ -46,6 +46,11 @@ func newEnv(t *testing.T, bin, mode string) *env {
 	tp.SetForwarding(t, true)
 	e := &env{bin: bin, mode: mode, dir: t.TempDir(), tp: tp, be: tp.AddBackend(t, 2), seen: map[string]bool{}}
 	e.manifest = filepath.Join(e.dir, "services.yaml")
+	// Pods route everything via the node, as a pod's default route does:
+	// a reply to a client's own address (externalTrafficPolicy Local)
+	// goes back through the node.
+	e.be.MustRun(t, "ip", "route", "add", "default", "via", e.be.NodeIP4.String())
+	e.be.MustRun(t, "ip", "-6", "route", "add", "default", "via", e.be.NodeIP6.String())
 	for _, ip := range append(append([]netip.Addr{}, e.be.IPs4...), e.be.IPs6...) {
 		name := ip.String()
 		e.backendNames = append(e.backendNames, name)

@@ -64,10 +64,6 @@ var tpServices = []struct {
 // rule, policy-routing rule or route.
 func testTransparent(t *testing.T, bin, mode string) {
 	e := newEnv(t, bin, mode)
-	// Pods route everything via the node, as a pod's default route does:
-	// a reply to the client's address goes back through the node.
-	e.be.MustRun(t, "ip", "route", "add", "default", "via", e.be.NodeIP4.String())
-	e.be.MustRun(t, "ip", "-6", "route", "add", "default", "via", e.be.NodeIP6.String())
 	startPeerServer(t, e)
 	e.writeTPManifest(t, nil)
 	p := e.start(t, "--preserve-source-ip-for-local-traffic-policy")
