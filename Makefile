@@ -80,12 +80,14 @@ test: export KPROXY_KWOK = $(shell test/build-kwok.sh --path)
 # and fails where kproxy fails what kube-proxy passes, documented
 # differences aside (docs/conformance.md). Torn down at the end, also when
 # interrupted.
-.PHONY: e2e e2e-smoke
+.PHONY: e2e e2e-smoke e2e-conformance
 e2e: apiserver control-plane
 	test/cluster/cluster.sh all
 e2e-smoke: apiserver control-plane
 	@trap 'test/cluster/cluster.sh down' EXIT; \
 	test/cluster/cluster.sh up && test/cluster/cluster.sh smoke
+e2e-conformance: apiserver control-plane
+	test/cluster/cluster.sh conformance
 
 # Jaeger (v2, in-memory) for the tracing test, built only if missing into
 # $KPROXY_CACHE (~10 min cold); prints its path.

@@ -10,6 +10,9 @@
 #   test/cluster/cluster.sh e2e     Kubernetes' network e2e tests against it (below)
 #   test/cluster/cluster.sh report  the last e2e run, a line per spec
 #   test/cluster/cluster.sh compare KPROXY.json KUBE-PROXY.json   (below)
+#   test/cluster/cluster.sh table [DIR]   make e2e's reports as a Markdown table
+#   test/cluster/cluster.sh storm   e2e with kproxy chaos crashing actors on every node (below)
+#   test/cluster/cluster.sh conformance   the [Conformance] specs of the suite, for CI (below)
 #   test/cluster/cluster.sh all     what make e2e runs (below)
 #   test/cluster/cluster.sh down    stop it and remove everything it made
 #   test/cluster/cluster.sh env     print KUBECONFIG=... for kubectl and tests
@@ -143,6 +146,7 @@ build() {
 # at /TARGET, its entrypoint, as a docker-archive $S/images/<file>.tar named
 # NAME. TOOLS are the host's programs to copy in with the libraries they
 # load; busybox among them also gets its applets (sh, ...) in /bin.
+# $IMAGE_FILES: more files, "SRC:DST ...", DST relative to the root.
 image() {
 	local name=$1 bin=$2 target=$3 d r
 	shift 3
@@ -160,6 +164,10 @@ image() {
 		for lib in $(ldd "$path" 2>/dev/null | grep -o '/[^ ]*'); do
 			[ -e "$r$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$r$lib"
 		done
+	done
+	local f
+	for f in ${IMAGE_FILES:-}; do # SRC:DST
+		install -D -m "$(stat -c %a "${f%%:*}")" "${f%%:*}" "$r/${f#*:}"
 	done
 	if [ -x "$r/usr/bin/busybox" ]; then
 		mkdir -p "$r/bin" "$r/tmp" "$r/etc"
@@ -185,10 +193,16 @@ image() {
 
 images() {
 	mkdir -p "$S/images"
+	# agnhost's image carries porter's TLS test certificate and CoreDNS
+	# (a spec runs it as /coredns).
+	local porter
+	porter=$(cd "$root/test/node" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
 	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)"
-		"$(IMAGE_CMD=pause image registry.k8s.io/e2e-test-images/agnhost:2.63.0 "$AGNHOST" agnhost busybox bash curl nc dig ip ss conntrack wget)"
+		"$(IMAGE_CMD=pause IMAGE_FILES="$porter/localhost.crt:localhost.crt $porter/localhost.key:localhost.key $COREDNS:coredns" \
+			image registry.k8s.io/e2e-test-images/agnhost:2.63.0 "$AGNHOST" agnhost busybox bash curl nc dig getent ip ss conntrack wget)"
 		"$(IMAGE_CMD=sh image registry.k8s.io/e2e-test-images/busybox:1.37.0-1 "$(command -v busybox)" busybox-entry busybox)"
 		"$(image kproxy.test/coredns:1 "$COREDNS" coredns)"
+		"$(image registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0 "$COREDNS" coredns busybox bash dig getent)"
 		"$(image registry.k8s.io/e2e-test-images/regression-issue-74839:1.4 "$REGRESSION_74839" regression-issue-74839)"
 		"$(image kproxy.test/kube-proxy:1 "$KUBE_PROXY" kube-proxy nft iptables ip6tables iptables-save iptables-restore ip6tables-save ip6tables-restore)")
 	(cd "$root" && make -s image >/dev/null)
@@ -423,16 +437,59 @@ dns() {
 
 # e2e: Kubernetes' own network e2e tests (test/node/e2e) against the
 # cluster, with ginkgo: $E2E_FOCUS and $E2E_SKIP (regexps over the specs'
-# names), $E2E_PROCS processes; the report (JSON and JUnit) in $S/report.
-E2E_FOCUS_DEFAULT='\[sig-network\] (Services|Networking|Conntrack)'
-E2E_SKIP_DEFAULT='\[Feature:|\[Disruptive\]|\[Serial\]|LoadBalancer|\[Flaky\]|GCE|AWS|Azure'
+# names), $E2E_LABELS (a label filter: Conformance), $E2E_PROCS processes;
+# the report (JSON and JUnit) in $S/report.
+# The suite: every [sig-network] spec that can apply to a service proxy
+# here. Left out by name, each with its reason in docs/conformance.md:
+# features, disruptive and serial specs, cloud load balancers, and the
+# API-only or non-proxy groups below.
+E2E_FOCUS_DEFAULT='\[sig-network\]'
+E2E_SKIP_DEFAULT='\[Feature:|\[Disruptive\]|\[Serial\]|LoadBalancer|\[Flaky\]|GCE|AWS|Azure|\[sig-network\] (Netpol API|Ingress API|IngressClass API|ServiceCIDR and IPAddress API|HostPort) |proxy logs on node'
 e2e() {
 	local report="$S/report"
 	rm -rf "$report" && mkdir -p "$report"
-	"$S/bin/ginkgo" --procs="${E2E_PROCS:-4}" --focus="${E2E_FOCUS:-$E2E_FOCUS_DEFAULT}" --skip="${E2E_SKIP:-$E2E_SKIP_DEFAULT}" \
+	"$S/bin/ginkgo" --procs="${E2E_PROCS:-4}" ${E2E_LABELS:+--label-filter="$E2E_LABELS"} --focus="${E2E_FOCUS:-$E2E_FOCUS_DEFAULT}" --skip="${E2E_SKIP:-$E2E_SKIP_DEFAULT}" \
 		--no-color --timeout=2h --output-dir="$report" --json-report=report.json --junit-report=junit.xml \
 		"$S/bin/e2e-network.test" -- --kubeconfig="$S/admin.kubeconfig" --kubectl-path="$S/bin/kubectl" --provider=skeleton \
 		--num-nodes="$NODES" --report-dir="$report" --disable-log-dump
+}
+
+# storm: e2e while kproxy chaos crashes actors of every kind on every node
+# for the whole run, a steady $STORM_RATE crashes per second per node
+# (default 2). Storms are a minute each, so each one picks among the
+# service ports the specs have made by then. The fault-injection API is
+# off in deploy/: turned on here (the DaemonSet rolls out again), on
+# loopback as always, and driven with kubectl exec. Crashes made per node
+# in $S/report/storm.txt.
+STORM_KINDS=portal,balancer,affinity,serviceport,watcher,proxier,rules
+storm() {
+	local rate=${STORM_RATE:-2}
+	kubectl_ -n kube-system get ds kproxy -o json | jq -e '.spec.template.spec.containers[0].args | index("--enable-fault-injection")' >/dev/null ||
+		kubectl_ -n kube-system patch ds kproxy --type json \
+			-p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--enable-fault-injection"}]' >/dev/null
+	kubectl_ -n kube-system rollout status ds/kproxy --timeout 180s >/dev/null
+	rm -rf "$S/storm" && mkdir -p "$S/storm"
+	local pods pod pids=()
+	pods=$(kubectl_ -n kube-system get pods -l k8s-app=kproxy -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+	for pod in $pods; do
+		(
+			n=0
+			while [ ! -e "$S/storm/stop" ]; do
+				n=$((n + 1))
+				kubectl_ -n kube-system exec "$pod" -c kproxy -- kproxy chaos storm --rate "$rate" --duration 60s --seed "$n" --kinds "$STORM_KINDS" \
+					>"$S/storm/$pod.$n.json" 2>&1 || sleep 1
+			done
+		) &
+		pids+=($!)
+	done
+	local rc=0
+	STORM_RATE=$rate e2e || rc=$?
+	touch "$S/storm/stop"
+	wait "${pids[@]}"
+	for pod in $pods; do
+		echo "$pod: $(cat "$S/storm/$pod".*.json | jq -Rn '[inputs | fromjson? | .crashes // [] | length] | add // 0') crashes at $rate/s ($STORM_KINDS)"
+	done | tee "$S/report/storm.txt" >&2
+	return $rc
 }
 
 # report: one line per spec the last e2e run selected: its state, wall
@@ -449,25 +506,39 @@ report() {
 		| group_by(.) | map("\(.[0]): \(length)") | join(", ")' "$S/report/report.json"
 }
 
-# compare KPROXY_JSON KUBE_PROXY_JSON: the specs that passed with
-# kube-proxy and not with kproxy, less the deliberate differences
-# (test/cluster/differences.txt, one spec name per line, each explained in
-# docs/conformance.md). Fails when any is left.
+# table [DIR]: a Markdown table of the suite's specs and their states in
+# DIR's (default bin/) reports of make e2e: with kproxy, under the storm,
+# with kube-proxy; wall times in seconds. For docs/conformance.md.
+table() {
+	local dir=${1:-$root/bin}
+	jq -rn --slurpfile a "$dir/e2e-kproxy.json" --slurpfile b "$dir/e2e-storm.json" --slurpfile c "$dir/e2e-kube-proxy.json" '
+		def specs($r): [$r[0][0].SpecReports[] | select(.LeafNodeType == "It" and (.State != "skipped" or .Failure.Message != null))
+			| {key: ((.ContainerHierarchyTexts + [.LeafNodeText]) | join(" ")), value: "\(.State) \((.RunTime / 1e9) | round)"}] | from_entries;
+		specs($a) as $ka | specs($b) as $kb | specs($c) as $kc
+		| "| spec | kproxy | under the storm | kube-proxy |", "| --- | --- | --- | --- |",
+		  (($ka + $kb + $kc) | keys[] as $k | "| \($k | sub("^\\[sig-network\\] "; "") | gsub("\\|"; "\\\\|")) | \($ka[$k] // "-") | \($kb[$k] // "-") | \($kc[$k] // "-") |")'
+}
+
+# compare KPROXY_JSON KUBE_PROXY_JSON [NAME REF_NAME]: the specs that
+# passed with kube-proxy and not with kproxy, less the deliberate
+# differences ($DIFFERENCES, default test/cluster/differences.txt, one spec
+# name per line, each explained in docs/conformance.md). Fails when any is
+# left.
 compare() {
 	local names='.[0].SpecReports[] | select(.LeafNodeType == "It")
 		| {name: ((.ContainerHierarchyTexts + [.LeafNodeText]) | join(" ")), state: .State}'
 	local left
-	left=$(jq -r --slurpfile kp "$2" --slurpfile diff <(jq -R . "$here/differences.txt" | jq -s .) "
+	left=$(jq -r --slurpfile kp "$2" --slurpfile diff <(jq -R . "${DIFFERENCES:-$here/differences.txt}" | jq -s .) "
 		[\$kp[0] | $names | select(.state == \"passed\") | .name] as \$ref
 		| [$names | select(.state != \"passed\" and .state != \"skipped\") | .name]
 		| map(select(. as \$n | (\$ref | index(\$n)) != null and (\$diff[0] | index(\$n)) == null))
 		| .[]" "$1")
 	if [ -n "$left" ]; then
-		log "passed with kube-proxy, failed with kproxy:"
+		log "passed with ${4:-kube-proxy}, failed with ${3:-kproxy}:"
 		echo "$left" >&2
 		return 1
 	fi
-	log "every spec that passed with kube-proxy passed with kproxy, or is a documented difference"
+	log "every spec that passed with ${4:-kube-proxy} passed with ${3:-kproxy}, or is a documented difference"
 }
 
 # smoke: a real pod served through kproxy, installed from deploy/, on
@@ -661,25 +732,65 @@ down() {
 	log "down"
 }
 
-# all: what make e2e runs. The smoke check, then the network e2e tests
-# with kproxy and with kube-proxy, each on a cluster of its own; the
-# reports in $OUT (default bin/); fails where kproxy fails a spec
-# kube-proxy passed that is not a documented difference.
+# suite NAME: the last e2e run's report kept as $OUT/e2e-NAME.{json,txt}.
+suite() {
+	cp "$S/report/report.json" "$out/e2e-$1.json"
+	report >"$out/e2e-$1.txt"
+	log "$1: $(tail -1 "$out/e2e-$1.txt") in $((SECONDS - start)) s; $out/e2e-$1.txt"
+}
+
+# all: what make e2e runs. The smoke check, the suite with kproxy, again
+# under a crash storm (same cluster), then with kube-proxy on a cluster of
+# its own; the reports in $OUT (default bin/). Fails where kproxy fails a
+# spec kube-proxy passed that is not a documented difference, or fails
+# under the storm a spec it passed without.
 all() {
-	local out=${OUT:-$root/bin}
+	local out=${OUT:-$root/bin} start
 	mkdir -p "$out"
 	trap 'down' EXIT
-	for proxy in kproxy kube-proxy; do
-		PROXY=$proxy up
-		[ "$proxy" = kproxy ] && smoke
-		local start=$SECONDS
-		e2e >"$out/e2e-$proxy.log" 2>&1 || true
-		cp "$S/report/report.json" "$out/e2e-$proxy.json"
-		report >"$out/e2e-$proxy.txt"
-		log "$proxy: $(tail -1 "$out/e2e-$proxy.txt") in $((SECONDS - start)) s; $out/e2e-$proxy.txt"
-		down
-	done
-	compare "$out/e2e-kproxy.json" "$out/e2e-kube-proxy.json"
+	PROXY=kproxy up
+	smoke
+	start=$SECONDS
+	e2e >"$out/e2e-kproxy.log" 2>&1 || true
+	suite kproxy
+	start=$SECONDS
+	storm >"$out/e2e-storm.log" 2>&1 || true
+	suite storm
+	cp "$S/report/storm.txt" "$out/e2e-storm-crashes.txt"
+	down
+	PROXY=kube-proxy up
+	start=$SECONDS
+	e2e >"$out/e2e-kube-proxy.log" 2>&1 || true
+	suite kube-proxy
+	down
+	local rc=0
+	compare "$out/e2e-kproxy.json" "$out/e2e-kube-proxy.json" || rc=1
+	log "under the storm ($(cat "$out/e2e-storm-crashes.txt" | tr '\n' ' ')):"
+	DIFFERENCES=/dev/null compare "$out/e2e-storm.json" "$out/e2e-kproxy.json" "kproxy under the storm" "kproxy" || rc=1
+	return $rc
+}
+
+# conformance: what CI runs. The smoke check and the suite's [Conformance]
+# specs against kproxy; fails if any fails. The report in $OUT/e2e-conformance.*.
+conformance() {
+	local out=${OUT:-$root/bin} start
+	mkdir -p "$out"
+	trap 'down' EXIT
+	PROXY=kproxy up
+	smoke
+	start=$SECONDS
+	E2E_LABELS=Conformance e2e >"$out/e2e-conformance.log" 2>&1 || true
+	suite conformance
+	local failed
+	failed=$(jq -r '.[0].SpecReports[] | select(.LeafNodeType == "It" and (.State == "failed" or .State == "timedout" or .State == "panicked" or .State == "interrupted" or .State == "aborted"))
+		| (.ContainerHierarchyTexts + [.LeafNodeText]) | join(" ")' "$out/e2e-conformance.json")
+	if [ -n "$failed" ] || ! grep -q passed "$out/e2e-conformance.txt"; then
+		log "conformance: failed:"
+		echo "${failed:-no spec ran}" >&2
+		grep -v '^passed' "$out/e2e-conformance.txt" >&2 || true
+		return 1
+	fi
+	log "conformance: every [Conformance] spec passed"
 }
 
 case "${1:-}" in
@@ -688,11 +799,14 @@ down) down ;;
 smoke) smoke ;;
 e2e) e2e ;;
 report) report ;;
-compare) compare "$2" "$3" ;;
+compare) compare "$2" "$3" "${4:-}" "${5:-}" ;;
 all) all ;;
+storm) storm ;;
+conformance) conformance ;;
+table) table "${2:-}" ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|smoke|e2e|report|compare|all|down|env" >&2
+	echo "usage: $0 up|smoke|e2e|storm|report|compare|table|all|conformance|down|env" >&2
 	exit 2
 	;;
 esac
