@@ -1,6 +1,7 @@
 // Command coredns is CoreDNS with the plugins a cluster's DNS needs
-// (kubernetes, cache, health, ready, errors, log, loadbalance), in the
-// order CoreDNS's plugin.cfg gives them: the cluster DNS of test/cluster.
+// (kubernetes, cache, health, ready, errors, log, loadbalance) and hosts
+// (an e2e spec runs a server of its own from a hosts block), in the order
+// CoreDNS's plugin.cfg gives them: the cluster DNS of test/cluster.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"
@@ -17,7 +19,7 @@ import (
 )
 
 func init() {
-	dnsserver.Directives = []string{"ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes"}
+	dnsserver.Directives = []string{"ready", "health", "errors", "log", "loadbalance", "cache", "hosts", "kubernetes"}
 }
 
 func main() { coremain.Run() }
