@@ -342,14 +342,15 @@ func TestManifestsAgree(t *testing.T) {
 				}
 			}
 		}
-		// On Linux, the hand-over's sysctl (net.ipv4.tcp_migrate_req) is
+		// On Linux, the node's sysctls (the hand-over's
+		// net.ipv4.tcp_migrate_req, kube-proxy's conntrack settings) are
 		// set by a privileged init container running only `kproxy
-		// setup-node` from kproxy's own image (a host-network pod may not
+		// setup-node` (with kproxy's config) from kproxy's own image (a host-network pod may not
 		// set net.* sysctls, and /proc/sys is read-only in any container
 		// that is not privileged); kproxy itself stays unprivileged.
 		if spec.NodeSelector[corev1.LabelOSStable] == "linux" {
 			inits := spec.InitContainers
-			if len(inits) != 1 || !slices.Equal(slices.Concat(inits[0].Command, inits[0].Args), []string{"kproxy", "setup-node"}) ||
+			if len(inits) != 1 || !slices.Equal(slices.Concat(inits[0].Command, inits[0].Args), []string{"kproxy", "setup-node", "--config", "/var/lib/kproxy/config.conf"}) ||
 				inits[0].SecurityContext == nil || !ptr.Deref(inits[0].SecurityContext.Privileged, false) ||
 				len(spec.Containers) == 0 || inits[0].Image != spec.Containers[0].Image {
 				t.Errorf("%s: want one init container, privileged, running kproxy setup-node from the kproxy container's image; have %+v", where, inits)

@@ -231,8 +231,8 @@ func durationIf(values map[string]string, flag string, d metav1.Duration) {
 
 // kubeProxyValues maps the KubeProxyConfiguration fields that mean
 // something to kproxy onto its flags. A field kproxy cannot honour is an
-// error; one that is meaningless for a userspace proxy (conntrack tuning,
-// masquerading, local-traffic detection...) is accepted and reported.
+// error; one that is meaningless for a userspace proxy (masquerading,
+// local-traffic detection by interface...) is accepted and reported.
 func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[string]string) ([]string, error) {
 	switch c.Mode {
 	case "":
@@ -282,12 +282,29 @@ func kubeProxyValues(c *kubeproxyconfig.KubeProxyConfiguration, values map[strin
 	}
 	durationIf(values, "sync-period", sync)
 	durationIf(values, "min-sync-period", minSync)
+	ct := c.Conntrack
+	if ct.MaxPerCore != nil {
+		values["conntrack-max-per-core"] = strconv.Itoa(int(*ct.MaxPerCore))
+	}
+	if ct.Min != nil {
+		values["conntrack-min"] = strconv.Itoa(int(*ct.Min))
+	}
+	if ct.TCPEstablishedTimeout != nil {
+		values["conntrack-tcp-timeout-established"] = ct.TCPEstablishedTimeout.Duration.String()
+	}
+	if ct.TCPCloseWaitTimeout != nil {
+		values["conntrack-tcp-timeout-close-wait"] = ct.TCPCloseWaitTimeout.Duration.String()
+	}
+	if ct.TCPBeLiberal {
+		values["conntrack-tcp-be-liberal"] = "true"
+	}
+	durationIf(values, "conntrack-udp-timeout", ct.UDPTimeout)
+	durationIf(values, "conntrack-udp-timeout-stream", ct.UDPStreamTimeout)
 
 	var ignored []string
 	for field, set := range map[string]bool{
 		"detectLocalMode": c.DetectLocalMode != "" && c.DetectLocalMode != detectLocalClusterCIDR && c.DetectLocalMode != detectLocalNodeCIDR,
 		"detectLocal":     c.DetectLocal.BridgeInterface != "" || c.DetectLocal.InterfaceNamePrefix != "",
-		"conntrack":       c.Conntrack.MaxPerCore != nil || c.Conntrack.Min != nil || c.Conntrack.TCPEstablishedTimeout != nil || c.Conntrack.TCPCloseWaitTimeout != nil,
 		"oomScoreAdj":     c.OOMScoreAdj != nil, "featureGates": len(c.FeatureGates) > 0,
 		"iptables.masquerade*": c.IPTables.MasqueradeAll || c.IPTables.MasqueradeBit != nil,
 		"ipvs":                 c.IPVS.Scheduler != "" || len(c.IPVS.ExcludeCIDRs) > 0 || c.IPVS.StrictARP, "winkernel": c.Winkernel.NetworkName != "",

@@ -70,7 +70,7 @@ Commands:
   watch    print the node-local view as JSON on every change, or run a callout (kproxy watch --help)
   cleanup  remove every kernel portal rule kproxy owns (kproxy cleanup --help)
   chaos    drive a running kproxy's fault-injection API (kproxy chaos --help)
-  setup-node  set the kernel settings a hand-over needs, then exit (kproxy setup-node --help)
+  setup-node  set the node's sysctls (hand-over, connection tracking), then exit (kproxy setup-node --help)
   version  print the version
 
 Benchmarks are a binary of their own: kproxy-bench --help.

@@ -31,6 +31,7 @@ import (
 // runOptions are kproxy run's flags; names follow kube-proxy where it has one.
 type runOptions struct {
 	sourceFlags
+	conntrack     conntrackFlags
 	config        string
 	writeConfigTo string
 	portalMode    string
@@ -80,6 +81,7 @@ type runOptions struct {
 func runFlags(o *runOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet("kproxy run", flag.ContinueOnError)
 	o.sourceFlags.register(fs)
+	o.conntrack.register(fs)
 	fs.StringVar(&o.config, "config", "", "a config file: kube-proxy's KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) and/or a KproxyConfiguration (kproxy.io/v1alpha1); flags given on the command line win")
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", `write the effective config (the file's settings and the flags) to this file ("-": standard output) and exit`)
 	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (the first kernel portal that works: nftables, then iptables; netsh on Windows; the start fails when none does)")
@@ -118,6 +120,9 @@ func runFlags(o *runOptions) *flag.FlagSet {
 
 func (o *runOptions) validate() error {
 	if err := o.sourceFlags.validate(); err != nil {
+		return err
+	}
+	if err := o.conntrack.validate(); err != nil {
 		return err
 	}
 	switch o.portalMode {
@@ -295,6 +300,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
 	}
 	enableMigrateReq(log)
+	o.conntrack.apply(log)
 	src, err := o.newSource(log, "kproxy run")
 	if err != nil {
 		return err

@@ -7,9 +7,9 @@ import "strings"
 // sysmon sleeps until the next system call made through syscall.Syscall
 // (Go's accept, connect, close), which wakes it and resets its period to
 // 20 µs, so it polls at that rate for a millisecond after each burst and
-// again after the next. Under a connection-per-request load that polling
-// (nanosleep, and the futex wakeups that go with it) was 8–9% of kproxy's
-// CPU, and as much under keep-alive requests. With schedtrace set
+// again after the next. That polling (nanosleep, and the futex wakeups
+// that go with it) is a noticeable share of kproxy's CPU under
+// connection-per-request and keep-alive loads. With schedtrace set
 // sysmon never takes the deep sleep: it backs off to its 10 ms period and
 // stays there unless it has taken a P from a blocked system call. The
 // value is the longest interval (int32 ms, 24.8 days), so the scheduler

@@ -203,6 +203,7 @@ images() {
 		"$(IMAGE_CMD=sh image registry.k8s.io/e2e-test-images/busybox:1.37.0-1 "$(command -v busybox)" busybox-entry busybox)"
 		"$(image kproxy.test/coredns:1 "$COREDNS" coredns)"
 		"$(image registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0 "$COREDNS" coredns busybox bash dig getent)"
+		"$(image registry.k8s.io/build-image/distroless-iptables:v0.9.6 "$(command -v busybox)" busybox-entry busybox conntrack)"
 		"$(image registry.k8s.io/e2e-test-images/regression-issue-74839:1.4 "$REGRESSION_74839" regression-issue-74839)"
 		"$(image kproxy.test/kube-proxy:1 "$KUBE_PROXY" kube-proxy nft iptables ip6tables iptables-save iptables-restore ip6tables-save ip6tables-restore)")
 	(cd "$root" && make -s image >/dev/null)
@@ -358,10 +359,12 @@ node() { # N
 
 kproxy_daemonset() {
 	# As a user installs it: deploy/'s manifests, the API server's address
-	# set in the ConfigMap, the image make image built.
+	# and the cluster CIDR set in the ConfigMap, the image make image built;
+	# nf_conntrack_max left alone, as for kube-proxy below (it is the
+	# machine's, and the nodes share it).
 	kubectl_ apply -f "$root/deploy/rbac.yaml" >/dev/null
 	sed -e "s#server: .*#server: https://$HOST_IP:$APISERVER_PORT#" \
-		-e "s#^    mode: nftables#    mode: nftables\n    clusterCIDR: $CLUSTER_CIDR#" "$root/deploy/configmap.yaml" | kubectl_ apply -f - >/dev/null
+		-e "s#^    mode: nftables#    mode: nftables\n    clusterCIDR: $CLUSTER_CIDR\n    conntrack: {maxPerCore: 0}#" "$root/deploy/configmap.yaml" | kubectl_ apply -f - >/dev/null
 	kubectl_ apply -f "$root/deploy/daemonset.yaml" >/dev/null
 }
 
