@@ -22,10 +22,9 @@ import (
 // and is run right after it, in order.
 //
 // And an idle actor's mailbox is one small struct: the queues are slices
-// under a mutex, dropped when drained. protoactor's lock-free mailbox kept
-// two queues with a node each besides its struct (about 250 bytes per
-// actor, three actors per service port), its default one a ring of ten
-// slots per queue.
+// under a mutex, dropped when drained. protoactor's lock-free mailbox keeps
+// two queues with a node each besides its struct, its default one a ring
+// of ten slots per queue, and there are three actors per service port.
 func spawnSafeMailbox() actor.Mailbox { return &mailbox{} }
 
 type mailbox struct {

@@ -236,7 +236,7 @@ func (p *Portal) fail(addr string, err error) {
 }
 
 // served are the listeners a Portal serves, one or two per service port:
-// a slice, where a map by address took 230 bytes per service port.
+// a slice rather than a map by address, smaller per service port.
 type served []*portal.Listener
 
 func (s served) get(addr string) *portal.Listener {
@@ -320,8 +320,8 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 // affinity, or the Balancer not configured yet). It runs on connection
 // goroutines, never inside Receive.
 //
-// A request to the actor was the one part of a connection's cost that
-// grew with the actors' load: a future, a message each way, a mailbox
+// A request to the actor is the one part of a connection's cost that
+// grows with the actors' load: a future, a message each way, a mailbox
 // wake-up and two goroutine switches per connection. Reading the Snapshot
 // is an atomic load and a counter increment.
 type balancerPicker struct {

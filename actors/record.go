@@ -69,7 +69,7 @@ type record struct {
 // state. Each report is a new ServicePortState built from it, which the
 // Proxier keeps: the fields are only ever replaced, never changed in
 // place, so the report shares them. (Keeping a ServicePortState here too
-// held a second one, 0.2 KiB, per service port.)
+// would hold a second one per service port.)
 type portStatus struct {
 	started  bool // the first ServicePort incarnation has started
 	restarts int32

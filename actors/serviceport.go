@@ -360,7 +360,7 @@ func (s *ServicePort) spawn(ctx actor.Context, role string) {
 }
 
 // children are a ServicePort's running children, by role (fields, not a
-// map: a map of three was 250 bytes per service port).
+// map: smaller per service port).
 type children struct{ portal, balancer, affinity *actor.PID }
 
 func (c *children) of(role string) **actor.PID {

@@ -22,9 +22,9 @@ func NewRoundRobin(rand *rand.Rand) *RoundRobin {
 	return &RoundRobin{rand: rand}
 }
 
-// smallSet is the most endpoints looked up by scanning the list: a map per
-// pool held 0.3 KiB per pool, six pools per service port, and most
-// service ports have a few endpoints.
+// smallSet is the most endpoints looked up by scanning the list rather
+// than a map: each of a service port's six pools would hold a map, and
+// most service ports have a few endpoints.
 const smallSet = 8
 
 func newDefaultRand() *rand.Rand {

@@ -19,8 +19,8 @@ import (
 // IPv4-mapped). Each pool keeps its own position, so one pool's picks do
 // not skew another's spread.
 type Scopes struct {
-	// pools by external, then family: an array, not a map (a map of six
-	// took 300 bytes per service port).
+	// pools by external, then family: an array, not a map (smaller per
+	// service port).
 	pools [2][3]RoundRobin
 }
 

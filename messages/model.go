@@ -15,7 +15,7 @@ func (k *ServicePortKey) ID() string {
 		return "<nil>"
 	}
 	// Concatenated, not fmt.Sprintf: it is called several times per
-	// service port and change (10% of kproxy's CPU starting 10,000).
+	// service port and change, which adds up at 10,000 service ports.
 	return k.GetNamespace() + "/" + k.GetName() + ":" + k.GetPortName() + "/" + k.GetProtocol().String()
 }
 

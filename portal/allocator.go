@@ -60,9 +60,9 @@ func (r PortRange) String() string {
 //
 // A port is taken by opening the socket the Portal will serve on it, and
 // that socket is kept (Listeners.reserve) until the Portal takes it over:
-// a port found free and closed again was lost, now and then, to the node's
-// own outgoing connections, whose ephemeral ports come from the same range,
-// before the Portal listened on it.
+// a port found free and closed again can be lost to the node's own
+// outgoing connections, whose ephemeral ports come from the same range,
+// before the Portal listens on it.
 type PortAllocator struct {
 	host string
 	r    PortRange

@@ -12,7 +12,8 @@ import (
 )
 
 // datagramBuffers are shared by every flow: a flow waiting for its
-// endpoint holds no buffer (a flood of 20,000 flows held 64 KiB each).
+// endpoint holds no buffer (else each of a flood of flows would hold
+// MaxDatagram).
 var datagramBuffers = sync.Pool{New: func() any {
 	b := make([]byte, MaxDatagram)
 	return &b

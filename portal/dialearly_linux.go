@@ -13,11 +13,11 @@ import (
 // the system call returns: the SYN and the SYN-ACK are handled on the
 // way. Go's dial still sees EINPROGRESS and waits for the poller to
 // report the socket writable, which parks the goroutine, arms a timer and
-// a context callback for the dial timeout and costs a wakeup: about a
-// seventh of the CPU per proxied connection on loopback. The second
-// connect returns 0 for a connection already made, the pending error
-// (ECONNREFUSED) for one refused meanwhile, and EALREADY for one still in
-// progress, which Go then waits for with its timeout as before.
+// a context callback for the dial timeout and costs a wakeup, on every
+// proxied connection. The second connect returns 0 for a connection
+// already made, the pending error (ECONNREFUSED) for one refused
+// meanwhile, and EALREADY for one still in progress, which Go then waits
+// for with its timeout as before.
 func connectEarly(network, address string, c syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil || ap.Addr().Zone() != "" {

@@ -331,9 +331,9 @@ func (l *Listener) CloseFlows() {
 type Listeners struct {
 	mu sync.Mutex
 	// m holds each owner's sockets: one or two per service port, so a
-	// slice (a map per owner took 300 bytes per service port). The
-	// proxy-port sockets the allocator holds (reserved owners, thousands
-	// in kernel modes) are only in held.
+	// slice (smaller than a map per owner). The proxy-port sockets the
+	// allocator holds (reserved owners, thousands in kernel modes) are
+	// only in held.
 	m map[string][]*Listener
 	// held is every open socket by network address, with its owner:
 	// sockets are opened with SO_REUSEPORT (a successor process shares

@@ -22,15 +22,14 @@ const smallCopySize = 16 << 10
 // spliceCopy copies src to dst. Small chunks (requests, replies, a
 // server's greeting) are read into a pooled 16 KiB buffer and written:
 // for them two splices through a pipe cost more CPU than a read and a
-// write (the profile of a connection per request and of 64-byte echoes
-// put most of kproxy's CPU in splice). Once a read fills the buffer the
-// direction is bulk and moves through a pipe with splice(2), bytes never
-// crossing into user space, until a chunk is small again.
+// write. Once a read fills the buffer the direction is bulk and moves
+// through a pipe with splice(2), bytes never crossing into user space,
+// until a chunk is small again.
 //
 // Like Go's io.Copy between TCP connections, but it waits for src to have
 // data before it takes a buffer or a pipe, and gives either back once the
 // data is through: io.Copy holds its pipe (two fds) for the whole life of
-// the connection, so every idle proxied connection cost six fds; here it
+// the connection, so every idle proxied connection costs six fds; here it
 // costs its two sockets and no memory. When no fd is left for a pipe it
 // copies through the buffer, so connections already proxied keep working
 // under fd exhaustion.
@@ -139,7 +138,7 @@ func (c *copier) chunk(fd int) (wait, done bool) {
 // writeBufFunc writes c.buf to dst, waiting while dst is full. A raw
 // system call: the socket is non-blocking, so the call never sleeps, and
 // the scheduler's bookkeeping around a blocking call (entersyscall, and
-// waking its monitor thread) was 5% of the CPU of 64-byte echoes.
+// waking its monitor thread) would be a noticeable cost of small writes.
 func (c *copier) writeBufFunc() func(fd uintptr) bool {
 	return func(fd uintptr) bool {
 		for len(c.buf) > 0 {

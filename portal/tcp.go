@@ -37,8 +37,8 @@ type TCPProxy struct {
 	Reaper *IdleReaper
 	Faults *Faults // nil unless fault injection is on
 	// Log is the process's logger; events name ServicePort and Listen
-	// (a logger per listener with those fields held 1 KiB per service
-	// port: zerolog's With allocates a 500-byte buffer each time).
+	// (not a logger per listener with those fields: zerolog's With
+	// allocates a 500-byte buffer each time, held per service port).
 	Log    zerolog.Logger
 	Listen string
 	// Tracer traces connections, sampled by its provider; nil traces
@@ -71,8 +71,8 @@ type TCPProxy struct {
 type dialerLadder [len(dialTimeouts)]*net.Dialer
 
 // dialerLadders are shared by every TCPProxy with the same keepalive: a
-// net.Dialer is safe for concurrent use, and a ladder of its own was
-// 0.7 KiB for every listener that ever had a connection.
+// net.Dialer is safe for concurrent use, and a ladder of its own would be
+// held by every listener that ever had a connection.
 var dialerLadders sync.Map // time.Duration -> *dialerLadder
 
 func ladderFor(keepAlive time.Duration) *dialerLadder {

@@ -10,8 +10,8 @@ import (
 // handler, its client-to-endpoint copy) on goroutines kept for a moment
 // after their last one ended, as fasthttp's worker pool does. A new
 // goroutine starts with a small stack, and the handler's dial (Go's net
-// package) grows it twice, copying it each time: 5% of kproxy's CPU per
-// proxied connection; a kept goroutine has its grown stack already.
+// package) grows it twice, copying it each time, on every proxied
+// connection; a kept goroutine has its grown stack already.
 // Each connection still has goroutines of its own while it lives (a
 // stalled one holds its own, and the next connection gets another), and
 // a panic in one is recovered and ends only that connection.

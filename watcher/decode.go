@@ -52,8 +52,8 @@ type objectDoc[T any] struct {
 	obj             T      // nil once cooled
 	raw             []byte // the document obj was decoded from
 	// file and doc name where it is for messages, when its located's at
-	// is empty: a string of its own per document was 0.15 KiB of every
-	// service port, read only for messages.
+	// is empty: not a string of its own per document, which every service
+	// port would hold and only messages read.
 	file *string
 	doc  int
 }
@@ -342,8 +342,8 @@ func decodeDocument(at string, doc []byte, out *decoded) {
 // YAML parse (YAMLToJSONStrict, which also refuses duplicate keys, or
 // simpleYAMLToJSON where it can) and one strict JSON decode, where decodeDocument's general path parses the YAML
 // three times (its lenient look at the header, and the YAML serializer's
-// two conversions): loading 10,000 services spent 3.4 s of CPU decoding
-// that way. Anything else (an error, another kind, an empty document)
+// two conversions), and decoding is most of the cost of loading thousands
+// of services. Anything else (an error, another kind, an empty document)
 // returns false and takes the general path, so its findings and messages
 // are exactly those of the general path.
 func decodeFast(at string, seq int, doc []byte, out *decoded) bool {
@@ -405,9 +405,9 @@ func decodeFast(at string, seq int, doc []byte, out *decoded) bool {
 // decodeKnown decodes a Service or EndpointSlice whose apiVersion and
 // kind were read with its conversion to JSON (known), as the deserializer
 // would (a strict decode into the kind's type), without the deserializer's
-// own look at apiVersion and kind first: a whole JSON decode of the
-// document, 6% of the CPU of starting 10,000 service ports. Any other
-// document is left to the deserializer.
+// own look at apiVersion and kind first, which is a whole extra JSON
+// decode of every document. Any other document is left to the
+// deserializer.
 func decodeKnown(js []byte, t typeOf) (obj runtime.Object, known bool, err error) {
 	switch t {
 	case typeOf{"v1", "Service"}:

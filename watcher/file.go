@@ -85,8 +85,8 @@ func readInputs(path string) ([]input, error) {
 }
 
 // MaxManifestBytes bounds one manifest file. Decoding costs about ten
-// times a file's size in memory (a 50 MB file with one string took
-// 700 MB), and 10,000 service ports fit in well under 16 MiB.
+// times a file's size in memory, and 10,000 service ports fit in well
+// under 16 MiB.
 const MaxManifestBytes = 16 << 20
 
 // readManifest reads a file of at most MaxManifestBytes.
@@ -315,8 +315,8 @@ func buildService(b *builtService, opts Options) {
 var buildPerWorker = 256
 
 // buildAll calls build for each of todo, on GOMAXPROCS goroutines when
-// there are many: building 10,000 services was the one part of a start
-// between decoding the files and opening the sockets that used one core.
+// there are many: built one by one, they would be the one part of a start
+// between decoding the files and opening the sockets that uses one core.
 func buildAll(todo []int, build func(i int)) {
 	workers := min(goruntime.GOMAXPROCS(0), len(todo)/buildPerWorker)
 	if workers < 2 {

@@ -35,8 +35,8 @@ func parseIP(s string) (netip.Addr, bool) {
 // duplicates, keeping the input order (the first cluster IP is the primary).
 // Invalid strings are dropped: validation has already reported them. An
 // empty set is nil (the getters read it as empty): most service ports have
-// no external or load-balancer IPs, and two empty sets were 0.2 KiB of
-// each.
+// no external or load-balancer IPs, and would otherwise hold two empty
+// sets each.
 func ipSet(ips ...string) *messages.IPSet {
 	if len(ips) == 0 {
 		return nil

@@ -14,8 +14,8 @@ import (
 // string, an integer or true/false), which then takes the YAML parser.
 // What it accepts, it converts exactly as sigs.k8s.io/yaml's
 // YAMLToJSONStrict does (FuzzSimpleYAML checks it against it), at about
-// a tenth of the CPU and garbage: loading 10,000 services spent most of
-// its time in the YAML parser.
+// a tenth of the CPU and garbage: the YAML parser would be most of the
+// cost of loading thousands of services.
 func simpleYAMLToJSON(doc []byte) ([]byte, bool) {
 	js, _, ok := simpleYAMLDocument(doc)
 	return js, ok

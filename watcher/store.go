@@ -18,8 +18,8 @@ import (
 type Store struct {
 	mu sync.RWMutex
 	// services holds each service's ports. A slice, not a map by service
-	// port ID: a service has a few ports, and a map per service was
-	// 0.25 KiB of every service port.
+	// port ID: a service has a few ports, and a slice is smaller per
+	// service port.
 	services map[string]portList
 }
 

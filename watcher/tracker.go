@@ -28,8 +28,8 @@ type Tracker struct {
 	// (NeedsPacing): FlushUnpaced leaves them to it.
 	held map[string]bool
 	// last holds the service ports sent, by service. A slice, not a map
-	// by service port ID: a service has a few ports, and a map per
-	// service was 0.25 KiB of every service port.
+	// by service port ID: a service has a few ports, and a slice is
+	// smaller per service port.
 	last map[string][]*messages.ServicePortEndpoints
 
 	// Events counts notifications, Changes the upserts and deletes flushed.

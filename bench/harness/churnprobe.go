@@ -27,10 +27,9 @@ const (
 // churnProbersFor is the default probers for rate changes a second: 16,
 // and one per 16 changes/s above 256/s. A change needs at least one
 // probe (a connection through kproxy to a backend): 16 probers keep up
-// with 1,000 changes a second only while a probe takes under 16 ms, and
-// on a loaded 2-core machine it did not: the changes queued for their
-// first probe (1.1 probes per change, p50 in hundreds of ms, while
-// kproxy's own metric said a few ms).
+// with 1,000 changes a second only while a probe takes under 16 ms, which
+// a loaded 2-core machine exceeds: changes then queue for their first
+// probe, and the latency measured is the queue's rather than kproxy's.
 func churnProbersFor(rate float64) int {
 	return max(churnProbers, int(rate/16))
 }

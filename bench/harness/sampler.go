@@ -23,11 +23,9 @@ type sampler struct {
 
 // scrapeInterval: /metrics is read at most this often, /proc at every
 // sample. A scrape costs the proxy (its text for a thousand service ports
-// is large): at 10 a second it took a tenth of kproxy's CPU under churn,
-// at one a second 4-5% of its CPU under the ports loads (a profile),
-// charged to its CPU per request though HAProxy is never
-// scraped. Every 5 s is still 3-12 times as often as Prometheus usually
-// scrapes.
+// is large), and that cost is charged to its CPU per request though
+// HAProxy is never scraped. Every 5 s is still 3-12 times as often as
+// Prometheus usually scrapes.
 const scrapeInterval = 5 * time.Second
 
 // scrape is one reading of /metrics.

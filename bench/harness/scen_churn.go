@@ -79,15 +79,15 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 	// Changes are made on schedule, each in its own goroutine (an API
 	// write takes milliseconds; one after another would cap the rate),
 	// at most maxInFlight at once, as a controller's workers would (more
-	// only slowed the API server sharing this machine), and in order per
+	// only slow the API server sharing this machine), and in order per
 	// service.
 	const maxInFlight = 16
 	sem := make(chan struct{}, maxInFlight)
 	last := make([]chan struct{}, len(addrs)) // closed when the service's latest change is written
 	var setErr error
 	// Change k is due at begin + k/R: a ticker drops the ticks a busy
-	// driver misses, which at 1,000/s on a loaded machine halved the rate
-	// made; a schedule makes the late ones at once instead.
+	// driver misses, so on a loaded machine it makes far fewer changes than
+	// asked; a schedule makes the late ones at once instead.
 	every := time.Duration(float64(time.Second) / o.ChurnRate)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
