@@ -74,12 +74,14 @@ test: export KPROXY_KWOK = $(shell test/build-kwok.sh --path)
 # API server and control plane above, nodes in network namespaces with
 # Debian's containerd and upstream's kubelet (test/node), kproxy installed
 # from deploy/ with make image's image. make e2e-smoke serves real pods
-# through it from a node, another host and a pod (about 30 s warm); make
-# e2e also runs Kubernetes' network e2e tests against it and against
-# kube-proxy on a cluster of its own (about 45 minutes; reports in bin/)
-# and fails where kproxy fails what kube-proxy passes, documented
-# differences aside (docs/conformance.md). Torn down at the end, also when
-# interrupted.
+# through it from a node, another host and a pod (about 30 s warm);
+# make e2e-conformance runs the [Conformance] specs of Kubernetes' network
+# e2e tests against it (what CI runs); make e2e runs the whole suite
+# against kproxy, against kproxy under a crash storm and against
+# kube-proxy (reports in bin/), and fails where kproxy fails what
+# kube-proxy passes, documented differences aside, or fails under the
+# storm what it passes without (docs/conformance.md). Torn down at the
+# end, also when interrupted.
 .PHONY: e2e e2e-smoke e2e-conformance
 e2e: apiserver control-plane
 	test/cluster/cluster.sh all

@@ -28,6 +28,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 S=${KPROXY_CLUSTER_DIR:-/tmp/kproxy-cluster}
+# Two nodes; make e2e runs three, each a zone of its own, for the
+# topology and traffic-distribution specs.
 NODES=${KPROXY_CLUSTER_NODES:-2}
 BRIDGE=kpc0
 HOST_IP=198.19.255.1
@@ -354,7 +356,7 @@ node() { # N
 	EOF
 	start "kubelet-$n" nsenter --net="/var/run/netns/$ns" "$KUBELET" --config "$d/kubelet/config.yaml" \
 		--kubeconfig "$d/kubelet/kubeconfig" --hostname-override "$n" --node-ip "$(node_ip "$i")" \
-		--root-dir "$d/kubelet/root" --cert-dir "$d/kubelet/pki"
+		--root-dir "$d/kubelet/root" --cert-dir "$d/kubelet/pki" --node-labels "topology.kubernetes.io/zone=zone-$i"
 }
 
 kproxy_daemonset() {
@@ -473,14 +475,16 @@ storm() {
 	kubectl_ -n kube-system rollout status ds/kproxy --timeout 180s >/dev/null
 	rm -rf "$S/storm" && mkdir -p "$S/storm"
 	local pods pod pids=()
-	pods=$(kubectl_ -n kube-system get pods -l k8s-app=kproxy -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+	# The rolled-out pods: running, not on their way out.
+	pods=$(kubectl_ -n kube-system get pods -l k8s-app=kproxy --field-selector=status.phase=Running -o json |
+		jq -r '.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name')
 	for pod in $pods; do
 		(
 			n=0
 			while [ ! -e "$S/storm/stop" ]; do
 				n=$((n + 1))
 				kubectl_ -n kube-system exec "$pod" -c kproxy -- kproxy chaos storm --rate "$rate" --duration 60s --seed "$n" --kinds "$STORM_KINDS" \
-					>"$S/storm/$pod.$n.json" 2>&1 || sleep 1
+					>"$S/storm/$pod.$n.json" 2>&1 || sleep 5
 			done
 		) &
 		pids+=($!)
@@ -751,6 +755,7 @@ all() {
 	local out=${OUT:-$root/bin} start
 	mkdir -p "$out"
 	trap 'down' EXIT
+	NODES=${KPROXY_CLUSTER_NODES:-3}
 	PROXY=kproxy up
 	smoke
 	start=$SECONDS
