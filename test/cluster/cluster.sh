@@ -63,6 +63,7 @@ need_packages() {
 	command -v nc >/dev/null || missing="$missing netcat-openbsd"
 	command -v dig >/dev/null || missing="$missing dnsutils"
 	command -v conntrack >/dev/null || missing="$missing conntrack"
+	command -v jq >/dev/null || missing="$missing jq" # the reports
 	command -v wget >/dev/null || missing="$missing wget"
 	command -v curl >/dev/null || missing="$missing curl"
 	if [ -n "$missing" ]; then
