@@ -728,6 +728,11 @@ down() {
 	for cg in $(find /sys/fs/cgroup/*/ -maxdepth 1 -name 'kproxy-node-*' 2>/dev/null); do
 		find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null
 	done
+	# The pods' network namespaces containerd pinned (cni-UUID), left
+	# behind when their shims were killed: those with no process left.
+	for n in $(ip netns list | awk '/^cni-/{print $1}'); do
+		[ -z "$(ip netns pids "$n" 2>/dev/null)" ] && ip netns del "$n" 2>/dev/null
+	done
 	for i in $(seq 1 9); do
 		ip netns del "$(node_ns "$i")" 2>/dev/null
 		ip route del "$(pod_cidr "$i")" 2>/dev/null
