@@ -61,14 +61,16 @@ func transparentSource(on bool, client netip.Addr, pick Pick) (netip.Addr, bool)
 	if !on || !ip.IsValid() || ip.IsLoopback() || ip.IsUnspecified() {
 		return netip.Addr{}, false
 	}
-	if ep, err := netip.ParseAddrPort(pick.Endpoint); err == nil && ep.Addr().Unmap() == ip {
+	ep, err := netip.ParseAddrPort(pick.Endpoint)
+	epIP := ep.Addr().Unmap()
+	if err == nil && epIP == ip {
 		return netip.Addr{}, false
 	}
 	if !pick.Local {
 		transparentRemote.Add(1)
 		return netip.Addr{}, false
 	}
-	if ep, err := netip.ParseAddrPort(pick.Endpoint); err != nil || replyBypassesNode(ip, ep.Addr().Unmap()) {
+	if err != nil || replyBypassesNode(ip, epIP) {
 		transparentBypass.Add(1)
 		return netip.Addr{}, false
 	}

@@ -118,8 +118,9 @@ func applySysctl(root string, s sysctl) (bool, error) {
 	return true, nil
 }
 
-// applyConntrack sets them at start where it can (the DaemonSet's
-// privileged init container, kproxy setup-node, has set them already).
+// apply sets them at start in a kernel portal mode, where it can (the
+// DaemonSet's privileged init container, kproxy setup-node, has set them
+// already).
 func (c *conntrackFlags) apply(log zerolog.Logger) {
 	changed, missing, err := applySysctls("/proc/sys", c.settings(runtime.NumCPU()))
 	for _, s := range changed {

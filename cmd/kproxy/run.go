@@ -300,7 +300,11 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
 	}
 	enableMigrateReq(log)
-	o.conntrack.apply(log)
+	if portal.Transparent(o.portalMode) {
+		// The kernel modes' traffic is conntrack's (DNAT to proxy ports);
+		// the bind and netsh modes leave the node's tracking alone.
+		o.conntrack.apply(log)
+	}
 	src, err := o.newSource(log, "kproxy run")
 	if err != nil {
 		return err

@@ -289,29 +289,18 @@ func askPeer(e *env, proto string, addr netip.AddrPort) (netip.Addr, error) {
 		}
 		return netip.ParseAddr(strings.TrimSpace(got))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	c, err := e.tp.Client.DialContext(ctx, "tcp", addr.String())
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := c.Write([]byte("ping\n")); err != nil {
-		return netip.Addr{}, err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("read answer (so far %q): %w", line, err)
-	}
-	return netip.ParseAddr(strings.TrimSpace(line))
+	return askPeerFrom(e.tp.Client, netip.Addr{}, addr)
 }
 
-// askPeerFrom is askPeer over TCP from ns, from its address src.
+// askPeerFrom is askPeer over TCP from ns, from its address src (any,
+// when src is invalid).
 func askPeerFrom(ns *netnstest.Netns, src netip.Addr, addr netip.AddrPort) (netip.Addr, error) {
 	var c net.Conn
 	err := ns.Do(func() (err error) {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: 3 * time.Second}
+		d := net.Dialer{Timeout: 3 * time.Second}
+		if src.IsValid() {
+			d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
+		}
 		c, err = d.Dial("tcp", addr.String())
 		return err
 	})
