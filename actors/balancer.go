@@ -130,6 +130,7 @@ func (b *Balancer) dialOutcome(ctx actor.Context, m *messages.DialOutcome) {
 	} else {
 		d = b.outliers.Failed(ep, time.Now())
 	}
+	b.outliers.Explain(ep, m.GetError())
 	b.publish()
 	if d > 0 {
 		b.cfg.Metrics.Ejected()
@@ -156,7 +157,7 @@ func (b *Balancer) reportEjections(ctx actor.Context) {
 	msg := &messages.EndpointEjections{}
 	for _, e := range b.outliers.Ejections() {
 		msg.Ejected = append(msg.Ejected, &messages.EjectedEndpoint{
-			Endpoint: e.Endpoint, UntilUnixMilli: e.Until.UnixMilli(), Ejections: int32(e.Ejections)})
+			Endpoint: e.Endpoint, UntilUnixMilli: e.Until.UnixMilli(), Ejections: int32(e.Ejections), LastError: e.LastError})
 	}
 	ctx.Send(ctx.Parent(), msg)
 }

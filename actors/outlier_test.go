@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,9 +117,9 @@ func TestEjectedEndpointRestoredByProbe(t *testing.T) {
 			t.Fatalf("request %d reached %s", i, got)
 		}
 	}
-	w.wait(t, "the dead endpoint ejected", func(m map[string]*messages.ServicePortState) bool {
+	w.wait(t, "the dead endpoint ejected, with why", func(m map[string]*messages.ServicePortState) bool {
 		ej := m[sp.GetKey().ID()].GetEjected()
-		return len(ej) == 1 && ej[0].GetEndpoint() == dead
+		return len(ej) == 1 && ej[0].GetEndpoint() == dead && strings.Contains(ej[0].GetLastError(), "connection refused")
 	})
 
 	// It comes back; probes find it (the first ones fail and back off).

@@ -376,7 +376,10 @@ func (b *balancerPicker) Dialed(endpoint string, err error) {
 // dialOutcome is a dial's outcome for outlier detection, which tells a
 // timeout from a refusal.
 func dialOutcome(endpoint string, err error) *messages.DialOutcome {
-	return &messages.DialOutcome{Endpoint: endpoint, Failed: err != nil, TimedOut: portal.IsTimeout(err)}
+	if err == nil {
+		return &messages.DialOutcome{Endpoint: endpoint}
+	}
+	return &messages.DialOutcome{Endpoint: endpoint, Failed: true, TimedOut: portal.IsTimeout(err), Error: err.Error()}
 }
 
 // pickAttemptTimeout bounds one request to the Balancer; a lost request is

@@ -217,7 +217,7 @@ func (s *ServicePort) ejections(ctx actor.Context, m *messages.EndpointEjections
 	for _, e := range m.GetEjected() {
 		if old := was[e.GetEndpoint()]; old == nil || old.GetUntilUnixMilli() != e.GetUntilUnixMilli() {
 			s.cfg.Log.Warn().Str("servicePort", id).Str("endpoint", e.GetEndpoint()).Int32("ejections", e.GetEjections()).
-				Time("until", time.UnixMilli(e.GetUntilUnixMilli())).Msg("endpoint ejected: its dials keep failing")
+				Str("lastError", e.GetLastError()).Time("until", time.UnixMilli(e.GetUntilUnixMilli())).Msg("endpoint ejected: its dials keep failing")
 		}
 		delete(was, e.GetEndpoint())
 	}

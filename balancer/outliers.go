@@ -64,6 +64,7 @@ type outlier struct {
 	// slowSince is when the first dial timed out since the last success
 	// (zero: none did).
 	slowSince time.Time
+	lastError string // the last failed dial's error, for the operator
 }
 
 // Ejection is an ejected endpoint, for state.
@@ -74,6 +75,8 @@ type Ejection struct {
 	Until time.Time
 	// Ejections counts ejections since the endpoint's last successful dial.
 	Ejections int
+	// LastError is the last failed dial's error (see Explain).
+	LastError string
 }
 
 // NewOutliers returns an empty tracker.
@@ -124,6 +127,15 @@ func (o *Outliers) TimedOut(endpoint string, now time.Time) time.Duration {
 		}
 	}
 	return o.failed(h, now)
+}
+
+// Explain records why endpoint's last dial failed, shown with its
+// ejection: a refusal, an unreachable host and a timeout call for
+// different fixes. It does nothing for an endpoint without a record.
+func (o *Outliers) Explain(endpoint, err string) {
+	if h := o.hosts[endpoint]; h != nil {
+		h.lastError = err
+	}
 }
 
 func (o *Outliers) record(endpoint string) *outlier {
@@ -211,7 +223,7 @@ func (o *Outliers) Ejections() []Ejection {
 	var out []Ejection
 	for e, h := range o.hosts {
 		if h.ejections > 0 {
-			out = append(out, Ejection{Endpoint: e, Until: h.until, Ejections: h.ejections})
+			out = append(out, Ejection{Endpoint: e, Until: h.until, Ejections: h.ejections, LastError: h.lastError})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Endpoint < out[j].Endpoint })

@@ -41,6 +41,22 @@ func TestOutliersEjectAfterConsecutiveFailures(t *testing.T) {
 	}
 }
 
+func TestOutliersEjectionSaysWhy(t *testing.T) {
+	o := NewOutliers(testOutliers)
+	now := time.Unix(1000, 0)
+	o.Explain("a", "no record yet") // a healthy endpoint keeps no record
+	if o.Watching() {
+		t.Fatal("Explain made a record")
+	}
+	for _, cause := range []string{"connection refused", "connection refused", "no route to host"} {
+		o.Failed("a", now)
+		o.Explain("a", cause)
+	}
+	if got := o.Ejections(); len(got) != 1 || got[0].LastError != "no route to host" {
+		t.Fatalf("Ejections = %+v, want the last failure's error", got)
+	}
+}
+
 func TestOutliersProbeBacksOff(t *testing.T) {
 	o := NewOutliers(testOutliers)
 	now := time.Unix(1000, 0)

@@ -687,7 +687,10 @@ type DialOutcome struct {
 	Failed   bool                   `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
 	// The dial failed by timing out (no answer to its SYNs), not by a
 	// refusal or an unreachable: a full accept queue drops SYNs too.
-	TimedOut      bool `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	TimedOut bool `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	// The failed dial's error, for the operator: a refusal, an unreachable
+	// network or host, a timeout.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -741,6 +744,13 @@ func (x *DialOutcome) GetTimedOut() bool {
 		return x.TimedOut
 	}
 	return false
+}
+
+func (x *DialOutcome) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 // ProbeEndpoint is a Balancer's timer tick: an ejection is up, dial the
@@ -844,7 +854,9 @@ type EjectedEndpoint struct {
 	UntilUnixMilli int64 `protobuf:"varint,2,opt,name=until_unix_milli,json=untilUnixMilli,proto3" json:"until_unix_milli,omitempty"`
 	// Ejections since the endpoint's last successful dial; each doubles the
 	// ejection time, up to a cap.
-	Ejections     int32 `protobuf:"varint,3,opt,name=ejections,proto3" json:"ejections,omitempty"`
+	Ejections int32 `protobuf:"varint,3,opt,name=ejections,proto3" json:"ejections,omitempty"`
+	// The last failed dial's error.
+	LastError     string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +910,13 @@ func (x *EjectedEndpoint) GetEjections() int32 {
 		return x.Ejections
 	}
 	return 0
+}
+
+func (x *EjectedEndpoint) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
 }
 
 // AffinityLookup is forwarded by the Balancer to the Affinity actor, which
@@ -2341,19 +2360,22 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\x06Picked\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06report\x18\x02 \x01(\bR\x06report\x12!\n" +
-	"\faffinity_hit\x18\x03 \x01(\bR\vaffinityHit\"^\n" +
+	"\faffinity_hit\x18\x03 \x01(\bR\vaffinityHit\"t\n" +
 	"\vDialOutcome\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x16\n" +
 	"\x06failed\x18\x02 \x01(\bR\x06failed\x12\x1b\n" +
-	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\"+\n" +
+	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"+\n" +
 	"\rProbeEndpoint\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\"I\n" +
 	"\x11EndpointEjections\x124\n" +
-	"\aejected\x18\x01 \x03(\v2\x1a.kproxy.v1.EjectedEndpointR\aejected\"u\n" +
+	"\aejected\x18\x01 \x03(\v2\x1a.kproxy.v1.EjectedEndpointR\aejected\"\x94\x01\n" +
 	"\x0fEjectedEndpoint\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12(\n" +
 	"\x10until_unix_milli\x18\x02 \x01(\x03R\x0euntilUnixMilli\x12\x1c\n" +
-	"\tejections\x18\x03 \x01(\x05R\tejections\"\x97\x01\n" +
+	"\tejections\x18\x03 \x01(\x05R\tejections\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x04 \x01(\tR\tlastError\"\x97\x01\n" +
 	"\x0eAffinityLookup\x12\x1b\n" +
 	"\tclient_ip\x18\x01 \x01(\tR\bclientIp\x12\x18\n" +
 	"\aexclude\x18\x02 \x03(\tR\aexclude\x12\x1a\n" +
