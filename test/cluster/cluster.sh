@@ -745,10 +745,13 @@ down() {
 	log "down"
 }
 
-# suite NAME: the last e2e run's report kept as $OUT/e2e-NAME.{json,txt}.
+# suite NAME: the last e2e run's report kept as $OUT/e2e-NAME.{json,txt},
+# the node proxies' logs as $OUT/e2e-NAME-proxy.log (one line each, the pod
+# first).
 suite() {
 	cp "$S/report/report.json" "$out/e2e-$1.json"
 	report >"$out/e2e-$1.txt"
+	kubectl_ -n kube-system logs -l "k8s-app=$PROXY" -c "$PROXY" --prefix --tail=-1 --max-log-requests=9 >"$out/e2e-$1-proxy.log" 2>&1 || true
 	log "$1: $(tail -1 "$out/e2e-$1.txt") in $((SECONDS - start)) s; $out/e2e-$1.txt"
 }
 
@@ -762,7 +765,8 @@ all() {
 	mkdir -p "$out"
 	trap 'down' EXIT
 	NODES=${KPROXY_CLUSTER_NODES:-3}
-	PROXY=kproxy up
+	PROXY=kproxy
+	up
 	smoke
 	start=$SECONDS
 	e2e >"$out/e2e-kproxy.log" 2>&1 || true
@@ -772,7 +776,8 @@ all() {
 	suite storm
 	cp "$S/report/storm.txt" "$out/e2e-storm-crashes.txt"
 	down
-	PROXY=kube-proxy up
+	PROXY=kube-proxy
+	up
 	start=$SECONDS
 	e2e >"$out/e2e-kube-proxy.log" 2>&1 || true
 	suite kube-proxy
@@ -790,7 +795,8 @@ conformance() {
 	local out=${OUT:-$root/bin} start
 	mkdir -p "$out"
 	trap 'down' EXIT
-	PROXY=kproxy up
+	PROXY=kproxy
+	up
 	smoke
 	start=$SECONDS
 	E2E_LABELS=Conformance e2e >"$out/e2e-conformance.log" 2>&1 || true
