@@ -29,14 +29,13 @@ type Affinity struct {
 
 // Receive implements actor.Actor.
 func (a *Affinity) Receive(ctx actor.Context) {
-	a.cfg.borrow(&a.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.cfg.traceRestart(ctx)
 		// A timer, not ReceiveTimeout: protoactor's ReceiveTimeout has a data race.
 		a.cancelSweep = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).
 			SendRepeatedly(affinitySweepInterval, affinitySweepInterval, ctx.Self(), &messages.SweepAffinity{})
-		a.current(ctx)
+		a.setEndpoints(a.rec.endpoints.Load())
 	case *actor.Restarting:
 		a.cancelSweep()
 		ctx.Send(ctx.Parent(), &messages.ChildRestarted{Role: roleAffinity})
@@ -45,9 +44,8 @@ func (a *Affinity) Receive(ctx actor.Context) {
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetEndpoints:
-		a.current(ctx)
+		a.setEndpoints(m)
 	case *messages.AffinityLookup:
-		a.current(ctx)
 		ep, pinned := a.rec.pins.Pick(m.GetExternal(), m.GetClientIp(), m.GetExclude(), m.GetFallback())
 		ctx.Respond(&messages.Picked{Address: ep, Report: m.GetReport(), AffinityHit: pinned})
 	case *messages.SweepAffinity:
@@ -55,10 +53,11 @@ func (a *Affinity) Receive(ctx actor.Context) {
 	}
 }
 
-// current applies the service port's latest endpoint set, if not yet: the
-// timeout, and drops the pins whose endpoint left its scope.
-func (a *Affinity) current(ctx actor.Context) {
-	m := a.rec.endpoints.Load()
+// setEndpoints applies an endpoint set newer than the one applied (see
+// Balancer.setEndpoints): the timeout, and drops the pins whose endpoint
+// left its scope. The ServicePort tells this actor before the Balancer,
+// so a lookup the Balancer forwards from a set comes after that set.
+func (a *Affinity) setEndpoints(m *messages.SetEndpoints) {
 	if m == nil || m.GetVersion() <= a.version {
 		return
 	}

@@ -32,21 +32,19 @@ type Balancer struct {
 
 // Receive implements actor.Actor.
 func (b *Balancer) Receive(ctx actor.Context) {
-	b.cfg.borrow(&b.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		b.cfg.traceRestart(ctx)
 		// The previous incarnation's Snapshot kept serving connections
 		// while this one started; this one's replaces it at once.
-		b.current(ctx)
+		b.setEndpoints(ctx, b.rec.endpoints.Load())
 	case *actor.Restarting:
 		ctx.Send(ctx.Parent(), &messages.ChildRestarted{Role: roleBalancer})
 	case *messages.SetEndpoints:
-		b.current(ctx)
+		b.setEndpoints(ctx, m)
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.PickEndpoint:
-		b.current(ctx)
 		b.pick(ctx, ctx.Sender(), m)
 	case *messages.DialOutcome:
 		b.dialOutcome(ctx, m)
@@ -55,11 +53,12 @@ func (b *Balancer) Receive(ctx actor.Context) {
 	}
 }
 
-// current applies the service port's latest endpoint set, if this actor
-// has not yet: a pick always sees the endpoints the service port last
-// reported (record.setEndpoints), whatever order messages came in.
-func (b *Balancer) current(ctx actor.Context) {
-	m := b.rec.endpoints.Load()
+// setEndpoints applies an endpoint set newer than the one applied: a
+// SetEndpoints, or on start the record's latest (a set this incarnation
+// read on start may come again from its mailbox). The ServicePort sends
+// the set before it reports it, so a pick asked after the report is
+// answered from it (record.setEndpoints).
+func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
 	if m == nil || m.GetVersion() <= b.version {
 		return
 	}

@@ -103,10 +103,6 @@ type Config struct {
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map
-	// kinds are the per-service-port actors' Props and records the
-	// records they borrow, by ServicePort name (set by Start).
-	kinds   *actorKinds
-	records *recordIndex
 }
 
 // propsFor are the Props of an actor kproxy supervises: restarted by

@@ -15,7 +15,9 @@
 // ports, children's configuration, Snapshot and affinity table belong to
 // its record (record.go), which lives as long as the service port is
 // desired; the top actors' lasting state is a plain struct their Props
-// carry. Every incarnation borrows it (docs/architecture.md).
+// carry, and a service port's actors get its record from theirs
+// (Config.spawnProps): every incarnation holds it from its construction
+// (docs/architecture.md).
 //
 // Each actor's file holds its Receive; system.go starts and stops the tree,
 // crash.go makes one actor panic (Crash, CrashTop: the primitive fault

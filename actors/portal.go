@@ -62,7 +62,6 @@ type Portal struct {
 
 // Receive implements actor.Actor.
 func (p *Portal) Receive(ctx actor.Context) {
-	p.cfg.borrow(&p.rec, ctx.Parent())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.started(ctx)
@@ -72,14 +71,14 @@ func (p *Portal) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		p.stopping()
 	case *messages.ConfigurePortal:
-		p.configure(ctx)
+		p.configure(ctx, m)
 	case *messages.RetryListen:
 		if m.GetIncarnation() == p.incarnation {
 			p.cancelRetry = nil
 			p.reconcile(ctx)
 		}
 	case *messages.SetEndpoints:
-		p.setEndpoints()
+		p.setEndpoints(m)
 	case *messages.GetState:
 		ctx.Respond(p.ready())
 	case *messages.ListenerFailed:
@@ -96,13 +95,13 @@ func (p *Portal) started(ctx actor.Context) {
 	p.serving = nil
 	p.firstAccept = p.cfg.firstAccept(p.cfg.traceRestart(ctx))
 	p.picker = &balancerPicker{root: ctx.ActorSystem().Root, pid: siblingPID(ctx, roleBalancer), timeout: p.cfg.PickTimeout, snapshot: &p.rec.snapshots, local: p.rec.isLocal}
-	p.configure(ctx)
-	p.setEndpoints()
+	p.configure(ctx, p.rec.portal.Load())
+	p.setEndpoints(p.rec.endpoints.Load())
 }
 
-// configure applies the record's latest configuration, if not yet.
-func (p *Portal) configure(ctx actor.Context) {
-	m := p.rec.portal.Load()
+// configure applies a configuration newer than the one applied: a
+// ConfigurePortal, or on start the record's latest.
+func (p *Portal) configure(ctx actor.Context, m *messages.ConfigurePortal) {
 	if m == nil || m.GetVersion() <= p.version {
 		return
 	}
@@ -148,9 +147,9 @@ func (p *Portal) stopping() {
 	}
 }
 
-// setEndpoints ends UDP flows to endpoints that are gone.
-func (p *Portal) setEndpoints() {
-	m := p.rec.endpoints.Load()
+// setEndpoints ends UDP flows to endpoints that are gone, for a set newer
+// than the one applied.
+func (p *Portal) setEndpoints(m *messages.SetEndpoints) {
 	if m == nil || m.GetVersion() <= p.epVersion {
 		return
 	}

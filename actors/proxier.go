@@ -90,7 +90,6 @@ func (p *Proxier) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 		p.desired.seq++
 		rec = &record{id: id, name: recordName(id, p.desired.seq)}
 		p.desired.records[id] = rec
-		p.cfg.records.put(rec)
 		rec.upsert.Store(m)
 		p.spawn(ctx, rec) // it reads m from the record
 		span.SetAttributes(attribute.Bool("kproxy.new", true))
@@ -117,8 +116,6 @@ func (p *Proxier) delete(ctx actor.Context, m *messages.DeleteServicePort) {
 	}
 	if pid := p.pids[id]; pid != nil {
 		ctx.Stop(pid) // the ServicePort, once stopped, releases the record
-	} else {
-		p.cfg.records.remove(rec) // it never started
 	}
 	delete(p.pids, id)
 	delete(p.desired.records, id)
@@ -129,9 +126,10 @@ func (p *Proxier) delete(ctx actor.Context, m *messages.DeleteServicePort) {
 
 // reported keeps a ServicePort's report and publishes it.
 func (p *Proxier) reported(ctx actor.Context, m *messages.ServicePortState) {
-	rec := p.cfg.records.of(ctx.Sender())
-	if rec == nil || p.desired.records[rec.id] != rec {
-		return // from a service port already deleted
+	id := m.GetKey().ID()
+	rec := p.desired.records[id]
+	if rec == nil || !ctx.Sender().Equal(p.pids[id]) {
+		return // from a service port deleted since (maybe added again)
 	}
 	if rec.reported == nil {
 		p.desired.reported++
@@ -189,7 +187,7 @@ func (p *Proxier) serviceHealth(id string, m *messages.UpsertServicePort) {
 
 // spawn starts rec's ServicePort under the record's name.
 func (p *Proxier) spawn(ctx actor.Context, rec *record) {
-	pid, err := ctx.SpawnNamed(p.cfg.kinds.servicePort, rec.name)
+	pid, err := ctx.SpawnNamed(p.cfg.spawnProps(rec, roleServicePort), rec.name)
 	if err != nil {
 		p.cfg.Log.Error().Err(err).Str("servicePort", rec.id).Msg("cannot start the service port")
 		return

@@ -15,8 +15,9 @@ import (
 // configuration its children build from, the Snapshot its connections pick
 // from and its affinity pins. The Proxier creates it when the service port
 // appears and marks it deleted when the service port goes; the ServicePort
-// that stops then releases it. Actors only borrow it, so a crash of any of
-// them, or of the Proxier above them, loses none of it.
+// that stops then releases it. Each of its actors' incarnations is made
+// with it (Config.spawnProps), so a crash of any of them, or of the
+// Proxier above them, loses none of it.
 //
 // Who touches what: the Proxier writes upsert and deleted and keeps
 // reported; the ServicePort (one incarnation at a time) writes the rest
@@ -97,12 +98,14 @@ func recordName(id string, seq int64) string {
 	return servicePortPrefix(id) + strconv.FormatInt(seq, 10)
 }
 
-// setEndpoints makes set the service port's endpoint set. This is the one
-// consistency rule of picks: from here until the Balancer publishes a
-// Snapshot built from set, SnapshotHolder.Load returns nil and connections
-// ask the Balancer actor, which picks from the latest set stored here
-// (Balancer.current). So no connection picks from endpoints older than
-// what the service port reports after this call.
+// setEndpoints makes set the service port's endpoint set, for the
+// children's next incarnations; the ServicePort then sends it to the
+// running ones. This is the one consistency rule of picks: from here until
+// the Balancer publishes a Snapshot built from set, SnapshotHolder.Load
+// returns nil and connections ask the Balancer actor, whose mailbox has
+// set before any question asked after the service port reports it. So no
+// connection picks from endpoints older than what the service port
+// reports after this call.
 func (r *record) setEndpoints(set *messages.SetEndpoints) {
 	// Made only when an endpoint is local: most service ports have none,
 	// and an empty map per port is memory every idle port would carry.

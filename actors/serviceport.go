@@ -42,7 +42,6 @@ type ServicePort struct {
 
 // Receive implements actor.Actor.
 func (s *ServicePort) Receive(ctx actor.Context) {
-	s.cfg.borrow(&s.rec, ctx.Self())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.start(ctx)
@@ -104,7 +103,6 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 	if !rec.deleted.Load() {
 		return
 	}
-	s.cfg.records.remove(rec) // its children have stopped
 	s.cfg.listeners.CloseOwned(rec.name)
 	rec.snapshots.Store(nil) // a connection still picking asks the Balancer, which is gone
 	s.cfg.Stats.Delete(rec.id)
@@ -351,7 +349,7 @@ func (s *ServicePort) syncAffinity(ctx actor.Context) {
 
 // spawn starts a child, which reads its configuration from the record.
 func (s *ServicePort) spawn(ctx actor.Context, role string) {
-	pid, err := ctx.SpawnNamed(s.cfg.kinds.child(role), role)
+	pid, err := ctx.SpawnNamed(s.cfg.spawnProps(s.rec, role), role)
 	if err != nil {
 		s.cfg.Log.Error().Err(err).Str("servicePort", s.rec.id).Str("actor", role).Msg("spawn failed")
 		return

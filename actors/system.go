@@ -47,7 +47,6 @@ func Start(cfg Config) *Proxy {
 	cfg.Ports.Attach(cfg.listeners, cfg.PortalMode) // proxy ports are held as the sockets the Portals serve
 	cfg.crashes = &sync.Map{}
 	c := &cfg
-	c.kinds, c.records = newActorKinds(c), newRecordIndex()
 	opts := []actor.ConfigOption{actorlog.Option(cfg.Log)}
 	if cfg.MeterProvider != nil {
 		// WithMetricProviders alone leaves protoactor's metrics disabled.
