@@ -29,6 +29,20 @@ func (r *recordingInvoker) record(m any) {
 	}
 }
 
+// Why kproxy has its own mailbox: protoactor's spawn puts the new process
+// in the registry before it registers its mailbox's handlers (props.go,
+// defaultSpawner), and protoactor's mailbox dispatches a message posted in
+// that window on its unset dispatcher: the sender panics.
+func TestProtoactorMailboxPanicsBeforeHandlers(t *testing.T) {
+	mb := actor.Unbounded()()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("protoactor's mailbox took a message before its handlers without panicking: spawnSafeMailbox may be unneeded")
+		}
+	}()
+	mb.PostUserMessage("early")
+}
+
 // Messages posted before the mailbox has its handlers (a sender that found
 // a respawned actor in the registry first) are delivered once it has
 // them, in order, and posting no longer touches an unset dispatcher.
