@@ -7,39 +7,74 @@ import (
 	"strings"
 )
 
+// haproxyPeer is one HAProxy the harness runs: as kproxy-bench has always
+// configured it, or tuned as HAProxy's documentation advises for a TCP
+// forwarder, each on its own addresses.
+type haproxyPeer struct {
+	name  string // the target
+	net   byte   // its frontends' /16
+	tuned bool
+}
+
+var (
+	haproxyPlain = haproxyPeer{name: TargetHAProxy, net: haproxyNet}
+	haproxyTuned = haproxyPeer{name: TargetHAProxyTuned, net: tunedNet, tuned: true}
+)
+
+// haproxyPeers are the HAProxies o compares kproxy with.
+func (o *Options) haproxyPeers() []haproxyPeer {
+	var out []haproxyPeer
+	for _, p := range []haproxyPeer{haproxyPlain, haproxyTuned} {
+		if o.compares(p.name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// tuning is what HAProxy's configuration manual advises for a TCP
+// forwarder: splice(2) where it pays (splice-auto), no wake-up for an
+// accepted connection before its first data (tcp-smart-accept), and the
+// first data sent with the handshake's last ACK (tcp-smart-connect).
+const tuning = "  option splice-auto\n  option tcp-smart-accept\n  option tcp-smart-connect\n"
+
 // writeHAProxyConfig writes HAProxy's equivalent of n TCP service ports:
 // one listen section per port (and per bulk port, to the sinks) (its own frontend and round-robin backend,
 // as kproxy has a balancer per service port), tcp mode, 2 threads.
-func writeHAProxyConfig(dir string, n int, b *Backends, bulk bool) (string, error) {
+func writeHAProxyConfig(dir string, peer haproxyPeer, n int, b *Backends, bulk bool) (string, error) {
 	var c strings.Builder
 	// maxconn bounds HAProxy's fd needs (2 per connection plus the
 	// listeners) within the harness's fd limit.
 	fmt.Fprintf(&c, "global\n  nbthread 2\n  maxconn 4096\n\ndefaults\n  mode tcp\n  balance roundrobin\n"+
-		"  timeout connect 5s\n  timeout client 1m\n  timeout server 1m\n\n")
+		"  timeout connect 5s\n  timeout client 1m\n  timeout server 1m\n")
+	if peer.tuned {
+		c.WriteString(tuning)
+	}
+	c.WriteString("\n")
 	for i := range n {
-		fmt.Fprintf(&c, "listen %s\n  bind %s:%d\n", serviceName(i), hostIP(haproxyNet, i), tcpServicePort)
+		fmt.Fprintf(&c, "listen %s\n  bind %s:%d\n", serviceName(i), hostIP(peer.net, i), tcpServicePort)
 		for k, ip := range b.IPs {
 			fmt.Fprintf(&c, "  server e%d %s:%d\n", k, ip, b.TCPPort)
 		}
 		if bulk {
-			fmt.Fprintf(&c, "listen %s-bulk\n  bind %s:%d\n", serviceName(i), hostIP(haproxyNet, i), bulkServicePort)
+			fmt.Fprintf(&c, "listen %s-bulk\n  bind %s:%d\n", serviceName(i), hostIP(peer.net, i), bulkServicePort)
 			for k, ip := range b.IPs {
 				fmt.Fprintf(&c, "  server e%d %s:%d\n", k, ip, b.SinkPort)
 			}
 		}
 	}
-	path := filepath.Join(dir, "haproxy.cfg")
+	path := filepath.Join(dir, peer.name+".cfg")
 	if err := os.WriteFile(path, []byte(c.String()), 0o644); err != nil {
-		return "", fmt.Errorf("haproxy config: %w", err)
+		return "", fmt.Errorf("%s config: %w", peer.name, err)
 	}
 	return path, nil
 }
 
 // startHAProxy runs HAProxy in the foreground (-db) on that config.
-func startHAProxy(bin, dir string, n int, b *Backends, bulk bool) (*Proc, error) {
-	cfg, err := writeHAProxyConfig(dir, n, b, bulk)
+func startHAProxy(bin, dir string, peer haproxyPeer, n int, b *Backends, bulk bool) (*Proc, error) {
+	cfg, err := writeHAProxyConfig(dir, peer, n, b, bulk)
 	if err != nil {
 		return nil, err
 	}
-	return startProc("haproxy", filepath.Join(dir, "haproxy.log"), []string{bin, "-db", "-f", cfg}, nil)
+	return startProc(peer.name, filepath.Join(dir, peer.name+".log"), []string{bin, "-db", "-f", cfg}, nil)
 }

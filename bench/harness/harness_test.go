@@ -70,15 +70,26 @@ func TestAddressPlan(t *testing.T) {
 
 func TestHAProxyConfig(t *testing.T) {
 	b := &Backends{IPs: []string{"127.1.0.1", "127.1.0.2"}, TCPPort: 9000}
-	path, err := writeHAProxyConfig(t.TempDir(), 3, b, false)
-	if err != nil {
-		t.Fatal(err)
+	read := func(peer haproxyPeer) string {
+		path, err := writeHAProxyConfig(t.TempDir(), peer, 3, b, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := os.ReadFile(path)
+		return string(raw)
 	}
-	raw, _ := os.ReadFile(path)
-	cfg := string(raw)
+	plain, tuned := read(haproxyPlain), read(haproxyTuned)
 	for _, want := range []string{"nbthread 2", "mode tcp", "listen svc-00002\n  bind 127.3.0.3:8080\n  server e0 127.1.0.1:9000\n  server e1 127.1.0.2:9000\n"} {
-		if !strings.Contains(cfg, want) {
-			t.Errorf("config lacks %q:\n%s", want, cfg)
+		if !strings.Contains(plain, want) {
+			t.Errorf("config lacks %q:\n%s", want, plain)
+		}
+	}
+	if strings.Contains(plain, "option") {
+		t.Errorf("the plain HAProxy has options:\n%s", plain)
+	}
+	for _, want := range []string{"option splice-auto", "option tcp-smart-accept", "option tcp-smart-connect", "listen svc-00002\n  bind 127.6.0.3:8080\n"} {
+		if !strings.Contains(tuned, want) {
+			t.Errorf("tuned config lacks %q:\n%s", want, tuned)
 		}
 	}
 }
@@ -364,12 +375,12 @@ func TestBaselineOptions(t *testing.T) {
 // Slots of KPROXY_BENCH_NET_OFFSET never share a /16: each moves the
 // whole plan past the one before it.
 func TestPlanOffset(t *testing.T) {
-	for in, want := range map[string]int{"": 0, "0": 0, "1": 5, "2": 10, "50": 250, "51": 0, "-1": 0, "x": 0} {
+	for in, want := range map[string]int{"": 0, "0": 0, "1": 6, "2": 12, "41": 246, "42": 0, "-1": 0, "x": 0} {
 		if got := planOffset(in); got != want {
 			t.Errorf("planOffset(%q) = %d, want %d", in, got, want)
 		}
 	}
-	if last := baselineNet + planOffset("1") - netsPerPlan; last >= backendNet+planOffset("1") {
+	if last := tunedNet + planOffset("1") - netsPerPlan; last >= backendNet+planOffset("1") {
 		t.Errorf("slot 0's last /16 (%d) reaches into slot 1", last)
 	}
 }

@@ -20,6 +20,10 @@ const (
 	TargetKproxy   = "kproxy"
 	TargetDirect   = "direct"
 	TargetHAProxy  = "haproxy"
+	// TargetHAProxyTuned is HAProxy as its documentation tunes a TCP
+	// forwarder: splice when it pays, no wake-up before the first data
+	// on accept, the first data on the handshake's ACK on connect.
+	TargetHAProxyTuned = "haproxy-tuned"
 	TargetRelay    = "relay"    // a bare Go UDP relay, the bar for UDP
 	TargetBaseline = "baseline" // another kproxy binary, e.g. a build of main
 )
@@ -40,7 +44,7 @@ type Options struct {
 	// Baseline is the kproxy binary the one under test is compared with
 	// (target baseline), run with the same KproxyArgs on its own addresses.
 	Baseline string   `json:"baseline,omitempty"`
-	Compare  []string `json:"compare,omitempty"` // direct, haproxy, relay, baseline
+	Compare  []string `json:"compare,omitempty"` // direct, haproxy, haproxy-tuned, relay, baseline
 	// Relay is the binary whose `relay FILE` command runs the UDP relay:
 	// the harness's own (kproxy-bench).
 	Relay string `json:"-"`
@@ -176,16 +180,16 @@ func (o *Options) Validate() error {
 			if o.Relay == "" {
 				return errors.New("--compare relay: no binary to run the relay")
 			}
-		case TargetHAProxy:
+		case TargetHAProxy, TargetHAProxyTuned:
 			if o.HAProxy == "" {
-				return errors.New("--compare haproxy: no haproxy binary")
+				return fmt.Errorf("--compare %s: no haproxy binary", c)
 			}
 		case TargetBaseline:
 			if o.Baseline == "" {
 				return errors.New("--compare baseline: no baseline kproxy binary (--baseline-kproxy)")
 			}
 		default:
-			return fmt.Errorf("compare %q: want direct, haproxy, relay or baseline", c)
+			return fmt.Errorf("compare %q: want direct, haproxy, haproxy-tuned, relay or baseline", c)
 		}
 	}
 	return nil

@@ -35,13 +35,21 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 	}
 	var err error
 	tcpModes := slices.DeleteFunc(slices.Clone(o.Modes), func(m string) bool { return m == ModeUDP })
-	var hp *Proc
-	if o.compares(TargetHAProxy) && len(tcpModes) > 0 {
-		if hp, err = startHAProxy(o.HAProxy, e.dir, o.Ports, e.backends, o.hasMode(ModeBulk)); err != nil {
+	// The HAProxies (they proxy no UDP), as targets of the TCP modes.
+	var haproxies []func(mode string) target
+	for _, peer := range o.haproxyPeers() {
+		if len(tcpModes) == 0 {
+			break
+		}
+		hp, err := startHAProxy(o.HAProxy, e.dir, peer, o.Ports, e.backends, o.hasMode(ModeBulk))
+		if err != nil {
 			return err
 		}
 		defer hp.Stop()
 		procs = append(procs, hp)
+		haproxies = append(haproxies, func(mode string) target {
+			return target{name: peer.name, proc: hp, addrs: serviceAddrs(peer.net, o.Ports, mode)}
+		})
 	}
 	var relay *Proc
 	if o.compares(TargetRelay) && o.hasMode(ModeUDP) {
@@ -61,8 +69,11 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 				return err
 			}
 		}
-		if hp != nil && mode != ModeUDP {
-			if _, err := e.awaitReady(ctx, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, mode)}, mode, time.Now()); err != nil {
+		for _, hp := range haproxies {
+			if mode == ModeUDP {
+				break
+			}
+			if _, err := e.awaitReady(ctx, hp(mode), mode, time.Now()); err != nil {
 				return err
 			}
 		}
@@ -80,8 +91,10 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		if o.compares(TargetDirect) {
 			targets = append(targets, target{name: TargetDirect, addrs: directAddrs(e.backends, o.Ports, mode)})
 		}
-		if hp != nil && mode != ModeUDP { // HAProxy proxies no UDP
-			targets = append(targets, target{name: TargetHAProxy, proc: hp, addrs: serviceAddrs(haproxyNet, o.Ports, mode)})
+		for _, hp := range haproxies {
+			if mode != ModeUDP {
+				targets = append(targets, hp(mode))
+			}
 		}
 		if relay != nil && mode == ModeUDP {
 			targets = append(targets, target{name: TargetRelay, proc: relay, addrs: serviceAddrs(relayNet, o.Ports, mode)})

@@ -71,8 +71,10 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			manifests1[k.name] = m1.dir
 		}
 	}
-	if o.compares(TargetHAProxy) {
-		names = append(names, TargetHAProxy)
+	peers := map[string]haproxyPeer{}
+	for _, hp := range o.haproxyPeers() {
+		names = append(names, hp.name)
+		peers[hp.name] = hp
 	}
 	start := func(name string, n int) (*Proc, target, error) {
 		if k, ok := kps[name]; ok {
@@ -86,11 +88,12 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			}
 			return p, k.target(p, n, ModeConn), nil
 		}
-		p, err := startHAProxy(o.HAProxy, e.dir, n, e.backends, false)
+		hp := peers[name]
+		p, err := startHAProxy(o.HAProxy, e.dir, hp, n, e.backends, false)
 		if err != nil {
 			return nil, target{}, err
 		}
-		return p, target{name: name, proc: p, addrs: serviceAddrs(haproxyNet, n, ModeConn)}, nil
+		return p, target{name: name, proc: p, addrs: serviceAddrs(hp.net, n, ModeConn)}, nil
 	}
 	// Each proxy's size with one port: what a port costs is the growth
 	// from there, not the size over N (a process has a size of its own).

@@ -15,6 +15,7 @@ const (
 	haproxyNet  = 3 // 127.3.0.0/16: HAProxy's frontends
 	relayNet    = 4 // 127.4.0.0/16: the bare UDP relay's addresses
 	baselineNet = 5 // 127.5.0.0/16: the baseline kproxy's service IPs
+	tunedNet    = 6 // 127.6.0.0/16: the tuned HAProxy's frontends
 
 	tcpServicePort  = 8080
 	udpServicePort  = 8053
@@ -25,8 +26,8 @@ const (
 )
 
 // hostIP is the i-th address (from 0) of 127.NET.0.0/16, NET moved up by
-// five /16s per slot of $KPROXY_BENCH_NET_OFFSET: sessions benchmarking on
-// one machine at once each take a slot, so each has its own five /16s
+// six /16s per slot of $KPROXY_BENCH_NET_OFFSET: sessions benchmarking on
+// one machine at once each take a slot, so each has its own six /16s
 // (kproxy's and HAProxy's sockets share ports with SO_REUSEPORT, so two
 // harnesses on overlapping plans would serve each other's clients).
 func hostIP(net byte, i int) string {
@@ -34,8 +35,8 @@ func hostIP(net byte, i int) string {
 	return fmt.Sprintf("127.%d.%d.%d", int(net)+netOffset, n>>8, n&0xff)
 }
 
-// netsPerPlan is how many /16s one harness takes (backendNet..baselineNet).
-const netsPerPlan = baselineNet
+// netsPerPlan is how many /16s one harness takes (backendNet..tunedNet).
+const netsPerPlan = tunedNet
 
 var netOffset = planOffset(os.Getenv("KPROXY_BENCH_NET_OFFSET"))
 
@@ -43,7 +44,7 @@ var netOffset = planOffset(os.Getenv("KPROXY_BENCH_NET_OFFSET"))
 // of range.
 func planOffset(s string) int {
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || baselineNet+netsPerPlan*n > 255 {
+	if err != nil || n < 0 || tunedNet+netsPerPlan*n > 255 {
 		return 0
 	}
 	return netsPerPlan * n
