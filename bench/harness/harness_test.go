@@ -384,3 +384,14 @@ func TestPlanOffset(t *testing.T) {
 		t.Errorf("slot 0's last /16 (%d) reaches into slot 1", last)
 	}
 }
+
+func TestParseMachineCPU(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	got, err := parseMachineCPU("cpu  100 5 50 9000 40 3 7 2 30 0\ncpu0 50 2 25 4500 20 1 3 1 15 0\n")
+	if err != nil || got != 1670*time.Millisecond {
+		t.Fatalf("parseMachineCPU = %v, %v; want 1.67s (167 ticks busy: idle, iowait and guest left out)", got, err)
+	}
+	if _, err := parseMachineCPU("intr 1 2 3\n"); err == nil {
+		t.Fatal("no cpu line: no error")
+	}
+}

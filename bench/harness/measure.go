@@ -25,12 +25,16 @@ func (e *env) loadRound(ctx context.Context, t target, spec loadSpec, label stri
 	if t.proc != nil {
 		before, statErr = t.proc.Stat()
 	}
+	machineBefore, machineErr := readMachineCPU()
 	res, err := runLoad(ctx, spec)
 	if err != nil {
 		return nil, Round{}, err
 	}
 	r := Round{Mode: spec.Mode, Target: t.name, Ops: res.Ops, Errors: res.Errors, Seconds: res.Elapsed.Seconds(),
 		OpsPerSecond: float64(res.Ops) / res.Elapsed.Seconds(), ErrSamples: res.ErrSamples}
+	if after, err := readMachineCPU(); err == nil && machineErr == nil && res.Ops > 0 {
+		r.MachineCPUMicrosPerOp = (after - machineBefore).Seconds() * 1e6 / float64(res.Ops)
+	}
 	if t.proc != nil {
 		select {
 		case <-t.proc.Done():

@@ -17,15 +17,15 @@ const ScenarioClientAddress = "client-address"
 
 // Compare targets besides kproxy.
 const (
-	TargetKproxy   = "kproxy"
-	TargetDirect   = "direct"
-	TargetHAProxy  = "haproxy"
+	TargetKproxy  = "kproxy"
+	TargetDirect  = "direct"
+	TargetHAProxy = "haproxy"
 	// TargetHAProxyTuned is HAProxy as its documentation tunes a TCP
 	// forwarder: splice when it pays, no wake-up before the first data
 	// on accept, the first data on the handshake's ACK on connect.
 	TargetHAProxyTuned = "haproxy-tuned"
-	TargetRelay    = "relay"    // a bare Go UDP relay, the bar for UDP
-	TargetBaseline = "baseline" // another kproxy binary, e.g. a build of main
+	TargetRelay        = "relay"    // a bare Go UDP relay, the bar for UDP
+	TargetBaseline     = "baseline" // another kproxy binary, e.g. a build of main
 )
 
 // How the churn's changes reach kproxy (Options.ChurnVia).

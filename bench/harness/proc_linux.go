@@ -72,3 +72,15 @@ func readAnonRSS(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no RssAnon", pid)
 }
+
+// readMachineCPU is the time every CPU of the machine spent busy so far
+// (/proc/stat: user, nice, system, irq, softirq and steal): a proxy's
+// cost includes kernel work accounted to no process of its own (softirq
+// processing of its packets, kernel worker threads).
+func readMachineCPU() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/stat: %w", err)
+	}
+	return parseMachineCPU(string(raw))
+}

@@ -2,7 +2,10 @@
 
 package harness
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // readProc needs Linux's /proc; elsewhere the harness reports no process
 // figures.
@@ -12,4 +15,8 @@ func readProc(pid int) (ProcStat, error) {
 
 func readAnonRSS(pid int) (int64, error) {
 	return 0, errors.New("process figures need Linux /proc")
+}
+
+func readMachineCPU() (time.Duration, error) {
+	return 0, errors.New("machine CPU needs Linux /proc")
 }

@@ -62,16 +62,21 @@ type Figure struct {
 
 // Round is one target's load in one round.
 type Round struct {
-	Mode           string   `json:"mode"`
-	Target         string   `json:"target"`
-	Round          int      `json:"round"`
-	Ops            int64    `json:"ops"`
-	Errors         int64    `json:"errors"`
-	Seconds        float64  `json:"seconds"`
-	OpsPerSecond   float64  `json:"opsPerSecond"`
-	CPUSeconds     float64  `json:"cpuSeconds,omitempty"` // of the proxy process, from /proc
-	CPUMicrosPerOp float64  `json:"cpuMicrosPerOp,omitempty"`
-	ErrSamples     []string `json:"errorSamples,omitempty"`
+	Mode           string  `json:"mode"`
+	Target         string  `json:"target"`
+	Round          int     `json:"round"`
+	Ops            int64   `json:"ops"`
+	Errors         int64   `json:"errors"`
+	Seconds        float64 `json:"seconds"`
+	OpsPerSecond   float64 `json:"opsPerSecond"`
+	CPUSeconds     float64 `json:"cpuSeconds,omitempty"` // of the proxy process, from /proc
+	CPUMicrosPerOp float64 `json:"cpuMicrosPerOp,omitempty"`
+	// MachineCPUMicrosPerOp is the whole machine's busy CPU time over the
+	// round per operation: the proxy's, the kernel's work for it that no
+	// process of its own is charged for, and the load's and backends'
+	// (the same for every target: compare it between targets).
+	MachineCPUMicrosPerOp float64  `json:"machineCpuMicrosPerOp,omitempty"`
+	ErrSamples            []string `json:"errorSamples,omitempty"`
 }
 
 // LatencyCurve is a latency distribution at fixed percentiles.

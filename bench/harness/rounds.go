@@ -12,6 +12,7 @@ import (
 type rounds struct {
 	hists       map[string]*hdrhistogram.Histogram
 	rates, cpus map[string][]float64 // one per round; CPU only where a process was read
+	machine     map[string][]float64 // the machine's CPU per operation, one per round
 	failed      map[string]float64
 }
 
@@ -30,7 +31,8 @@ func (e *env) interleave(ctx context.Context, res *ScenarioResult, label string,
 		}
 	}
 	spec.Duration = o.Duration
-	g := rounds{hists: map[string]*hdrhistogram.Histogram{}, rates: map[string][]float64{}, cpus: map[string][]float64{}, failed: map[string]float64{}}
+	g := rounds{hists: map[string]*hdrhistogram.Histogram{}, rates: map[string][]float64{}, cpus: map[string][]float64{},
+		machine: map[string][]float64{}, failed: map[string]float64{}}
 	for r := range o.Rounds {
 		for j := range targets {
 			t := targets[(r+j)%len(targets)]
@@ -47,6 +49,9 @@ func (e *env) interleave(ctx context.Context, res *ScenarioResult, label string,
 			g.rates[t.name] = append(g.rates[t.name], round.OpsPerSecond)
 			if t.proc != nil && round.CPUMicrosPerOp > 0 {
 				g.cpus[t.name] = append(g.cpus[t.name], round.CPUMicrosPerOp)
+			}
+			if round.MachineCPUMicrosPerOp > 0 {
+				g.machine[t.name] = append(g.machine[t.name], round.MachineCPUMicrosPerOp)
 			}
 			g.failed[t.name] += float64(round.Errors)
 			logRound(t, r, round)

@@ -128,10 +128,14 @@ func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, t
 	}
 	hists, rates, cpus, failed := g.hists, g.rates, g.cpus, g.failed
 	rate, cpu, p50, p99 := map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	machine := map[string]float64{}
 	for _, t := range targets {
 		rate[t.name] = median(rates[t.name])
 		if len(cpus[t.name]) > 0 {
 			cpu[t.name] = median(cpus[t.name])
+		}
+		if len(g.machine[t.name]) > 0 {
+			machine[t.name] = median(g.machine[t.name])
 		}
 		h := hists[t.name]
 		p50[t.name] = float64(h.ValueAtQuantile(50))
@@ -149,12 +153,14 @@ func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, t
 		res.Figures = append(res.Figures,
 			figure("bulk: throughput", "Gbit/s", false, scale(rate, bulkOp*8/1e9)),
 			figure("bulk: CPU per GiB", "ms", true, scale(cpu, (1<<30)/bulkOp/1000)),
+			figure("bulk: machine CPU per GiB", "ms", true, scale(machine, (1<<30)/bulkOp/1000)),
 			figure("bulk: failed writes", "", true, failed))
 		return nil
 	}
 	res.Figures = append(res.Figures,
 		figure(mode+": requests/s", "req/s", false, rate),
 		figure(mode+": CPU per request", "µs", true, cpu),
+		figure(mode+": machine CPU per request", "µs", true, machine),
 		figure(mode+": latency p50", "µs", true, p50),
 		figure(mode+": latency p99", "µs", true, p99),
 		figure(mode+": failed requests", "", true, failed))
