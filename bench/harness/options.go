@@ -52,6 +52,9 @@ type Options struct {
 	Ports     int           `json:"ports"`     // N service ports
 	Endpoints int           `json:"endpoints"` // M endpoints (backends) each
 	Clients   int           `json:"clients"`   // C concurrent clients
+	// ClientSweep: ports also runs each TCP mode again at each of these
+	// concurrencies, its figures named for it ("conn, 256 clients: ...").
+	ClientSweep []int `json:"clientSweep,omitempty"`
 	Modes     []string      `json:"modes"`     // keepalive, conn, udp, bulk
 	Rounds    int           `json:"rounds"`    // interleaved rounds per target
 	Duration  time.Duration `json:"duration"`  // one round; the storm and the churn last as long
@@ -158,6 +161,11 @@ func (o *Options) Validate() error {
 	}
 	if o.UDPBurst < 1 || o.UDPBurst > maxUDPBurst {
 		return fmt.Errorf("udp burst %d: want 1 to %d", o.UDPBurst, maxUDPBurst)
+	}
+	for _, c := range o.ClientSweep {
+		if c < 1 {
+			return fmt.Errorf("--sweep-clients %d: must be positive", c)
+		}
 	}
 	if o.Clients < 1 || o.Rounds < 1 || o.Size < 1 || o.PerConn < 1 || o.MaxRequests < 1 {
 		return errors.New("clients, rounds, size, requests per connection and max requests must be positive")

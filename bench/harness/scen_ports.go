@@ -99,8 +99,16 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		if relay != nil && mode == ModeUDP {
 			targets = append(targets, target{name: TargetRelay, proc: relay, addrs: serviceAddrs(relayNet, o.Ports, mode)})
 		}
-		if err := e.portsMode(ctx, res, mode, targets); err != nil {
+		if err := e.portsMode(ctx, res, mode, o.Clients, mode, targets); err != nil {
 			return err
+		}
+		if mode == ModeUDP {
+			continue
+		}
+		for _, c := range o.ClientSweep {
+			if err := e.portsMode(ctx, res, mode, c, fmt.Sprintf("%s, %d clients", mode, c), targets); err != nil {
+				return err
+			}
 		}
 	}
 	for _, p := range procs {
@@ -115,13 +123,15 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 	return nil
 }
 
-// portsMode runs a warm-up and the rounds of one mode, the targets'
-// order rotating each round so drift on the machine hits each alike.
-func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, targets []target) error {
+// portsMode runs a warm-up and the rounds of one mode with clients
+// concurrent clients, the targets' order rotating each round so drift on
+// the machine hits each alike. label names its figures ("conn", or "conn,
+// 256 clients" in a sweep).
+func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, clients int, label string, targets []target) error {
 	o := e.o
-	spec := loadSpec{Mode: mode, Clients: o.Clients, Size: o.Size, PerConn: o.PerConn, Burst: o.UDPBurst, MaxOps: o.MaxRequests}
-	g, err := e.interleave(ctx, res, mode, spec, targets, func(t target, r int, round Round) {
-		e.logf("  %s %-8s round %d: %8.0f req/s  %6.1f µs CPU/req  %d failed", mode, t.name, r+1, round.OpsPerSecond, round.CPUMicrosPerOp, round.Errors)
+	spec := loadSpec{Mode: mode, Clients: clients, Size: o.Size, PerConn: o.PerConn, Burst: o.UDPBurst, MaxOps: o.MaxRequests}
+	g, err := e.interleave(ctx, res, label, spec, targets, func(t target, r int, round Round) {
+		e.logf("  %s %-8s round %d: %8.0f req/s  %6.1f µs CPU/req  %d failed", label, t.name, r+1, round.OpsPerSecond, round.CPUMicrosPerOp, round.Errors)
 	})
 	if err != nil {
 		return err
@@ -140,7 +150,7 @@ func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, t
 		h := hists[t.name]
 		p50[t.name] = float64(h.ValueAtQuantile(50))
 		p99[t.name] = float64(h.ValueAtQuantile(99))
-		res.Latency = append(res.Latency, curve(t.name, mode, h))
+		res.Latency = append(res.Latency, curve(t.name, label, h))
 	}
 	if mode == ModeBulk { // a request is bulkOp bytes: report bits and CPU per GiB
 		scale := func(v map[string]float64, f float64) map[string]float64 {
@@ -151,19 +161,19 @@ func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, t
 			return out
 		}
 		res.Figures = append(res.Figures,
-			figure("bulk: throughput", "Gbit/s", false, scale(rate, bulkOp*8/1e9)),
-			figure("bulk: CPU per GiB", "ms", true, scale(cpu, (1<<30)/bulkOp/1000)),
-			figure("bulk: machine CPU per GiB", "ms", true, scale(machine, (1<<30)/bulkOp/1000)),
-			figure("bulk: failed writes", "", true, failed))
+			figure(label+": throughput", "Gbit/s", false, scale(rate, bulkOp*8/1e9)),
+			figure(label+": CPU per GiB", "ms", true, scale(cpu, (1<<30)/bulkOp/1000)),
+			figure(label+": machine CPU per GiB", "ms", true, scale(machine, (1<<30)/bulkOp/1000)),
+			figure(label+": failed writes", "", true, failed))
 		return nil
 	}
 	res.Figures = append(res.Figures,
-		figure(mode+": requests/s", "req/s", false, rate),
-		figure(mode+": CPU per request", "µs", true, cpu),
-		figure(mode+": machine CPU per request", "µs", true, machine),
-		figure(mode+": latency p50", "µs", true, p50),
-		figure(mode+": latency p99", "µs", true, p99),
-		figure(mode+": failed requests", "", true, failed))
+		figure(label+": requests/s", "req/s", false, rate),
+		figure(label+": CPU per request", "µs", true, cpu),
+		figure(label+": machine CPU per request", "µs", true, machine),
+		figure(label+": latency p50", "µs", true, p50),
+		figure(label+": latency p99", "µs", true, p99),
+		figure(label+": failed requests", "", true, failed))
 	return nil
 }
 

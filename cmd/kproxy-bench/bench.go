@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.Ports, "ports", 100, "N: service ports")
 	fs.IntVar(&o.Endpoints, "endpoints", 2, "M: endpoints (backends) per service port")
 	fs.IntVar(&o.Clients, "clients", 16, "C: concurrent clients, spread over all ports")
+	sweep := fs.String("sweep-clients", "", "ports: also run each TCP mode at each of these concurrencies, comma-separated (e.g. 16,256,2000)")
 	modes := fs.String("modes", "keepalive,conn,udp,bulk", "ports: load modes (keepalive: requests over a connection; conn: a connection per request; udp: a datagram and its echo; bulk: streams to a sink, 1 MiB a request)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "interleaved rounds per target (medians are reported); startup: starts per proxy")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "one round of load; the churn and the storm last as long")
@@ -117,6 +119,13 @@ func benchCommand(args []string, stdout io.Writer) error {
 	o.KproxyArgs = kproxyArgs
 	if *compare != "" {
 		o.Compare = strings.Split(*compare, ",")
+	}
+	for _, c := range strings.FieldsFunc(*sweep, func(r rune) bool { return r == ',' }) {
+		n, err := strconv.Atoi(c)
+		if err != nil {
+			return fmt.Errorf("--sweep-clients %q: %w", c, err)
+		}
+		o.ClientSweep = append(o.ClientSweep, n)
 	}
 	if o.Baseline != "" && !slices.Contains(o.Compare, harness.TargetBaseline) {
 		o.Compare = append(o.Compare, harness.TargetBaseline)
