@@ -134,12 +134,19 @@ bench: build bench-deps
 	$(GO) test -run '^$$' -bench PortalRestart -benchtime 100x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench TracingConnectionRate -benchtime 10x -count 1 ./bench/
 
-# HAProxy from Debian's packages where missing (as root); otherwise its
-# comparison is skipped, and kproxy-bench says so.
+# The peers from Debian's packages where missing (as root): HAProxy, and
+# nginx with its stream module; otherwise their comparisons are skipped,
+# and kproxy-bench says so. The packages' services are kept from starting
+# (policy-rc.d): nginx's default site would listen on every address.
 bench-deps:
-	@command -v haproxy >/dev/null || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; \
-		else echo "not root: HAProxy not installed, its comparison is skipped (apt-get install haproxy)"; fi; }
+	@missing=""; command -v haproxy >/dev/null || missing="haproxy"; \
+	{ command -v nginx >/dev/null && [ -e /usr/lib/nginx/modules/ngx_stream_module.so ]; } || missing="$$missing nginx-light libnginx-mod-stream"; \
+	[ -n "$$missing" ] || exit 0; \
+	if [ "$$(id -u)" != 0 ]; then echo "not root: $$missing not installed, those comparisons are skipped"; exit 0; fi; \
+	pol=/usr/sbin/policy-rc.d; made=""; \
+	[ -e $$pol ] || { printf '#!/bin/sh\nexit 101\n' >$$pol && chmod +x $$pol && made=1; }; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; rc=$$?; \
+	[ -z "$$made" ] || rm -f $$pol; exit $$rc
 
 # protoc from Debian's protobuf-compiler, protoc-gen-go from the Go module proxy.
 tools:

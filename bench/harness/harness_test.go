@@ -375,12 +375,12 @@ func TestBaselineOptions(t *testing.T) {
 // Slots of KPROXY_BENCH_NET_OFFSET never share a /16: each moves the
 // whole plan past the one before it.
 func TestPlanOffset(t *testing.T) {
-	for in, want := range map[string]int{"": 0, "0": 0, "1": 6, "2": 12, "41": 246, "42": 0, "-1": 0, "x": 0} {
+	for in, want := range map[string]int{"": 0, "0": 0, "1": 7, "2": 14, "35": 245, "36": 0, "-1": 0, "x": 0} {
 		if got := planOffset(in); got != want {
 			t.Errorf("planOffset(%q) = %d, want %d", in, got, want)
 		}
 	}
-	if last := tunedNet + planOffset("1") - netsPerPlan; last >= backendNet+planOffset("1") {
+	if last := nginxNet + planOffset("1") - netsPerPlan; last >= backendNet+planOffset("1") {
 		t.Errorf("slot 0's last /16 (%d) reaches into slot 1", last)
 	}
 }
@@ -393,5 +393,21 @@ func TestParseMachineCPU(t *testing.T) {
 	}
 	if _, err := parseMachineCPU("intr 1 2 3\n"); err == nil {
 		t.Fatal("no cpu line: no error")
+	}
+}
+
+func TestNginxConfig(t *testing.T) {
+	b := &Backends{IPs: []string{"127.1.0.1", "127.1.0.2"}, UDPPort: 9053}
+	path, err := writeNginxConfig(t.TempDir(), 3, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	cfg := string(raw)
+	for _, want := range []string{"daemon off;", "worker_processes auto;", "stream {",
+		"  upstream svc-00002 {\n    server 127.1.0.1:9053;\n    server 127.1.0.2:9053;\n  }\n  server {\n    listen 127.7.0.3:8053 udp reuseport;\n    proxy_pass svc-00002;"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("config lacks %q:\n%s", want, cfg)
+		}
 	}
 }

@@ -24,8 +24,10 @@ const (
 	// forwarder: splice when it pays, no wake-up before the first data
 	// on accept, the first data on the handshake's ACK on connect.
 	TargetHAProxyTuned = "haproxy-tuned"
-	TargetRelay        = "relay"    // a bare Go UDP relay, the bar for UDP
-	TargetBaseline     = "baseline" // another kproxy binary, e.g. a build of main
+	TargetRelay        = "relay" // a bare Go UDP relay, the bar for UDP
+	// TargetNginx is nginx's stream proxy in UDP mode, a peer for UDP.
+	TargetNginx    = "nginx"
+	TargetBaseline = "baseline" // another kproxy binary, e.g. a build of main
 )
 
 // How the churn's changes reach kproxy (Options.ChurnVia).
@@ -41,25 +43,26 @@ type Options struct {
 	KproxyArgs []string `json:"kproxyArgs,omitempty"` // more `kproxy run` flags
 	KproxyEnv  []string `json:"-"`                    // more environment for it
 	HAProxy    string   `json:"haproxy,omitempty"`    // the haproxy binary, when compared
+	Nginx      string   `json:"nginx,omitempty"`      // the nginx binary, when compared
 	// Baseline is the kproxy binary the one under test is compared with
 	// (target baseline), run with the same KproxyArgs on its own addresses.
 	Baseline string   `json:"baseline,omitempty"`
-	Compare  []string `json:"compare,omitempty"` // direct, haproxy, haproxy-tuned, relay, baseline
+	Compare  []string `json:"compare,omitempty"` // direct, haproxy, haproxy-tuned, nginx, relay, baseline
 	// Relay is the binary whose `relay FILE` command runs the UDP relay:
 	// the harness's own (kproxy-bench).
 	Relay string `json:"-"`
 
-	Ports     int           `json:"ports"`     // N service ports
-	Endpoints int           `json:"endpoints"` // M endpoints (backends) each
-	Clients   int           `json:"clients"`   // C concurrent clients
+	Ports     int `json:"ports"`     // N service ports
+	Endpoints int `json:"endpoints"` // M endpoints (backends) each
+	Clients   int `json:"clients"`   // C concurrent clients
 	// ClientSweep: ports also runs each TCP mode again at each of these
 	// concurrencies, its figures named for it ("conn, 256 clients: ...").
-	ClientSweep []int `json:"clientSweep,omitempty"`
-	Modes     []string      `json:"modes"`     // keepalive, conn, udp, bulk
-	Rounds    int           `json:"rounds"`    // interleaved rounds per target
-	Duration  time.Duration `json:"duration"`  // one round; the storm and the churn last as long
-	Size      int           `json:"size"`      // request bytes
-	PerConn   int           `json:"perConn"`   // keepalive and bulk: requests per connection
+	ClientSweep []int         `json:"clientSweep,omitempty"`
+	Modes       []string      `json:"modes"`    // keepalive, conn, udp, bulk
+	Rounds      int           `json:"rounds"`   // interleaved rounds per target
+	Duration    time.Duration `json:"duration"` // one round; the storm and the churn last as long
+	Size        int           `json:"size"`     // request bytes
+	PerConn     int           `json:"perConn"`  // keepalive and bulk: requests per connection
 	// UDPBurst is how many datagrams a udp client sends before it reads
 	// their echoes (1: one datagram and its echo at a time).
 	UDPBurst int `json:"udpBurst,omitempty"`
@@ -184,6 +187,10 @@ func (o *Options) Validate() error {
 	for _, c := range o.Compare {
 		switch c {
 		case TargetDirect:
+		case TargetNginx:
+			if o.Nginx == "" {
+				return errors.New("--compare nginx: no nginx binary")
+			}
 		case TargetRelay:
 			if o.Relay == "" {
 				return errors.New("--compare relay: no binary to run the relay")
@@ -197,7 +204,7 @@ func (o *Options) Validate() error {
 				return errors.New("--compare baseline: no baseline kproxy binary (--baseline-kproxy)")
 			}
 		default:
-			return fmt.Errorf("compare %q: want direct, haproxy, haproxy-tuned, relay or baseline", c)
+			return fmt.Errorf("compare %q: want direct, haproxy, haproxy-tuned, nginx, relay or baseline", c)
 		}
 	}
 	return nil

@@ -84,3 +84,37 @@ func readMachineCPU() (time.Duration, error) {
 	}
 	return parseMachineCPU(string(raw))
 }
+
+// readProcTree is readProc summed over pid and its descendants (a master
+// process's workers), found through each thread's children file.
+func readProcTree(pid int) (ProcStat, error) {
+	st, err := readProc(pid)
+	if err != nil {
+		return st, err
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return st, fmt.Errorf("list /proc/%d/task: %w", pid, err)
+	}
+	for _, t := range tasks {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, c := range strings.Fields(string(raw)) {
+			child, err := strconv.Atoi(c)
+			if err != nil {
+				continue
+			}
+			cs, err := readProcTree(child)
+			if err != nil {
+				continue // the child ended
+			}
+			st.CPU += cs.CPU
+			st.RSS += cs.RSS
+			st.FDs += cs.FDs
+			st.Threads += cs.Threads
+		}
+	}
+	return st, nil
+}

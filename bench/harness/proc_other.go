@@ -20,3 +20,5 @@ func readAnonRSS(pid int) (int64, error) {
 func readMachineCPU() (time.Duration, error) {
 	return 0, errors.New("machine CPU needs Linux /proc")
 }
+
+func readProcTree(pid int) (ProcStat, error) { return readProc(pid) }

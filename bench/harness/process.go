@@ -20,6 +20,9 @@ import (
 type Proc struct {
 	Name    string
 	Metrics string // kproxy's metrics address, empty for HAProxy
+	// Tree: the process works through children (nginx's workers); its
+	// figures are the sums over it and its descendants.
+	Tree    bool
 	cmd     *exec.Cmd
 	log     string
 	started time.Time
@@ -65,7 +68,12 @@ func (p *Proc) exitError() error {
 }
 
 // Stat reads the process's figures from /proc.
-func (p *Proc) Stat() (ProcStat, error) { return readProc(p.Pid()) }
+func (p *Proc) Stat() (ProcStat, error) {
+	if p.Tree {
+		return readProcTree(p.Pid())
+	}
+	return readProc(p.Pid())
+}
 
 // Stop asks the process to end (SIGTERM, or a kill where signals are not
 // available) and waits; a process still running after 15 s is killed.

@@ -59,6 +59,14 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		defer relay.Stop()
 		procs = append(procs, relay)
 	}
+	var nginx *Proc
+	if o.compares(TargetNginx) && o.hasMode(ModeUDP) {
+		if nginx, err = startNginx(o.Nginx, e.dir, o.Ports, e.backends); err != nil {
+			return err
+		}
+		defer nginx.Stop()
+		procs = append(procs, nginx)
+	}
 	plan := time.Duration(len(o.Modes)*o.Rounds*(1+len(o.Compare))) * o.Duration
 	smp := startSampler(time.Now(), e.live, timelineInterval(plan), procs...)
 	defer func() { res.Timeline = smp.stop() }()
@@ -82,6 +90,11 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 				return err
 			}
 		}
+		if nginx != nil && mode == ModeUDP {
+			if _, err := e.awaitReady(ctx, target{name: TargetNginx, proc: nginx, addrs: serviceAddrs(nginxNet, o.Ports, mode)}, mode, time.Now()); err != nil {
+				return err
+			}
+		}
 	}
 	for _, mode := range o.Modes {
 		var targets []target
@@ -98,6 +111,9 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		}
 		if relay != nil && mode == ModeUDP {
 			targets = append(targets, target{name: TargetRelay, proc: relay, addrs: serviceAddrs(relayNet, o.Ports, mode)})
+		}
+		if nginx != nil && mode == ModeUDP {
+			targets = append(targets, target{name: TargetNginx, proc: nginx, addrs: serviceAddrs(nginxNet, o.Ports, mode)})
 		}
 		if err := e.portsMode(ctx, res, mode, o.Clients, mode, targets); err != nil {
 			return err

@@ -64,7 +64,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.UDPBurst, "udp-burst", 1, "udp: datagrams a client sends to a port before it reads their echoes (1: one at a time); each echo is a request")
 	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive and bulk: requests per connection before the client moves to its next port")
 	fs.Int64Var(&o.MaxRequests, "max-requests", 10_000_000, "one round ends after this many requests if its duration has not passed")
-	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), haproxy-tuned (the same with splice-auto, tcp-smart-accept and tcp-smart-connect, as HAProxy's manual tunes a TCP forwarder), relay (udp: a bare Go UDP relay, its own process), baseline (the --baseline-kproxy binary), comma-separated")
+	compare := fs.String("compare", "", "also measure: direct (clients to the backends), haproxy (tcp mode, 2 threads, the same frontends), haproxy-tuned (the same with splice-auto, tcp-smart-accept and tcp-smart-connect, as HAProxy's manual tunes a TCP forwarder), nginx (udp: nginx's stream proxy, a worker per CPU), relay (udp: a bare Go UDP relay, its own process), baseline (the --baseline-kproxy binary), comma-separated")
 	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
 	fs.StringVar(&o.ChurnVia, "churn-via", harness.ChurnFile, "churn: how the changes reach kproxy: file (manifests its file source reads) or remote (a core in the harness's process, fed each change directly; kproxy run --source remote: follows it)")

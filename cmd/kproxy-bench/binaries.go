@@ -16,8 +16,9 @@ import (
 )
 
 // benchBinaries finds the kproxy under test (next to this binary unless
-// named), the baseline kproxy, this binary for the UDP relay, and HAProxy;
-// HAProxy missing drops it from the comparison with a note.
+// named), the baseline kproxy, this binary for the UDP relay, and the
+// peers' programs (HAProxy, nginx); a peer's program missing drops it
+// from the comparison with a note.
 func benchBinaries(o *harness.Options) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -40,17 +41,25 @@ func benchBinaries(o *harness.Options) error {
 			return err
 		}
 	}
-	for i, c := range o.Compare {
-		if c != harness.TargetHAProxy || o.HAProxy != "" {
+	for _, p := range []struct {
+		program, packages string
+		path              *string
+		targets           []string
+	}{
+		{"haproxy", "haproxy", &o.HAProxy, []string{harness.TargetHAProxy, harness.TargetHAProxyTuned}},
+		{"nginx", "nginx-light libnginx-mod-stream", &o.Nginx, []string{harness.TargetNginx}},
+	} {
+		wanted := slices.ContainsFunc(o.Compare, func(c string) bool { return slices.Contains(p.targets, c) })
+		if !wanted || *p.path != "" {
 			continue
 		}
-		path, err := exec.LookPath("haproxy")
+		path, err := exec.LookPath(p.program)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "kproxy-bench: haproxy is not installed: the HAProxy comparison is skipped (Debian: apt-get install haproxy)")
-			o.Compare = append(o.Compare[:i:i], o.Compare[i+1:]...)
-			break
+			fmt.Fprintf(os.Stderr, "kproxy-bench: %s is not installed: its comparison is skipped (Debian: apt-get install %s)\n", p.program, p.packages)
+			o.Compare = slices.DeleteFunc(o.Compare, func(c string) bool { return slices.Contains(p.targets, c) })
+			continue
 		}
-		o.HAProxy = path
+		*p.path = path
 	}
 	return nil
 }
