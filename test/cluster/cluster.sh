@@ -312,7 +312,7 @@ node() { # N
 	cat >"$d/cni/10-bridge.conflist" <<-EOF
 		{"cniVersion": "0.4.0", "name": "kpc", "plugins": [
 		  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-		   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$(pod_cidr "$i")"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+		   "ipam": {"type": "host-local", "dataDir": "$d/ipam", "ranges": [[{"subnet": "$(pod_cidr "$i")"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
 		  {"type": "portmap", "capabilities": {"portMappings": true}}
 		]}
 	EOF
@@ -739,6 +739,9 @@ down() {
 	done
 	ip route del blackhole "$SERVICE_CIDR" 2>/dev/null
 	ip link del "$BRIDGE" 2>/dev/null
+	# Where host-local kept every node's addresses before each node had
+	# its own (the nodes share a file system).
+	rm -rf /var/lib/cni/networks/kpc
 	[ -f "$S/sysctls" ] && sysctl -qw $(cat "$S/sysctls")
 	[ -f "$S/made-run-kproxy" ] && rm -rf /run/kproxy
 	rm -rf "$S/run" "$S/nodes" "$S/apiserver" "$S/sysctls" "$S/made-run-kproxy"
