@@ -13,6 +13,9 @@ import (
 const (
 	FaultFail  = "fail"  // dials fail at once, as to a dead pod (connection refused)
 	FaultStall = "stall" // dials hang until their timeout and time out, as to a blackholed node
+	// FaultPanic makes the connection handler dialling the endpoint panic:
+	// a bug in the data path, which must cost that connection only.
+	FaultPanic = "panic"
 )
 
 // ErrInjectedFault is the error of a dial failed by fault injection.
@@ -70,8 +73,8 @@ func (f *Faults) AcceptFault(servicePort string) error {
 
 // Set makes dials to endpoint ("ip:port") fail or stall for d.
 func (f *Faults) Set(endpoint, mode string, d time.Duration) error {
-	if mode != FaultFail && mode != FaultStall {
-		return fmt.Errorf("fault mode %q: want %s or %s", mode, FaultFail, FaultStall)
+	if mode != FaultFail && mode != FaultStall && mode != FaultPanic {
+		return fmt.Errorf("fault mode %q: want %s, %s or %s", mode, FaultFail, FaultStall, FaultPanic)
 	}
 	f.mu.Lock()
 	f.m[endpoint] = fault{mode: mode, until: time.Now().Add(d)}
@@ -95,6 +98,9 @@ func (f *Faults) Before(endpoint string, timeout time.Duration) error {
 	f.mu.Unlock()
 	if !ok {
 		return nil
+	}
+	if flt.mode == FaultPanic {
+		panic(fmt.Sprintf("injected panic dialing %s", endpoint))
 	}
 	if flt.mode == FaultStall && timeout > 0 {
 		time.Sleep(min(timeout, time.Until(flt.until)))

@@ -1,6 +1,7 @@
 package portal
 
 import (
+	"fmt"
 	"net"
 	"time"
 )
@@ -14,7 +15,12 @@ const ProbeTimeout = 2 * time.Second
 // Probe dials endpoint ("ip:port") over TCP once and closes the connection:
 // outlier detection's check, off any client's path, that an ejected
 // endpoint answers again. Injected faults apply, as to connections.
-func Probe(endpoint string, faults *Faults) error {
+func Probe(endpoint string, faults *Faults) (err error) {
+	defer func() {
+		if r := recover(); r != nil { // an injected panic: the probe failed
+			err = fmt.Errorf("probe %s: %v", endpoint, r)
+		}
+	}()
 	if err := faults.Before(endpoint, ProbeTimeout); err != nil {
 		return err
 	}

@@ -136,8 +136,8 @@ func (r *endpointFaultRequest) check() error {
 	if _, err := netip.ParseAddrPort(r.Endpoint); err != nil {
 		return fmt.Errorf("endpoint %q: want IP:PORT", r.Endpoint)
 	}
-	if r.Mode != portal.FaultFail && r.Mode != portal.FaultStall {
-		return fmt.Errorf("mode %q: want %s or %s", r.Mode, portal.FaultFail, portal.FaultStall)
+	if r.Mode != portal.FaultFail && r.Mode != portal.FaultStall && r.Mode != portal.FaultPanic {
+		return fmt.Errorf("mode %q: want %s, %s or %s", r.Mode, portal.FaultFail, portal.FaultStall, portal.FaultPanic)
 	}
 	var err error
 	r.duration, err = boundedDuration(r.Duration, maxFaultDuration)

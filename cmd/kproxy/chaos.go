@@ -21,7 +21,7 @@ const chaosUsage = `kproxy chaos: drive a running kproxy's fault-injection API
   kproxy chaos [FLAGS] crash SERVICE_PORT [portal|balancer|affinity|serviceport]
   kproxy chaos [FLAGS] crash watcher|proxier|rules
   kproxy chaos [FLAGS] storm --rate N --duration D [--seed S] [--kinds portal,proxier,...]   (N <= 100/s, D <= 10m)
-  kproxy chaos [FLAGS] endpoint IP:PORT fail|stall DURATION       (DURATION <= 1h)
+  kproxy chaos [FLAGS] endpoint IP:PORT fail|stall|panic DURATION (DURATION <= 1h)
   kproxy chaos [FLAGS] listener SERVICE_PORT break        (shut its TCP listening sockets down under it)
   kproxy chaos [FLAGS] listener SERVICE_PORT emfile DURATION   (accepts fail with EMFILE, DURATION <= 1h)
   kproxy chaos [FLAGS] apiserver break   (close kproxy's connections to the API server, its watches with them)
@@ -92,7 +92,7 @@ func chaosCommand(args []string, out io.Writer) error {
 		return client.call(http.MethodPost, base+"/chaos", chaosRequest{Rate: *rate, Duration: d.String(), Seed: *seed, Kinds: strings.Split(*kinds, ",")})
 	case "endpoint":
 		if len(args) != 4 {
-			return errors.New("chaos endpoint: want IP:PORT fail|stall DURATION")
+			return errors.New("chaos endpoint: want IP:PORT fail|stall|panic DURATION")
 		}
 		return client.call(http.MethodPost, base+"/endpoint-fault", endpointFaultRequest{Endpoint: args[1], Mode: args[2], Duration: args[3]})
 	case "apiserver":
