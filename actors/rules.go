@@ -124,23 +124,11 @@ const desiredStateWait = 30 * time.Second
 // set records what one service port needs now.
 func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
 	id := m.GetServicePort().GetKey().ID()
-	rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()),
-		verdict(m.GetReject(), m.GetDrop()), verdict(m.GetRejectExternal(), m.GetDropExternal()))
+	rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetInternal(), m.GetExternal())
 	if err != nil {
 		r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
 	}
 	r.changed(ctx, id, rs)
-}
-
-// verdict reads one scope's verdict from SetPortalRules.
-func verdict(reject, drop bool) rules.Verdict {
-	switch {
-	case reject:
-		return rules.RejectAll
-	case drop:
-		return rules.DropAll
-	}
-	return rules.Serve
 }
 
 // healthStageRules is the Rules actor's stage in Config.Health: changes

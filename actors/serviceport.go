@@ -402,8 +402,7 @@ func (s *ServicePort) syncRules(ctx actor.Context) {
 	}
 	internal, external := rules.Verdicts(rec.applied.GetEndpoints())
 	want := &messages.SetPortalRules{ServicePort: rec.applied.GetServicePort(), ProxyPort: int32(rec.proxyPort), ExternalProxyPort: int32(rec.extPort),
-		Reject: internal == rules.RejectAll, RejectExternal: external == rules.RejectAll,
-		Drop: internal == rules.DropAll, DropExternal: external == rules.DropAll}
+		Internal: internal, External: external}
 	if proto.Equal(want, rec.rulesSent) {
 		return
 	}

@@ -25,6 +25,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PortalVerdict is what a traffic scope's portal rules do with new
+// connections.
+type PortalVerdict int32
+
+const (
+	// Redirect them to the scope's proxy port.
+	PortalVerdict_PORTAL_VERDICT_SERVE PortalVerdict = 0
+	// Reject them at once: the service has no usable endpoint at all.
+	PortalVerdict_PORTAL_VERDICT_REJECT PortalVerdict = 1
+	// Drop them: the service has endpoints, but none the scope's traffic
+	// policy lets it use (Local without a local one), as kube-proxy does.
+	PortalVerdict_PORTAL_VERDICT_DROP PortalVerdict = 2
+)
+
+// Enum value maps for PortalVerdict.
+var (
+	PortalVerdict_name = map[int32]string{
+		0: "PORTAL_VERDICT_SERVE",
+		1: "PORTAL_VERDICT_REJECT",
+		2: "PORTAL_VERDICT_DROP",
+	}
+	PortalVerdict_value = map[string]int32{
+		"PORTAL_VERDICT_SERVE":  0,
+		"PORTAL_VERDICT_REJECT": 1,
+		"PORTAL_VERDICT_DROP":   2,
+	}
+)
+
+func (x PortalVerdict) Enum() *PortalVerdict {
+	p := new(PortalVerdict)
+	*p = x
+	return p
+}
+
+func (x PortalVerdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PortalVerdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_messages_protocol_proto_enumTypes[0].Descriptor()
+}
+
+func (PortalVerdict) Type() protoreflect.EnumType {
+	return &file_messages_protocol_proto_enumTypes[0]
+}
+
+func (x PortalVerdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PortalVerdict.Descriptor instead.
+func (PortalVerdict) EnumDescriptor() ([]byte, []int) {
+	return file_messages_protocol_proto_rawDescGZIP(), []int{0}
+}
+
 // FailureCode is the kind of a failure, as far as kproxy can tell kinds apart.
 type FailureCode int32
 
@@ -90,11 +145,11 @@ func (x FailureCode) String() string {
 }
 
 func (FailureCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_messages_protocol_proto_enumTypes[0].Descriptor()
+	return file_messages_protocol_proto_enumTypes[1].Descriptor()
 }
 
 func (FailureCode) Type() protoreflect.EnumType {
-	return &file_messages_protocol_proto_enumTypes[0]
+	return &file_messages_protocol_proto_enumTypes[1]
 }
 
 func (x FailureCode) Number() protoreflect.EnumNumber {
@@ -103,7 +158,7 @@ func (x FailureCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailureCode.Descriptor instead.
 func (FailureCode) EnumDescriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{0}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{1}
 }
 
 // UpsertServicePort creates a service port or replaces its whole desired state.
@@ -1771,17 +1826,12 @@ type SetPortalRules struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ServicePort *ServicePort           `protobuf:"bytes,1,opt,name=service_port,json=servicePort,proto3" json:"service_port,omitempty"`
 	ProxyPort   int32                  `protobuf:"varint,2,opt,name=proxy_port,json=proxyPort,proto3" json:"proxy_port,omitempty"`
-	// Reject cluster-IP traffic (no internal endpoints).
-	Reject bool `protobuf:"varint,3,opt,name=reject,proto3" json:"reject,omitempty"`
 	// When set, external traffic goes here instead of proxy_port.
 	ExternalProxyPort int32 `protobuf:"varint,4,opt,name=external_proxy_port,json=externalProxyPort,proto3" json:"external_proxy_port,omitempty"`
-	// Reject external traffic (no external endpoints).
-	RejectExternal bool `protobuf:"varint,5,opt,name=reject_external,json=rejectExternal,proto3" json:"reject_external,omitempty"`
-	// Drop cluster-IP traffic: the service has endpoints, but none for the
-	// internal traffic policy (kube-proxy drops rather than rejects).
-	Drop bool `protobuf:"varint,6,opt,name=drop,proto3" json:"drop,omitempty"`
-	// Drop external traffic: endpoints, but none for the external policy.
-	DropExternal bool `protobuf:"varint,7,opt,name=drop_external,json=dropExternal,proto3" json:"drop_external,omitempty"`
+	// Cluster-IP traffic's verdict (the internal traffic policy's scope).
+	Internal PortalVerdict `protobuf:"varint,8,opt,name=internal,proto3,enum=kproxy.v1.PortalVerdict" json:"internal,omitempty"`
+	// External traffic's verdict (the external traffic policy's scope).
+	External PortalVerdict `protobuf:"varint,9,opt,name=external,proto3,enum=kproxy.v1.PortalVerdict" json:"external,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1832,13 +1882,6 @@ func (x *SetPortalRules) GetProxyPort() int32 {
 	return 0
 }
 
-func (x *SetPortalRules) GetReject() bool {
-	if x != nil {
-		return x.Reject
-	}
-	return false
-}
-
 func (x *SetPortalRules) GetExternalProxyPort() int32 {
 	if x != nil {
 		return x.ExternalProxyPort
@@ -1846,25 +1889,18 @@ func (x *SetPortalRules) GetExternalProxyPort() int32 {
 	return 0
 }
 
-func (x *SetPortalRules) GetRejectExternal() bool {
+func (x *SetPortalRules) GetInternal() PortalVerdict {
 	if x != nil {
-		return x.RejectExternal
+		return x.Internal
 	}
-	return false
+	return PortalVerdict_PORTAL_VERDICT_SERVE
 }
 
-func (x *SetPortalRules) GetDrop() bool {
+func (x *SetPortalRules) GetExternal() PortalVerdict {
 	if x != nil {
-		return x.Drop
+		return x.External
 	}
-	return false
-}
-
-func (x *SetPortalRules) GetDropExternal() bool {
-	if x != nil {
-		return x.DropExternal
-	}
-	return false
+	return PortalVerdict_PORTAL_VERDICT_SERVE
 }
 
 func (x *SetPortalRules) GetTrace() *TraceContext {
@@ -2429,17 +2465,15 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\fWatcherStats\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x03R\x06events\x12\x18\n" +
 	"\achanges\x18\x02 \x01(\x03R\achanges\x12\x18\n" +
-	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\xc3\x02\n" +
+	"\aflushes\x18\x03 \x01(\x03R\aflushes\"\xcd\x02\n" +
 	"\x0eSetPortalRules\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
 	"\n" +
-	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12\x16\n" +
-	"\x06reject\x18\x03 \x01(\bR\x06reject\x12.\n" +
-	"\x13external_proxy_port\x18\x04 \x01(\x05R\x11externalProxyPort\x12'\n" +
-	"\x0freject_external\x18\x05 \x01(\bR\x0erejectExternal\x12\x12\n" +
-	"\x04drop\x18\x06 \x01(\bR\x04drop\x12#\n" +
-	"\rdrop_external\x18\a \x01(\bR\fdropExternal\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"o\n" +
+	"proxy_port\x18\x02 \x01(\x05R\tproxyPort\x12.\n" +
+	"\x13external_proxy_port\x18\x04 \x01(\x05R\x11externalProxyPort\x124\n" +
+	"\binternal\x18\b \x01(\x0e2\x18.kproxy.v1.PortalVerdictR\binternal\x124\n" +
+	"\bexternal\x18\t \x01(\x0e2\x18.kproxy.v1.PortalVerdictR\bexternal\x12-\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05traceJ\x04\b\x03\x10\x04J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\a\x10\b\"o\n" +
 	"\x11DeletePortalRules\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x12-\n" +
 	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"|\n" +
@@ -2466,7 +2500,11 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\"\x16\n" +
-	"\x14DesiredStateComplete*\xdf\x01\n" +
+	"\x14DesiredStateComplete*]\n" +
+	"\rPortalVerdict\x12\x18\n" +
+	"\x14PORTAL_VERDICT_SERVE\x10\x00\x12\x19\n" +
+	"\x15PORTAL_VERDICT_REJECT\x10\x01\x12\x17\n" +
+	"\x13PORTAL_VERDICT_DROP\x10\x02*\xdf\x01\n" +
 	"\vFailureCode\x12\x18\n" +
 	"\x14FAILURE_CODE_UNKNOWN\x10\x00\x12\x12\n" +
 	"\x0eADDRESS_IN_USE\x10\x01\x12\x19\n" +
@@ -2490,86 +2528,89 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 	return file_messages_protocol_proto_rawDescData
 }
 
-var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_messages_protocol_proto_goTypes = []any{
-	(FailureCode)(0),             // 0: kproxy.v1.FailureCode
-	(*UpsertServicePort)(nil),    // 1: kproxy.v1.UpsertServicePort
-	(*DeleteServicePort)(nil),    // 2: kproxy.v1.DeleteServicePort
-	(*SetEndpoints)(nil),         // 3: kproxy.v1.SetEndpoints
-	(*ConfigurePortal)(nil),      // 4: kproxy.v1.ConfigurePortal
-	(*GetTopActors)(nil),         // 5: kproxy.v1.GetTopActors
-	(*TopActors)(nil),            // 6: kproxy.v1.TopActors
-	(*ChildRestarted)(nil),       // 7: kproxy.v1.ChildRestarted
-	(*PickEndpoint)(nil),         // 8: kproxy.v1.PickEndpoint
-	(*Picked)(nil),               // 9: kproxy.v1.Picked
-	(*DialOutcome)(nil),          // 10: kproxy.v1.DialOutcome
-	(*ProbeEndpoint)(nil),        // 11: kproxy.v1.ProbeEndpoint
-	(*EndpointEjections)(nil),    // 12: kproxy.v1.EndpointEjections
-	(*EjectedEndpoint)(nil),      // 13: kproxy.v1.EjectedEndpoint
-	(*AffinityLookup)(nil),       // 14: kproxy.v1.AffinityLookup
-	(*ListenerReady)(nil),        // 15: kproxy.v1.ListenerReady
-	(*RetryProxyPort)(nil),       // 16: kproxy.v1.RetryProxyPort
-	(*RetryListen)(nil),          // 17: kproxy.v1.RetryListen
-	(*SweepAffinity)(nil),        // 18: kproxy.v1.SweepAffinity
-	(*ListenerFailed)(nil),       // 19: kproxy.v1.ListenerFailed
-	(*GetState)(nil),             // 20: kproxy.v1.GetState
-	(*ServicePortState)(nil),     // 21: kproxy.v1.ServicePortState
-	(*StateSnapshot)(nil),        // 22: kproxy.v1.StateSnapshot
-	(*InjectCrash)(nil),          // 23: kproxy.v1.InjectCrash
-	(*ServiceChanged)(nil),       // 24: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),         // 25: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),         // 26: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),      // 27: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),         // 28: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),       // 29: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil),    // 30: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),         // 31: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),           // 32: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),         // 33: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),           // 34: kproxy.v1.RetryRules
-	(*Failure)(nil),              // 35: kproxy.v1.Failure
-	(*TraceContext)(nil),         // 36: kproxy.v1.TraceContext
-	(*FlushApplied)(nil),         // 37: kproxy.v1.FlushApplied
-	(*DesiredStateComplete)(nil), // 38: kproxy.v1.DesiredStateComplete
-	(*ServicePort)(nil),          // 39: kproxy.v1.ServicePort
-	(*Endpoint)(nil),             // 40: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),       // 41: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),         // 42: kproxy.v1.SessionAffinity
+	(PortalVerdict)(0),           // 0: kproxy.v1.PortalVerdict
+	(FailureCode)(0),             // 1: kproxy.v1.FailureCode
+	(*UpsertServicePort)(nil),    // 2: kproxy.v1.UpsertServicePort
+	(*DeleteServicePort)(nil),    // 3: kproxy.v1.DeleteServicePort
+	(*SetEndpoints)(nil),         // 4: kproxy.v1.SetEndpoints
+	(*ConfigurePortal)(nil),      // 5: kproxy.v1.ConfigurePortal
+	(*GetTopActors)(nil),         // 6: kproxy.v1.GetTopActors
+	(*TopActors)(nil),            // 7: kproxy.v1.TopActors
+	(*ChildRestarted)(nil),       // 8: kproxy.v1.ChildRestarted
+	(*PickEndpoint)(nil),         // 9: kproxy.v1.PickEndpoint
+	(*Picked)(nil),               // 10: kproxy.v1.Picked
+	(*DialOutcome)(nil),          // 11: kproxy.v1.DialOutcome
+	(*ProbeEndpoint)(nil),        // 12: kproxy.v1.ProbeEndpoint
+	(*EndpointEjections)(nil),    // 13: kproxy.v1.EndpointEjections
+	(*EjectedEndpoint)(nil),      // 14: kproxy.v1.EjectedEndpoint
+	(*AffinityLookup)(nil),       // 15: kproxy.v1.AffinityLookup
+	(*ListenerReady)(nil),        // 16: kproxy.v1.ListenerReady
+	(*RetryProxyPort)(nil),       // 17: kproxy.v1.RetryProxyPort
+	(*RetryListen)(nil),          // 18: kproxy.v1.RetryListen
+	(*SweepAffinity)(nil),        // 19: kproxy.v1.SweepAffinity
+	(*ListenerFailed)(nil),       // 20: kproxy.v1.ListenerFailed
+	(*GetState)(nil),             // 21: kproxy.v1.GetState
+	(*ServicePortState)(nil),     // 22: kproxy.v1.ServicePortState
+	(*StateSnapshot)(nil),        // 23: kproxy.v1.StateSnapshot
+	(*InjectCrash)(nil),          // 24: kproxy.v1.InjectCrash
+	(*ServiceChanged)(nil),       // 25: kproxy.v1.ServiceChanged
+	(*SourceSynced)(nil),         // 26: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),         // 27: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),      // 28: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),         // 29: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),       // 30: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil),    // 31: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),         // 32: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),           // 33: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),         // 34: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),           // 35: kproxy.v1.RetryRules
+	(*Failure)(nil),              // 36: kproxy.v1.Failure
+	(*TraceContext)(nil),         // 37: kproxy.v1.TraceContext
+	(*FlushApplied)(nil),         // 38: kproxy.v1.FlushApplied
+	(*DesiredStateComplete)(nil), // 39: kproxy.v1.DesiredStateComplete
+	(*ServicePort)(nil),          // 40: kproxy.v1.ServicePort
+	(*Endpoint)(nil),             // 41: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),       // 42: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),         // 43: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	39, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	40, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	36, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
-	41, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	36, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
-	40, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	42, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	36, // 7: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
-	39, // 8: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	36, // 9: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
-	13, // 10: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	35, // 11: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
-	35, // 12: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	41, // 13: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	39, // 14: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	40, // 15: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	35, // 16: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
-	13, // 17: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	21, // 18: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	36, // 19: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
-	39, // 20: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	36, // 21: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
-	41, // 22: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	36, // 23: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
-	35, // 24: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	35, // 25: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
-	0,  // 26: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	40, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	41, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	37, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
+	42, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	37, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
+	41, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	43, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	37, // 7: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
+	40, // 8: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	37, // 9: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
+	14, // 10: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	36, // 11: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	36, // 12: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	42, // 13: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	40, // 14: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	41, // 15: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	36, // 16: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	14, // 17: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
+	22, // 18: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
+	37, // 19: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
+	40, // 20: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	0,  // 21: kproxy.v1.SetPortalRules.internal:type_name -> kproxy.v1.PortalVerdict
+	0,  // 22: kproxy.v1.SetPortalRules.external:type_name -> kproxy.v1.PortalVerdict
+	37, // 23: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
+	42, // 24: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	37, // 25: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
+	36, // 26: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	36, // 27: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	1,  // 28: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_messages_protocol_proto_init() }
@@ -2583,7 +2624,7 @@ func file_messages_protocol_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,

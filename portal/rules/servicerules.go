@@ -9,19 +9,20 @@ import (
 	"github.com/kproxy/kproxy/portal/steer"
 )
 
-// Verdict is what a service port's rules do with one traffic scope.
-type Verdict int
+// Verdict is what a service port's rules do with one traffic scope: the
+// message type the Rules actor receives it in.
+type Verdict = messages.PortalVerdict
 
 const (
 	// Serve redirects the scope's traffic to its proxy port.
-	Serve Verdict = iota
+	Serve = messages.PortalVerdict_PORTAL_VERDICT_SERVE
 	// RejectAll: the service has no usable endpoint at all; new
 	// connections are rejected at once (clients fail fast).
-	RejectAll
+	RejectAll = messages.PortalVerdict_PORTAL_VERDICT_REJECT
 	// DropAll: the service has endpoints, but none the scope's traffic
 	// policy lets it use (Local without a local one); new connections are
 	// dropped, as kube-proxy does.
-	DropAll
+	DropAll = messages.PortalVerdict_PORTAL_VERDICT_DROP
 )
 
 // ForServicePort lists the kernel portal rules of one service port: its cluster
