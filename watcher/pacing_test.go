@@ -85,10 +85,14 @@ func TestTrackerFlushUnpacedHoldsWhatNeedsPacing(t *testing.T) {
 		t.Fatalf("second unpaced flush: %v, %d builds; want a's new endpoint, one build", ch.Upserts, v.builds)
 	}
 
-	// The paced flush takes the held services as they are now.
+	// The paced flush takes the held services as they are now: b as the
+	// unpaced flush built it, c (changed since) built again.
 	ch = tr.Flush()
 	if len(ch.Upserts) != 2 || tr.Pending() || tr.Holds("ns/c") {
 		t.Fatalf("paced flush: %v (pending %v)", ch.Upserts, tr.Pending())
+	}
+	if v.builds != 2 {
+		t.Fatalf("paced flush: %d builds in all since a's, want 2 (a's, then c's alone)", v.builds)
 	}
 	for _, spe := range ch.Upserts {
 		if k := spe.GetServicePort().GetKey(); k.GetName() == "c" && spe.GetEndpoints()[0].GetIps()[0] != "192.0.2.6" {

@@ -25,8 +25,11 @@ type Tracker struct {
 	dirty map[string]bool
 	all   bool
 	// held are the dirty services whose change needs the paced Flush
-	// (NeedsPacing): FlushUnpaced leaves them to it.
-	held map[string]bool
+	// (NeedsPacing): FlushUnpaced leaves them to it. built keeps the build
+	// that held one until it is marked again, so Flush does not build it
+	// a second time.
+	held  map[string]bool
+	built map[string]build
 	// last holds the service ports sent, by service. A slice, not a map
 	// by service port ID: a service has a few ports, and a slice is
 	// smaller per service port.
@@ -36,9 +39,16 @@ type Tracker struct {
 	Events, Changes int64
 }
 
+// build is a service's node-local view as View.Build made it.
+type build struct {
+	ports []*messages.ServicePortEndpoints
+	err   error
+}
+
 // NewTracker tracks view; the first Flush after MarkAll builds everything.
 func NewTracker(view View) *Tracker {
-	return &Tracker{view: view, dirty: map[string]bool{}, held: map[string]bool{}, last: map[string][]*messages.ServicePortEndpoints{}}
+	return &Tracker{view: view, dirty: map[string]bool{}, held: map[string]bool{}, built: map[string]build{},
+		last: map[string][]*messages.ServicePortEndpoints{}}
 }
 
 // Mark records that service changed ("" means every service).
@@ -49,6 +59,7 @@ func (t *Tracker) Mark(service string) {
 		return
 	}
 	t.dirty[service] = true
+	delete(t.built, service) // out of date
 }
 
 // Pending reports whether a Flush has work.
@@ -78,11 +89,19 @@ func (t *Tracker) Flush() Changes {
 		}
 	}
 	slices.Sort(services)
-	t.all, t.dirty, t.held = false, map[string]bool{}, map[string]bool{}
+	built := t.built
+	if t.all {
+		built = nil // a full resync builds everything afresh
+	}
+	t.all, t.dirty, t.held, t.built = false, map[string]bool{}, map[string]bool{}, map[string]build{}
 
 	var ch Changes
 	for _, svc := range services {
-		ports, err := t.view.Build(svc)
+		b, ok := built[svc]
+		if !ok {
+			b.ports, b.err = t.view.Build(svc)
+		}
+		ports, err := b.ports, b.err
 		if err != nil {
 			ch.Errors = append(ch.Errors, err) // bad input must not drop what serves
 			continue
@@ -95,7 +114,8 @@ func (t *Tracker) Flush() Changes {
 // FlushUnpaced rebuilds the dirty services not already held and returns
 // the changes of those that need no pacing (NeedsPacing false: only
 // endpoints of existing service ports changed). The others are held for
-// the next Flush, which rebuilds them with their latest state; so is a
+// the next Flush, with their build, which Flush applies unless the
+// service changed again meanwhile (then it builds the latest); so is a
 // service its view rejects (Flush reports it), and a full resync
 // (Mark("")) as a whole. held says whether anything waits for Flush.
 func (t *Tracker) FlushUnpaced() (ch Changes, held bool) {
@@ -113,6 +133,7 @@ func (t *Tracker) FlushUnpaced() (ch Changes, held bool) {
 		ports, err := t.view.Build(svc)
 		if err != nil || NeedsPacing(t.last[svc], ports) {
 			t.held[svc] = true
+			t.built[svc] = build{ports, err}
 			continue
 		}
 		delete(t.dirty, svc)
