@@ -129,7 +129,7 @@ vet:
 # with: BENCH_ARGS="--baseline-kproxy /tmp/kproxy-main".
 BENCH_ARGS ?=
 bench: build bench-deps
-	$(BIN)/kproxy-bench all --short --compare direct,haproxy,haproxy-tuned,nginx,relay --json $(BIN)/bench.json --html $(BIN)/bench.html $(BENCH_ARGS)
+	$(BIN)/kproxy-bench all --short --compare direct,kernel,haproxy,haproxy-tuned,nginx,relay --json $(BIN)/bench.json --html $(BIN)/bench.html $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench 'TCP' -benchtime 10x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench PortalRestart -benchtime 100x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench TracingConnectionRate -benchtime 10x -count 1 ./bench/

@@ -25,6 +25,9 @@ const (
 	// on accept, the first data on the handshake's ACK on connect.
 	TargetHAProxyTuned = "haproxy-tuned"
 	TargetRelay        = "relay" // a bare Go UDP relay, the bar for UDP
+	// TargetKernel is the kernel's own forwarding (nftables DNAT), the
+	// limit; root only.
+	TargetKernel = "kernel"
 	// TargetNginx is nginx's stream proxy in UDP mode, a peer for UDP.
 	TargetNginx    = "nginx"
 	TargetBaseline = "baseline" // another kproxy binary, e.g. a build of main
@@ -47,7 +50,7 @@ type Options struct {
 	// Baseline is the kproxy binary the one under test is compared with
 	// (target baseline), run with the same KproxyArgs on its own addresses.
 	Baseline string   `json:"baseline,omitempty"`
-	Compare  []string `json:"compare,omitempty"` // direct, haproxy, haproxy-tuned, nginx, relay, baseline
+	Compare  []string `json:"compare,omitempty"` // direct, kernel, haproxy, haproxy-tuned, nginx, relay, baseline
 	// Relay is the binary whose `relay FILE` command runs the UDP relay:
 	// the harness's own (kproxy-bench).
 	Relay string `json:"-"`
@@ -187,6 +190,7 @@ func (o *Options) Validate() error {
 	for _, c := range o.Compare {
 		switch c {
 		case TargetDirect:
+		case TargetKernel:
 		case TargetNginx:
 			if o.Nginx == "" {
 				return errors.New("--compare nginx: no nginx binary")
@@ -204,7 +208,7 @@ func (o *Options) Validate() error {
 				return errors.New("--compare baseline: no baseline kproxy binary (--baseline-kproxy)")
 			}
 		default:
-			return fmt.Errorf("compare %q: want direct, haproxy, haproxy-tuned, nginx, relay or baseline", c)
+			return fmt.Errorf("compare %q: want direct, kernel, haproxy, haproxy-tuned, nginx, relay or baseline", c)
 		}
 	}
 	return nil

@@ -59,6 +59,15 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		defer relay.Stop()
 		procs = append(procs, relay)
 	}
+	kernel, err := startKernel(ctx, o, e.backends)
+	if err != nil {
+		return err
+	}
+	if kernel != nil {
+		defer kernel()
+	} else if o.compares(TargetKernel) {
+		res.Notes = append(res.Notes, "kernel: skipped, its nftables rules need root")
+	}
 	var nginx *Proc
 	if o.compares(TargetNginx) && o.hasMode(ModeUDP) {
 		if nginx, err = startNginx(o.Nginx, e.dir, o.Ports, e.backends); err != nil {
@@ -103,6 +112,9 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		}
 		if o.compares(TargetDirect) {
 			targets = append(targets, target{name: TargetDirect, addrs: directAddrs(e.backends, o.Ports, mode)})
+		}
+		if kernel != nil {
+			targets = append(targets, target{name: TargetKernel, addrs: serviceAddrs(kernelNet, o.Ports, mode)})
 		}
 		for _, hp := range haproxies {
 			if mode != ModeUDP {

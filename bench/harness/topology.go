@@ -17,6 +17,7 @@ const (
 	baselineNet = 5 // 127.5.0.0/16: the baseline kproxy's service IPs
 	tunedNet    = 6 // 127.6.0.0/16: the tuned HAProxy's frontends
 	nginxNet    = 7 // 127.7.0.0/16: nginx's UDP frontends
+	kernelNet   = 8 // 127.8.0.0/16: the kernel's DNAT rules' service addresses
 
 	tcpServicePort  = 8080
 	udpServicePort  = 8053
@@ -27,8 +28,8 @@ const (
 )
 
 // hostIP is the i-th address (from 0) of 127.NET.0.0/16, NET moved up by
-// seven /16s per slot of $KPROXY_BENCH_NET_OFFSET: sessions benchmarking on
-// one machine at once each take a slot, so each has its own seven /16s
+// eight /16s per slot of $KPROXY_BENCH_NET_OFFSET: sessions benchmarking on
+// one machine at once each take a slot, so each has its own eight /16s
 // (kproxy's and HAProxy's sockets share ports with SO_REUSEPORT, so two
 // harnesses on overlapping plans would serve each other's clients).
 func hostIP(net byte, i int) string {
@@ -36,8 +37,8 @@ func hostIP(net byte, i int) string {
 	return fmt.Sprintf("127.%d.%d.%d", int(net)+netOffset, n>>8, n&0xff)
 }
 
-// netsPerPlan is how many /16s one harness takes (backendNet..nginxNet).
-const netsPerPlan = nginxNet
+// netsPerPlan is how many /16s one harness takes (backendNet..kernelNet).
+const netsPerPlan = kernelNet
 
 var netOffset = planOffset(os.Getenv("KPROXY_BENCH_NET_OFFSET"))
 
@@ -45,7 +46,7 @@ var netOffset = planOffset(os.Getenv("KPROXY_BENCH_NET_OFFSET"))
 // of range.
 func planOffset(s string) int {
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || nginxNet+netsPerPlan*n > 255 {
+	if err != nil || n < 0 || kernelNet+netsPerPlan*n > 255 {
 		return 0
 	}
 	return netsPerPlan * n
