@@ -199,17 +199,10 @@ func (w *Watcher) apply(ctx actor.Context, ch watcher.Changes, start time.Time) 
 	return true
 }
 
-// triggerTimer is a View that knows when a service's endpoints last
-// changed at the source (EndpointSlices' last-change-trigger-time).
-type triggerTimer interface {
-	TriggerTime(service string) time.Time
-}
-
 // observeTriggers records, once per trigger time, how long the changed
 // services took from their trigger to this flush.
 func (w *Watcher) observeTriggers(ch watcher.Changes) {
-	tt, ok := w.cfg.View.(triggerTimer)
-	if !ok || w.cfg.Metrics == nil {
+	if len(ch.Triggers) == 0 || w.cfg.Metrics == nil {
 		return
 	}
 	services := map[string]bool{}
@@ -221,7 +214,7 @@ func (w *Watcher) observeTriggers(ch watcher.Changes) {
 		delete(w.triggers, k.GetNamespace()+"/"+k.GetName())
 	}
 	for svc := range services {
-		t := tt.TriggerTime(svc)
+		t := ch.Triggers[svc]
 		if t.After(w.triggers[svc]) {
 			w.triggers[svc] = t
 			w.cfg.Metrics.NetworkProgrammed(t)

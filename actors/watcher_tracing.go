@@ -70,7 +70,6 @@ func (w *Watcher) flushTraces(ch watcher.Changes) *flushTraces {
 		ft.counts[serviceOf(k)] = c
 	}
 	now := time.Now()
-	tt, _ := w.cfg.View.(triggerTimer)
 	for svc, pt := range w.traced {
 		if w.tracker.Holds(svc) {
 			continue // its change waits for the paced flush
@@ -86,13 +85,11 @@ func (w *Watcher) flushTraces(ch watcher.Changes) *flushTraces {
 		}
 		flush, fctx := w.cfg.childSpan(wctx, spanFlush, trace.WithTimestamp(now), trace.WithAttributes(attrService.String(svc),
 			attribute.Int("kproxy.upserts", c[0]), attribute.Int("kproxy.deletes", c[1])))
-		if tt != nil {
-			// An EndpointSlice's last-change-trigger-time: when the API
-			// server's side of this change began.
-			if t := tt.TriggerTime(svc); !t.IsZero() {
-				flush.SetAttributes(attribute.String("kproxy.trigger_time", t.UTC().Format(time.RFC3339Nano)),
-					attribute.Float64("kproxy.network_programming_seconds", now.Sub(t).Seconds()))
-			}
+		// An EndpointSlice's last-change-trigger-time: when the API
+		// server's side of this change began.
+		if t, ok := ch.Triggers[svc]; ok {
+			flush.SetAttributes(attribute.String("kproxy.trigger_time", t.UTC().Format(time.RFC3339Nano)),
+				attribute.Float64("kproxy.network_programming_seconds", now.Sub(t).Seconds()))
 		}
 		ft.spans[svc], ft.ctxs[svc] = flush, fctx
 	}

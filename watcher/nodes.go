@@ -39,6 +39,9 @@ type kubeNodeView struct {
 }
 
 func (v *kubeNodeView) ServiceNames() []string { return v.s.ServiceNames() }
+
+// TriggerTime is the source's (TriggerTimer): the slices are every node's.
+func (v *kubeNodeView) TriggerTime(service string) time.Time { return v.s.TriggerTime(service) }
 func (v *kubeNodeView) Build(service string) ([]*messages.ServicePortEndpoints, error) {
 	opts := v.s.opts.Options
 	opts.NodeName = v.node

@@ -3,6 +3,7 @@ package watcher
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,6 +15,13 @@ import (
 type View interface {
 	ServiceNames() []string
 	Build(service string) ([]*messages.ServicePortEndpoints, error)
+}
+
+// TriggerTimer is a View that knows when a service's endpoints last
+// changed at the source (EndpointSlices' last-change-trigger-time; zero
+// when unknown). The Tracker hands those times on with the changes.
+type TriggerTimer interface {
+	TriggerTime(service string) time.Time
 }
 
 // Tracker turns change notifications into per-service-port changes: events
@@ -71,6 +79,10 @@ type Changes struct {
 	Deletes []*messages.ServicePortKey
 	// Errors are services that failed validation; their previous state is kept.
 	Errors []error
+	// Triggers are, by service, the trigger times of the changed services
+	// whose View knows them (TriggerTimer): for the network programming
+	// latency and traces.
+	Triggers map[string]time.Time
 }
 
 // Flush rebuilds the dirty services and returns what changed.
@@ -148,6 +160,12 @@ func (t *Tracker) Holds(service string) bool { return t.all || t.held[service] }
 // apply adds to ch what changed in service from the last flush to ports,
 // and records ports as the service's state.
 func (t *Tracker) apply(ch *Changes, svc string, ports []*messages.ServicePortEndpoints) {
+	changes := len(ch.Upserts) + len(ch.Deletes)
+	defer func() {
+		if len(ch.Upserts)+len(ch.Deletes) > changes {
+			t.trigger(ch, svc)
+		}
+	}()
 	prev := t.last[svc]
 	prevIDs := portIDs(prev)
 	next := make([]*messages.ServicePortEndpoints, 0, len(ports))
@@ -173,6 +191,20 @@ func (t *Tracker) apply(ch *Changes, svc string, ports []*messages.ServicePortEn
 		delete(t.last, svc)
 	} else {
 		t.last[svc] = next
+	}
+}
+
+// trigger records service's trigger time in ch, when the view knows it.
+func (t *Tracker) trigger(ch *Changes, service string) {
+	tt, ok := t.view.(TriggerTimer)
+	if !ok {
+		return
+	}
+	if at := tt.TriggerTime(service); !at.IsZero() {
+		if ch.Triggers == nil {
+			ch.Triggers = map[string]time.Time{}
+		}
+		ch.Triggers[service] = at
 	}
 }
 

@@ -3,6 +3,7 @@ package watcher
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/kproxy/kproxy/messages"
 )
@@ -114,5 +115,36 @@ func TestTopologyHints(t *testing.T) {
 		if len(got) != tc.want {
 			t.Errorf("%s: internal endpoints %v, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// timedView is a fakeView that knows its services' trigger times.
+type timedView struct {
+	*fakeView
+	at map[string]time.Time
+}
+
+func (v timedView) TriggerTime(svc string) time.Time { return v.at[svc] }
+
+// A flush hands on the trigger times of the services it changed, and
+// only theirs: the Watcher observes latency from the changes alone.
+func TestTrackerChangesCarryTriggerTimes(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	v := timedView{&fakeView{ports: map[string][]*messages.ServicePortEndpoints{
+		"ns/a": {port("ns", "a", "http", "192.0.2.1")},
+		"ns/b": {port("ns", "b", "http", "192.0.2.2")},
+	}, errs: map[string]error{}}, map[string]time.Time{"ns/a": t0, "ns/b": t0.Add(time.Second)}}
+	tr := NewTracker(v)
+	tr.Mark("")
+	if ch := tr.Flush(); len(ch.Triggers) != 2 || !ch.Triggers["ns/b"].Equal(t0.Add(time.Second)) {
+		t.Fatalf("first flush: triggers %v", ch.Triggers)
+	}
+	tr.Mark("ns/a") // nothing changed
+	v.ports["ns/b"] = nil
+	v.at["ns/b"] = t0.Add(2 * time.Second)
+	tr.Mark("ns/b") // deleted
+	ch := tr.Flush()
+	if _, ok := ch.Triggers["ns/a"]; ok || !ch.Triggers["ns/b"].Equal(t0.Add(2*time.Second)) || len(ch.Deletes) != 1 {
+		t.Fatalf("second flush: triggers %v, deletes %v; want b's alone", ch.Triggers, ch.Deletes)
 	}
 }

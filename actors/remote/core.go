@@ -433,18 +433,11 @@ func (c *coreActor) tick(ctx actor.Context) {
 	}
 }
 
-// triggerTimer is a View that knows when a service's endpoints last
-// changed at the source (EndpointSlices' last-change-trigger-time).
-type triggerTimer interface {
-	TriggerTime(service string) time.Time
-}
-
-// triggers are the changed services' EndpointSlice trigger times, when
+// triggers are the upserted services' EndpointSlice trigger times, when
 // the source knows them (the Kubernetes source), for the backends'
 // network programming latency.
 func (c *coreActor) triggers(ch watcher.Changes) map[string]int64 {
-	tt, ok := c.cfg.Views.(triggerTimer)
-	if !ok {
+	if len(ch.Triggers) == 0 {
 		return nil
 	}
 	var out map[string]int64
@@ -453,7 +446,7 @@ func (c *coreActor) triggers(ch watcher.Changes) map[string]int64 {
 		if _, done := out[svc]; done {
 			continue
 		}
-		if t := tt.TriggerTime(svc); !t.IsZero() {
+		if t, ok := ch.Triggers[svc]; ok {
 			if out == nil {
 				out = map[string]int64{}
 			}

@@ -143,4 +143,13 @@ func (v *fedViews) notify(e watcher.Event) {
 }
 
 func (v *fedViews) Stop()                       {}
-func (v *fedViews) ViewFor(string) watcher.View { return v.store }
+func (v *fedViews) ViewFor(string) watcher.View { return timedStore{v.store, v} }
+
+// timedStore is the store with the churn's trigger times, which the
+// core's trackers hand on with each change (watcher.TriggerTimer).
+type timedStore struct {
+	*watcher.Store
+	v *fedViews
+}
+
+func (t timedStore) TriggerTime(service string) time.Time { return t.v.TriggerTime(service) }
