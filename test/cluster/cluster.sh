@@ -230,6 +230,11 @@ network() {
 		ip -n "$ns" link set eth0 up
 		ip -n "$ns" addr add "$(node_ip "$i")/24" dev eth0
 		ip -n "$ns" route add "$SERVICE_CIDR" via "$HOST_IP"
+		# A default route, as nodes have: a Service may take its address
+		# from a ServiceCIDR added later (the e2e suite adds
+		# 203.0.113.0/24), and the node's own processes reach it only
+		# with a route. The host forwards nothing, so nothing leaves.
+		ip -n "$ns" route add default via "$HOST_IP"
 		ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
 		ip route replace "$(pod_cidr "$i")" via "$(node_ip "$i")"
 		for j in $(seq 1 "$NODES"); do
