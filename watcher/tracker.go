@@ -161,11 +161,6 @@ func (t *Tracker) Holds(service string) bool { return t.all || t.held[service] }
 // and records ports as the service's state.
 func (t *Tracker) apply(ch *Changes, svc string, ports []*messages.ServicePortEndpoints) {
 	changes := len(ch.Upserts) + len(ch.Deletes)
-	defer func() {
-		if len(ch.Upserts)+len(ch.Deletes) > changes {
-			t.trigger(ch, svc)
-		}
-	}()
 	prev := t.last[svc]
 	prevIDs := portIDs(prev)
 	next := make([]*messages.ServicePortEndpoints, 0, len(ports))
@@ -191,6 +186,9 @@ func (t *Tracker) apply(ch *Changes, svc string, ports []*messages.ServicePortEn
 		delete(t.last, svc)
 	} else {
 		t.last[svc] = next
+	}
+	if len(ch.Upserts)+len(ch.Deletes) > changes {
+		t.trigger(ch, svc)
 	}
 }
 

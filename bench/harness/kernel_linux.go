@@ -17,16 +17,15 @@ import (
 // kernelTable is the harness's nftables table, one per plan slot.
 func kernelTable() string { return "kproxy-bench-" + strconv.Itoa(netOffset/netsPerPlan) }
 
-// kernelPorts are the service port, protocol and backend port of each
-// load mode the kernel peer forwards.
-func kernelPorts(b *Backends, modes []string) []struct {
-	mode, proto      string
+// kernelPort is a service port the kernel peer forwards to the backends.
+type kernelPort struct {
+	proto            string
 	service, backend int
-} {
-	var out []struct {
-		mode, proto      string
-		service, backend int
-	}
+}
+
+// kernelPorts are the kernel peer's ports for the load modes.
+func kernelPorts(b *Backends, modes []string) []kernelPort {
+	var out []kernelPort
 	seen := map[int]bool{}
 	for _, m := range modes {
 		p := servicePort(m)
@@ -41,10 +40,7 @@ func kernelPorts(b *Backends, modes []string) []struct {
 		case ModeBulk:
 			backend = b.SinkPort
 		}
-		out = append(out, struct {
-			mode, proto      string
-			service, backend int
-		}{m, proto, p, backend})
+		out = append(out, kernelPort{proto, p, backend})
 	}
 	return out
 }
