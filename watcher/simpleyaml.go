@@ -348,10 +348,14 @@ var (
 	dottedDigit = regexp.MustCompile(`^[0-9]+(\.[0-9]+){2,}$`) // an IPv4 address or a version: no number
 )
 
+// maxPlainKey keeps keys well inside YAML's limit on implicit keys (1024
+// characters up to the ':'), beyond which the parser refuses the document.
+const maxPlainKey = 1000
+
 // plainKey is a key converted as it is: a word of letters, digits and
 // ._/- starting with a letter, not one of YAML 1.1's special words.
 func plainKey(k []byte) bool {
-	if len(k) == 0 || !isLetter(k[0]) {
+	if len(k) == 0 || len(k) > maxPlainKey || !isLetter(k[0]) {
 		return false
 	}
 	for _, c := range k {

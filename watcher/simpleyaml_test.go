@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -103,4 +104,18 @@ func TestSimpleYAMLMatchesParser(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d documents of the repository's manifests took the simple path", accepted, docs)
+}
+
+// TestSimpleYAMLLongKeys: YAML refuses an implicit key longer than 1024
+// characters, so the simple path must hand such keys to the parser.
+func TestSimpleYAMLLongKeys(t *testing.T) {
+	for _, n := range []int{maxPlainKey, maxPlainKey + 1, 1024, 1025, 2099} {
+		k := strings.Repeat("r", n-1) + "A"
+		for _, doc := range []string{k + ":\n", k + ": v\n", "a: {" + k + ": v}\n", "- " + k + ": v\n"} {
+			accepted := checkSimpleYAML(t, []byte(doc))
+			if want := n <= maxPlainKey && doc[0] != '-'; accepted != want {
+				t.Errorf("a %d-byte key in %.12q...: accepted %v, want %v", n, doc, accepted, want)
+			}
+		}
+	}
 }
