@@ -10,8 +10,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/actors/actorlog"
 	"github.com/kproxy/kproxy/actors/supervision"
@@ -81,20 +79,6 @@ func Start(cfg Config) *Proxy {
 	}
 	p.supervisor = sup
 	return p
-}
-
-// SourceChanged tells the Watcher that a service of an incremental source
-// changed ("" for every service). Informer callbacks call only this. With
-// tracing on, the event is the root of the change's trace.
-func (p *Proxy) SourceChanged(service, kind string) {
-	msg := &messages.ServiceChanged{Service: service, Kind: kind}
-	if p.cfg.Tracer != nil && service != "" {
-		span, tc := p.cfg.rootSpan(spanSourceEvent, trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(attrService.String(service), attribute.String("kproxy.kind", kind)))
-		span.End()
-		msg.Trace = tc
-	}
-	p.System.Root.Send(p.Watcher, msg)
 }
 
 // SourceSynced tells the Watcher that the incremental source's caches are

@@ -6,6 +6,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
@@ -14,8 +16,9 @@ import (
 // Watcher turns source events into per-service-port changes for the
 // Proxier, sending only what really changed, so an unchanged service port
 // is never touched. Every source (Kubernetes informers, the file source)
-// is incremental: it sends ServiceChanged events and its View builds a
-// service on demand. A change of only a service's endpoints programs no
+// is incremental: it sends events (SourceEvent), which the Tracker applies
+// to the source's View (the Kubernetes source's carry the objects), and
+// the View builds a changed service on demand. A change of only a service's endpoints programs no
 // kernel rule and opens no listener, so it is applied at once, with every
 // event already queued behind it (watcher.Tracker.FlushUnpaced). Any
 // other change (a service port added, removed or redefined) is paced as
@@ -67,6 +70,29 @@ func newWatcher(cfg *Config, proxier *actor.PID) *actor.Props {
 	})
 }
 
+// SourceEvent is a source's event on its way to the Watcher. It is a Go
+// value, not a protobuf message: it carries the Kubernetes object itself,
+// and never leaves the process.
+type SourceEvent struct {
+	watcher.Event
+	// Trace is the event's span, the root of its change's trace (nil
+	// with tracing off).
+	Trace *messages.TraceContext
+}
+
+// SourceEvent hands a source's event to the Watcher; a source's notify
+// calls only this.
+func (p *Proxy) SourceEvent(e watcher.Event) {
+	msg := &SourceEvent{Event: e}
+	if p.cfg.Tracer != nil && e.Service != "" {
+		span, tc := p.cfg.rootSpan(spanSourceEvent, trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(attrService.String(e.Service), attribute.String("kproxy.kind", e.Kind)))
+		span.End()
+		msg.Trace = tc
+	}
+	p.System.Root.Send(p.Watcher, msg)
+}
+
 // Receive implements actor.Actor.
 func (w *Watcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -78,10 +104,10 @@ func (w *Watcher) Receive(ctx actor.Context) {
 		w.started = true
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
-	case *messages.ServiceChanged:
+	case *SourceEvent:
 		w.cfg.Health.QueuedUpdate(healthStageSource)
-		w.cfg.Metrics.Queued(m.GetKind())
-		w.tracker.Mark(m.GetService())
+		w.cfg.Metrics.Queued(m.Kind)
+		w.tracker.Handle(m.Event)
 		w.trace(m)
 		w.armUnpaced(ctx)
 	case flushUnpaced:

@@ -21,21 +21,21 @@ type pendingTrace struct {
 }
 
 // trace records a traced source event until the flush that applies it.
-func (w *Watcher) trace(m *messages.ServiceChanged) {
-	if m.GetTrace() == nil || w.cfg.Tracer == nil {
+func (w *Watcher) trace(m *SourceEvent) {
+	if m.Trace == nil || w.cfg.Tracer == nil {
 		return
 	}
 	if w.traced == nil {
 		w.traced = map[string]*pendingTrace{}
 	}
-	pt := w.traced[m.GetService()]
+	pt := w.traced[m.Service]
 	if pt == nil {
-		w.traced[m.GetService()] = &pendingTrace{parent: m.GetTrace(), received: time.Now(), events: 1}
+		w.traced[m.Service] = &pendingTrace{parent: m.Trace, received: time.Now(), events: 1}
 		return
 	}
 	pt.events++
 	if len(pt.links) < maxLinks {
-		pt.links = append(pt.links, trace.LinkFromContext(extract(m.GetTrace())))
+		pt.links = append(pt.links, trace.LinkFromContext(extract(m.Trace)))
 	}
 }
 
@@ -116,5 +116,5 @@ func (ft *flushTraces) end(generation int64) {
 }
 
 // serviceOf is the service ("namespace/name") of a service port, as
-// sources name it in ServiceChanged.
+// sources name it in their events.
 func serviceOf(k *messages.ServicePortKey) string { return k.GetNamespace() + "/" + k.GetName() }

@@ -1573,79 +1573,6 @@ func (x *InjectCrash) GetReason() string {
 	return ""
 }
 
-// ServiceChanged tells the Watcher that a service ("namespace/name") may
-// have changed; empty means every service (this node's zone changed).
-type ServiceChanged struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	Kind    string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	// The node whose view changed, for a core serving many nodes; empty
-	// means every node's.
-	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
-	// The source event's span, for tracing (unset when off).
-	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ServiceChanged) Reset() {
-	*x = ServiceChanged{}
-	mi := &file_messages_protocol_proto_msgTypes[23]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ServiceChanged) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ServiceChanged) ProtoMessage() {}
-
-func (x *ServiceChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[23]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ServiceChanged.ProtoReflect.Descriptor instead.
-func (*ServiceChanged) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
-}
-
-func (x *ServiceChanged) GetService() string {
-	if x != nil {
-		return x.Service
-	}
-	return ""
-}
-
-func (x *ServiceChanged) GetKind() string {
-	if x != nil {
-		return x.Kind
-	}
-	return ""
-}
-
-func (x *ServiceChanged) GetNode() string {
-	if x != nil {
-		return x.Node
-	}
-	return ""
-}
-
-func (x *ServiceChanged) GetTrace() *TraceContext {
-	if x != nil {
-		return x.Trace
-	}
-	return nil
-}
-
 // SourceSynced tells the Watcher that the source's caches are complete:
 // nothing is programmed before it.
 type SourceSynced struct {
@@ -1656,7 +1583,7 @@ type SourceSynced struct {
 
 func (x *SourceSynced) Reset() {
 	*x = SourceSynced{}
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1595,7 @@ func (x *SourceSynced) String() string {
 func (*SourceSynced) ProtoMessage() {}
 
 func (x *SourceSynced) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[24]
+	mi := &file_messages_protocol_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1608,7 @@ func (x *SourceSynced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceSynced.ProtoReflect.Descriptor instead.
 func (*SourceSynced) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
 }
 
 // FlushChanges is the Watcher's timer tick that ends a coalescing window.
@@ -1693,7 +1620,7 @@ type FlushChanges struct {
 
 func (x *FlushChanges) Reset() {
 	*x = FlushChanges{}
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1632,7 @@ func (x *FlushChanges) String() string {
 func (*FlushChanges) ProtoMessage() {}
 
 func (x *FlushChanges) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[25]
+	mi := &file_messages_protocol_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1645,7 @@ func (x *FlushChanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushChanges.ProtoReflect.Descriptor instead.
 func (*FlushChanges) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
 }
 
 // GetWatcherStats asks the Watcher for WatcherStats.
@@ -1730,7 +1657,7 @@ type GetWatcherStats struct {
 
 func (x *GetWatcherStats) Reset() {
 	*x = GetWatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1669,7 @@ func (x *GetWatcherStats) String() string {
 func (*GetWatcherStats) ProtoMessage() {}
 
 func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[26]
+	mi := &file_messages_protocol_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1682,7 @@ func (x *GetWatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWatcherStats.ProtoReflect.Descriptor instead.
 func (*GetWatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{25}
 }
 
 type WatcherStats struct {
@@ -1770,7 +1697,7 @@ type WatcherStats struct {
 
 func (x *WatcherStats) Reset() {
 	*x = WatcherStats{}
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1709,7 @@ func (x *WatcherStats) String() string {
 func (*WatcherStats) ProtoMessage() {}
 
 func (x *WatcherStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[27]
+	mi := &file_messages_protocol_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1722,7 @@ func (x *WatcherStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatcherStats.ProtoReflect.Descriptor instead.
 func (*WatcherStats) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatcherStats) GetEvents() int64 {
@@ -1840,7 +1767,7 @@ type SetPortalRules struct {
 
 func (x *SetPortalRules) Reset() {
 	*x = SetPortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +1779,7 @@ func (x *SetPortalRules) String() string {
 func (*SetPortalRules) ProtoMessage() {}
 
 func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[28]
+	mi := &file_messages_protocol_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +1792,7 @@ func (x *SetPortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPortalRules.ProtoReflect.Descriptor instead.
 func (*SetPortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetPortalRules) GetServicePort() *ServicePort {
@@ -1922,7 +1849,7 @@ type DeletePortalRules struct {
 
 func (x *DeletePortalRules) Reset() {
 	*x = DeletePortalRules{}
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +1861,7 @@ func (x *DeletePortalRules) String() string {
 func (*DeletePortalRules) ProtoMessage() {}
 
 func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[29]
+	mi := &file_messages_protocol_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +1874,7 @@ func (x *DeletePortalRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePortalRules.ProtoReflect.Descriptor instead.
 func (*DeletePortalRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeletePortalRules) GetKey() *ServicePortKey {
@@ -1977,7 +1904,7 @@ type RulesApplied struct {
 
 func (x *RulesApplied) Reset() {
 	*x = RulesApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[30]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +1916,7 @@ func (x *RulesApplied) String() string {
 func (*RulesApplied) ProtoMessage() {}
 
 func (x *RulesApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[30]
+	mi := &file_messages_protocol_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +1929,7 @@ func (x *RulesApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesApplied.ProtoReflect.Descriptor instead.
 func (*RulesApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{30}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RulesApplied) GetFullSync() bool {
@@ -2036,7 +1963,7 @@ type CheckRules struct {
 
 func (x *CheckRules) Reset() {
 	*x = CheckRules{}
-	mi := &file_messages_protocol_proto_msgTypes[31]
+	mi := &file_messages_protocol_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +1975,7 @@ func (x *CheckRules) String() string {
 func (*CheckRules) ProtoMessage() {}
 
 func (x *CheckRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[31]
+	mi := &file_messages_protocol_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +1988,7 @@ func (x *CheckRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRules.ProtoReflect.Descriptor instead.
 func (*CheckRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{31}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{30}
 }
 
 type RulesPresent struct {
@@ -2075,7 +2002,7 @@ type RulesPresent struct {
 
 func (x *RulesPresent) Reset() {
 	*x = RulesPresent{}
-	mi := &file_messages_protocol_proto_msgTypes[32]
+	mi := &file_messages_protocol_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2014,7 @@ func (x *RulesPresent) String() string {
 func (*RulesPresent) ProtoMessage() {}
 
 func (x *RulesPresent) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[32]
+	mi := &file_messages_protocol_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2027,7 @@ func (x *RulesPresent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesPresent.ProtoReflect.Descriptor instead.
 func (*RulesPresent) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{32}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RulesPresent) GetPresent() bool {
@@ -2126,7 +2053,7 @@ type RetryRules struct {
 
 func (x *RetryRules) Reset() {
 	*x = RetryRules{}
-	mi := &file_messages_protocol_proto_msgTypes[33]
+	mi := &file_messages_protocol_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2065,7 @@ func (x *RetryRules) String() string {
 func (*RetryRules) ProtoMessage() {}
 
 func (x *RetryRules) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[33]
+	mi := &file_messages_protocol_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2078,7 @@ func (x *RetryRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRules.ProtoReflect.Descriptor instead.
 func (*RetryRules) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{33}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{32}
 }
 
 // Failure is a failure that crosses an actor boundary: a code for callers,
@@ -2167,7 +2094,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_messages_protocol_proto_msgTypes[34]
+	mi := &file_messages_protocol_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2106,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[34]
+	mi := &file_messages_protocol_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2119,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{34}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Failure) GetCode() FailureCode {
@@ -2222,7 +2149,7 @@ type TraceContext struct {
 
 func (x *TraceContext) Reset() {
 	*x = TraceContext{}
-	mi := &file_messages_protocol_proto_msgTypes[35]
+	mi := &file_messages_protocol_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2161,7 @@ func (x *TraceContext) String() string {
 func (*TraceContext) ProtoMessage() {}
 
 func (x *TraceContext) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[35]
+	mi := &file_messages_protocol_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2174,7 @@ func (x *TraceContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
 func (*TraceContext) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{35}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TraceContext) GetTraceparent() string {
@@ -2276,7 +2203,7 @@ type FlushApplied struct {
 
 func (x *FlushApplied) Reset() {
 	*x = FlushApplied{}
-	mi := &file_messages_protocol_proto_msgTypes[36]
+	mi := &file_messages_protocol_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2215,7 @@ func (x *FlushApplied) String() string {
 func (*FlushApplied) ProtoMessage() {}
 
 func (x *FlushApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[36]
+	mi := &file_messages_protocol_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2228,7 @@ func (x *FlushApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlushApplied.ProtoReflect.Descriptor instead.
 func (*FlushApplied) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{36}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FlushApplied) GetGeneration() int64 {
@@ -2323,7 +2250,7 @@ type DesiredStateComplete struct {
 
 func (x *DesiredStateComplete) Reset() {
 	*x = DesiredStateComplete{}
-	mi := &file_messages_protocol_proto_msgTypes[37]
+	mi := &file_messages_protocol_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2262,7 @@ func (x *DesiredStateComplete) String() string {
 func (*DesiredStateComplete) ProtoMessage() {}
 
 func (x *DesiredStateComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_protocol_proto_msgTypes[37]
+	mi := &file_messages_protocol_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2275,7 @@ func (x *DesiredStateComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DesiredStateComplete.ProtoReflect.Descriptor instead.
 func (*DesiredStateComplete) Descriptor() ([]byte, []int) {
-	return file_messages_protocol_proto_rawDescGZIP(), []int{37}
+	return file_messages_protocol_proto_rawDescGZIP(), []int{36}
 }
 
 var File_messages_protocol_proto protoreflect.FileDescriptor
@@ -2453,12 +2380,7 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\rStateSnapshot\x12@\n" +
 	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts\"%\n" +
 	"\vInjectCrash\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x81\x01\n" +
-	"\x0eServiceChanged\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04node\x18\x03 \x01(\tR\x04node\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x0e\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x0e\n" +
 	"\fSourceSynced\"\x0e\n" +
 	"\fFlushChanges\"\x11\n" +
 	"\x0fGetWatcherStats\"Z\n" +
@@ -2529,7 +2451,7 @@ func file_messages_protocol_proto_rawDescGZIP() []byte {
 }
 
 var file_messages_protocol_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_messages_protocol_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_messages_protocol_proto_goTypes = []any{
 	(PortalVerdict)(0),           // 0: kproxy.v1.PortalVerdict
 	(FailureCode)(0),             // 1: kproxy.v1.FailureCode
@@ -2556,61 +2478,59 @@ var file_messages_protocol_proto_goTypes = []any{
 	(*ServicePortState)(nil),     // 22: kproxy.v1.ServicePortState
 	(*StateSnapshot)(nil),        // 23: kproxy.v1.StateSnapshot
 	(*InjectCrash)(nil),          // 24: kproxy.v1.InjectCrash
-	(*ServiceChanged)(nil),       // 25: kproxy.v1.ServiceChanged
-	(*SourceSynced)(nil),         // 26: kproxy.v1.SourceSynced
-	(*FlushChanges)(nil),         // 27: kproxy.v1.FlushChanges
-	(*GetWatcherStats)(nil),      // 28: kproxy.v1.GetWatcherStats
-	(*WatcherStats)(nil),         // 29: kproxy.v1.WatcherStats
-	(*SetPortalRules)(nil),       // 30: kproxy.v1.SetPortalRules
-	(*DeletePortalRules)(nil),    // 31: kproxy.v1.DeletePortalRules
-	(*RulesApplied)(nil),         // 32: kproxy.v1.RulesApplied
-	(*CheckRules)(nil),           // 33: kproxy.v1.CheckRules
-	(*RulesPresent)(nil),         // 34: kproxy.v1.RulesPresent
-	(*RetryRules)(nil),           // 35: kproxy.v1.RetryRules
-	(*Failure)(nil),              // 36: kproxy.v1.Failure
-	(*TraceContext)(nil),         // 37: kproxy.v1.TraceContext
-	(*FlushApplied)(nil),         // 38: kproxy.v1.FlushApplied
-	(*DesiredStateComplete)(nil), // 39: kproxy.v1.DesiredStateComplete
-	(*ServicePort)(nil),          // 40: kproxy.v1.ServicePort
-	(*Endpoint)(nil),             // 41: kproxy.v1.Endpoint
-	(*ServicePortKey)(nil),       // 42: kproxy.v1.ServicePortKey
-	(SessionAffinity)(0),         // 43: kproxy.v1.SessionAffinity
+	(*SourceSynced)(nil),         // 25: kproxy.v1.SourceSynced
+	(*FlushChanges)(nil),         // 26: kproxy.v1.FlushChanges
+	(*GetWatcherStats)(nil),      // 27: kproxy.v1.GetWatcherStats
+	(*WatcherStats)(nil),         // 28: kproxy.v1.WatcherStats
+	(*SetPortalRules)(nil),       // 29: kproxy.v1.SetPortalRules
+	(*DeletePortalRules)(nil),    // 30: kproxy.v1.DeletePortalRules
+	(*RulesApplied)(nil),         // 31: kproxy.v1.RulesApplied
+	(*CheckRules)(nil),           // 32: kproxy.v1.CheckRules
+	(*RulesPresent)(nil),         // 33: kproxy.v1.RulesPresent
+	(*RetryRules)(nil),           // 34: kproxy.v1.RetryRules
+	(*Failure)(nil),              // 35: kproxy.v1.Failure
+	(*TraceContext)(nil),         // 36: kproxy.v1.TraceContext
+	(*FlushApplied)(nil),         // 37: kproxy.v1.FlushApplied
+	(*DesiredStateComplete)(nil), // 38: kproxy.v1.DesiredStateComplete
+	(*ServicePort)(nil),          // 39: kproxy.v1.ServicePort
+	(*Endpoint)(nil),             // 40: kproxy.v1.Endpoint
+	(*ServicePortKey)(nil),       // 41: kproxy.v1.ServicePortKey
+	(SessionAffinity)(0),         // 42: kproxy.v1.SessionAffinity
 }
 var file_messages_protocol_proto_depIdxs = []int32{
-	40, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
-	41, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
-	37, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
-	42, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
-	37, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
-	41, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
-	43, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
-	37, // 7: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
-	40, // 8: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
-	37, // 9: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
+	39, // 0: kproxy.v1.UpsertServicePort.service_port:type_name -> kproxy.v1.ServicePort
+	40, // 1: kproxy.v1.UpsertServicePort.endpoints:type_name -> kproxy.v1.Endpoint
+	36, // 2: kproxy.v1.UpsertServicePort.trace:type_name -> kproxy.v1.TraceContext
+	41, // 3: kproxy.v1.DeleteServicePort.key:type_name -> kproxy.v1.ServicePortKey
+	36, // 4: kproxy.v1.DeleteServicePort.trace:type_name -> kproxy.v1.TraceContext
+	40, // 5: kproxy.v1.SetEndpoints.endpoints:type_name -> kproxy.v1.Endpoint
+	42, // 6: kproxy.v1.SetEndpoints.session_affinity:type_name -> kproxy.v1.SessionAffinity
+	36, // 7: kproxy.v1.SetEndpoints.trace:type_name -> kproxy.v1.TraceContext
+	39, // 8: kproxy.v1.ConfigurePortal.service_port:type_name -> kproxy.v1.ServicePort
+	36, // 9: kproxy.v1.ConfigurePortal.trace:type_name -> kproxy.v1.TraceContext
 	14, // 10: kproxy.v1.EndpointEjections.ejected:type_name -> kproxy.v1.EjectedEndpoint
-	36, // 11: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
-	36, // 12: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
-	42, // 13: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
-	40, // 14: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
-	41, // 15: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
-	36, // 16: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
+	35, // 11: kproxy.v1.ListenerReady.failures:type_name -> kproxy.v1.Failure
+	35, // 12: kproxy.v1.ListenerFailed.failure:type_name -> kproxy.v1.Failure
+	41, // 13: kproxy.v1.ServicePortState.key:type_name -> kproxy.v1.ServicePortKey
+	39, // 14: kproxy.v1.ServicePortState.service_port:type_name -> kproxy.v1.ServicePort
+	40, // 15: kproxy.v1.ServicePortState.endpoints:type_name -> kproxy.v1.Endpoint
+	35, // 16: kproxy.v1.ServicePortState.failures:type_name -> kproxy.v1.Failure
 	14, // 17: kproxy.v1.ServicePortState.ejected:type_name -> kproxy.v1.EjectedEndpoint
 	22, // 18: kproxy.v1.StateSnapshot.service_ports:type_name -> kproxy.v1.ServicePortState
-	37, // 19: kproxy.v1.ServiceChanged.trace:type_name -> kproxy.v1.TraceContext
-	40, // 20: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
-	0,  // 21: kproxy.v1.SetPortalRules.internal:type_name -> kproxy.v1.PortalVerdict
-	0,  // 22: kproxy.v1.SetPortalRules.external:type_name -> kproxy.v1.PortalVerdict
-	37, // 23: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
-	42, // 24: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
-	37, // 25: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
-	36, // 26: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
-	36, // 27: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
-	1,  // 28: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	39, // 19: kproxy.v1.SetPortalRules.service_port:type_name -> kproxy.v1.ServicePort
+	0,  // 20: kproxy.v1.SetPortalRules.internal:type_name -> kproxy.v1.PortalVerdict
+	0,  // 21: kproxy.v1.SetPortalRules.external:type_name -> kproxy.v1.PortalVerdict
+	36, // 22: kproxy.v1.SetPortalRules.trace:type_name -> kproxy.v1.TraceContext
+	41, // 23: kproxy.v1.DeletePortalRules.key:type_name -> kproxy.v1.ServicePortKey
+	36, // 24: kproxy.v1.DeletePortalRules.trace:type_name -> kproxy.v1.TraceContext
+	35, // 25: kproxy.v1.RulesApplied.failure:type_name -> kproxy.v1.Failure
+	35, // 26: kproxy.v1.RulesPresent.failure:type_name -> kproxy.v1.Failure
+	1,  // 27: kproxy.v1.Failure.code:type_name -> kproxy.v1.FailureCode
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_messages_protocol_proto_init() }
@@ -2625,7 +2545,7 @@ func file_messages_protocol_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_protocol_proto_rawDesc), len(file_messages_protocol_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   38,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -19,8 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/kproxy/kproxy/messages"
 )
 
 // DefaultResyncPeriod is kube-proxy's --config-sync-period default.
@@ -38,9 +35,12 @@ type KubeOptions struct {
 }
 
 // KubeSource watches Services, EndpointSlices and this node's Node object
-// with client-go shared informers, as kube-proxy does, and builds the
-// node-local view of one service at a time from the informer caches.
+// with client-go shared informers, as kube-proxy does. Its informers hand
+// each object over in an Event; its View is its Objects, which hold what
+// the events carried once the consumer applied them (Apply, which
+// Tracker.Handle calls), and build a service from those.
 type KubeSource struct {
+	*Objects
 	opts   KubeOptions
 	client kubernetes.Interface
 	// One factory per kind of list options: services by label selector,
@@ -48,15 +48,11 @@ type KubeSource struct {
 	// the node by name.
 	factories                 []informers.SharedInformerFactory
 	svcInf, sliceInf, nodeInf cache.SharedIndexInformer
-	services                  corelisters.ServiceLister
 	node                      corelisters.NodeLister
 	synced                    []cache.InformerSynced
 	// downSince is when the API server last stopped answering the
 	// monitor's probe (unix nanoseconds), 0 while it answers.
 	downSince atomic.Int64
-	// created: trigger times before it are not this process's to
-	// observe (kube-proxy's EndpointsChangeTracker.trackerStartTime).
-	created time.Time
 }
 
 // ServiceSelector is kube-proxy's label selector for Services: without a
@@ -106,31 +102,16 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
 			}
 		}))
-	sliceInf := slices.Discovery().V1().EndpointSlices().Informer()
-	if err := sliceInf.AddIndexers(cache.Indexers{sliceServiceIndex: sliceService}); err != nil {
-		return nil, fmt.Errorf("index EndpointSlices by service: %w", err)
-	}
 	return &KubeSource{
-		created:   time.Now(),
+		Objects:   NewObjects(o.Options, o.Log),
 		opts:      o,
 		client:    client,
 		factories: []informers.SharedInformerFactory{svcs, slices, nodes},
 		svcInf:    svcs.Core().V1().Services().Informer(),
-		sliceInf:  sliceInf,
+		sliceInf:  slices.Discovery().V1().EndpointSlices().Informer(),
 		nodeInf:   nodes.Core().V1().Nodes().Informer(),
-		services:  svcs.Core().V1().Services().Lister(),
 		node:      nodes.Core().V1().Nodes().Lister(),
 	}, nil
-}
-
-// Event names what changed: a service ("namespace/name"), or every service
-// when Service is empty (this node's zone changed).
-type Event struct {
-	Kind    string // Service, EndpointSlice, Node or File
-	Service string
-	// Node is the node whose view changed, for a source serving many
-	// nodes (NodeViews); empty means every node's.
-	Node string
 }
 
 // Start registers notify on every informer, starts them, and returns once
@@ -138,61 +119,51 @@ type Event struct {
 // cache would delete services). notify runs on informer goroutines and
 // must only hand the event on.
 func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
-	onService := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			if svc, ok := obj.(*corev1.Service); ok {
-				for _, err := range SourceRangeErrors(svc) {
-					s.opts.Log.Error().Err(err).Str("service", key).Msg("Invalid CIDR ignored")
-				}
-				for _, err := range AnnotationErrors(svc) {
-					s.opts.Log.Error().Err(err).Str("service", key).Msg("annotation ignored")
-				}
-			}
-			notify(Event{Kind: "Service", Service: key})
-		}
-	}
-	onSlice := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			if name := sl.Labels[discoveryv1.LabelServiceName]; name != "" {
-				notify(Event{Kind: "EndpointSlice", Service: sl.Namespace + "/" + name})
+	// The handlers hand each object over in its event, as kube-proxy's
+	// config handlers do; the consumer applies it to the Objects.
+	onService := func(op Op) func(any) {
+		return func(obj any) {
+			if svc, ok := unwrapDeleted(obj).(*corev1.Service); ok {
+				notify(ServiceEvent(op, svc))
 			}
 		}
 	}
-	onNode := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
+	onSlice := func(op Op) func(any) {
+		return func(obj any) {
+			if sl, ok := unwrapDeleted(obj).(*discoveryv1.EndpointSlice); ok {
+				notify(EndpointSliceEvent(op, sl))
+			}
 		}
-		e := Event{Kind: "Node"}
-		if n, ok := obj.(*corev1.Node); ok {
-			e.Node = n.Name
+	}
+	onNode := func(op Op) func(any) {
+		return func(obj any) {
+			if n, ok := unwrapDeleted(obj).(*corev1.Node); ok {
+				notify(NodeEvent(op, n))
+			}
 		}
-		notify(e)
 	}
 	for _, reg := range []struct {
 		inf cache.SharedIndexInformer
-		fn  func(any)
+		fn  func(Op) func(any)
 	}{{s.svcInf, onService}, {s.sliceInf, onSlice}, {s.nodeInf, onNode}} {
-		fn := reg.fn
-		update := func(_, obj any) { fn(obj) }
-		if reg.inf == s.nodeInf && s.opts.AllNodes {
-			// Serving every node, a Node's update matters only when its
-			// zone changed (kubelets update their Node's status often).
+		add, updated := reg.fn(Added), reg.fn(Updated)
+		update := func(_, obj any) { updated(obj) }
+		if reg.inf == s.nodeInf {
+			// A Node's update matters only when its zone changed
+			// (kubelets update their Node's status often).
 			update = func(old, obj any) {
 				o, ok1 := old.(*corev1.Node)
 				n, ok2 := obj.(*corev1.Node)
 				if ok1 && ok2 && o.Labels[corev1.LabelTopologyZone] == n.Labels[corev1.LabelTopologyZone] {
 					return
 				}
-				fn(obj)
+				updated(obj)
 			}
 		}
 		if _, err := reg.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    fn,
+			AddFunc:    add,
 			UpdateFunc: update,
-			DeleteFunc: fn,
+			DeleteFunc: reg.fn(Deleted),
 		}); err != nil {
 			return fmt.Errorf("register informer handler: %w", err)
 		}
@@ -269,71 +240,6 @@ func (s *KubeSource) Stop() {
 	}
 }
 
-// Zone is this node's topology zone from its Node object ("" if unknown).
-func (s *KubeSource) Zone() string { return s.zoneOf(s.opts.NodeName) }
-
-// TriggerTime is the latest endpoints.kubernetes.io/last-change-trigger-time
-// of the service's EndpointSlices (zero when none has one): when the
-// change that the slices now reflect happened (a pod became ready, ...),
-// for kubeproxy_network_programming_duration_seconds. Zero too when it is
-// from before the source was created.
-func (s *KubeSource) TriggerTime(service string) time.Time {
-	ns, name, err := cache.SplitMetaNamespaceKey(service)
-	if err != nil {
-		return time.Time{}
-	}
-	sls, err := s.slicesOf(ns, name)
-	if err != nil {
-		return time.Time{}
-	}
-	var latest time.Time
-	for _, sl := range sls {
-		if t, err := time.Parse(time.RFC3339Nano, sl.Annotations[corev1.EndpointsLastChangeTriggerTime]); err == nil && t.After(latest) {
-			latest = t
-		}
-	}
-	if !latest.After(s.created) {
-		// A change made before this process watched (the initial list
-		// has every slice's last one) is not a programming latency: as
-		// kube-proxy, it is not observed.
-		return time.Time{}
-	}
-	return latest
-}
-
-// sliceServiceIndex indexes EndpointSlices by "namespace/service" (their
-// kubernetes.io/service-name label). Listing a namespace's slices with a
-// label selector matches every slice of the namespace against each changed
-// service, which is costly under churn with thousands of services.
-const sliceServiceIndex = "service"
-
-func sliceService(obj any) ([]string, error) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil, nil
-	}
-	name := sl.Labels[discoveryv1.LabelServiceName]
-	if name == "" {
-		return nil, nil
-	}
-	return []string{sl.Namespace + "/" + name}, nil
-}
-
-// slicesOf returns the service's EndpointSlices from the index.
-func (s *KubeSource) slicesOf(namespace, service string) ([]*discoveryv1.EndpointSlice, error) {
-	objs, err := s.sliceInf.GetIndexer().ByIndex(sliceServiceIndex, namespace+"/"+service)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		if sl, ok := o.(*discoveryv1.EndpointSlice); ok {
-			out = append(out, sl)
-		}
-	}
-	return out, nil
-}
-
 // toBeDeletedTaint is the Cluster Autoscaler's taint on a node it is about
 // to delete (kube-proxy's healthcheck.ToBeDeletedTaint).
 const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
@@ -358,42 +264,9 @@ func (s *KubeSource) NodeEligible() bool {
 	return true
 }
 
-// ServiceNames lists every service in the cache as "namespace/name".
-func (s *KubeSource) ServiceNames() []string {
-	svcs, _ := s.services.List(labels.Everything())
-	out := make([]string, 0, len(svcs))
-	for _, svc := range svcs {
-		out = append(out, svc.Namespace+"/"+svc.Name)
+func unwrapDeleted(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
 	}
-	slices.Sort(out)
-	return out
-}
-
-// Build returns the node-local view of one service from the caches: none
-// when it is gone or skipped, an error when it is invalid.
-func (s *KubeSource) Build(service string) ([]*messages.ServicePortEndpoints, error) {
-	opts := s.opts.Options
-	opts.Zone = s.Zone()
-	return s.build(service, opts)
-}
-
-// build is Build for the node opts names.
-func (s *KubeSource) build(service string, opts Options) ([]*messages.ServicePortEndpoints, error) {
-	ns, name, err := cache.SplitMetaNamespaceKey(service)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := s.services.Services(ns).Get(name)
-	if err != nil {
-		return nil, nil // deleted (or filtered out by the selector)
-	}
-	sls, err := s.slicesOf(ns, name)
-	if err != nil {
-		return nil, err
-	}
-	ports, err := BuildServicePorts(svc, sls, opts)
-	if err != nil {
-		return nil, fmt.Errorf("Service %s: %w", service, err)
-	}
-	return ports, nil
+	return obj
 }

@@ -88,6 +88,12 @@ func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice,
 	if err := validateService(svc); err != nil {
 		return nil, err
 	}
+	return buildValidServicePorts(svc, slices, opts), nil
+}
+
+// buildValidServicePorts is BuildServicePorts of a service that Skip keeps
+// and validateService accepted.
+func buildValidServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, opts Options) []*messages.ServicePortEndpoints {
 	own := slicesOf(svc, slices, opts)
 	out := make([]*messages.ServicePortEndpoints, 0, len(svc.Spec.Ports))
 	for i := range svc.Spec.Ports {
@@ -112,7 +118,7 @@ func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice,
 		}
 		out = append(out, &messages.ServicePortEndpoints{ServicePort: sp, Endpoints: eps})
 	}
-	return out, nil
+	return out
 }
 
 // servicePort maps one port of an already validated service to the model.

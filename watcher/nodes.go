@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/kproxy/kproxy/messages"
 )
 
 // NodeViews is a source that serves many nodes from one watch, as a core
@@ -26,37 +23,6 @@ var (
 	_ NodeViews = (*KubeSource)(nil)
 	_ NodeViews = (*NodesFileSource)(nil)
 )
-
-// ViewFor is the node-local view of node built from the source's caches
-// (the source must watch every Node: KubeOptions.AllNodes).
-func (s *KubeSource) ViewFor(node string) View {
-	return &kubeNodeView{s: s, node: node}
-}
-
-type kubeNodeView struct {
-	s    *KubeSource
-	node string
-}
-
-func (v *kubeNodeView) ServiceNames() []string { return v.s.ServiceNames() }
-
-// TriggerTime is the source's (TriggerTimer): the slices are every node's.
-func (v *kubeNodeView) TriggerTime(service string) time.Time { return v.s.TriggerTime(service) }
-func (v *kubeNodeView) Build(service string) ([]*messages.ServicePortEndpoints, error) {
-	opts := v.s.opts.Options
-	opts.NodeName = v.node
-	opts.Zone = v.s.zoneOf(v.node)
-	return v.s.build(service, opts)
-}
-
-// zoneOf is a node's topology zone from its Node object ("" if unknown).
-func (s *KubeSource) zoneOf(node string) string {
-	n, err := s.node.Get(node)
-	if err != nil {
-		return ""
-	}
-	return n.Labels[corev1.LabelTopologyZone]
-}
 
 // NodesFileSource is the file source for many nodes: it polls and decodes
 // the manifests once (a FileSource) and keeps a Store per node that

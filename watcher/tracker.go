@@ -24,6 +24,13 @@ type TriggerTimer interface {
 	TriggerTime(service string) time.Time
 }
 
+// Applier is a View that changes only by the events its consumer applies
+// to it (Objects): Apply returns the services whose view changed ("" for
+// every service).
+type Applier interface {
+	Apply(Event) []string
+}
+
 // Tracker turns change notifications into per-service-port changes: events
 // mark services dirty, and Flush rebuilds only those and returns only what
 // really changed against the last flush. A burst of events for one service
@@ -59,9 +66,27 @@ func NewTracker(view View) *Tracker {
 		last: map[string][]*messages.ServicePortEndpoints{}}
 }
 
+// Handle takes a source's event: applied to the view when the view takes
+// events (Applier), then the services it changed are marked. Otherwise the
+// view already has the change, and the service the event names is marked.
+func (t *Tracker) Handle(e Event) {
+	t.Events++
+	if a, ok := t.view.(Applier); ok {
+		for _, svc := range a.Apply(e) {
+			t.mark(svc)
+		}
+		return
+	}
+	t.mark(e.Service)
+}
+
 // Mark records that service changed ("" means every service).
 func (t *Tracker) Mark(service string) {
 	t.Events++
+	t.mark(service)
+}
+
+func (t *Tracker) mark(service string) {
 	if service == "" {
 		t.all = true
 		return

@@ -114,7 +114,7 @@ func StartCore(ctx context.Context, cfg CoreConfig) (*Core, error) {
 	}
 	root := rs.system.Root
 	if err := cfg.Views.Start(ctx, func(e watcher.Event) {
-		root.Send(c.pid, &messages.ServiceChanged{Service: e.Service, Kind: e.Kind, Node: e.Node})
+		root.Send(c.pid, &e)
 	}); err != nil {
 		c.Stop()
 		return nil, err
@@ -225,10 +225,18 @@ func (c *coreActor) Receive(ctx actor.Context) {
 		c.synced = true
 	case *messages.Subscribe:
 		c.subscribe(ctx, m)
-	case *messages.ServiceChanged:
+	case *watcher.Event:
+		// Applied once to the source's objects, then marked in the views
+		// of the nodes it concerns.
+		services := []string{m.Service}
+		if a, ok := c.cfg.Views.(watcher.Applier); ok {
+			services = a.Apply(*m)
+		}
 		for _, s := range c.subs {
-			if m.GetNode() == "" || m.GetNode() == s.node {
-				s.tracker.Mark(m.GetService())
+			if m.Node == "" || m.Node == s.node {
+				for _, svc := range services {
+					s.tracker.Mark(svc)
+				}
 			}
 		}
 		// As the Watcher: endpoint-only changes at once, with every event

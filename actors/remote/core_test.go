@@ -86,7 +86,7 @@ func TestCoreSlowBackendGetsSnapshotNotBacklog(t *testing.T) {
 	const changes = 100
 	for v := 1; v <= changes; v++ {
 		store.Replace([]*messages.ServicePortEndpoints{webPort(v)}, nil, false)
-		system.Root.Send(core, &messages.ServiceChanged{Service: "default/web"})
+		system.Root.Send(core, &watcher.Event{Service: "default/web"})
 		system.Root.Send(core, &messages.FlushChanges{})
 		d := next(t, fast.got).(*messages.Delta)
 		if d.GetSeq() != fs.GetSeq()+uint64(v) || !proto.Equal(d.GetUpserts()[0], webPort(v)) {

@@ -59,7 +59,7 @@ func TestCoreSendsEndpointChangesAtOnce(t *testing.T) {
 	change := func(svc string, ports ...*messages.ServicePortEndpoints) {
 		state = append(state, ports...)
 		store.Replace(state, nil, false)
-		system.Root.Send(core, &messages.ServiceChanged{Service: "default/" + svc})
+		system.Root.Send(core, &watcher.Event{Service: "default/" + svc})
 	}
 	for _, name := range []string{"new-1", "new-2"} {
 		change(name, servicePort(name, "192.0.2.1"))
@@ -94,7 +94,7 @@ func TestCoreUnpacedDeltasFollowAcknowledgements(t *testing.T) {
 	var sent []*messages.Delta
 	for v := 1; v <= 10; v++ {
 		store.Replace([]*messages.ServicePortEndpoints{webPort(v)}, nil, false)
-		system.Root.Send(core, &messages.ServiceChanged{Service: "default/web"})
+		system.Root.Send(core, &watcher.Event{Service: "default/web"})
 		coreStats(t, system, core)
 		if v <= 2 {
 			sent = append(sent, next(t, p.got).(*messages.Delta))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
 	"github.com/kproxy/kproxy/watcher/kubetest"
 )
@@ -50,18 +52,23 @@ func TestKubeSourceLoadBalancerSourceRanges(t *testing.T) {
 	}
 }
 
-// startKubeSource starts a KubeSource over c with opts and returns it with
-// the events it notifies (dropped when the channel is full: a test only
-// waits for the next one); it stops with the test.
-func startKubeSource(t *testing.T, c kubernetes.Interface, opts watcher.KubeOptions) (*watcher.KubeSource, <-chan watcher.Event) {
+// startKubeSource starts a KubeSource over c with opts and returns its
+// view, which applies every event as a Tracker does, with the events
+// (dropped when the channel is full: a test only waits for the next one);
+// it stops with the test.
+func startKubeSource(t *testing.T, c kubernetes.Interface, opts watcher.KubeOptions) (*appliedView, <-chan watcher.Event) {
 	t.Helper()
 	src, err := watcher.NewKubeSource(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	v := &appliedView{src: src}
 	ctx, cancel := context.WithCancel(context.Background())
 	events := make(chan watcher.Event, 64)
 	if err := src.Start(ctx, func(e watcher.Event) {
+		v.mu.Lock()
+		src.Apply(e)
+		v.mu.Unlock()
 		select {
 		case events <- e:
 		default:
@@ -71,5 +78,18 @@ func startKubeSource(t *testing.T, c kubernetes.Interface, opts watcher.KubeOpti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); src.Stop() }) // the informers end with ctx
-	return src, events
+	return v, events
+}
+
+// appliedView is a KubeSource's view with its events applied as they come
+// (informer goroutines) and read by the test.
+type appliedView struct {
+	mu  sync.Mutex
+	src *watcher.KubeSource
+}
+
+func (v *appliedView) Build(service string) ([]*messages.ServicePortEndpoints, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.src.Build(service)
 }

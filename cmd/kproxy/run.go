@@ -25,7 +25,6 @@ import (
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
-	"github.com/kproxy/kproxy/watcher"
 )
 
 // runOptions are kproxy run's flags; names follow kube-proxy where it has one.
@@ -529,7 +528,7 @@ func parseFamilyPrefixes(flag, s string) ([]netip.Prefix, error) {
 func runSource(ctx context.Context, src source, proxy *actors.Proxy, log zerolog.Logger) error {
 	defer src.Stop()
 	log.Info().Msg("waiting for the source to sync")
-	if err := src.Start(ctx, func(e watcher.Event) { proxy.SourceChanged(e.Service, e.Kind) }); err != nil {
+	if err := src.Start(ctx, proxy.SourceEvent); err != nil {
 		if ctx.Err() == nil {
 			log.Error().Err(err).Msg("source failed")
 			return fmt.Errorf("source: %w", err)

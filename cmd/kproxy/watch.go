@@ -196,7 +196,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 	wake := make(chan struct{}, 1)
 	if err := src.Start(ctx, func(e watcher.Event) {
 		mu.Lock()
-		tracker.Mark(e.Service)
+		tracker.Handle(e)
 		mu.Unlock()
 		select {
 		case wake <- struct{}{}:
