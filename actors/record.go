@@ -62,7 +62,6 @@ type record struct {
 	portErr            error                       // why there is no proxy port yet
 	portRetry          time.Duration               // wait before the next try to allocate it
 	portalVersion      int64
-	rulesSent          *messages.SetPortalRules // the portal rules last asked of the Rules actor
 	status             portStatus
 }
 

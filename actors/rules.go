@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,8 +36,12 @@ type Rules struct {
 	// fault asks for one at once): it runs when the transaction ends.
 	checkLater bool
 	inFlight   bool
-	pending    map[string][]rules.Rule // the in-flight batch's desired rules
-	ctx        context.Context
+	// The in-flight transaction: the service ports it programs, and the
+	// change it makes to kernel (a full sync's whole set, or del and add).
+	pending  map[string]bool
+	want     rules.Set
+	del, add []rules.Rule
+	ctx      context.Context
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	timers     *scheduler.TimerScheduler
@@ -44,12 +49,16 @@ type Rules struct {
 }
 
 // programmed is the Rules actor's state that outlives its incarnations:
-// the desired rules, which no one else holds whole, and what is known to
-// be programmed. A new incarnation starts with a full sync.
+// the desired rules, which no one else holds whole, and the one record of
+// what the kernel holds (the kernel modes keep none, as knftables keeps
+// none). A new incarnation starts with a full sync.
 type programmed struct {
 	desired map[string][]rules.Rule // by service port ID
-	applied map[string][]rules.Rule // as last programmed
-	dirty   map[string]bool
+	// kernel is what the last transactions programmed, by key (a rule's
+	// ServicePort says whose): each transaction is planned against it
+	// and committed to it when it succeeds.
+	kernel rules.Set
+	dirty  map[string]bool
 	// complete is set once the source's first state is all here
 	// (DesiredStateComplete): no transaction runs before, so a restarted
 	// kproxy never replaces the rules its predecessor left with a partial
@@ -66,7 +75,7 @@ type programmed struct {
 }
 
 func newRules(cfg *Config) *actor.Props {
-	st := &programmed{desired: map[string][]rules.Rule{}, applied: map[string][]rules.Rule{}, dirty: map[string]bool{}}
+	st := &programmed{desired: map[string][]rules.Rule{}, kernel: rules.Set{}, dirty: map[string]bool{}}
 	return cfg.propsFor(func() actor.Actor { return &Rules{cfg: cfg, rules: cfg.Rules, programmed: st} })
 }
 
@@ -82,7 +91,6 @@ func (r *Rules) Receive(ctx actor.Context) {
 	case *messages.InjectCrash:
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *messages.SetPortalRules:
-		r.traced(m.GetServicePort().GetKey().ID(), m.GetTrace())
 		r.set(ctx, m)
 	case *messages.DeletePortalRules:
 		r.traced(m.GetKey().ID(), m.GetTrace())
@@ -121,13 +129,19 @@ func (r *Rules) started(ctx actor.Context) {
 // desiredStateWait bounds the wait for DesiredStateComplete.
 const desiredStateWait = 30 * time.Second
 
-// set records what one service port needs now.
+// set records what one service port needs now. Its ServicePort sends it
+// with every change it reports: this is where a change that leaves its
+// rules as they are (most endpoint changes: the verdicts stay) ends.
 func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
 	id := m.GetServicePort().GetKey().ID()
 	rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetInternal(), m.GetExternal())
 	if err != nil {
 		r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
 	}
+	if prev, ok := r.desired[id]; ok && slices.Equal(prev, rs) && rs != nil {
+		return
+	}
+	r.traced(id, m.GetTrace())
 	r.changed(ctx, id, rs)
 }
 
@@ -157,10 +171,11 @@ func (r *Rules) check(ctx actor.Context) {
 	}
 	r.checkLater = false
 	self, root := ctx.Self(), ctx.ActorSystem().Root
+	cur := r.kernel // not changed until a transaction's end, after this check's
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		ok, err := r.rules.Present(r.ctx)
+		ok, err := r.rules.Present(r.ctx, cur)
 		root.Send(self, &messages.RulesPresent{Present: ok, Failure: failure(err, messages.FailureCode_KERNEL_RULES)})
 	}()
 }
@@ -184,35 +199,61 @@ func (r *Rules) kick(ctx actor.Context) {
 	}
 	r.batch++
 	full := r.needSync
-	r.pending = make(map[string][]rules.Rule, len(r.dirty))
-	var upserts, removals []rules.Rule
+	r.pending = make(map[string]bool, len(r.dirty))
+	changing := make(map[string][]rules.Rule, len(r.dirty))
 	if full {
 		for id, rs := range r.desired {
-			r.pending[id] = rs
+			changing[id] = rs
 		}
-		upserts = r.flatten(r.pending)
 	} else {
 		for id := range r.dirty {
-			r.pending[id] = r.desired[id]
+			changing[id] = r.desired[id]
 		}
-		upserts = r.flatten(r.pending)
-		keep := map[rules.Key]bool{}
+	}
+	for id := range changing {
+		r.pending[id] = true
+	}
+	for id := range r.dirty {
+		r.pending[id] = true // deleted ones too
+	}
+	// A full sync replaces everything: no rule of the kernel's holds a key
+	// against it.
+	against := r.kernel
+	if full {
+		against = nil
+	}
+	upserts := r.flatten(changing, against)
+	var removals []rules.Rule
+	var err error
+	if full {
+		r.want, err = rules.Desired(upserts)
+	} else {
+		keep := make(map[rules.Key]bool, len(upserts))
 		for _, u := range upserts {
 			keep[u.Key()] = true
 		}
-		for id := range r.dirty {
-			for _, old := range r.applied[id] {
-				if !keep[old.Key()] {
-					removals = append(removals, old)
-				}
+		for k, old := range r.kernel {
+			if r.dirty[old.ServicePort] && !keep[k] {
+				removals = append(removals, old)
 			}
 		}
+		r.del, r.add, err = r.kernel.Plan(upserts, removals)
 	}
-	stale := r.staleFlows(full, upserts, removals)
 	r.dirty = map[string]bool{}
 	r.needSync = false
 	r.inFlight = true
 	self, root, batch := ctx.Self(), ctx.ActorSystem().Root, r.batch
+	if err != nil {
+		// Rules the kernel would refuse: a failed transaction.
+		ctx.Send(self, &messages.RulesApplied{FullSync: full, Failure: failure(err, messages.FailureCode_KERNEL_RULES), Batch: batch})
+		return
+	}
+	if !full && len(r.del)+len(r.add) == 0 {
+		ctx.Send(self, &messages.RulesApplied{Batch: batch}) // nothing changes in the kernel
+		return
+	}
+	stale := r.staleFlows(full, upserts, removals)
+	cur, want, del, add := r.kernel, r.want, r.del, r.add
 	span := r.transactionSpan(full, batch, len(upserts), len(removals))
 	r.wg.Add(1)
 	go func() {
@@ -220,9 +261,9 @@ func (r *Rules) kick(ctx actor.Context) {
 		var err error
 		start := time.Now()
 		if full {
-			err = r.rules.Sync(r.ctx, upserts)
+			err = r.rules.Sync(r.ctx, want)
 		} else {
-			err = r.rules.Apply(r.ctx, upserts, removals)
+			err = r.rules.Apply(r.ctx, cur, del, add)
 		}
 		endTransactionSpan(span, err)
 		if err == nil || errors.Is(err, rules.ErrFamilyUnavailable) {
@@ -245,17 +286,9 @@ func (r *Rules) staleFlows(full bool, upserts, removals []rules.Rule) []rules.Ru
 	if r.cfg.Conntrack == nil {
 		return nil
 	}
-	was := map[rules.Key]rules.Rule{}
-	if !full {
-		for id := range r.pending {
-			for _, old := range r.applied[id] {
-				was[old.Key()] = old
-			}
-		}
-	}
 	var out []rules.Rule
 	for _, u := range upserts {
-		old, ok := was[u.Key()]
+		old, ok := r.kernel[u.Key()]
 		if u.Protocol == "udp" && (full || !ok || old.ProxyPort != u.ProxyPort || old.Reject != u.Reject || old.Drop != u.Drop || old.ShortCircuitPort != u.ShortCircuitPort) {
 			out = append(out, u)
 		}
@@ -283,9 +316,9 @@ func (r *Rules) clearStaleFlows(stale []rules.Rule) {
 }
 
 // flatten lists the rules of the service ports in set, leaving out (and
-// logging) rules whose key another service port holds.
-func (r *Rules) flatten(set map[string][]rules.Rule) []rules.Rule {
-	out, clashes := rules.Flatten(set, r.applied)
+// logging) rules whose key another service port holds in programmed.
+func (r *Rules) flatten(set map[string][]rules.Rule, programmed rules.Set) []rules.Rule {
+	out, clashes := rules.Flatten(set, programmed)
 	for _, c := range clashes {
 		r.cfg.Log.Error().Str("servicePort", c.ServicePort).Str("rule", c.Key.String()).Str("owner", c.Owner).
 			Msg("portal rule clashes with another service port's; not programmed")
@@ -322,15 +355,11 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 		return
 	}
 	if m.GetFullSync() {
-		r.applied = map[string][]rules.Rule{}
+		r.kernel = r.want
+	} else {
+		r.kernel.Commit(r.del, r.add)
 	}
-	for id, rs := range r.pending {
-		if len(rs) == 0 {
-			delete(r.applied, id)
-		} else {
-			r.applied[id] = rs
-		}
-	}
+	r.want, r.del, r.add = nil, nil, nil
 	ev := r.cfg.Log.Debug()
 	if m.GetFullSync() {
 		ev = r.cfg.Log.Info() // start, recovery: worth seeing; batches are not
@@ -339,23 +368,16 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	if !r.needSync && len(r.dirty) == 0 {
 		r.cfg.Health.Updated(healthStageRules)
 	}
-	n, dropInternal, dropExternal := 0, 0, 0
-	for _, rs := range r.applied {
-		n += len(rs)
-		in, ex := false, false
-		for _, rule := range rs {
-			in = in || rule.Drop && rule.ClusterIP
-			ex = ex || rule.Drop && !rule.ClusterIP
-		}
-		if in {
-			dropInternal++
-		}
-		if ex {
-			dropExternal++
+	dropInternal, dropExternal := map[string]bool{}, map[string]bool{}
+	for _, rule := range r.kernel {
+		if rule.Drop && rule.ClusterIP {
+			dropInternal[rule.ServicePort] = true
+		} else if rule.Drop {
+			dropExternal[rule.ServicePort] = true
 		}
 	}
-	r.cfg.Metrics.PortalRules(n)
-	r.cfg.Metrics.NoLocalEndpoints(dropInternal, dropExternal)
+	r.cfg.Metrics.PortalRules(len(r.kernel))
+	r.cfg.Metrics.NoLocalEndpoints(len(dropInternal), len(dropExternal))
 	r.kick(ctx)
 	if r.checkLater && !r.inFlight {
 		r.check(ctx)

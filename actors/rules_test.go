@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -108,17 +109,29 @@ func (v v4Only) split(rs []rules.Rule) ([]rules.Rule, error) {
 	return v4, err
 }
 
-func (v v4Only) Sync(ctx context.Context, rs []rules.Rule) error {
-	v4, missing := v.split(rs)
-	if err := v.Fake.Sync(ctx, v4); err != nil {
+// v4Set is the part of s this node's kernel holds.
+func (v v4Only) v4Set(s rules.Set) rules.Set {
+	out := rules.Set{}
+	for k, r := range s {
+		if r.NodePort || !r.IP.Is6() {
+			out[k] = r
+		}
+	}
+	return out
+}
+
+func (v v4Only) Sync(ctx context.Context, want rules.Set) error {
+	_, missing := v.split(want.Sorted())
+	if err := v.Fake.Sync(ctx, v.v4Set(want)); err != nil {
 		return err
 	}
 	return missing
 }
 
-func (v v4Only) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
-	v4, missing := v.split(upserts)
-	if err := v.Fake.Apply(ctx, v4, removals); err != nil {
+func (v v4Only) Apply(ctx context.Context, cur rules.Set, del, add []rules.Rule) error {
+	v4add, missing := v.split(add)
+	v4del, _ := v.split(del)
+	if err := v.Fake.Apply(ctx, v.v4Set(cur), v4del, v4add); err != nil {
 		return err
 	}
 	return missing
@@ -154,5 +167,47 @@ func TestRulesWithoutOneFamilyProgramTheOther(t *testing.T) {
 	waitRules(t, fake, has("198.18.0.62"))
 	if syncs, applies, _ := fake.Calls(); syncs != 1 || applies < 1 {
 		t.Fatalf("%d syncs and %d applies; want the start's one sync, then incremental applies", syncs, applies)
+	}
+}
+
+// The Rules actor's record is what the kernel holds: every transaction is
+// planned against it (the Fake refuses one planned against anything but
+// what it holds, which would show as a re-sync), an endpoint change that
+// keeps a service port's verdicts costs no transaction, and a clash keeps
+// the first service port's rule.
+func TestRulesRecordIsTheKernel(t *testing.T) {
+	fake := rules.NewFake()
+	p := Start(Config{PortalMode: portal.ModeNftables, Rules: fake, BindAddress: "127.0.0.1",
+		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	addrs := tcpBackends(t, 2)
+	a := svcPort("a", messages.Protocol_TCP, "198.18.0.70", 80)
+	b := svcPort("b", messages.Protocol_TCP, "198.18.0.71", 80)
+	c := svcPort("c", messages.Protocol_TCP, "198.18.0.70", 80) // a's address and port
+	rule := func(m rules.Set, ip string) (rules.Rule, bool) {
+		r, ok := m[rules.Key{Protocol: "tcp", IP: netip.MustParseAddr(ip), Port: 80}]
+		return r, ok
+	}
+	p.Submit(snapshot(1, spe(a, endpoints(addrs[0])), spe(b, nil), spe(c, endpoints(addrs[1]))))
+	waitRules(t, fake, func(m rules.Set) bool {
+		ra, okA := rule(m, "198.18.0.70")
+		rb, okB := rule(m, "198.18.0.71")
+		return okA && ra.ServicePort == a.GetKey().ID() && !ra.Reject && okB && rb.Reject
+	})
+	_, applies, _ := fake.Calls()
+
+	// a's endpoint moves (verdicts unchanged), then b gets one (its
+	// verdict flips): one transaction, b's.
+	p.Submit(snapshot(2, spe(a, endpoints(addrs[1])), spe(b, nil), spe(c, endpoints(addrs[1]))))
+	p.Submit(snapshot(3, spe(a, endpoints(addrs[1])), spe(b, endpoints(addrs[0])), spe(c, endpoints(addrs[1]))))
+	waitRules(t, fake, func(m rules.Set) bool { rb, ok := rule(m, "198.18.0.71"); return ok && !rb.Reject })
+	if _, n, _ := fake.Calls(); n != applies+1 {
+		t.Errorf("%d transactions for an endpoint move and one verdict flip, want 1", n-applies)
+	}
+
+	p.Submit(snapshot(4, spe(b, endpoints(addrs[0]))))
+	waitRules(t, fake, func(m rules.Set) bool { _, ok := rule(m, "198.18.0.70"); return !ok && len(m) == 1 })
+	if syncs, _, _ := fake.Calls(); syncs != 1 {
+		t.Errorf("%d full syncs, want only the first: a transaction was planned against a record other than the kernel", syncs)
 	}
 }

@@ -112,7 +112,7 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 			s.cfg.Ports.Release(network, port)
 		}
 	}
-	if rec.rulesSent != nil {
+	if s.cfg.rulesPID != nil && rec.proxyPort != 0 {
 		ctx.Send(s.cfg.rulesPID, &messages.DeletePortalRules{Key: rec.applied.GetServicePort().GetKey()})
 	}
 }
@@ -393,25 +393,17 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	ctx.Request(ctx.Parent(), st) // Request: the Proxier checks the sender
 }
 
-// syncRules tells the Rules actor what this service port needs, when that
-// changed: its addresses to the proxy port, or rejects without endpoints.
+// syncRules tells the Rules actor what this service port needs: its
+// addresses to the proxy port, or rejects without endpoints. The Rules
+// actor keeps only what changed.
 func (s *ServicePort) syncRules(ctx actor.Context) {
 	rec := s.rec
 	if s.cfg.rulesPID == nil || rec.proxyPort == 0 {
 		return
 	}
 	internal, external := rules.Verdicts(rec.applied.GetEndpoints())
-	want := &messages.SetPortalRules{ServicePort: rec.applied.GetServicePort(), ProxyPort: int32(rec.proxyPort), ExternalProxyPort: int32(rec.extPort),
-		Internal: internal, External: external}
-	if proto.Equal(want, rec.rulesSent) {
-		return
-	}
-	rec.rulesSent = want
-	if rec.trace != nil {
-		want = proto.CloneOf(want)
-		want.Trace = rec.trace // not part of what is compared
-	}
-	ctx.Send(s.cfg.rulesPID, want)
+	ctx.Send(s.cfg.rulesPID, &messages.SetPortalRules{ServicePort: rec.applied.GetServicePort(), ProxyPort: int32(rec.proxyPort),
+		ExternalProxyPort: int32(rec.extPort), Internal: internal, External: external, Trace: rec.trace})
 }
 
 func equalEndpoints(a, b []*messages.Endpoint) bool {

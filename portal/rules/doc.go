@@ -6,11 +6,12 @@
 //   - servicerules.go: the rules of one service port (ForServicePort), the
 //     verdict of each traffic scope (Verdicts) and the clash check across
 //     service ports (Flatten);
-//   - plan.go, programmed.go: the diff planner (a Set, Desired, Plan,
-//     Commit) and what a mode remembers it programmed (Programmed);
-//   - interface.go: the Interface each mode implements, and fake.go, a Fake
-//     of it for tests, as knftables ships one; faulty.go wraps an
-//     Interface for fault injection;
+//   - plan.go: the diff planner (a Set, Desired, Plan, Commit) its caller
+//     runs against its record of what is programmed;
+//   - interface.go: the Interface each mode implements, a stateless
+//     wrapper of its kernel as knftables is, and fake.go, a Fake of it for
+//     tests, as knftables ships one; faulty.go wraps an Interface for
+//     fault injection;
 //   - options.go, exec.go, comment.go: options, the exec seam, comments.
 //
 // The modes are its subpackages nftables, iptables and netsh, one per

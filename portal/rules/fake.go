@@ -3,15 +3,16 @@ package rules
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
 
-// Fake is an Interface that keeps the programmed rules in memory, as
-// knftables.Fake does for nft: for tests of what drives the rules (the
-// Rules actor), where the kernel side is not the point. It validates like
-// the real modes (Desired, Plan), can fail calls on demand and pretend its
-// rules were flushed. It is safe for concurrent use.
+// Fake is an Interface whose "kernel" is a Set in memory, as knftables.Fake
+// is for nft: for tests of what drives the rules (the Rules actor), where
+// the kernel side is not the point. It checks that each Apply is planned
+// against what it holds (the caller's record is true), can fail calls on
+// demand and pretend its rules were flushed. It is safe for concurrent use.
 type Fake struct {
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -49,21 +50,19 @@ func (f *Fake) Flush() {
 }
 
 // Sync implements Interface.
-func (f *Fake) Sync(_ context.Context, rs []Rule) error {
-	want, err := Desired(rs)
-	if err != nil {
-		return err
-	}
-	return f.change(func() { f.set, f.flushed = want, false; f.syncs++ })
+func (f *Fake) Sync(_ context.Context, want Set) error {
+	return f.change(func() { f.set, f.flushed = maps.Clone(want), false; f.syncs++ })
 }
 
-// Apply implements Interface.
-func (f *Fake) Apply(_ context.Context, upserts, removals []Rule) error {
+// Apply implements Interface. A cur other than what it holds is the
+// caller's record gone wrong: an error (unless flushed meanwhile, which
+// the caller learns from Present).
+func (f *Fake) Apply(_ context.Context, cur Set, del, add []Rule) error {
 	f.mu.Lock()
-	del, add, err := f.set.Plan(upserts, removals)
+	drift := !f.flushed && !maps.Equal(cur, f.set)
 	f.mu.Unlock()
-	if err != nil {
-		return err
+	if drift {
+		return fmt.Errorf("apply planned against %d rules, %d programmed", len(cur), len(f.set))
 	}
 	return f.change(func() { f.set.Commit(del, add); f.applies++ })
 }
@@ -74,7 +73,7 @@ func (f *Fake) Cleanup(context.Context) error {
 }
 
 // Present implements Interface: false after Flush, until the next Sync.
-func (f *Fake) Present(context.Context) (bool, error) {
+func (f *Fake) Present(context.Context, Set) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.flushed, nil

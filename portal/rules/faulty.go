@@ -51,25 +51,25 @@ func (f *Faulty) transaction(op string) error {
 }
 
 // Sync implements Interface.
-func (f *Faulty) Sync(ctx context.Context, rs []Rule) error {
+func (f *Faulty) Sync(ctx context.Context, want Set) error {
 	if err := f.transaction("sync"); err != nil {
 		return err
 	}
-	return f.Interface.Sync(ctx, rs)
+	return f.Interface.Sync(ctx, want)
 }
 
 // Apply implements Interface.
-func (f *Faulty) Apply(ctx context.Context, upserts, removals []Rule) error {
+func (f *Faulty) Apply(ctx context.Context, cur Set, del, add []Rule) error {
 	if err := f.transaction("apply"); err != nil {
 		return err
 	}
-	return f.Interface.Apply(ctx, upserts, removals)
+	return f.Interface.Apply(ctx, cur, del, add)
 }
 
 // Present implements Interface.
-func (f *Faulty) Present(ctx context.Context) (bool, error) {
+func (f *Faulty) Present(ctx context.Context, cur Set) (bool, error) {
 	if err := f.fault("check"); err != nil {
 		return false, err
 	}
-	return f.Interface.Present(ctx)
+	return f.Interface.Present(ctx, cur)
 }

@@ -7,27 +7,26 @@ import (
 
 // Interface programs kernel portal rules. Implementations: nftables.Rules
 // (Linux), iptables.Rules (Linux, legacy), netsh.Rules (Windows), and Fake
-// for tests; Faulty wraps any of them for fault injection. Calls are
-// serialised by the implementation; a caller (the Rules actor) batches
-// changes and calls Apply once per batch.
-//
-// Implementations remember what they programmed; when Apply fails (for
-// example because someone deleted kproxy's rules underneath), the caller
-// should check Present and call Sync with the whole desired set.
+// for tests; Faulty wraps any of them for fault injection. They are
+// stateless wrappers, as knftables is: the caller (the Rules actor) keeps
+// the one record of what is programmed, plans each change against it
+// (Set.Plan) and commits the change to it when the call succeeds. After a
+// failed call the kernel may hold part of the change: only a Sync makes
+// it known again. Calls are serialised by the implementation.
 type Interface interface {
-	// Sync replaces everything kproxy owns with exactly rules, in one
-	// transaction (full resync: on start, and after someone flushed the
-	// table). Duplicate keys with different values are an error.
-	Sync(ctx context.Context, rules []Rule) error
-	// Apply removes removals (only their keys matter; absent ones are
-	// ignored) and then adds or replaces upserts, in one transaction. Its
-	// cost follows the number of changes, not of services. Upserting a rule
-	// identical to the programmed one is a no-op.
-	Apply(ctx context.Context, upserts, removals []Rule) error
+	// Sync replaces everything kproxy owns with exactly want (as Desired
+	// makes it), in one transaction (full resync: on start, and after a
+	// failure or someone flushed the table).
+	Sync(ctx context.Context, want Set) error
+	// Apply takes del out of the kernel and puts add in, in one
+	// transaction, where cur is what is programmed (read, never kept):
+	// del and add are cur.Plan's answer. Its cost follows the number of
+	// changes, not of services.
+	Apply(ctx context.Context, cur Set, del, add []Rule) error
 	// Present reports whether kproxy's table, chains and hook rules still
-	// exist, so the caller can re-sync after someone flushed them. It does
-	// not verify every map element.
-	Present(ctx context.Context) (bool, error)
+	// exist, holding cur, so the caller can re-sync after someone flushed
+	// them. It does not verify every map element.
+	Present(ctx context.Context, cur Set) (bool, error)
 	// Cleanup removes every rule, chain and table kproxy owns (kproxy
 	// cleanup; a normal shutdown leaves them for the next kproxy). It
 	// succeeds when there is nothing to remove.

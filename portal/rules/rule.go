@@ -18,7 +18,7 @@ import (
 // and one for its node port. Rules are identified by Key: an upsert with the
 // same key replaces the previous rule.
 type Rule struct {
-	ServicePort string     // "ns/name:port/PROTO", for comments and debugging only
+	ServicePort string     // the service port's ID ("ns/name:port/PROTO"): whose rule it is
 	Protocol    string     // "tcp" or "udp"
 	IP          netip.Addr // service IP (cluster, external or LB); invalid for NodePort rules
 	Port        int        // service port, or the node port when NodePort

@@ -133,31 +133,34 @@ type Clash struct {
 
 // Flatten lists the rules of the changing service ports (by service port
 // ID) in ID order, leaving out every rule whose key another service port
-// holds: one in applied that is not changing, or an earlier one in ID
-// order. A clash between two services must not fail everyone's transaction.
-func Flatten(changing, applied map[string][]Rule) ([]Rule, []Clash) {
-	claimed := map[Key]string{}
-	for id, rs := range applied {
-		if _, ok := changing[id]; !ok {
-			for _, r := range rs {
-				claimed[r.Key()] = id
-			}
-		}
-	}
+// holds: one programmed for a service port that is not changing, or an
+// earlier one in ID order. A clash between two services must not fail
+// everyone's transaction.
+func Flatten(changing map[string][]Rule, programmed Set) ([]Rule, []Clash) {
 	ids := make([]string, 0, len(changing))
 	for id := range changing {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	claimed := map[Key]string{} // by the changing service ports, in ID order
 	var out []Rule
 	var clashes []Clash
 	for _, id := range ids {
 		for _, r := range changing[id] {
-			if owner, ok := claimed[r.Key()]; ok && owner != id {
-				clashes = append(clashes, Clash{ServicePort: id, Owner: owner, Key: r.Key()})
+			k := r.Key()
+			owner, ok := claimed[k]
+			if !ok {
+				if old, held := programmed[k]; held && old.ServicePort != id {
+					if _, moving := changing[old.ServicePort]; !moving {
+						owner, ok = old.ServicePort, true
+					}
+				}
+			}
+			if ok && owner != id {
+				clashes = append(clashes, Clash{ServicePort: id, Owner: owner, Key: k})
 				continue
 			}
-			claimed[r.Key()] = id
+			claimed[k] = id
 			out = append(out, r)
 		}
 	}

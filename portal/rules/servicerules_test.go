@@ -141,7 +141,7 @@ func TestFlattenLeavesClashesOut(t *testing.T) {
 		return Rule{ServicePort: sp, Protocol: "tcp", IP: netip.MustParseAddr("198.18.0.1"), Port: 80, ProxyPort: pp}
 	}
 	own := Rule{ServicePort: "ns/c:http/TCP", Protocol: "tcp", IP: netip.MustParseAddr("198.18.0.3"), Port: 80, ProxyPort: 30003}
-	applied := map[string][]Rule{"ns/a:http/TCP": {shared("ns/a:http/TCP", 30001)}}
+	applied := Set{shared("ns/a:http/TCP", 30001).Key(): shared("ns/a:http/TCP", 30001)}
 
 	// b and c change; a holds the shared key and is not changing: b loses it.
 	out, clashes := Flatten(map[string][]Rule{

@@ -27,7 +27,8 @@ func TestGoldenRestore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeTables()
-			ipt, err := newRules(ctx, tc.opts, f.run)
+			r, err := newRules(ctx, tc.opts, f.run)
+			ipt := program(r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +50,8 @@ func TestGoldenApplyAndCleanup(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeTables()
 	pristine := f.dump()
-	ipt, err := newRules(ctx, rules.Options{}, f.run)
+	r, err := newRules(ctx, rules.Options{}, f.run)
+	ipt := program(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestGoldenApplyAndCleanup(t *testing.T) {
 	}
 	rulestest.Golden(t, "apply", f.take())
 	synced := f.dump()
-	if err := ipt.Sync(ctx, ipt.state.Set.Sorted()); err != nil {
+	if err := ipt.Sync(ctx, ipt.Set.Sorted()); err != nil {
 		t.Fatal(err)
 	}
 	// Sync orders rules, Apply appends: the same rules, maybe in another order.
@@ -88,7 +90,8 @@ func TestGoldenWithoutIP6Tables(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeTables()
 	f.noIPv6 = true
-	ipt, err := newRules(ctx, rules.Options{}, f.run)
+	r, err := newRules(ctx, rules.Options{}, f.run)
+	ipt := program(r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,9 +87,6 @@ type Rules struct {
 	routes policyroute.Routes
 	fams   []*iptFamily
 	mu     sync.Mutex
-	// state: after a failed change Present reports false and Apply
-	// refuses until the next Sync.
-	state rules.Programmed
 }
 
 var _ rules.Interface = (*Rules)(nil)
@@ -123,7 +120,7 @@ func New(ctx context.Context, o rules.Options) (*Rules, error) {
 }
 
 func newRules(ctx context.Context, o rules.Options, run rules.Exec) (*Rules, error) {
-	t := &Rules{opts: o, run: run, routes: policyroute.None{}, state: rules.NewProgrammed()}
+	t := &Rules{opts: o, run: run, routes: policyroute.None{}}
 	for _, f := range []*iptFamily{
 		{v6: false, save: "iptables-save", restore: "iptables-restore", hostBits: "/32", loopback: "127.0.0.0/8", icmpUnreachable: "icmp-port-unreachable"},
 		{v6: true, save: "ip6tables-save", restore: "ip6tables-restore", hostBits: "/128", loopback: "::1/128", icmpUnreachable: "icmp6-port-unreachable"},
@@ -479,17 +476,12 @@ func (t *Rules) save(ctx context.Context, f *iptFamily) (*iptSaved, error) {
 	return s, nil
 }
 
-// Sync flushes kproxy's chains and refills them, and replaces every jump to
-// them, in one iptables-restore per family.
-func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
-	want, err := rules.Desired(rs)
-	if err != nil {
-		return err
-	}
+// Sync flushes kproxy's chains and refills them with want, and replaces
+// every jump to them, in one iptables-restore per family.
+func (t *Rules) Sync(ctx context.Context, want rules.Set) error {
 	sorted := want.Sorted()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.state.Invalidate()
 	for _, f := range t.fams {
 		saved, err := t.save(ctx, f)
 		if err != nil {
@@ -516,7 +508,6 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 			return fmt.Errorf("iptables sync of %d rules: %w", len(want), err)
 		}
 	}
-	t.state.Reset(want)
 	if err := t.routes.Ensure(); err != nil {
 		return err
 	}
@@ -532,35 +523,26 @@ func (t *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 // deletions: a packet sees the old rules or both, which decide as the old
 // ones (a redirected packet no longer matches a drop by service IP; the
 // old line of two equal ones comes first, and -D deletes the first).
-func (t *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
+func (t *Rules) Apply(ctx context.Context, _ rules.Set, del, add []rules.Rule) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	del, add, err := t.state.Plan(upserts, removals)
-	if err != nil {
-		return fmt.Errorf("iptables apply: %w", err)
-	}
 	for _, f := range t.fams {
 		adds, dels := restoreBatch{}, restoreBatch{}
 		t.addLines(adds, f, "-A", add)
 		t.addLines(dels, f, "-D", del)
 		if err := t.restore(ctx, f, adds, dels); err != nil {
 			// A later family, or a later table of this one, may be done.
-			t.state.Invalidate()
 			return fmt.Errorf("iptables apply of %d changes: %w", len(del)+len(add), err)
 		}
 	}
-	t.state.Set.Commit(del, add)
 	return t.unavailable(add)
 }
 
 // Present reports whether every kproxy chain, every jump to it and the
-// expected number of rules in it exist, in every family.
-func (t *Rules) Present(ctx context.Context) (bool, error) {
+// number of rules in it that cur makes exist, in every family.
+func (t *Rules) Present(ctx context.Context, cur rules.Set) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.state.Known() {
-		return false, nil
-	}
 	for _, f := range t.fams {
 		saved, err := t.save(ctx, f)
 		if err != nil {
@@ -570,7 +552,7 @@ func (t *Rules) Present(ctx context.Context) (bool, error) {
 		for _, l := range t.staticRules(f) {
 			want[l.table][l.chain]++
 		}
-		for _, r := range t.state.Set {
+		for _, r := range cur {
 			if t.inFamily(f, r) {
 				for _, l := range t.ruleLines(f, r) {
 					want[l.table][l.chain]++
@@ -620,10 +602,8 @@ func (t *Rules) Cleanup(ctx context.Context) error {
 			}
 		}
 		if err := t.restore(ctx, f, b); err != nil {
-			t.state.Invalidate()
 			return fmt.Errorf("iptables cleanup: %w", err)
 		}
 	}
-	t.state.Reset(rules.Set{})
 	return t.routes.Remove()
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/kproxy/kproxy/portal/rules/rulestest"
 )
 
-func newRulesIn(t *testing.T, ns *netnstest.Netns, o rules.Options) *Rules {
+func newRulesIn(t *testing.T, ns *netnstest.Netns, o rules.Options) *tested {
 	t.Helper()
 	rulestest.NeedBinary(t, "iptables-restore")
 	var ipt *Rules
@@ -21,7 +21,7 @@ func newRulesIn(t *testing.T, ns *netnstest.Netns, o rules.Options) *Rules {
 		ipt, err = New(context.Background(), o)
 		return err
 	})
-	return ipt
+	return program(ipt)
 }
 
 func TestIPTablesPortals(t *testing.T) {
@@ -35,45 +35,45 @@ func TestIPTablesPortals(t *testing.T) {
 		t.Log("ip6tables unavailable: IPv4 only")
 	}
 	ctx := context.Background()
-	if rulestest.Present(t, tp.Node, ipt) {
+	if rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("Present before Sync")
 	}
 	a, b, c := rulestest.Scenario(v6)
 	all := append(append(append([]rules.Rule{}, a...), b...), c...)
 	tp.Node.MustDo(t, func() error { return ipt.Sync(ctx, all) })
-	if !rulestest.Present(t, tp.Node, ipt) {
+	if !rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("not Present after Sync")
 	}
 	t.Log(tp.Node.MustRun(t, "iptables-save"))
 	rulestest.CheckMatrix(t, tp, v6)
-	rulestest.CheckApply(t, tp, ipt, b, c)
-	if !rulestest.Present(t, tp.Node, ipt) {
+	rulestest.CheckApply(t, tp, ipt.Programmed, b, c)
+	if !rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("not Present after Apply")
 	}
 
 	// Someone removes the jump from PREROUTING: Present says so, Sync restores.
 	tp.Node.MustRun(t, "iptables", "-w", "-t", "nat", "-F", "PREROUTING")
-	if rulestest.Present(t, tp.Node, ipt) {
+	if rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("Present after flushing PREROUTING")
 	}
 	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", rulestest.AP("198.18.0.10", 80))
 	tp.Node.MustDo(t, func() error { return ipt.Sync(ctx, all) })
-	if !rulestest.Present(t, tp.Node, ipt) {
+	if !rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("not Present after re-Sync")
 	}
 	netnstest.ExpectEcho(t, tp.Client, "tcp", rulestest.AP("198.18.0.10", 80), 18080)
 
 	// Someone flushes one of kproxy's chains, then the whole ruleset.
 	tp.Node.MustRun(t, "iptables", "-w", "-t", "nat", "-F", iptPortalsContainer)
-	if rulestest.Present(t, tp.Node, ipt) {
+	if rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("Present after flushing " + iptPortalsContainer)
 	}
 	tp.Node.MustRun(t, "nft", "flush", "ruleset")
-	if rulestest.Present(t, tp.Node, ipt) {
+	if rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("Present after nft flush ruleset")
 	}
 	tp.Node.MustDo(t, func() error { return ipt.Sync(ctx, all) })
-	if !rulestest.Present(t, tp.Node, ipt) {
+	if !rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("not Present after re-Sync")
 	}
 	netnstest.ExpectEcho(t, tp.Client, "udp", rulestest.AP("198.18.0.10", 80), 18080)
@@ -83,7 +83,7 @@ func TestIPTablesPortals(t *testing.T) {
 
 	// Sync with fewer rules drops the others and keeps one jump each.
 	tp.Node.MustDo(t, func() error { return ipt.Sync(ctx, a) })
-	if !rulestest.Present(t, tp.Node, ipt) {
+	if !rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("not Present after a smaller Sync")
 	}
 	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", rulestest.AP("198.18.0.30", 8080))
@@ -95,7 +95,7 @@ func TestIPTablesPortals(t *testing.T) {
 			t.Errorf("%s after Cleanup:\n%s", save, out)
 		}
 	}
-	if rulestest.Present(t, tp.Node, ipt) {
+	if rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Error("Present after Cleanup")
 	}
 	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", rulestest.AP("198.18.0.10", 80))
@@ -111,7 +111,7 @@ func TestIPTablesNodePortAddresses(t *testing.T) {
 	a, b, _ := rulestest.Scenario(ipt.IPv6())
 	ctx := context.Background()
 	tp.Node.MustDo(t, func() error { return ipt.Sync(ctx, append(a, b...)) })
-	if !rulestest.Present(t, tp.Node, ipt) {
+	if !rulestest.Present(t, tp.Node, ipt.Programmed) {
 		t.Fatal("not Present after Sync")
 	}
 	for _, proto := range []string{"tcp", "udp"} {
@@ -133,7 +133,7 @@ func TestIPTablesKernelTakesPolicies(t *testing.T) {
 	t.Parallel()
 	tp := netnstest.NewTopology(t)
 	ipt := newRulesIn(t, tp.Node, rulestest.GoldenCIDRs())
-	rulestest.CheckTakesPolicies(t, tp.Node, ipt)
+	rulestest.CheckTakesPolicies(t, tp.Node, ipt.Programmed)
 	out := tp.Node.MustRun(t, "iptables-save", "-t", "mangle")
 	if !strings.Contains(out, "-s 192.0.2.0/24 -d 198.51.100.20/32") || strings.Contains(out, "203.0.113.0/24") {
 		t.Errorf("mangle table after Apply:\n%s", out)

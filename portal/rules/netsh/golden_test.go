@@ -17,7 +17,7 @@ import (
 func TestGoldenCommands(t *testing.T) {
 	ctx := context.Background()
 	f := &fakeNetsh{iface: "svc0", addrs: map[netip.Addr]bool{netip.MustParseAddr("172.30.160.1"): true}}
-	n := newRules(rules.Options{Interface: "svc0"}, f.run, func(string) string { return "" })
+	n := rulestest.Program(newRules(rules.Options{Interface: "svc0"}, f.run, func(string) string { return "" }))
 	var b strings.Builder
 	step := func(name string, err error) {
 		t.Helper()

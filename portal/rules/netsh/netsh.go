@@ -25,7 +25,7 @@ const DefaultInterface = "vEthernet (HNS Internal NIC)"
 // deleted with the last of them.
 //
 // netsh is not transactional: commands run one by one, and a failure leaves
-// the change half done (Present reports false until the next Sync).
+// the change half done (the caller then syncs).
 // Addresses are added with store=active, so ones left behind by a crash are
 // gone after a reboot. Until then, the record in Options.StateDir says which
 // addresses kproxy added: a later process removes them on Sync (those no
@@ -33,15 +33,12 @@ const DefaultInterface = "vEthernet (HNS Internal NIC)"
 type Rules struct {
 	iface string
 	run   rules.Exec
-	// record is the record file's path ("" for none); recorded holds what
-	// it listed when this process started and kproxy has not removed since.
-	record   string
-	recorded map[netip.Addr]bool
-	mu       sync.Mutex
-	// state: after a failed command Present reports false and Apply
-	// refuses until the next Sync.
-	state rules.Programmed
-	refs  map[netip.Addr]int // rules per service IP
+	// record is the record file's path ("" for none); owned is what it
+	// lists: every address kproxy added and has not deleted since, this
+	// process or one before it.
+	record string
+	owned  map[netip.Addr]bool
+	mu     sync.Mutex
 }
 
 var _ rules.Interface = (*Rules)(nil)
@@ -58,8 +55,7 @@ func newRules(o rules.Options, run rules.Exec, getenv func(string) string) *Rule
 	if o.StateDir != "" {
 		record = filepath.Join(o.StateDir, recordFile)
 	}
-	return &Rules{iface: iface, run: run, record: record, recorded: loadRecord(record),
-		state: rules.NewProgrammed(), refs: map[netip.Addr]int{}}
+	return &Rules{iface: iface, run: run, record: record, owned: loadRecord(record)}
 }
 
 // netshCommands returns the netsh invocations (argv, "netsh" first) that
@@ -123,18 +119,16 @@ func (n *Rules) exec(ctx context.Context, add, del []netip.Addr) error {
 	if len(add)+len(del) == 0 {
 		return nil
 	}
-	owned := n.owned()
 	if len(add) > 0 {
 		for _, ip := range add {
-			owned[ip] = true
+			n.owned[ip] = true
 		}
-		if err := writeRecord(n.record, owned); err != nil {
+		if err := writeRecord(n.record, n.owned); err != nil {
 			return err
 		}
 	}
 	for _, c := range netshCommands(n.iface, add, del) {
 		if _, err := n.run(ctx, nil, c[0], c[1:]...); err != nil {
-			n.state.Invalidate()
 			return fmt.Errorf("netsh: %w", err)
 		}
 	}
@@ -142,25 +136,12 @@ func (n *Rules) exec(ctx context.Context, add, del []netip.Addr) error {
 		return nil
 	}
 	for _, ip := range del {
-		delete(owned, ip)
-		delete(n.recorded, ip)
+		delete(n.owned, ip)
 	}
-	return writeRecord(n.record, owned)
+	return writeRecord(n.record, n.owned)
 }
 
-// owned is every address kproxy added: those its rules use and those a
-// previous process recorded.
-func (n *Rules) owned() map[netip.Addr]bool {
-	out := map[netip.Addr]bool{}
-	for ip := range n.refs {
-		out[ip] = true
-	}
-	for ip := range n.recorded {
-		out[ip] = true
-	}
-	return out
-}
-
+// refsOf counts the rules of s per service IP.
 func refsOf(s rules.Set) map[netip.Addr]int {
 	refs := map[netip.Addr]int{}
 	for k := range s {
@@ -180,13 +161,9 @@ func sortedAddrs(m map[netip.Addr]bool) []netip.Addr {
 	return out
 }
 
-// Sync adds every service IP of rules that the interface lacks and deletes
-// the ones kproxy added before that rules no longer have.
-func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
-	want, err := rules.Desired(rs)
-	if err != nil {
-		return err
-	}
+// Sync adds every service IP of want that the interface lacks and deletes
+// the ones kproxy added before that want no longer has.
+func (n *Rules) Sync(ctx context.Context, want rules.Set) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	have, err := n.present(ctx)
@@ -200,7 +177,7 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 			add[ip] = true
 		}
 	}
-	for ip := range n.owned() {
+	for ip := range n.owned {
 		if refs[ip] == 0 && have[ip] {
 			del[ip] = true
 		}
@@ -208,26 +185,27 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 	if err := n.exec(ctx, sortedAddrs(add), sortedAddrs(del)); err != nil {
 		return err
 	}
-	n.state.Reset(want)
-	n.refs, n.recorded = refs, map[netip.Addr]bool{}
-	return writeRecord(n.record, n.owned())
+	// What kproxy owns now is what want uses: a recorded address no
+	// longer on the interface is no one's to delete.
+	n.owned = map[netip.Addr]bool{}
+	for ip := range refs {
+		n.owned[ip] = true
+	}
+	return writeRecord(n.record, n.owned)
 }
 
-// Apply adds the IPs that the upserts bring and deletes those no rule
-// uses any more.
-func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
+// Apply adds the IPs that add brings and deletes those no rule uses any
+// more, counting the rules per IP from cur.
+func (n *Rules) Apply(ctx context.Context, cur rules.Set, delRules, addRules []rules.Rule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	delRules, addRules, err := n.state.Plan(upserts, removals)
-	if err != nil {
-		return fmt.Errorf("netsh apply: %w", err)
-	}
+	before := refsOf(cur)
 	after := map[netip.Addr]int{}
 	count := func(rs []rules.Rule, d int) {
 		for _, r := range rs {
 			if !r.NodePort {
 				if _, ok := after[r.IP]; !ok {
-					after[r.IP] = n.refs[r.IP]
+					after[r.IP] = before[r.IP]
 				}
 				after[r.IP] += d
 			}
@@ -237,10 +215,10 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 	count(addRules, +1)
 	add, del := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for ip, c := range after {
-		switch before := n.refs[ip]; {
-		case before == 0 && c > 0:
+		switch b := before[ip]; {
+		case b == 0 && c > 0:
 			add[ip] = true
-		case before > 0 && c == 0:
+		case b > 0 && c == 0:
 			del[ip] = true
 		}
 	}
@@ -256,32 +234,18 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 			}
 		}
 	}
-	if err := n.exec(ctx, sortedAddrs(add), sortedAddrs(del)); err != nil {
-		return err
-	}
-	n.state.Set.Commit(delRules, addRules)
-	for ip, c := range after {
-		if c == 0 {
-			delete(n.refs, ip)
-		} else {
-			n.refs[ip] = c
-		}
-	}
-	return nil
+	return n.exec(ctx, sortedAddrs(add), sortedAddrs(del))
 }
 
-// Present reports whether every service IP is on the interface.
-func (n *Rules) Present(ctx context.Context) (bool, error) {
+// Present reports whether every service IP of cur is on the interface.
+func (n *Rules) Present(ctx context.Context, cur rules.Set) (bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.state.Known() {
-		return false, nil
-	}
 	have, err := n.present(ctx)
 	if err != nil {
 		return false, err
 	}
-	for ip := range n.refs {
+	for ip := range refsOf(cur) {
 		if !have[ip] {
 			return false, nil
 		}
@@ -294,8 +258,7 @@ func (n *Rules) Present(ctx context.Context) (bool, error) {
 func (n *Rules) Cleanup(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	owned := n.owned()
-	if len(owned) == 0 {
+	if len(n.owned) == 0 {
 		return nil
 	}
 	have, err := n.present(ctx)
@@ -303,7 +266,7 @@ func (n *Rules) Cleanup(ctx context.Context) error {
 		return err
 	}
 	del := map[netip.Addr]bool{}
-	for ip := range owned {
+	for ip := range n.owned {
 		if have[ip] {
 			del[ip] = true
 		}
@@ -311,7 +274,6 @@ func (n *Rules) Cleanup(ctx context.Context) error {
 	if err := n.exec(ctx, nil, sortedAddrs(del)); err != nil {
 		return err
 	}
-	n.state.Reset(rules.Set{})
-	n.refs, n.recorded = map[netip.Addr]int{}, map[netip.Addr]bool{}
+	n.owned = map[netip.Addr]bool{}
 	return writeRecord(n.record, nil)
 }

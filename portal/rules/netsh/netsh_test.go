@@ -117,12 +117,12 @@ func TestNetshRules(t *testing.T) {
 	ctx := context.Background()
 	admin := netip.MustParseAddr("172.30.160.1")
 	f := &fakeNetsh{iface: "svc0", addrs: map[netip.Addr]bool{admin: true}}
-	n := newRules(rules.Options{}, f.run, func(k string) string {
+	n := rulestest.Program(newRules(rules.Options{}, f.run, func(k string) string {
 		if k == "INTERFACE_TO_ADD_SERVICE_IP" {
 			return "svc0"
 		}
 		return ""
-	})
+	}))
 	tcp := rulestest.Rule("ns/a:http/TCP", "tcp", "10.96.0.10", 80, 30001)
 	udp := rulestest.Rule("ns/a:dns/UDP", "udp", "10.96.0.10", 53, 30002)
 	v6 := rulestest.Rule("ns/a:http/TCP", "tcp", "fd00::10", 80, 30001)
@@ -169,17 +169,16 @@ func TestNetshRules(t *testing.T) {
 		t.Errorf("re-Sync ran %q, want %q", got, want)
 	}
 
-	// A failure half-way: Apply refuses and Present is false until Sync.
+	// A failure half-way: the caller's record does not take the change,
+	// and the caller syncs (as the Rules actor does after any failure).
 	f.fail = "10.96.0.40"
-	if err := n.Apply(ctx, []rules.Rule{rulestest.Rule("ns/d:http/TCP", "tcp", "10.96.0.40", 80, 1)}, nil); err == nil {
+	failed := rulestest.Rule("ns/d:http/TCP", "tcp", "10.96.0.40", 80, 1)
+	if err := n.Apply(ctx, []rules.Rule{failed}, nil); err == nil {
 		t.Fatal("Apply succeeded with netsh failing")
 	}
 	f.fail = ""
-	if ok, _ := n.Present(ctx); ok {
-		t.Error("Present after a failed Apply")
-	}
-	if err := n.Apply(ctx, nil, []rules.Rule{rej}); err == nil {
-		t.Error("Apply accepted before Sync")
+	if _, ok := n.Set[failed.Key()]; ok {
+		t.Error("the record took a failed change")
 	}
 	if err := n.Sync(ctx, []rules.Rule{v6, rej, newIP, {Protocol: "tcp", IP: admin, Port: 80, ProxyPort: 1}}); err != nil {
 		t.Fatal(err)

@@ -22,13 +22,13 @@ func TestRecordOutlivesTheProcess(t *testing.T) {
 	opts := rules.Options{Interface: "svc0", StateDir: t.TempDir()}
 	noenv := func(string) string { return "" }
 
-	first := newRules(opts, f.run, noenv)
+	first := rulestest.Program(newRules(opts, f.run, noenv))
 	if err := first.Sync(ctx, rulestest.GoldenRules(t)); err != nil {
 		t.Fatal(err)
 	}
 	added := len(f.addrs) - 1
 	// The process dies without cleaning up; the next one wants one IP less.
-	second := newRules(opts, f.run, noenv)
+	second := rulestest.Program(newRules(opts, f.run, noenv))
 	_, removals := rulestest.GoldenChange(t) // dns (198.18.0.53) goes
 	var keep []rules.Rule
 	for _, r := range rulestest.GoldenRules(t) {
@@ -47,7 +47,7 @@ func TestRecordOutlivesTheProcess(t *testing.T) {
 	}
 
 	// `kproxy cleanup` in a fresh process removes everything kproxy added.
-	if err := newRules(opts, f.run, noenv).Cleanup(ctx); err != nil {
+	if err := rulestest.Program(newRules(opts, f.run, noenv)).Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.addrs) != 1 || !f.addrs[admin] {

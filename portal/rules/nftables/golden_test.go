@@ -32,7 +32,7 @@ func TestGoldenTable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := knftables.NewFake(knftables.InetFamily, Table)
-			n := newRules(fake, tc.opts, tc.rejectInPrerouting)
+			n := program(newRules(fake, tc.opts, tc.rejectInPrerouting))
 			if err := n.Sync(context.Background(), rulestest.GoldenRules(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestGoldenTable(t *testing.T) {
 func TestGoldenApply(t *testing.T) {
 	ctx := context.Background()
 	fake := knftables.NewFake(knftables.InetFamily, Table)
-	n := newRules(fake, rules.Options{}, true)
+	n := program(newRules(fake, rules.Options{}, true))
 	if err := n.Sync(ctx, rulestest.GoldenRules(t)); err != nil {
 		t.Fatal(err)
 	}

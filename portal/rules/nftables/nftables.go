@@ -122,8 +122,7 @@ type Rules struct {
 	// rejectInPrerouting: the kernel accepts reject in a prerouting chain.
 	rejectInPrerouting bool
 
-	mu    sync.Mutex
-	state rules.Set
+	mu sync.Mutex
 }
 
 var _ rules.Interface = (*Rules)(nil)
@@ -149,7 +148,7 @@ func New(ctx context.Context, o rules.Options) (*Rules, error) {
 // newRules manages the table through nft (knftables.NewFake in tests),
 // with the kernel's answer to the reject probe.
 func newRules(nft knftables.Interface, o rules.Options, rejectInPrerouting bool) *Rules {
-	return &Rules{nft: nft, opts: o, routes: policyroute.None{}, rejectInPrerouting: rejectInPrerouting, state: rules.Set{}}
+	return &Rules{nft: nft, opts: o, routes: policyroute.None{}, rejectInPrerouting: rejectInPrerouting}
 }
 
 // nftProbeTable holds, for the length of a probe, a base chain with a
@@ -612,13 +611,9 @@ func (n *Rules) deleteRule(tx *knftables.Transaction, r rules.Rule, keepChain bo
 	return nil
 }
 
-// Sync deletes and recreates the table with exactly rules, in one
+// Sync deletes and recreates the table with exactly want, in one
 // transaction: packets see the old table or the new one, never none.
-func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
-	want, err := rules.Desired(rs)
-	if err != nil {
-		return err
-	}
+func (n *Rules) Sync(ctx context.Context, want rules.Set) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 
@@ -672,18 +667,15 @@ func (n *Rules) Sync(ctx context.Context, rs []rules.Rule) error {
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables sync of %d rules: %w", len(want), err)
 	}
-	n.state = want
 	return n.routes.Ensure()
 }
 
-// Apply deletes and adds map elements in one transaction.
-func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error {
+// Apply deletes and adds map elements in one transaction, and the
+// elements of the cluster IP and proxy port sets that cur's change adds or
+// takes away.
+func (n *Rules) Apply(ctx context.Context, cur rules.Set, del, add []rules.Rule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	del, add, err := n.state.Plan(upserts, removals)
-	if err != nil {
-		return err
-	}
 	if len(del) == 0 && len(add) == 0 {
 		return nil
 	}
@@ -702,9 +694,9 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 			return err
 		}
 	}
-	next := maps.Clone(n.state)
+	next := maps.Clone(cur)
 	next.Commit(del, add)
-	ipsBefore, ipsAfter := clusterIPs(n.state), clusterIPs(next)
+	ipsBefore, ipsAfter := clusterIPs(cur), clusterIPs(next)
 	for _, ip := range slices.SortedFunc(maps.Keys(ipsBefore), netip.Addr.Compare) {
 		if ipsAfter[ip] == 0 {
 			tx.Delete(clusterIPElement(ip))
@@ -715,7 +707,7 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 			tx.Add(clusterIPElement(ip))
 		}
 	}
-	before, after := proxyPorts(n.state), proxyPorts(next)
+	before, after := proxyPorts(cur), proxyPorts(next)
 	for _, k := range slices.Sorted(maps.Keys(before)) {
 		if after[k] == 0 {
 			tx.Delete(proxyPortElement(k))
@@ -729,13 +721,13 @@ func (n *Rules) Apply(ctx context.Context, upserts, removals []rules.Rule) error
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables apply of %d changes: %w", len(del)+len(add), err)
 	}
-	n.state.Commit(del, add)
 	return nil
 }
 
 // Present reports whether the table exists with every chain, map and set
-// and the expected number of rules in each chain.
-func (n *Rules) Present(ctx context.Context) (bool, error) {
+// and the expected number of rules in each chain (cur lives in map
+// elements, which it does not count).
+func (n *Rules) Present(ctx context.Context, _ rules.Set) (bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	objs, err := n.nft.ListAll(ctx)
@@ -799,6 +791,5 @@ func (n *Rules) Cleanup(ctx context.Context) error {
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables cleanup: %w", err)
 	}
-	n.state = rules.Set{}
 	return n.routes.Remove()
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/kproxy/kproxy/portal/rules/rulestest"
 )
 
-func newRulesIn(t *testing.T, ns *netnstest.Netns, o rules.Options) *Rules {
+func newRulesIn(t *testing.T, ns *netnstest.Netns, o rules.Options) *tested {
 	t.Helper()
 	rulestest.NeedBinary(t, "nft")
 	var n *Rules
@@ -24,7 +24,7 @@ func newRulesIn(t *testing.T, ns *netnstest.Netns, o rules.Options) *Rules {
 		n, err = New(context.Background(), o)
 		return err
 	})
-	return n
+	return program(n)
 }
 
 func TestNftablesPortals(t *testing.T) {
@@ -37,14 +37,14 @@ func TestNftablesPortals(t *testing.T) {
 		tp.SetForwarding(t, true)
 	}
 	ctx := context.Background()
-	if rulestest.Present(t, tp.Node, n) {
+	if rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Fatal("Present before Sync")
 	}
 	a, b, c := rulestest.Scenario(true)
 	all := append(append(append([]rules.Rule{}, a...), b...), c...)
 	rootBefore, _ := exec.Command("nft", "list", "tables").Output()
 	tp.Node.MustDo(t, func() error { return n.Sync(ctx, all) })
-	if !rulestest.Present(t, tp.Node, n) {
+	if !rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Fatal("not Present after Sync")
 	}
 	if rootAfter, _ := exec.Command("nft", "list", "tables").Output(); string(rootAfter) != string(rootBefore) {
@@ -52,16 +52,16 @@ func TestNftablesPortals(t *testing.T) {
 	}
 	t.Log(tp.Node.MustRun(t, "nft", "list", "table", "inet", Table))
 	rulestest.CheckMatrix(t, tp, true)
-	rulestest.CheckApply(t, tp, n, b, c)
+	rulestest.CheckApply(t, tp, n.Programmed, b, c)
 
 	// Someone flushes the ruleset: Present says so, Sync restores.
 	tp.Node.MustRun(t, "nft", "flush", "ruleset")
-	if rulestest.Present(t, tp.Node, n) {
+	if rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Fatal("Present after nft flush ruleset")
 	}
 	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", rulestest.AP("198.18.0.10", 80))
 	tp.Node.MustDo(t, func() error { return n.Sync(ctx, all) })
-	if !rulestest.Present(t, tp.Node, n) {
+	if !rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Fatal("not Present after re-Sync")
 	}
 	netnstest.ExpectEcho(t, tp.Client, "tcp", rulestest.AP("198.18.0.10", 80), 18080)
@@ -70,18 +70,18 @@ func TestNftablesPortals(t *testing.T) {
 
 	// Someone flushes one of kproxy's chains: Present notices.
 	tp.Node.MustRun(t, "nft", "flush", "chain", "inet", Table, nftNatPrerouting)
-	if rulestest.Present(t, tp.Node, n) {
+	if rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Fatal("Present after flushing nat-prerouting")
 	}
 	tp.Node.MustDo(t, func() error { return n.Sync(ctx, all) })
 
 	// Someone deletes the table.
 	tp.Node.MustRun(t, "nft", "delete", "table", "inet", Table)
-	if rulestest.Present(t, tp.Node, n) {
+	if rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Fatal("Present after nft delete table")
 	}
 	tp.Node.MustDo(t, func() error { return n.Sync(ctx, all) })
-	if !rulestest.Present(t, tp.Node, n) {
+	if !rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Fatal("not Present after re-Sync")
 	}
 
@@ -94,7 +94,7 @@ func TestNftablesPortals(t *testing.T) {
 	if out := tp.Node.MustRun(t, "nft", "list", "tables"); strings.Contains(out, Table) {
 		t.Errorf("table left after Cleanup: %s", out)
 	}
-	if rulestest.Present(t, tp.Node, n) {
+	if rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Error("Present after Cleanup")
 	}
 	netnstest.ExpectNoAnswer(t, tp.Client, "tcp", rulestest.AP("198.18.0.10", 80))
@@ -115,7 +115,7 @@ func TestNftablesNodePortAddresses(t *testing.T) {
 	a, b, _ := rulestest.Scenario(true)
 	ctx := context.Background()
 	tp.Node.MustDo(t, func() error { return n.Sync(ctx, append(a, b...)) })
-	if !rulestest.Present(t, tp.Node, n) {
+	if !rulestest.Present(t, tp.Node, n.Programmed) {
 		t.Fatal("not Present after Sync")
 	}
 	for _, proto := range []string{"tcp", "udp"} {
@@ -256,11 +256,12 @@ func BenchmarkNftablesSync10k(b *testing.B) {
 	ns := netnstest.New(b, "bench")
 	rulestest.NeedBinary(b, "nft")
 	ctx := context.Background()
-	var n *Rules
+	var r *Rules
 	ns.MustDo(b, func() (err error) {
-		n, err = New(ctx, rules.Options{})
+		r, err = New(ctx, rules.Options{})
 		return err
 	})
+	n := program(r)
 	all := benchRules(10000)
 	upserts, removals := benchChanges(all)
 	var full, incr time.Duration
@@ -307,7 +308,7 @@ func TestNftablesKernelTakesPolicies(t *testing.T) {
 	t.Parallel()
 	tp := netnstest.NewTopology(t)
 	n := newRulesIn(t, tp.Node, rulestest.GoldenCIDRs())
-	rulestest.CheckTakesPolicies(t, tp.Node, n)
+	rulestest.CheckTakesPolicies(t, tp.Node, n.Programmed)
 	out := tp.Node.MustRun(t, "nft", "list", "table", "inet", Table)
 	// 192.0.2.0/24 admits the node's IP, so the LB IP admits itself.
 	if !strings.Contains(out, "ip saddr != { 192.0.2.0/24, 198.51.100.20 } drop") || strings.Contains(out, "2001:db8:7::/48") {

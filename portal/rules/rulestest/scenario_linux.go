@@ -94,7 +94,7 @@ func CheckMatrix(t *testing.T, tp *netnstest.Topology, v6 bool) {
 
 // CheckApply moves b from reject to proxy port 18081, removes c, adds d
 // (198.18.0.40:80/TCP -> 18082), in one Apply.
-func CheckApply(t *testing.T, tp *netnstest.Topology, r rules.Interface, b, c []rules.Rule) {
+func CheckApply(t *testing.T, tp *netnstest.Topology, r *Programmed, b, c []rules.Rule) {
 	t.Helper()
 	var upserts []rules.Rule
 	for _, rule := range b {
@@ -123,7 +123,7 @@ func CheckApply(t *testing.T, tp *netnstest.Topology, r rules.Interface, b, c []
 // CheckTakesPolicies syncs the golden rules into r in ns, then applies
 // goldenPolicyChanges; r must be Present after each. The caller checks
 // its kernel's rules for the change.
-func CheckTakesPolicies(t *testing.T, ns *netnstest.Netns, r rules.Interface) {
+func CheckTakesPolicies(t *testing.T, ns *netnstest.Netns, r *Programmed) {
 	t.Helper()
 	ctx := context.Background()
 	all := GoldenRules(t)
@@ -139,7 +139,7 @@ func CheckTakesPolicies(t *testing.T, ns *netnstest.Netns, r rules.Interface) {
 	}
 }
 
-func Present(t *testing.T, ns *netnstest.Netns, r rules.Interface) bool {
+func Present(t *testing.T, ns *netnstest.Netns, r *Programmed) bool {
 	t.Helper()
 	var ok bool
 	ns.MustDo(t, func() (err error) {

@@ -1,0 +1,16 @@
+//go:build linux
+
+package nftables
+
+import "github.com/kproxy/kproxy/portal/rules/rulestest"
+
+// tested is a Rules under test with the record its caller keeps
+// (rulestest.Programmed's methods; the backend's fields below it).
+type tested struct {
+	*rulestest.Programmed
+	backend
+}
+
+type backend struct{ *Rules }
+
+func program(r *Rules) *tested { return &tested{rulestest.Program(r), backend{r}} }
