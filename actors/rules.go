@@ -42,10 +42,10 @@ type Rules struct {
 	want     rules.Set
 	del, add []rules.Rule
 	ctx      context.Context
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	timers     *scheduler.TimerScheduler
-	stopTick   scheduler.CancelFunc
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	timers   *scheduler.TimerScheduler
+	stopTick scheduler.CancelFunc
 }
 
 // programmed is the Rules actor's state that outlives its incarnations:
