@@ -5,8 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/kproxy/kproxy/messages"
 )
 
@@ -40,9 +38,9 @@ type Tracker struct {
 	dirty map[string]bool
 	all   bool
 	// held are the dirty services whose change needs the paced Flush
-	// (NeedsPacing): FlushUnpaced leaves them to it. built keeps the build
-	// that held one until it is marked again, so Flush does not build it
-	// a second time.
+	// (serviceDiff.paced): FlushUnpaced leaves them to it. built keeps the
+	// build and diff that held one until it is marked again, so Flush
+	// neither builds nor compares it a second time.
 	held  map[string]bool
 	built map[string]build
 	// last holds the service ports sent, by service. A slice, not a map
@@ -54,10 +52,11 @@ type Tracker struct {
 	Events, Changes int64
 }
 
-// build is a service's node-local view as View.Build made it.
+// build is a service's node-local view as View.Build made it, and its
+// diff from the last flush (when it built).
 type build struct {
-	ports []*messages.ServicePortEndpoints
-	err   error
+	diff serviceDiff
+	err  error
 }
 
 // NewTracker tracks view; the first Flush after MarkAll builds everything.
@@ -136,22 +135,21 @@ func (t *Tracker) Flush() Changes {
 	for _, svc := range services {
 		b, ok := built[svc]
 		if !ok {
-			b.ports, b.err = t.view.Build(svc)
+			b = t.build(svc)
 		}
-		ports, err := b.ports, b.err
-		if err != nil {
-			ch.Errors = append(ch.Errors, err) // bad input must not drop what serves
+		if b.err != nil {
+			ch.Errors = append(ch.Errors, b.err) // bad input must not drop what serves
 			continue
 		}
-		t.apply(&ch, svc, ports)
+		t.apply(&ch, svc, b.diff)
 	}
 	return t.done(ch)
 }
 
 // FlushUnpaced rebuilds the dirty services not already held and returns
-// the changes of those that need no pacing (NeedsPacing false: only
-// endpoints of existing service ports changed). The others are held for
-// the next Flush, with their build, which Flush applies unless the
+// the changes of those that need no pacing (only endpoints of existing
+// service ports changed). The others are held for the next Flush, with
+// their build and diff, which Flush applies unless the
 // service changed again meanwhile (then it builds the latest); so is a
 // service its view rejects (Flush reports it), and a full resync
 // (Mark("")) as a whole. held says whether anything waits for Flush.
@@ -167,14 +165,14 @@ func (t *Tracker) FlushUnpaced() (ch Changes, held bool) {
 	}
 	slices.Sort(services)
 	for _, svc := range services {
-		ports, err := t.view.Build(svc)
-		if err != nil || NeedsPacing(t.last[svc], ports) {
+		b := t.build(svc)
+		if b.err != nil || b.diff.paced {
 			t.held[svc] = true
-			t.built[svc] = build{ports, err}
+			t.built[svc] = b
 			continue
 		}
 		delete(t.dirty, svc)
-		t.apply(&ch, svc, ports)
+		t.apply(&ch, svc, b.diff)
 	}
 	return t.done(ch), len(t.held) > 0
 }
@@ -182,37 +180,26 @@ func (t *Tracker) FlushUnpaced() (ch Changes, held bool) {
 // Holds says whether service's change waits for the paced Flush.
 func (t *Tracker) Holds(service string) bool { return t.all || t.held[service] }
 
-// apply adds to ch what changed in service from the last flush to ports,
-// and records ports as the service's state.
-func (t *Tracker) apply(ch *Changes, svc string, ports []*messages.ServicePortEndpoints) {
-	changes := len(ch.Upserts) + len(ch.Deletes)
-	prev := t.last[svc]
-	prevIDs := portIDs(prev)
-	next := make([]*messages.ServicePortEndpoints, 0, len(ports))
-	nextIDs := make(portIndex, 0, len(ports))
-	for _, spe := range ports {
-		id := spe.GetServicePort().GetKey().ID()
-		if i := nextIDs.index(id); i >= 0 {
-			next[i] = spe // the last of one ID, as a map would keep
-		} else {
-			next, nextIDs = append(next, spe), append(nextIDs, id)
-		}
-		if i := prevIDs.index(id); i >= 0 && proto.Equal(prev[i], spe) {
-			continue
-		}
-		ch.Upserts = append(ch.Upserts, spe)
+// build builds service and compares it with the last flush.
+func (t *Tracker) build(svc string) build {
+	ports, err := t.view.Build(svc)
+	if err != nil {
+		return build{err: err}
 	}
-	for i, old := range prev {
-		if nextIDs.index(prevIDs[i]) < 0 {
-			ch.Deletes = append(ch.Deletes, old.GetServicePort().GetKey())
-		}
-	}
-	if len(next) == 0 {
+	return build{diff: diffService(t.last[svc], ports)}
+}
+
+// apply adds service's diff to ch and records its ports as the service's
+// state.
+func (t *Tracker) apply(ch *Changes, svc string, d serviceDiff) {
+	ch.Upserts = append(ch.Upserts, d.upserts...)
+	ch.Deletes = append(ch.Deletes, d.deletes...)
+	if len(d.next) == 0 {
 		delete(t.last, svc)
 	} else {
-		t.last[svc] = next
+		t.last[svc] = d.next
 	}
-	if len(ch.Upserts)+len(ch.Deletes) > changes {
+	if len(d.upserts)+len(d.deletes) > 0 {
 		t.trigger(ch, svc)
 	}
 }

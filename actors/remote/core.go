@@ -278,7 +278,7 @@ func (c *coreActor) Receive(ctx actor.Context) {
 }
 
 // flushUnpaced is the core's message to itself to send at once what needs
-// no pacing (watcher.NeedsPacing), as the Watcher's.
+// no pacing (only endpoints changed), as the Watcher's.
 type flushUnpaced struct{}
 
 // arm schedules a paced flush, as the Watcher's: at once after a quiet

@@ -6,7 +6,8 @@ import (
 	"github.com/kproxy/kproxy/messages"
 )
 
-func TestNeedsPacing(t *testing.T) {
+// One comparison gives a change's upserts, deletes and pacing.
+func TestDiffService(t *testing.T) {
 	a := func(eps ...string) *messages.ServicePortEndpoints { return port("ns", "a", "http", eps...) }
 	dns := func(eps ...string) *messages.ServicePortEndpoints { return port("ns", "a", "dns", eps...) }
 	with := func(spe *messages.ServicePortEndpoints, f func(*messages.ServicePort)) *messages.ServicePortEndpoints {
@@ -17,28 +18,30 @@ func TestNeedsPacing(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		prev, next ports
-		want       bool
+		want       bool // paced
+		ups, dels  int
 	}{
-		{"endpoint moved", ports{a("192.0.2.1")}, ports{a("192.0.2.2")}, false},
-		{"endpoint added", ports{a("192.0.2.1")}, ports{a("192.0.2.1", "192.0.2.2")}, false},
-		{"last endpoint gone", ports{a("192.0.2.1")}, ports{a()}, false},
-		{"endpoints of two ports, order changed", ports{a("192.0.2.1"), dns("192.0.2.1")}, ports{dns("192.0.2.3"), a("192.0.2.2")}, false},
-		{"nothing before nor after", nil, nil, false},
-		{"unchanged", ports{a("192.0.2.1")}, ports{a("192.0.2.1")}, false},
-		{"duplicate ID, the last kept, only endpoints differ", ports{a("192.0.2.1")}, ports{a("192.0.2.9"), a("192.0.2.2")}, false},
-		{"new service", nil, ports{a("192.0.2.1")}, true},
-		{"service gone", ports{a("192.0.2.1")}, nil, true},
-		{"port added", ports{a("192.0.2.1")}, ports{a("192.0.2.1"), dns("192.0.2.1")}, true},
-		{"port removed", ports{a("192.0.2.1"), dns("192.0.2.1")}, ports{a("192.0.2.1")}, true},
-		{"port renamed", ports{a("192.0.2.1")}, ports{dns("192.0.2.1")}, true},
-		{"cluster IP changed", ports{a("192.0.2.1")}, ports{with(a("192.0.2.1"), func(sp *messages.ServicePort) { sp.ClusterIps = &messages.IPSet{V4: []string{"198.18.0.1"}} })}, true},
-		{"service port number changed", ports{a("192.0.2.1")}, ports{with(a("192.0.2.2"), func(sp *messages.ServicePort) { sp.Port = 81 })}, true},
+		{"endpoint moved", ports{a("192.0.2.1")}, ports{a("192.0.2.2")}, false, 1, 0},
+		{"endpoint added", ports{a("192.0.2.1")}, ports{a("192.0.2.1", "192.0.2.2")}, false, 1, 0},
+		{"last endpoint gone", ports{a("192.0.2.1")}, ports{a()}, false, 1, 0},
+		{"endpoints of two ports, order changed", ports{a("192.0.2.1"), dns("192.0.2.1")}, ports{dns("192.0.2.3"), a("192.0.2.2")}, false, 2, 0},
+		{"nothing before nor after", nil, nil, false, 0, 0},
+		{"unchanged", ports{a("192.0.2.1")}, ports{a("192.0.2.1")}, false, 0, 0},
+		{"duplicate ID, the last kept, only endpoints differ", ports{a("192.0.2.1")}, ports{a("192.0.2.9"), a("192.0.2.2")}, false, 1, 0},
+		{"new service", nil, ports{a("192.0.2.1")}, true, 1, 0},
+		{"service gone", ports{a("192.0.2.1")}, nil, true, 0, 1},
+		{"port added", ports{a("192.0.2.1")}, ports{a("192.0.2.1"), dns("192.0.2.1")}, true, 1, 0},
+		{"port removed", ports{a("192.0.2.1"), dns("192.0.2.1")}, ports{a("192.0.2.1")}, true, 0, 1},
+		{"port renamed", ports{a("192.0.2.1")}, ports{dns("192.0.2.1")}, true, 1, 1},
+		{"cluster IP changed", ports{a("192.0.2.1")}, ports{with(a("192.0.2.1"), func(sp *messages.ServicePort) { sp.ClusterIps = &messages.IPSet{V4: []string{"198.18.0.1"}} })}, true, 1, 0},
+		{"service port number changed", ports{a("192.0.2.1")}, ports{with(a("192.0.2.2"), func(sp *messages.ServicePort) { sp.Port = 81 })}, true, 1, 0},
 		{"affinity changed with the endpoints", ports{a("192.0.2.1")}, ports{with(a("192.0.2.2"), func(sp *messages.ServicePort) {
 			sp.SessionAffinity = messages.SessionAffinity_CLIENT_IP
-		})}, true},
+		})}, true, 1, 0},
 	} {
-		if got := NeedsPacing(tc.prev, tc.next); got != tc.want {
-			t.Errorf("%s: NeedsPacing = %v, want %v", tc.name, got, tc.want)
+		d := diffService(tc.prev, tc.next)
+		if d.paced != tc.want || len(d.upserts) != tc.ups || len(d.deletes) != tc.dels {
+			t.Errorf("%s: paced %v, %d upserts, %d deletes; want %v, %d, %d", tc.name, d.paced, len(d.upserts), len(d.deletes), tc.want, tc.ups, tc.dels)
 		}
 	}
 }
