@@ -65,5 +65,5 @@ func (a *Affinity) setEndpoints(m *messages.SetEndpoints) {
 	defer span.End()
 	a.version = m.GetVersion()
 	a.rec.pins.SetTTL(time.Duration(m.GetAffinityTimeoutSeconds()) * time.Second)
-	a.rec.pins.Retain(m.GetEndpoints())
+	a.rec.pins.Retain(m.GetEndpoints(), m.GetExternalScopeIsCluster())
 }

@@ -67,7 +67,7 @@ func (b *Balancer) setEndpoints(ctx actor.Context, m *messages.SetEndpoints) {
 			attrReadyEndpoints.Int(readyEndpoints(m.GetEndpoints())), attribute.String("kproxy.session_affinity", m.GetSessionAffinity().String())))
 		defer span.End()
 	}
-	b.scopes.Update(m.GetEndpoints())
+	b.scopes.Update(m.GetEndpoints(), m.GetExternalScopeIsCluster())
 	addrs := make([]string, 0, len(m.GetEndpoints()))
 	for _, e := range m.GetEndpoints() {
 		addrs = append(addrs, e.Address())

@@ -59,6 +59,7 @@ type record struct {
 	applied            *messages.UpsertServicePort // the desired state applied
 	trace              *messages.TraceContext      // the last applied change's (tracing only)
 	proxyPort, extPort int                         // extPort: for external traffic under a Local policy, or 0
+	externalIsCluster  bool                        // extPort serves the cluster scope (steer.ClusterScopeOnExternalPort)
 	portErr            error                       // why there is no proxy port yet
 	portRetry          time.Duration               // wait before the next try to allocate it
 	portalVersion      int64

@@ -164,9 +164,16 @@ func (s *ServicePort) allocate(ctx actor.Context) {
 	}
 	rec.proxyPort, rec.portErr, rec.portRetry = port, nil, 0
 	rec.status.err, rec.status.failures = "", nil
+	wasCluster := rec.externalIsCluster
 	s.syncExternalPort()
 	s.configurePortal()
 	s.tell(ctx, rec.portal.Load(), rolePortal)
+	if rec.externalIsCluster != wasCluster {
+		// The external port's scope changed with it: the same endpoints,
+		// served from the other scope there.
+		s.apply(false, true)
+		s.tell(ctx, rec.endpoints.Load(), roleAffinity, roleBalancer, rolePortal)
+	}
 	s.report(ctx, "proxy port allocated")
 }
 
@@ -277,7 +284,8 @@ func (s *ServicePort) apply(portalChanged, endpointsChanged bool) {
 		rec := s.rec
 		sp := rec.applied.GetServicePort()
 		rec.setEndpoints(&messages.SetEndpoints{
-			Endpoints:              steer.BalancerEndpoints(sp, s.cfg.PortalMode, rec.extPort, rec.applied.GetEndpoints()),
+			Endpoints:              rec.applied.GetEndpoints(),
+			ExternalScopeIsCluster: rec.externalIsCluster,
 			SessionAffinity:        sp.GetSessionAffinity(),
 			AffinityTimeoutSeconds: sp.GetAffinityTimeoutSeconds(),
 			Trace:                  rec.trace,
@@ -313,6 +321,12 @@ func (s *ServicePort) tell(ctx actor.Context, msg proto.Message, roles ...string
 // send external traffic there, and the Portal serves it with the external
 // endpoint scope. Once allocated it is kept, like the first.
 func (s *ServicePort) syncExternalPort() {
+	s.allocateExternalPort()
+	rec := s.rec
+	rec.externalIsCluster = steer.ClusterScopeOnExternalPort(rec.applied.GetServicePort(), s.cfg.PortalMode, rec.extPort)
+}
+
+func (s *ServicePort) allocateExternalPort() {
 	rec := s.rec
 	sp := rec.applied.GetServicePort()
 	local := sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL ||

@@ -35,12 +35,13 @@ func (a *ScopedAffinity) SetTTL(ttl time.Duration) {
 	a.external.SetTTL(ttl)
 }
 
-// Retain drops the pins whose endpoint is no longer in its scope.
-func (a *ScopedAffinity) Retain(endpoints []*messages.Endpoint) {
+// Retain drops the pins whose endpoint is no longer in its scope (the
+// external one the cluster's with externalIsCluster, as Scopes.Update).
+func (a *ScopedAffinity) Retain(endpoints []*messages.Endpoint, externalIsCluster bool) {
 	internal, external := map[string]bool{}, map[string]bool{}
 	for _, e := range endpoints {
-		internal[e.Address()] = internal[e.Address()] || e.GetInternal()
-		external[e.Address()] = external[e.Address()] || e.GetExternal()
+		internal[e.Address()] = internal[e.Address()] || InScope(e, false, externalIsCluster)
+		external[e.Address()] = external[e.Address()] || InScope(e, true, externalIsCluster)
 	}
 	a.internal.Retain(func(ep string) bool { return internal[ep] })
 	a.external.Retain(func(ep string) bool { return external[ep] })

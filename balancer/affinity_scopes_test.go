@@ -30,7 +30,7 @@ func TestScopedAffinityPinsPerScope(t *testing.T) {
 	a.Retain([]*messages.Endpoint{
 		{Ips: []string{"192.0.2.1"}, Port: 80, Internal: true},
 		{Ips: []string{"192.0.2.2"}, Port: 80, Internal: true, External: true},
-	})
+	}, false)
 	if a.Table(true).Len() != 0 || a.Table(false).Len() != 1 {
 		t.Fatalf("after Retain: %d internal, %d external pins; want 1 and 0", a.Table(false).Len(), a.Table(true).Len())
 	}

@@ -63,9 +63,10 @@ func NewScopes(rand *rand.Rand) *Scopes {
 	return s
 }
 
-// Update replaces every pool's endpoints from the node-local endpoint set.
-// Endpoints without an address are left out.
-func (s *Scopes) Update(endpoints []*messages.Endpoint) {
+// Update replaces every pool's endpoints from the node-local endpoint set;
+// with externalIsCluster, the external scope is the cluster's endpoints
+// (see messages.SetEndpoints). Endpoints without an address are left out.
+func (s *Scopes) Update(endpoints []*messages.Endpoint, externalIsCluster bool) {
 	members := map[pool][]string{}
 	for _, e := range endpoints {
 		addr := e.Address()
@@ -74,7 +75,7 @@ func (s *Scopes) Update(endpoints []*messages.Endpoint) {
 		}
 		f := familyOf(e.GetIps()[0])
 		for _, external := range []bool{false, true} {
-			if (external && e.GetExternal()) || (!external && e.GetInternal()) {
+			if InScope(e, external, externalIsCluster) {
 				members[pool{external, anyFamily}] = append(members[pool{external, anyFamily}], addr)
 				members[pool{external, f}] = append(members[pool{external, f}], addr)
 			}
@@ -103,4 +104,18 @@ func (s *Scopes) Members(external bool, clientIP string) []string {
 // poolFor is the RoundRobin a client with clientIP uses in one scope.
 func (s *Scopes) poolFor(external bool, clientIP string) *RoundRobin {
 	return &s.pools[boolIndex(external)][familyOf(clientIP)]
+}
+
+// InScope reports whether e serves the external scope (external) or the
+// internal one; with externalIsCluster the external scope is the
+// cluster's endpoints.
+func InScope(e *messages.Endpoint, external, externalIsCluster bool) bool {
+	switch {
+	case !external:
+		return e.GetInternal()
+	case externalIsCluster:
+		return e.GetCluster()
+	default:
+		return e.GetExternal()
+	}
 }

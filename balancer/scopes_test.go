@@ -15,7 +15,7 @@ func TestScopesSplitEndpointsByTrafficScope(t *testing.T) {
 		{Ips: []string{"192.0.2.2"}, Port: 80, Internal: true},
 		{Ips: []string{"192.0.2.3"}, Port: 80, External: true},
 		{Port: 80, Internal: true, External: true}, // no address: unusable
-	})
+	}, false)
 	in := s.poolFor(false, "").Endpoints()
 	ex := s.poolFor(true, "").Endpoints()
 	slices.Sort(in)
@@ -35,7 +35,7 @@ func TestScopesSplitEndpointsByTrafficScope(t *testing.T) {
 			t.Fatalf("external pick %d = %s, an internal-only endpoint", i, e)
 		}
 	}
-	s.Update(nil)
+	s.Update(nil, false)
 	if e, ok := s.Next(true, "", nil); ok {
 		t.Errorf("pick after emptying = %q, want none", e)
 	}
@@ -49,7 +49,7 @@ func TestScopesServeEachFamilyFromItsOwnEndpoints(t *testing.T) {
 		{Ips: []string{"192.0.2.1"}, Port: 80, Internal: true, External: true},
 		{Ips: []string{"192.0.2.2"}, Port: 80, Internal: true},
 		{Ips: []string{"2001:db8::1"}, Port: 80, Internal: true, External: true},
-	})
+	}, false)
 	for _, tc := range []struct {
 		client   string
 		external bool
@@ -78,5 +78,39 @@ func TestScopesServeEachFamilyFromItsOwnEndpoints(t *testing.T) {
 		if !slices.Equal(list, tc.want) {
 			t.Errorf("client %q external=%v reached %v, want %v", tc.client, tc.external, list, tc.want)
 		}
+	}
+}
+
+// Under both traffic policies Local in a kernel mode, the external proxy
+// port serves the cluster's endpoints: the external scope is then those
+// with cluster set, whatever external says.
+func TestScopesExternalScopeIsCluster(t *testing.T) {
+	s := NewScopes(rand.New(rand.NewPCG(5, 6)))
+	eps := []*messages.Endpoint{
+		{Ips: []string{"192.0.2.1"}, Port: 80, Internal: true, External: true, Cluster: true, Local: true},
+		{Ips: []string{"192.0.2.2"}, Port: 80, Cluster: true}, // on another node
+	}
+	s.Update(eps, true)
+	ex := s.poolFor(true, "").Endpoints()
+	slices.Sort(ex)
+	if want := []string{"192.0.2.1:80", "192.0.2.2:80"}; !slices.Equal(ex, want) {
+		t.Errorf("external scope, cluster's = %v, want %v", ex, want)
+	}
+	if in := s.poolFor(false, "").Endpoints(); !slices.Equal(in, []string{"192.0.2.1:80"}) {
+		t.Errorf("internal scope = %v, want the local endpoint", in)
+	}
+	s.Update(eps, false)
+	if ex := s.poolFor(true, "").Endpoints(); !slices.Equal(ex, []string{"192.0.2.1:80"}) {
+		t.Errorf("external scope = %v, want the external endpoint", ex)
+	}
+	a := NewScopedAffinity(0, nil)
+	a.Table(true).Record("198.51.100.7", "192.0.2.2:80")
+	a.Retain(eps, true)
+	if ep, ok := a.Table(true).Lookup("198.51.100.7", nil); !ok || ep != "192.0.2.2:80" {
+		t.Errorf("a pin to a cluster endpoint in the cluster's external scope went: %q %v", ep, ok)
+	}
+	a.Retain(eps, false)
+	if ep, ok := a.Table(true).Lookup("198.51.100.7", nil); ok {
+		t.Errorf("a pin to a non-external endpoint stayed in the external scope: %q", ep)
 	}
 }

@@ -23,7 +23,7 @@ func snapshotEndpoints(addrs ...string) []*messages.Endpoint {
 // Snapshot to the next.
 func TestSnapshotPicksAsTheActor(t *testing.T) {
 	s := NewScopes(rand.New(rand.NewPCG(1, 2)))
-	s.Update(snapshotEndpoints("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"))
+	s.Update(snapshotEndpoints("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"), false)
 	o := NewOutliers(OutlierConfig{ConsecutiveFailures: 1, BaseEjection: time.Second, MaxEjection: time.Minute})
 	var pos Positions
 	snap := s.Snapshot(o, &pos)
@@ -88,7 +88,7 @@ func TestSnapshotPicksAsTheActor(t *testing.T) {
 // Connections pick from a Snapshot while the actor publishes new ones.
 func TestSnapshotConcurrentPicks(t *testing.T) {
 	s := NewScopes(nil)
-	s.Update(snapshotEndpoints("10.0.0.1", "10.0.0.2"))
+	s.Update(snapshotEndpoints("10.0.0.1", "10.0.0.2"), false)
 	var h SnapshotHolder
 	h.Store(s.Snapshot(NewOutliers(DefaultOutlierConfig), &h.Positions))
 	var wg sync.WaitGroup
@@ -105,7 +105,7 @@ func TestSnapshotConcurrentPicks(t *testing.T) {
 		}()
 	}
 	for i := range 200 {
-		s.Update(snapshotEndpoints("10.0.0.1", "10.0.0.2", "10.0.0."+string(rune('3'+i%5))))
+		s.Update(snapshotEndpoints("10.0.0.1", "10.0.0.2", "10.0.0."+string(rune('3'+i%5))), false)
 		h.Store(s.Snapshot(NewOutliers(DefaultOutlierConfig), &h.Positions))
 	}
 	wg.Wait()
@@ -116,7 +116,7 @@ func TestSnapshotConcurrentPicks(t *testing.T) {
 // built from that set.
 func TestSnapshotHolderServesOnlyTheExpectedVersion(t *testing.T) {
 	s := NewScopes(nil)
-	s.Update(snapshotEndpoints("10.0.0.1"))
+	s.Update(snapshotEndpoints("10.0.0.1"), false)
 	var h SnapshotHolder
 	h.Store(s.Snapshot(NewOutliers(DefaultOutlierConfig), &h.Positions))
 	if h.Load() == nil {

@@ -305,6 +305,10 @@ type SetEndpoints struct {
 	// child ignores a set older than the one it applied, and connections use
 	// the Balancer's Snapshot only once it was built from the latest one.
 	Version int64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	// The service port's second (external) proxy port serves the cluster's
+	// endpoints (steer.ClusterScopeOnExternalPort): the external scope is
+	// then the endpoints with cluster set, not those with external.
+	ExternalScopeIsCluster bool `protobuf:"varint,6,opt,name=external_scope_is_cluster,json=externalScopeIsCluster,proto3" json:"external_scope_is_cluster,omitempty"`
 	// The change this message is part of, for tracing (unset when off).
 	Trace         *TraceContext `protobuf:"bytes,15,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -367,6 +371,13 @@ func (x *SetEndpoints) GetVersion() int64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *SetEndpoints) GetExternalScopeIsCluster() bool {
+	if x != nil {
+		return x.ExternalScopeIsCluster
+	}
+	return false
 }
 
 func (x *SetEndpoints) GetTrace() *TraceContext {
@@ -2295,12 +2306,13 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
 	"generation\x12-\n" +
-	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\x91\x02\n" +
+	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05trace\"\xcc\x02\n" +
 	"\fSetEndpoints\x121\n" +
 	"\tendpoints\x18\x01 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12E\n" +
 	"\x10session_affinity\x18\x02 \x01(\x0e2\x1a.kproxy.v1.SessionAffinityR\x0fsessionAffinity\x128\n" +
 	"\x18affinity_timeout_seconds\x18\x03 \x01(\x05R\x16affinityTimeoutSeconds\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\x03R\aversion\x12-\n" +
+	"\aversion\x18\x05 \x01(\x03R\aversion\x129\n" +
+	"\x19external_scope_is_cluster\x18\x06 \x01(\bR\x16externalScopeIsCluster\x12-\n" +
 	"\x05trace\x18\x0f \x01(\v2\x17.kproxy.v1.TraceContextR\x05traceJ\x04\b\x04\x10\x05\"\xe4\x01\n" +
 	"\x0fConfigurePortal\x129\n" +
 	"\fservice_port\x18\x01 \x01(\v2\x16.kproxy.v1.ServicePortR\vservicePort\x12\x1d\n" +
