@@ -8,18 +8,18 @@
 //     validate.go, sourceranges.go, ipset.go) takes typed API objects, so
 //     every source shares it.
 //   - The sources, all incremental, each a View that builds one service on
-//     demand and notifies only what changed (events.go). KubeSource
-//     (kube.go) watches the API server with shared informers, through an
-//     APIGate (apigate.go) that holds requests while the server is known
-//     not to answer; its events carry the objects, which its consumer
-//     applies to its Objects (objects.go), checked once on arrival.
-//     FileSource (poll.go; file.go, decode.go and findings.go read and
-//     check the manifests) reloads files and keeps what it read in a Store
-//     (store.go). A core serves many nodes from one watch: KubeSource and
-//     NodesFileSource (nodes.go) are NodeViews. (A backend's source, a
-//     core's view over remoting, is actors/remote.Source, a Store too.)
+//     demand and notifies only what changed (events.go). The Kubernetes
+//     source is package kubesource: shared informers whose events carry
+//     the objects, which its consumer applies to its Objects (objects.go),
+//     checked once on arrival. FileSource (poll.go; file.go, decode.go
+//     and findings.go read and check the manifests) reloads files and
+//     keeps what it read in a Store (store.go). A core serves many nodes
+//     from one watch: kubesource.Source and NodesFileSource (nodes.go) are
+//     NodeViews. (A backend's source, a core's view over remoting, is
+//     actors/remote.Source, a Store too.)
 //   - The Tracker (tracker.go) is the one change engine: events are applied
-//     to the View and mark services dirty; a flush rebuilds only those and
-//     returns only the service ports that really changed.
+//     to the View and mark services dirty; a flush rebuilds only those, and
+//     one comparison with the last flush (diff.go) gives what really
+//     changed and whether it waits for pacing.
 //   - kpngjson.go prints the view in the shape of KPNG's kpng-json.
 package watcher

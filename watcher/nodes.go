@@ -19,10 +19,7 @@ type NodeViews interface {
 	ViewFor(node string) View
 }
 
-var (
-	_ NodeViews = (*KubeSource)(nil)
-	_ NodeViews = (*NodesFileSource)(nil)
-)
+var _ NodeViews = (*NodesFileSource)(nil)
 
 // NodesFileSource is the file source for many nodes: it polls and decodes
 // the manifests once (a FileSource) and keeps a Store per node that

@@ -208,7 +208,7 @@ func (o *Objects) TriggerTime(service string) time.Time {
 }
 
 // ViewFor is node's view of the same objects, for a core serving many
-// nodes (the source must watch every Node: KubeOptions.AllNodes). Events
+// nodes (the source must watch every Node: kubesource.Options.AllNodes). Events
 // are applied to o, once, not to the views.
 func (o *Objects) ViewFor(node string) View { return nodeObjects{o: o, node: node} }
 

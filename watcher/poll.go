@@ -18,7 +18,7 @@ import (
 const DefaultPollInterval = time.Second
 
 // FileSource is the incremental source of a manifest file or directory,
-// the file counterpart of KubeSource: it is a View (its Store), and after
+// the file counterpart of kubesource.Source: it is a View (its Store), and after
 // every reload it notifies only the services whose ports changed, so the
 // Watcher's Tracker handles both sources the same way.
 //
@@ -71,7 +71,7 @@ func NewFileSource(path string, opts Options, interval time.Duration, log zerolo
 
 // Start reads the path until one read succeeds, then returns with the
 // Store holding it and polls for changes in the background until ctx ends.
-// Like KubeSource.Start it returns once the source is complete: nothing
+// Like kubesource.Source.Start it returns once the source is complete: nothing
 // should be programmed before. notify gets every service whose ports
 // changed (from Start's goroutine for the first read, from the poller's
 // afterwards) and must only hand the event on.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
-	"github.com/kproxy/kproxy/watcher"
+	"github.com/kproxy/kproxy/watcher/kubesource"
 )
 
 // DefaultAdminAddress is where the fault-injection admin API listens.
@@ -50,7 +50,7 @@ func checkUIAddress(addr string, allowNonLoopback bool) error {
 // the admin address, no foreign Origin, and POSTs a JSON body: a web page
 // the operator visits can neither read the state (DNS rebinding) nor
 // drive faults (form or text/plain POSTs, which need no CORS preflight).
-func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, inj *faults.Injector, api *watcher.APIConns, log zerolog.Logger) (net.Addr, error) {
+func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, inj *faults.Injector, api *kubesource.APIConns, log zerolog.Logger) (net.Addr, error) {
 	token, err := writeAdminToken(tokenFile)
 	if err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func guardAdmin(next http.Handler, token string, hosts map[string]bool) http.Han
 }
 
 // api is nil unless the source is the API server.
-func adminHandler(p *actors.Proxy, inj *faults.Injector, api *watcher.APIConns, log zerolog.Logger) http.Handler {
+func adminHandler(p *actors.Proxy, inj *faults.Injector, api *kubesource.APIConns, log zerolog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
 		snap, err := p.State(5 * time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
+	"github.com/kproxy/kproxy/watcher/kubesource"
 	"github.com/kproxy/kproxy/watcher/kubetest"
 )
 
@@ -39,7 +40,7 @@ func TestKubeSourceAnnotations(t *testing.T) {
 		})
 	}
 	logs := &syncBuffer{}
-	src, events := startKubeSource(t, s.Admin, watcher.KubeOptions{Options: watcher.Options{NodeName: "node-a"}, Log: zerolog.New(logs)})
+	src, events := startKubeSource(t, s.Admin, kubesource.Options{Options: watcher.Options{NodeName: "node-a"}, Log: zerolog.New(logs)})
 	for _, c := range cases {
 		t.Run(c.annotation, func(t *testing.T) {
 			sp := func() *messages.ServicePort {

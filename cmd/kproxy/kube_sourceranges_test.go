@@ -14,6 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
+	"github.com/kproxy/kproxy/watcher/kubesource"
 	"github.com/kproxy/kproxy/watcher/kubetest"
 )
 
@@ -27,7 +28,7 @@ func TestKubeSourceLoadBalancerSourceRanges(t *testing.T) {
 		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 		svc.Spec.LoadBalancerSourceRanges = []string{"192.0.2.3/32", "203.0.113.0/24"}
 	})
-	src, events := startKubeSource(t, s.Admin, watcher.KubeOptions{Options: watcher.Options{NodeName: "node-a"}})
+	src, events := startKubeSource(t, s.Admin, kubesource.Options{Options: watcher.Options{NodeName: "node-a"}})
 	ranges := func() []string {
 		ports, err := src.Build("default/fw")
 		if err != nil || len(ports) != 1 {
@@ -52,13 +53,13 @@ func TestKubeSourceLoadBalancerSourceRanges(t *testing.T) {
 	}
 }
 
-// startKubeSource starts a KubeSource over c with opts and returns its
+// startKubeSource starts a kubesource.Source over c with opts and returns its
 // view, which applies every event as a Tracker does, with the events
 // (dropped when the channel is full: a test only waits for the next one);
 // it stops with the test.
-func startKubeSource(t *testing.T, c kubernetes.Interface, opts watcher.KubeOptions) (*appliedView, <-chan watcher.Event) {
+func startKubeSource(t *testing.T, c kubernetes.Interface, opts kubesource.Options) (*appliedView, <-chan watcher.Event) {
 	t.Helper()
-	src, err := watcher.NewKubeSource(c, opts)
+	src, err := kubesource.New(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +82,11 @@ func startKubeSource(t *testing.T, c kubernetes.Interface, opts watcher.KubeOpti
 	return v, events
 }
 
-// appliedView is a KubeSource's view with its events applied as they come
+// appliedView is a kubesource.Source's view with its events applied as they come
 // (informer goroutines) and read by the test.
 type appliedView struct {
 	mu  sync.Mutex
-	src *watcher.KubeSource
+	src *kubesource.Source
 }
 
 func (v *appliedView) Build(service string) ([]*messages.ServicePortEndpoints, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/watcher"
+	"github.com/kproxy/kproxy/watcher/kubesource"
 )
 
 // sourceFlags are the flags that choose and configure where services come
@@ -43,7 +44,7 @@ type sourceFlags struct {
 	remote                                          remoteFlags
 	// apiConns are the connections to the API server (--source kube), for
 	// the admin API's fault that breaks them.
-	apiConns *watcher.APIConns
+	apiConns *kubesource.APIConns
 }
 
 func (f *sourceFlags) register(fs *flag.FlagSet) {
@@ -53,7 +54,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.master, "master", "", "API server address, overriding the kubeconfig's")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 5, "queries per second to the API server")
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 10, "burst of queries to the API server")
-	fs.DurationVar(&f.configSyncPeriod, "config-sync-period", watcher.DefaultResyncPeriod, "how often informers replay their cache")
+	fs.DurationVar(&f.configSyncPeriod, "config-sync-period", kubesource.DefaultResyncPeriod, "how often informers replay their cache")
 	fs.DurationVar(&f.minSyncPeriod, "min-sync-period", actors.DefaultMinSyncPeriod, "the minimum interval between two applications of changes that program portal rules or open listeners, under sustained churn; such a change after a quiet period is applied at once, and a change of only endpoints is never paced")
 	fs.DurationVar(&f.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
@@ -152,8 +153,8 @@ func (f *sourceFlags) kubeClient() (kubernetes.Interface, error) {
 		cfg.Dial = f.apiConns.DialContext
 	}
 	// After an outage, resume as soon as the API server answers rather
-	// than when client-go's backoff says (see watcher.APIGate).
-	cfg.Wrap(watcher.NewAPIGate().Wrap)
+	// than when client-go's backoff says (see kubesource.APIGate).
+	cfg.Wrap(kubesource.NewAPIGate().Wrap)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -172,7 +173,7 @@ type source interface {
 }
 
 var (
-	_ source = (*watcher.KubeSource)(nil)
+	_ source = (*kubesource.Source)(nil)
 	_ source = (*watcher.FileSource)(nil)
 	_ source = (*remote.Source)(nil)
 )
@@ -191,12 +192,12 @@ func (f *sourceFlags) newSource(log zerolog.Logger, clientName string) (source, 
 		return watcher.NewFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
 	}
 	routeKlog(log)
-	f.apiConns = watcher.NewAPIConns()
+	f.apiConns = kubesource.NewAPIConns()
 	client, err := f.kubeClient()
 	if err != nil {
 		return nil, err
 	}
-	return watcher.NewKubeSource(client, watcher.KubeOptions{Options: f.options(), ResyncPeriod: f.configSyncPeriod, Log: log})
+	return kubesource.New(client, kubesource.Options{Options: f.options(), ResyncPeriod: f.configSyncPeriod, Log: log})
 }
 
 // newNodeViews builds the source of --source for a core: one watch serving
@@ -210,5 +211,5 @@ func (f *sourceFlags) newNodeViews(log zerolog.Logger) (watcher.NodeViews, error
 	if err != nil {
 		return nil, err
 	}
-	return watcher.NewKubeSource(client, watcher.KubeOptions{Options: f.options(), ResyncPeriod: f.configSyncPeriod, Log: log, AllNodes: true})
+	return kubesource.New(client, kubesource.Options{Options: f.options(), ResyncPeriod: f.configSyncPeriod, Log: log, AllNodes: true})
 }

@@ -1,4 +1,4 @@
-package watcher
+package kubesource
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // through informers, so the gate keeps the reflectors from failing
 // repeatedly instead: once a request gets no answer, the next ones wait
 // here (not failing, so the backoff does not grow) until the source's probe
-// (KubeSource's monitor, a cheap GET /livez every apiServerCheckInterval)
+// (the Source's monitor, a cheap GET /livez every apiServerCheckInterval)
 // gets an answer, and then all proceed at once.
 //
 // Only a transport failure (no HTTP response at all) closes the gate; any

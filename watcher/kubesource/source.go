@@ -1,4 +1,4 @@
-package watcher
+package kubesource
 
 import (
 	"context"
@@ -18,14 +18,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // DefaultResyncPeriod is kube-proxy's --config-sync-period default.
 const DefaultResyncPeriod = 15 * time.Minute
 
-// KubeOptions configure the Kubernetes source.
-type KubeOptions struct {
-	Options
+// Options configure the Kubernetes source.
+type Options struct {
+	watcher.Options
 	// ResyncPeriod is how often informers replay their cache (--config-sync-period).
 	ResyncPeriod time.Duration
 	// AllNodes watches every Node rather than Options.NodeName's only: a
@@ -34,14 +36,15 @@ type KubeOptions struct {
 	Log      zerolog.Logger
 }
 
-// KubeSource watches Services, EndpointSlices and this node's Node object
+// Source watches Services, EndpointSlices and this node's Node object
 // with client-go shared informers, as kube-proxy does. Its informers hand
-// each object over in an Event; its View is its Objects, which hold what
-// the events carried once the consumer applied them (Apply, which
-// Tracker.Handle calls), and build a service from those.
-type KubeSource struct {
-	*Objects
-	opts   KubeOptions
+// each object over in a watcher.Event; its View is its watcher.Objects,
+// which hold what the events carried once the consumer applied them
+// (Apply, which watcher.Tracker.Handle calls), and build a service from
+// those.
+type Source struct {
+	*watcher.Objects
+	opts   Options
 	client kubernetes.Interface
 	// One factory per kind of list options: services by label selector,
 	// slices unfiltered (matched to services by kubernetes.io/service-name),
@@ -62,13 +65,13 @@ type KubeSource struct {
 func ServiceSelector(serviceProxyName string) (labels.Selector, error) {
 	var reqs []labels.Requirement
 	if serviceProxyName == "" {
-		r, err := labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)
+		r, err := labels.NewRequirement(watcher.LabelServiceProxyName, selection.DoesNotExist, nil)
 		if err != nil {
 			return nil, err
 		}
 		reqs = append(reqs, *r)
 	} else {
-		r, err := labels.NewRequirement(LabelServiceProxyName, selection.Equals, []string{serviceProxyName})
+		r, err := labels.NewRequirement(watcher.LabelServiceProxyName, selection.Equals, []string{serviceProxyName})
 		if err != nil {
 			return nil, fmt.Errorf("--service-proxy-name %q: %w", serviceProxyName, err)
 		}
@@ -81,8 +84,8 @@ func ServiceSelector(serviceProxyName string) (labels.Selector, error) {
 	return labels.NewSelector().Add(append(reqs, *r)...), nil
 }
 
-// NewKubeSource prepares informers on client; Start runs them.
-func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, error) {
+// New prepares informers on client; Start runs them.
+func New(client kubernetes.Interface, o Options) (*Source, error) {
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
 	}
@@ -102,8 +105,8 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 				lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
 			}
 		}))
-	return &KubeSource{
-		Objects:   NewObjects(o.Options, o.Log),
+	return &Source{
+		Objects:   watcher.NewObjects(o.Options, o.Log),
 		opts:      o,
 		client:    client,
 		factories: []informers.SharedInformerFactory{svcs, slices, nodes},
@@ -118,35 +121,35 @@ func NewKubeSource(client kubernetes.Interface, o KubeOptions) (*KubeSource, err
 // all caches have synced (nothing should be programmed before: a partial
 // cache would delete services). notify runs on informer goroutines and
 // must only hand the event on.
-func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
+func (s *Source) Start(ctx context.Context, notify func(watcher.Event)) error {
 	// The handlers hand each object over in its event, as kube-proxy's
 	// config handlers do; the consumer applies it to the Objects.
-	onService := func(op Op) func(any) {
+	onService := func(op watcher.Op) func(any) {
 		return func(obj any) {
 			if svc, ok := unwrapDeleted(obj).(*corev1.Service); ok {
-				notify(ServiceEvent(op, svc))
+				notify(watcher.ServiceEvent(op, svc))
 			}
 		}
 	}
-	onSlice := func(op Op) func(any) {
+	onSlice := func(op watcher.Op) func(any) {
 		return func(obj any) {
 			if sl, ok := unwrapDeleted(obj).(*discoveryv1.EndpointSlice); ok {
-				notify(EndpointSliceEvent(op, sl))
+				notify(watcher.EndpointSliceEvent(op, sl))
 			}
 		}
 	}
-	onNode := func(op Op) func(any) {
+	onNode := func(op watcher.Op) func(any) {
 		return func(obj any) {
 			if n, ok := unwrapDeleted(obj).(*corev1.Node); ok {
-				notify(NodeEvent(op, n))
+				notify(watcher.NodeEvent(op, n))
 			}
 		}
 	}
 	for _, reg := range []struct {
 		inf cache.SharedIndexInformer
-		fn  func(Op) func(any)
+		fn  func(watcher.Op) func(any)
 	}{{s.svcInf, onService}, {s.sliceInf, onSlice}, {s.nodeInf, onNode}} {
-		add, updated := reg.fn(Added), reg.fn(Updated)
+		add, updated := reg.fn(watcher.Added), reg.fn(watcher.Updated)
 		update := func(_, obj any) { updated(obj) }
 		if reg.inf == s.nodeInf {
 			// A Node's update matters only when its zone changed
@@ -163,7 +166,7 @@ func (s *KubeSource) Start(ctx context.Context, notify func(Event)) error {
 		if _, err := reg.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    add,
 			UpdateFunc: update,
-			DeleteFunc: reg.fn(Deleted),
+			DeleteFunc: reg.fn(watcher.Deleted),
 		}); err != nil {
 			return fmt.Errorf("register informer handler: %w", err)
 		}
@@ -198,7 +201,7 @@ const apiServerCheckInterval = 2 * time.Second
 // monitor logs when the API server stops and starts answering. Its probe
 // also drives the client's APIGate (see there), which holds the informers'
 // requests during an outage so that they resume as soon as it ends.
-func (s *KubeSource) monitor(ctx context.Context) {
+func (s *Source) monitor(ctx context.Context) {
 	t := time.NewTicker(apiServerCheckInterval)
 	defer t.Stop()
 	var downSince time.Time
@@ -226,7 +229,7 @@ func (s *KubeSource) monitor(ctx context.Context) {
 
 // APIDownFor is how long the API server has not answered the source's
 // probe (checked every apiServerCheckInterval), 0 while it answers.
-func (s *KubeSource) APIDownFor() time.Duration {
+func (s *Source) APIDownFor() time.Duration {
 	if since := s.downSince.Load(); since != 0 {
 		return time.Since(time.Unix(0, since))
 	}
@@ -234,7 +237,7 @@ func (s *KubeSource) APIDownFor() time.Duration {
 }
 
 // Stop shuts the informers down.
-func (s *KubeSource) Stop() {
+func (s *Source) Stop() {
 	for _, f := range s.factories {
 		f.Shutdown()
 	}
@@ -248,7 +251,7 @@ const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 // traffic, as kube-proxy's /healthz decides: not while it is being deleted
 // or tainted for deletion by the Cluster Autoscaler. Unknown (not in the
 // cache yet) counts as eligible, as kube-proxy starts.
-func (s *KubeSource) NodeEligible() bool {
+func (s *Source) NodeEligible() bool {
 	n, err := s.node.Get(s.opts.NodeName)
 	if err != nil {
 		return true
@@ -270,3 +273,5 @@ func unwrapDeleted(obj any) any {
 	}
 	return obj
 }
+
+var _ watcher.NodeViews = (*Source)(nil)
