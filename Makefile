@@ -42,7 +42,7 @@ test: vet test-deps apiserver control-plane kwok jaeger
 # -fuzztime deadline as a failure ("context deadline exceeded", no
 # crasher; golang/go#75804, fixed in Go 1.27), which a count never sets.
 FUZZTIME ?= 15000x
-FUZZ_TARGETS = FuzzManifests:./watcher FuzzSimpleYAML:./watcher FuzzDocumentReader:./watcher FuzzAdminRequests:./cmd/kproxy FuzzConfig:./cmd/kproxy
+FUZZ_TARGETS = FuzzManifests:./watcher/filesource FuzzSimpleYAML:./watcher/filesource FuzzDocumentReader:./watcher/filesource FuzzAdminRequests:./cmd/kproxy FuzzConfig:./cmd/kproxy
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		name=$${t%%:*}; pkg=$${t#*:}; \

@@ -11,12 +11,12 @@
 //     demand and notifies only what changed (events.go). The Kubernetes
 //     source is package kubesource: shared informers whose events carry
 //     the objects, which its consumer applies to its Objects (objects.go),
-//     checked once on arrival. FileSource (poll.go; file.go, decode.go
-//     and findings.go read and check the manifests) reloads files and
-//     keeps what it read in a Store (store.go). A core serves many nodes
-//     from one watch: kubesource.Source and NodesFileSource (nodes.go) are
-//     NodeViews. (A backend's source, a core's view over remoting, is
-//     actors/remote.Source, a Store too.)
+//     checked once on arrival. The file source is package filesource: it
+//     reloads files and keeps what it read in a Store (store.go). A core
+//     serves many nodes from one watch: kubesource.Source and
+//     filesource.NodesFileSource are NodeViews (nodes.go). (A backend's
+//     source, a core's view over remoting, is actors/remote.Source, a
+//     Store too.)
 //   - The Tracker (tracker.go) is the one change engine: events are applied
 //     to the View and mark services dirty; a flush rebuilds only those, and
 //     one comparison with the last flush (diff.go) gives what really

@@ -19,10 +19,10 @@ import (
 // sorted by name so that
 // merging several slices is deterministic whatever order the caller used.
 func slicesOf(svc *corev1.Service, all []*discoveryv1.EndpointSlice, opts Options) []*discoveryv1.EndpointSlice {
-	ns := namespaceOf(svc.Namespace)
+	ns := NamespaceOf(svc.Namespace)
 	var own []*discoveryv1.EndpointSlice
 	for _, s := range all {
-		if s == nil || namespaceOf(s.Namespace) != ns || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+		if s == nil || NamespaceOf(s.Namespace) != ns || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
 			continue
 		}
 		if _, headless := s.Labels[corev1.IsHeadlessService]; headless && opts.ServiceProxyName == "" {

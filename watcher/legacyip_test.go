@@ -20,7 +20,7 @@ func TestLegacyIPv4LeadingZeros(t *testing.T) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.051.100.007"}}
 	})
 	slice := newSlice("web-1", newEndpoint("192.0.2.011", "node-a", readyEP))
-	if err := validateEndpointSlice(slice); err != nil {
+	if err := ValidateEndpointSlice(slice); err != nil {
 		t.Fatalf("slice refused: %v", err)
 	}
 	got := buildOne(t, svc, []*discoveryv1.EndpointSlice{slice}, Options{NodeName: "node-a"})

@@ -126,7 +126,7 @@ func servicePort(svc *corev1.Service, port *corev1.ServicePort) *messages.Servic
 	protocol, _ := parseProtocol(port.Protocol)
 	sp := &messages.ServicePort{
 		Key: &messages.ServicePortKey{
-			Namespace: namespaceOf(svc.Namespace),
+			Namespace: NamespaceOf(svc.Namespace),
 			Name:      svc.Name,
 			PortName:  port.Name,
 			Protocol:  protocol,
@@ -258,9 +258,9 @@ func parseProtocol(p corev1.Protocol) (messages.Protocol, bool) {
 	return messages.Protocol_PROTOCOL_UNSPECIFIED, false
 }
 
-// namespaceOf applies the API server's default: objects written without a
+// NamespaceOf applies the API server's default: objects written without a
 // namespace land in "default".
-func namespaceOf(ns string) string {
+func NamespaceOf(ns string) string {
 	if ns == "" {
 		return "default"
 	}

@@ -1,12 +1,6 @@
 package watcher
 
-import (
-	"context"
-	"sync"
-	"time"
-
-	"github.com/rs/zerolog"
-)
+import "context"
 
 // NodeViews is a source that serves many nodes from one watch, as a core
 // (kproxy watch --serve) does: ViewFor builds any node's node-local view
@@ -17,76 +11,4 @@ type NodeViews interface {
 	Start(ctx context.Context, notify func(Event)) error
 	Stop()
 	ViewFor(node string) View
-}
-
-var _ NodeViews = (*NodesFileSource)(nil)
-
-// NodesFileSource is the file source for many nodes: it polls and decodes
-// the manifests once (a FileSource) and keeps a Store per node that
-// ViewFor has been asked for, each rebuilt from the decoded objects on
-// every reload with the same rules as a single node's file source (bad
-// input keeps that node's previous state). Events name their node.
-type NodesFileSource struct {
-	fs     *FileSource
-	mu     sync.Mutex
-	last   *decodedSet
-	nodes  map[string]*Store
-	notify func(Event)
-}
-
-// NewNodesFileSource prepares a source for path (as NewFileSource; opts
-// give the service proxy name, the node name is each view's).
-func NewNodesFileSource(path string, opts Options, interval time.Duration, log zerolog.Logger) *NodesFileSource {
-	opts.NodeName, opts.Zone = "", ""
-	n := &NodesFileSource{fs: NewFileSource(path, opts, interval, log), nodes: map[string]*Store{}}
-	n.fs.decoded = n.reload
-	return n
-}
-
-// Start returns once the manifests have been read once, as FileSource.Start.
-func (n *NodesFileSource) Start(ctx context.Context, notify func(Event)) error {
-	n.mu.Lock()
-	n.notify = notify
-	n.mu.Unlock()
-	return n.fs.Start(ctx, func(Event) {}) // the node stores notify, in reload
-}
-
-// Stop ends the poller.
-func (n *NodesFileSource) Stop() { n.fs.Stop() }
-
-func (n *NodesFileSource) optionsFor(node string) Options {
-	o := n.fs.opts
-	o.NodeName = node
-	return o
-}
-
-// reload rebuilds every node's store from a new read.
-func (n *NodesFileSource) reload(ds *decodedSet) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.last = ds
-	for node, st := range n.nodes {
-		r := ds.result(n.optionsFor(node))
-		for _, svc := range st.Replace(r.ServicePorts, r.Retain, r.RetainMissing) {
-			if n.notify != nil {
-				n.notify(Event{Kind: "File", Service: svc, Node: node})
-			}
-		}
-	}
-}
-
-// ViewFor is node's view, created from the last read on first use.
-func (n *NodesFileSource) ViewFor(node string) View {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if st, ok := n.nodes[node]; ok {
-		return st
-	}
-	st := NewStore()
-	if n.last != nil {
-		r := n.last.result(n.optionsFor(node))
-		st.Replace(r.ServicePorts, r.Retain, r.RetainMissing)
-	}
-	n.nodes[node] = st
-	return st
 }

@@ -24,28 +24,3 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 		t.Errorf("errors %v, want one naming entry 1", bad)
 	}
 }
-
-// A file whose service has a bad source range loads the service with the
-// others, and reports the bad entry.
-func TestFileSourceIgnoresInvalidSourceRange(t *testing.T) {
-	doc := `apiVersion: v1
-kind: Service
-metadata: {name: fw, namespace: ns}
-spec:
-  type: LoadBalancer
-  clusterIP: 198.18.0.42
-  loadBalancerSourceRanges: [192.0.2.3/32, 192.0.2.300/32]
-  ports: [{port: 80}]
-status: {loadBalancer: {ingress: [{ip: 198.18.2.42}]}}
-`
-	res := decodeInputs([]input{{name: "fw.yaml", data: []byte(doc)}}).result(Options{NodeName: "node"})
-	if len(res.Errors) != 0 || len(res.ServicePorts) != 1 {
-		t.Fatalf("errors %v, %d service ports; want the service loaded", res.Errors, len(res.ServicePorts))
-	}
-	if got := res.ServicePorts[0].GetServicePort().GetLoadBalancerSourceRanges(); !slices.Equal(got, []string{"192.0.2.3/32"}) {
-		t.Errorf("source ranges %v, want [192.0.2.3/32]", got)
-	}
-	if len(res.InvalidCIDRs) != 1 || !strings.Contains(res.InvalidCIDRs[0].Error(), "192.0.2.300/32") {
-		t.Errorf("InvalidCIDRs %v, want the bad entry named", res.InvalidCIDRs)
-	}
-}

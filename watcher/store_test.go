@@ -1,13 +1,8 @@
 package watcher
 
 import (
-	"context"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
 )
@@ -93,52 +88,5 @@ func TestStoreReplaceRetains(t *testing.T) {
 	// Once the input is good again, what it lacks goes.
 	if got := s.Replace([]*messages.ServicePortEndpoints{storePort("b", "http", "192.0.2.7")}, nil, false); !slices.Equal(got, []string{"default/a"}) {
 		t.Fatalf("Replace changed %v, want [default/a]", got)
-	}
-}
-
-// TestFileSourceStartNotifiesChangedServices: Start returns once the first
-// read is in the store; a rewrite notifies only the services it changed.
-func TestFileSourceStartNotifiesChangedServices(t *testing.T) {
-	dir := t.TempDir()
-	path := writeFile(t, dir, "svc.yaml", serviceYAML("web")+"---\n"+serviceYAML("api"))
-	src := NewFileSource(path, Options{}, 20*time.Millisecond, zerolog.Nop())
-	polled := make(chan struct{}, 1)
-	src.polled = func() {
-		select {
-		case polled <- struct{}{}:
-		default:
-		}
-	}
-	events := make(chan Event, 16)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := src.Start(ctx, func(e Event) { events <- e }); err != nil {
-		t.Fatal(err)
-	}
-	if got := src.ServiceNames(); !slices.Equal(got, []string{"default/api", "default/web"}) {
-		t.Fatalf("services after Start = %v", got)
-	}
-	for _, want := range []string{"default/api", "default/web"} {
-		if e := <-events; e.Service != want || e.Kind != "File" {
-			t.Fatalf("event %+v, want File %s", e, want)
-		}
-	}
-
-	writeFile(t, filepath.Dir(path), "svc.yaml", serviceYAML("web")+"---\n"+serviceYAML("api")+"---\n"+serviceYAML("db"))
-	select {
-	case e := <-events:
-		if e.Service != "default/db" {
-			t.Fatalf("event for %s, want only default/db", e.Service)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("no event after adding a service")
-	}
-	// The poll that read the change has notified everything once it ends.
-	<-polled
-	<-polled
-	select {
-	case e := <-events:
-		t.Fatalf("unexpected second event %+v", e)
-	default:
 	}
 }

@@ -174,10 +174,10 @@ func validateServiceIPs(svc *corev1.Service) errorList {
 	return errs
 }
 
-// validateEndpointSlice checks a slice read from a file. BuildServicePorts
+// ValidateEndpointSlice checks a slice read from a file. BuildServicePorts
 // itself trusts slices (the API server validated them), so the file source
 // runs this first and drops a bad slice with an error naming the field.
-func validateEndpointSlice(s *discoveryv1.EndpointSlice) error {
+func ValidateEndpointSlice(s *discoveryv1.EndpointSlice) error {
 	var errs errorList
 	if s.Name == "" {
 		errs = append(errs, fmt.Errorf("metadata.name: required"))

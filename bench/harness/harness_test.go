@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/watcher"
+	"github.com/kproxy/kproxy/watcher/filesource"
 )
 
 // The manifests the harness writes are what kproxy's file source reads:
@@ -28,7 +29,7 @@ func TestManifestsLoad(t *testing.T) {
 	if err := m.set(4, []string{"127.1.0.3"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := watcher.LoadPath(m.dir, watcher.Options{NodeName: "bench"})
+	res, err := filesource.LoadPath(m.dir, watcher.Options{NodeName: "bench"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/watcher"
+	"github.com/kproxy/kproxy/watcher/filesource"
 	"github.com/kproxy/kproxy/watcher/kubesource"
 )
 
@@ -56,7 +57,7 @@ func (f *sourceFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.kubeAPIBurst, "kube-api-burst", 10, "burst of queries to the API server")
 	fs.DurationVar(&f.configSyncPeriod, "config-sync-period", kubesource.DefaultResyncPeriod, "how often informers replay their cache")
 	fs.DurationVar(&f.minSyncPeriod, "min-sync-period", actors.DefaultMinSyncPeriod, "the minimum interval between two applications of changes that program portal rules or open listeners, under sustained churn; such a change after a quiet period is applied at once, and a change of only endpoints is never paced")
-	fs.DurationVar(&f.filePollInterval, "file-poll-interval", watcher.DefaultPollInterval, "how often a file source checks for changes")
+	fs.DurationVar(&f.filePollInterval, "file-poll-interval", filesource.DefaultPollInterval, "how often a file source checks for changes")
 	fs.StringVar(&f.nodeName, "node-name", nodeName, "this node's name, for endpoint locality and topology (default $NODE_NAME or the hostname)")
 	fs.StringVar(&f.nodeZone, "node-zone", "", "this node's topology.kubernetes.io/zone, for zone hints (hints.forZones), with --source file:PATH, which has no Node objects; --source kube reads the label off the Node")
 	fs.StringVar(&f.serviceProxyName, "service-proxy-name", "", "serve only services labelled service.kubernetes.io/service-proxy-name=NAME")
@@ -174,7 +175,7 @@ type source interface {
 
 var (
 	_ source = (*kubesource.Source)(nil)
-	_ source = (*watcher.FileSource)(nil)
+	_ source = (*filesource.FileSource)(nil)
 	_ source = (*remote.Source)(nil)
 )
 
@@ -189,7 +190,7 @@ func (f *sourceFlags) newSource(log zerolog.Logger, clientName string) (source, 
 			Remote: rc, Log: log}), nil
 	}
 	if !f.isKube() {
-		return watcher.NewFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
+		return filesource.NewFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
 	}
 	routeKlog(log)
 	f.apiConns = kubesource.NewAPIConns()
@@ -204,7 +205,7 @@ func (f *sourceFlags) newSource(log zerolog.Logger, clientName string) (source, 
 // every node's view (every Node watched, for zones).
 func (f *sourceFlags) newNodeViews(log zerolog.Logger) (watcher.NodeViews, error) {
 	if !f.isKube() {
-		return watcher.NewNodesFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
+		return filesource.NewNodesFileSource(f.filePath(), f.options(), f.filePollInterval, log), nil
 	}
 	routeKlog(log)
 	client, err := f.kubeClient()

@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // Many services are built on several goroutines, and the Result is the
@@ -55,7 +57,7 @@ ports:
 		}
 	}
 	path := writeFile(t, t.TempDir(), "many.yaml", b.String())
-	opts := Options{NodeName: "node1"}
+	opts := watcher.Options{NodeName: "node1"}
 	parallel, err := LoadPath(path, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // pollUntilEmitted polls s until it emits a result.
@@ -71,7 +73,7 @@ items:
   endpoints: [{addresses: ["10.2.0.1"]}]
 `)
 	writeFile(t, dir, "b-eps.yaml", sliceYAML("web", "10.1.0.1"))
-	s := NewFileSource(dir, Options{}, time.Hour, zerolog.Nop())
+	s := NewFileSource(dir, watcher.Options{}, time.Hour, zerolog.Nop())
 	var st pollState
 	r := pollUntilEmitted(t, s, &st)
 	assertCooled(t, &st)
@@ -96,7 +98,7 @@ items:
 
 func assertSameAsLoad(t *testing.T, dir string, r *Result) {
 	t.Helper()
-	want, err := LoadPath(dir, Options{})
+	want, err := LoadPath(dir, watcher.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-package watcher
+package filesource
 
 import (
 	"cmp"
 	"maps"
 	"slices"
+
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // findings collects what went wrong or was left out while loading, as it
@@ -60,7 +62,7 @@ func (f *findings) retainService(namespace, name string) {
 	if f.retain == nil {
 		f.retain = make(map[string]bool)
 	}
-	f.retain[serviceKey(namespaceOf(namespace), name)] = true
+	f.retain[serviceKey(watcher.NamespaceOf(namespace), name)] = true
 }
 
 func (f *findings) fail(seq int, err error) {

@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"io"
 	goruntime "runtime"
 	"sync"
+
+	"github.com/kproxy/kproxy/watcher"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -323,10 +325,10 @@ func decodeDocument(at string, doc []byte, out *decoded) {
 	}
 	switch o := obj.(type) {
 	case *corev1.Service:
-		o.Namespace = namespaceOf(o.Namespace)
+		o.Namespace = watcher.NamespaceOf(o.Namespace)
 		out.services = append(out.services, located[*serviceDoc]{where, seq, newServiceDoc(o, doc)})
 	case *discoveryv1.EndpointSlice:
-		o.Namespace = namespaceOf(o.Namespace)
+		o.Namespace = watcher.NamespaceOf(o.Namespace)
 		out.slices = append(out.slices, located[*sliceDoc]{where, seq, newSliceDoc(o, doc)})
 	case *corev1.List:
 		doc := out.doc
@@ -377,14 +379,14 @@ func decodeFast(at string, seq int, doc []byte, out *decoded) bool {
 			return false
 		}
 		h.namespace, h.name = o.Namespace, o.Name
-		o.Namespace = namespaceOf(o.Namespace)
+		o.Namespace = watcher.NamespaceOf(o.Namespace)
 		out.services = append(out.services, locate(out, at, seq, h, newServiceDoc(o, doc)))
 	case *discoveryv1.EndpointSlice:
 		if h.apiVersion != discoveryv1.SchemeGroupVersion.String() || h.kind != "EndpointSlice" {
 			return false
 		}
 		h.namespace, h.name = o.Namespace, o.Name
-		o.Namespace = namespaceOf(o.Namespace)
+		o.Namespace = watcher.NamespaceOf(o.Namespace)
 		out.slices = append(out.slices, locate(out, at, seq, h, newSliceDoc(o, doc)))
 	case *corev1.List:
 		if h.apiVersion != "v1" || h.kind != "List" {
@@ -454,5 +456,5 @@ func (h header) describe() string {
 	case h.name == "" || h.kind == "List":
 		return " (" + h.kind + ")"
 	}
-	return " (" + h.kind + " " + namespaceOf(h.namespace) + "/" + h.name + ")"
+	return " (" + h.kind + " " + watcher.NamespaceOf(h.namespace) + "/" + h.name + ")"
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package watcher
+package filesource
 
 import "os"
 

@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"bufio"
@@ -78,7 +78,7 @@ func TestSimpleYAMLMatchesParser(t *testing.T) {
 		}
 	}
 	var files []string
-	for _, glob := range []string{"../examples/*.yaml", "../examples/*/*.yaml", "../cmd/kproxy/testdata/*.yaml", "../deploy/*.yaml"} {
+	for _, glob := range []string{"../../examples/*.yaml", "../../examples/*/*.yaml", "../../cmd/kproxy/testdata/*.yaml", "../../deploy/*.yaml"} {
 		m, _ := filepath.Glob(glob)
 		files = append(files, m...)
 	}

@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"cmp"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/kproxy/kproxy/watcher"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
@@ -53,7 +55,7 @@ type Result struct {
 // in name order), written as a user would kubectl apply them. An error is
 // returned only when the path itself cannot be read; problems inside
 // documents are reported in Result.Errors.
-func LoadPath(path string, opts Options) (*Result, error) {
+func LoadPath(path string, opts watcher.Options) (*Result, error) {
 	inputs, err := readInputs(path)
 	if err != nil {
 		return nil, err
@@ -155,7 +157,7 @@ func isManifestName(name string) bool {
 
 // buildResult decodes all inputs, then builds each service from the slices
 // of all files, so a service and its slices may live in different files.
-func buildResult(inputs []input, opts Options) *Result {
+func buildResult(inputs []input, opts watcher.Options) *Result {
 	return decodeInputs(inputs).result(opts)
 }
 
@@ -185,12 +187,12 @@ func setOf(d decoded, memo *buildMemo) *decodedSet {
 }
 
 // result builds the node-local Result for opts (its node name and zone).
-func (ds *decodedSet) result(opts Options) *Result { return ds.build(opts, nil) }
+func (ds *decodedSet) result(opts watcher.Options) *Result { return ds.build(opts, nil) }
 
 // build is result, reusing what memo kept of services whose decoded
 // objects are the very ones of the last build (memo must be used with one
 // opts only).
-func (ds *decodedSet) build(opts Options, memo *buildMemo) *Result {
+func (ds *decodedSet) build(opts watcher.Options, memo *buildMemo) *Result {
 	f := ds.findings.clone()
 	var built map[string]*builtService
 	if memo != nil {
@@ -286,13 +288,13 @@ type builtService struct {
 
 // buildService builds one service from its documents (b.svc, b.slices),
 // decoding again those that were cooled.
-func buildService(b *builtService, opts Options) {
+func buildService(b *builtService, opts watcher.Options) {
 	obj, err := loadService(b.svc)
 	if err != nil {
 		b.err = err
 		return
 	}
-	if reason, skip := Skip(obj, opts); skip {
+	if reason, skip := watcher.Skip(obj, opts); skip {
 		b.skip = reason
 		return
 	}
@@ -305,9 +307,9 @@ func buildService(b *builtService, opts Options) {
 		}
 		objs = append(objs, o)
 	}
-	b.ports, b.err = BuildServicePorts(obj, objs, opts)
-	b.ranges = SourceRangeErrors(obj)
-	b.annotations = AnnotationErrors(obj)
+	b.ports, b.err = watcher.BuildServicePorts(obj, objs, opts)
+	b.ranges = watcher.SourceRangeErrors(obj)
+	b.annotations = watcher.AnnotationErrors(obj)
 }
 
 // buildPerWorker is how many services a build goroutine takes at least:
@@ -347,7 +349,7 @@ func validateSliceDoc(d *sliceDoc) error {
 	if err != nil {
 		return err
 	}
-	return validateEndpointSlice(s)
+	return watcher.ValidateEndpointSlice(s)
 }
 
 // validate is validateSliceDoc, remembered per slice for the next set

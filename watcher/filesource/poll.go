@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/kproxy/kproxy/watcher"
 
 	"github.com/rs/zerolog"
 )
@@ -32,9 +34,9 @@ const DefaultPollInterval = time.Second
 // and joined with it, and then only services that really changed are
 // notified, so a touch or an identical rewrite changes nothing downstream.
 type FileSource struct {
-	*Store
+	*watcher.Store
 	path     string
-	opts     Options
+	opts     watcher.Options
 	interval time.Duration
 	log      zerolog.Logger
 
@@ -59,14 +61,14 @@ type FileSource struct {
 
 // NewFileSource prepares a source for path (a file or a directory, as for
 // LoadPath) polled every interval.
-func NewFileSource(path string, opts Options, interval time.Duration, log zerolog.Logger) *FileSource {
+func NewFileSource(path string, opts watcher.Options, interval time.Duration, log zerolog.Logger) *FileSource {
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
 	if opts.TopologyLog == nil {
 		opts.TopologyLog = &log
 	}
-	return &FileSource{Store: NewStore(), path: path, opts: opts, interval: interval, log: log, writerHold: writerHoldLimit}
+	return &FileSource{Store: watcher.NewStore(), path: path, opts: opts, interval: interval, log: log, writerHold: writerHoldLimit}
 }
 
 // Start reads the path until one read succeeds, then returns with the
@@ -75,7 +77,7 @@ func NewFileSource(path string, opts Options, interval time.Duration, log zerolo
 // should be programmed before. notify gets every service whose ports
 // changed (from Start's goroutine for the first read, from the poller's
 // afterwards) and must only hand the event on.
-func (s *FileSource) Start(ctx context.Context, notify func(Event)) error {
+func (s *FileSource) Start(ctx context.Context, notify func(watcher.Event)) error {
 	ctx, s.stop = context.WithCancel(ctx)
 	s.done = make(chan struct{})
 	loaded := make(chan struct{})
@@ -84,7 +86,7 @@ func (s *FileSource) Start(ctx context.Context, notify func(Event)) error {
 		defer close(s.done)
 		s.run(ctx, func(r *Result) {
 			for _, svc := range s.Replace(r.ServicePorts, r.Retain, r.RetainMissing) {
-				notify(Event{Kind: "File", Service: svc})
+				notify(watcher.Event{Kind: "File", Service: svc})
 			}
 			once.Do(func() { close(loaded) })
 		})

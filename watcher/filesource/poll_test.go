@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // waitTimeout bounds every wait; polls run every 20ms, so reaching it
@@ -31,7 +33,7 @@ type runningSource struct {
 func startSource(t *testing.T, path string, mutate ...func(*FileSource)) *runningSource {
 	t.Helper()
 	rs := &runningSource{results: make(chan *Result, 16), polled: make(chan struct{}, 1)}
-	src := NewFileSource(path, Options{}, 20*time.Millisecond, zerolog.Nop())
+	src := NewFileSource(path, watcher.Options{}, 20*time.Millisecond, zerolog.Nop())
 	for _, m := range mutate {
 		m(src)
 	}
@@ -228,7 +230,7 @@ func TestFileSourceLogsEachRejectionOnce(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "svc.yaml", serviceYAML("web")+"---\n"+bad(0))
 	var logs lockedBuffer
-	src := NewFileSource(path, Options{}, 20*time.Millisecond, zerolog.New(&logs))
+	src := NewFileSource(path, watcher.Options{}, 20*time.Millisecond, zerolog.New(&logs))
 	results := make(chan *Result, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -298,5 +300,52 @@ func TestFileSourceNeverEmitsHalfWrittenFiles(t *testing.T) {
 		rewriteInPlace(t, path, content, 30*time.Millisecond)
 		rs.waitPolls(t, 10) // 10 polls of 20 ms: well past the settle time
 		rs.assertQuiet(t)
+	}
+}
+
+// TestFileSourceStartNotifiesChangedServices: Start returns once the first
+// read is in the store; a rewrite notifies only the services it changed.
+func TestFileSourceStartNotifiesChangedServices(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "svc.yaml", serviceYAML("web")+"---\n"+serviceYAML("api"))
+	src := NewFileSource(path, watcher.Options{}, 20*time.Millisecond, zerolog.Nop())
+	polled := make(chan struct{}, 1)
+	src.polled = func() {
+		select {
+		case polled <- struct{}{}:
+		default:
+		}
+	}
+	events := make(chan watcher.Event, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := src.Start(ctx, func(e watcher.Event) { events <- e }); err != nil {
+		t.Fatal(err)
+	}
+	if got := src.ServiceNames(); !slices.Equal(got, []string{"default/api", "default/web"}) {
+		t.Fatalf("services after Start = %v", got)
+	}
+	for _, want := range []string{"default/api", "default/web"} {
+		if e := <-events; e.Service != want || e.Kind != "File" {
+			t.Fatalf("event %+v, want File %s", e, want)
+		}
+	}
+
+	writeFile(t, filepath.Dir(path), "svc.yaml", serviceYAML("web")+"---\n"+serviceYAML("api")+"---\n"+serviceYAML("db"))
+	select {
+	case e := <-events:
+		if e.Service != "default/db" {
+			t.Fatalf("event for %s, want only default/db", e.Service)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("no event after adding a service")
+	}
+	// The poll that read the change has notified everything once it ends.
+	<-polled
+	<-polled
+	select {
+	case e := <-events:
+		t.Fatalf("unexpected second event %+v", e)
+	default:
 	}
 }

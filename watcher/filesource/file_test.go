@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // writeFile writes content (leading newline trimmed) into dir and returns
@@ -98,7 +100,7 @@ spec:
 
 func TestLoadPathMultiDocument(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "services.yaml", multiDoc)
-	res, err := LoadPath(path, Options{NodeName: "node-a"})
+	res, err := LoadPath(path, watcher.Options{NodeName: "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ endpoints: []
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, t.TempDir(), "in.yaml", good+"---\n"+strings.TrimPrefix(tt.bad, "\n"))
-			res, err := LoadPath(path, Options{})
+			res, err := LoadPath(path, watcher.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,7 +247,7 @@ spec:
 	}
 	writeFile(t, filepath.Join(dir, "sub.yaml"), "nested.yaml", "not yaml: [")
 
-	res, err := LoadPath(dir, Options{})
+	res, err := LoadPath(dir, watcher.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +276,7 @@ items:
   metadata: {name: broken}
   spec: {clusterIP: 10.0.0.2, ports: [{port: 80, bogus: 1}]}
 `)
-	res, err := LoadPath(path, Options{})
+	res, err := LoadPath(path, watcher.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ metadata: {name: unlabelled}
 addressType: IPv4
 endpoints: []
 `)
-	res, err := LoadPath(path, Options{})
+	res, err := LoadPath(path, watcher.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,15 +335,40 @@ endpoints: []
 
 func TestLoadPathEmpty(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "empty.yaml", "# nothing yet\n---\n---\n")
-	res, err := LoadPath(path, Options{})
+	res, err := LoadPath(path, watcher.Options{})
 	if err != nil || len(res.ServicePorts)+len(res.Errors)+len(res.Skipped) != 0 {
 		t.Fatalf("LoadPath = %+v, %v; want an empty result", res, err)
 	}
 }
 
 func TestLoadPathMissing(t *testing.T) {
-	_, err := LoadPath(filepath.Join(t.TempDir(), "nope.yaml"), Options{})
+	_, err := LoadPath(filepath.Join(t.TempDir(), "nope.yaml"), watcher.Options{})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("err = %v, want a not-exist error", err)
+	}
+}
+
+// A file whose service has a bad source range loads the service with the
+// others, and reports the bad entry.
+func TestFileSourceIgnoresInvalidSourceRange(t *testing.T) {
+	doc := `apiVersion: v1
+kind: Service
+metadata: {name: fw, namespace: ns}
+spec:
+  type: LoadBalancer
+  clusterIP: 198.18.0.42
+  loadBalancerSourceRanges: [192.0.2.3/32, 192.0.2.300/32]
+  ports: [{port: 80}]
+status: {loadBalancer: {ingress: [{ip: 198.18.2.42}]}}
+`
+	res := decodeInputs([]input{{name: "fw.yaml", data: []byte(doc)}}).result(watcher.Options{NodeName: "node"})
+	if len(res.Errors) != 0 || len(res.ServicePorts) != 1 {
+		t.Fatalf("errors %v, %d service ports; want the service loaded", res.Errors, len(res.ServicePorts))
+	}
+	if got := res.ServicePorts[0].GetServicePort().GetLoadBalancerSourceRanges(); !slices.Equal(got, []string{"192.0.2.3/32"}) {
+		t.Errorf("source ranges %v, want [192.0.2.3/32]", got)
+	}
+	if len(res.InvalidCIDRs) != 1 || !strings.Contains(res.InvalidCIDRs[0].Error(), "192.0.2.300/32") {
+		t.Errorf("InvalidCIDRs %v, want the bad entry named", res.InvalidCIDRs)
 	}
 }

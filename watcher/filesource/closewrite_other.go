@@ -1,6 +1,6 @@
 //go:build !linux
 
-package watcher
+package filesource
 
 import "context"
 

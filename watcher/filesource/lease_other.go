@@ -1,6 +1,6 @@
 //go:build !linux
 
-package watcher
+package filesource
 
 // readQuiet cannot ask the kernel whether a file is open for writing here
 // (no file leases), so the caller waits for the file to settle instead.

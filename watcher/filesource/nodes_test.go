@@ -1,4 +1,4 @@
-package watcher
+package filesource
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher"
 )
 
 const twoNodes = `apiVersion: v1
@@ -33,7 +34,7 @@ endpoints:
 `
 
 // localIPs lists the endpoints of the view's one service port marked Local.
-func localIPs(t *testing.T, v View) []string {
+func localIPs(t *testing.T, v watcher.View) []string {
 	t.Helper()
 	ports, err := v.Build("default/web")
 	if err != nil || len(ports) != 1 {
@@ -56,10 +57,10 @@ func TestNodesFileSourceBuildsEachNodesView(t *testing.T) {
 	if err := os.WriteFile(path, []byte(twoNodes), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src := NewNodesFileSource(path, Options{}, 10*time.Millisecond, zerolog.Nop())
+	src := NewNodesFileSource(path, watcher.Options{}, 10*time.Millisecond, zerolog.Nop())
 	var mu sync.Mutex
-	events := make(chan Event, 16)
-	if err := src.Start(context.Background(), func(e Event) { events <- e }); err != nil {
+	events := make(chan watcher.Event, 16)
+	if err := src.Start(context.Background(), func(e watcher.Event) { events <- e }); err != nil {
 		t.Fatal(err)
 	}
 	defer src.Stop()
@@ -105,7 +106,7 @@ func TestNodesFileSourceBuildsEachNodesView(t *testing.T) {
 
 // TestStoreApply: upserts and deletes change only what differs.
 func TestStoreApply(t *testing.T) {
-	s := NewStore()
+	s := watcher.NewStore()
 	spe := func(name string, port int32) *messages.ServicePortEndpoints {
 		return &messages.ServicePortEndpoints{ServicePort: &messages.ServicePort{Key: &messages.ServicePortKey{Namespace: "ns", Name: name,
 			PortName: "p", Protocol: messages.Protocol_TCP}, Port: port}}
