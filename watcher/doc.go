@@ -21,5 +21,4 @@
 //     to the View and mark services dirty; a flush rebuilds only those, and
 //     one comparison with the last flush (diff.go) gives what really
 //     changed and whether it waits for pacing.
-//   - kpngjson.go prints the view in the shape of KPNG's kpng-json.
 package watcher

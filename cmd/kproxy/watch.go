@@ -155,7 +155,7 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 	var last []byte
 	emit := func(state []*messages.ServicePortEndpoints) bool {
 		var buf bytes.Buffer
-		for _, line := range watcher.KPNGJSON(state) {
+		for _, line := range kpngJSON(state) {
 			buf.Write(line)
 			buf.WriteByte('\n')
 		}

@@ -1,4 +1,4 @@
-package watcher
+package main
 
 import (
 	"encoding/json"
@@ -71,10 +71,10 @@ func kpngProtocol(p messages.Protocol) int32 {
 	return 0
 }
 
-// KPNGJSON renders a state (service ports, as a source or the Watcher
+// kpngJSON renders a state (service ports, as a source or the Watcher
 // sees them) as one JSON line per service, services sorted by namespace
 // and name, in the shape of KPNG's kpng-json.
-func KPNGJSON(state []*messages.ServicePortEndpoints) [][]byte {
+func kpngJSON(state []*messages.ServicePortEndpoints) [][]byte {
 	type group struct {
 		out *jsonServiceEndpoints
 		eps map[string]*jsonEndpoint
