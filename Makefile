@@ -50,7 +50,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg || exit 1; \
 	done
 
-# kube-apiserver + embedded etcd for watcher/kubetest, built only if missing into
+# kube-apiserver + embedded etcd for test/kubetest, built only if missing into
 # $KPROXY_CACHE (default ~/.cache/kproxy; ~12 min cold); prints its path.
 .PHONY: apiserver
 apiserver:
@@ -72,7 +72,7 @@ test: export KPROXY_KWOK = $(shell test/build-kwok.sh --path)
 
 # A Kubernetes cluster from parts (test/cluster/cluster.sh, as root): the
 # API server and control plane above, nodes in network namespaces with
-# Debian's containerd and upstream's kubelet (test/node), kproxy installed
+# Debian's containerd and upstream's kubelet (test/k8s/node), kproxy installed
 # from deploy/ with make image's image. make e2e-smoke serves real pods
 # through it from a node, another host and a pod (about 30 s warm);
 # make e2e-conformance runs the [Conformance] specs of Kubernetes' network
@@ -99,7 +99,7 @@ jaeger:
 test: export KPROXY_JAEGER = $(shell test/build-jaeger.sh --path)
 
 # Kernel-portal tests need nft, iptables and ip, the kpng-json test jq, the browser tests
-# (cmd/kproxy/browsertest) chromium, the image test (cmd/kproxy-image) skopeo and umoci; install them where missing (as root, from Debian's
+# (test/browsertest) chromium, the image test (cmd/kproxy-image) skopeo and umoci; install them where missing (as root, from Debian's
 # packages) so they run rather than skip.
 test-deps:
 	@missing=""; \

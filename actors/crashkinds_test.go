@@ -12,9 +12,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // crashTree is 51 service ports in nftables mode (fake kernel rules, so

@@ -4,8 +4,8 @@ import (
 	"net"
 	"testing"
 
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // A dual-stack service serves each family's frontend only from that

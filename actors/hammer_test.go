@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kproxy/kproxy/actors/internal/actortest"
+	"github.com/kproxy/kproxy/test/actortest"
 )
 
 // The client load of the crash tests, shared with actors/faults.

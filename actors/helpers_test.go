@@ -11,9 +11,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/actors/internal/actortest"
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/actortest"
+	"github.com/kproxy/kproxy/test/backends"
 	"github.com/kproxy/kproxy/watcher"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/balancer"
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // One of three endpoints stalled (its handshakes never complete): without

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 
 	"github.com/asynkron/protoactor-go/actor"
 

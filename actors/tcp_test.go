@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 func dialName(t *testing.T, addr string) string {

@@ -11,10 +11,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // The top of the tree is supervised like the rest: the Watcher and the

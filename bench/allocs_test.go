@@ -6,7 +6,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // BenchmarkTCPConnectionAllocs measures what one proxied connection costs

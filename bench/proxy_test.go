@@ -13,9 +13,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // kproxyTo starts kproxy with one TCP service port forwarding to backend and

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/kproxy/kproxy/actors"
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // BenchmarkTracingConnectionRate measures what tracing costs on the data

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // applier applies manifest documents to a real API server as

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // The binaries `make test` builds for the rollout test, and exports.
 const (
-	// envControlPlane: test/cmd/kube-control-plane, upstream's
+	// envControlPlane: test/k8s/cmd/kube-control-plane, upstream's
 	// kube-scheduler and kube-controller-manager of the API server's
 	// version (test/build-control-plane.sh).
 	envControlPlane = "KPROXY_CONTROL_PLANE"

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // The child half of TestTCPProxySurvivesFDExhaustion: a proxy in a process

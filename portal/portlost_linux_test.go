@@ -9,7 +9,7 @@ import (
 
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // A proxy port is the kernel's from the moment it is chosen until its

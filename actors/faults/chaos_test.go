@@ -10,8 +10,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
-	"github.com/kproxy/kproxy/actors/internal/actortest"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/actortest"
 )
 
 // Chaos at 20 crashes/s across 200 ports for 10 s with concurrent clients:

@@ -11,10 +11,10 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
-	"github.com/kproxy/kproxy/actors/internal/actortest"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/test/actortest"
 )
 
 // Listener faults that look like real ones, under load: a listening socket

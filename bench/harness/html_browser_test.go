@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/browsertest"
+	"github.com/kproxy/kproxy/test/browsertest"
 )
 
 // chartPixels is, per chart container of a report, the pixels its ECharts

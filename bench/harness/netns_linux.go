@@ -5,7 +5,7 @@ package harness
 // The client-address scenario's network namespaces: a kernel portal
 // rewrites packets on their way through a node, so the client, the node
 // and the pod behind it each need a network stack of their own. This is
-// the harness's own small version of portal/netnstest, whose helpers
+// the harness's own small version of test/netnstest, whose helpers
 // belong to tests (testing.TB); the harness runs as a command.
 
 import (

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/kproxy/kproxy/bench/harness"
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // TestBenchClientAddress runs kproxy-bench client-address, short: the

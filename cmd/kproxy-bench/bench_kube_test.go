@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/bench/harness"
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/binarytest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // TestBenchChurnKube runs kproxy-bench's churn scenario through a real

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/kproxy/kproxy/bench/harness"
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // TestBenchSmoke runs every scenario of kproxy-bench through the real

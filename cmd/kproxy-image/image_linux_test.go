@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // testVersion is the version the test's image is built with: its tag, its

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // kproxy run, as users start it, in front of an endpoint with a 5-deep

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // A core's /healthz follows what it serves (the real API server, the core

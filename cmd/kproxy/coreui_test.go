@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/browsertest"
+	"github.com/kproxy/kproxy/test/browsertest"
 )
 
 // coreWithSubscriber starts a core serving its page on a loopback port and

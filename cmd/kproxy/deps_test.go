@@ -13,7 +13,7 @@ import (
 // and histogram modules, and the browser-test harness; and the image
 // builder (cmd/kproxy-image) with go-containerregistry.
 var benchmarkOnly = []string{
-	"github.com/kproxy/kproxy/cmd/kproxy/browsertest",
+	"github.com/kproxy/kproxy/test/browsertest",
 	"github.com/chromedp/",
 	"github.com/kproxy/kproxy/bench/",
 	"github.com/go-echarts/",

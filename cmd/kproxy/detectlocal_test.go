@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // NodeCIDR mode takes this node's spec.podCIDRs from a real API server,

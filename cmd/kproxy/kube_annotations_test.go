@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/kubetest"
 	"github.com/kproxy/kproxy/watcher"
 	"github.com/kproxy/kproxy/watcher/kubesource"
-	"github.com/kproxy/kproxy/watcher/kubetest"
 )
 
 // The Kubernetes source reads kproxy's service annotations: an unknown

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // The API server goes away for several seconds while traffic flows:

@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/kubetest"
 	"github.com/kproxy/kproxy/watcher"
 	"github.com/kproxy/kproxy/watcher/kubesource"
-	"github.com/kproxy/kproxy/watcher/kubetest"
 )
 
 // The Kubernetes source carries a LoadBalancer service's

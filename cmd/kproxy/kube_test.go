@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/kubetest"
 	"github.com/kproxy/kproxy/watcher"
-	"github.com/kproxy/kproxy/watcher/kubetest"
 )
 
 // kubeObjects creates and changes objects as a controller would.

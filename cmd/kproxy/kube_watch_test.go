@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // kproxy watch --json on the Kubernetes source, for a known set of objects,

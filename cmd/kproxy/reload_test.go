@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 func TestLiveReload(t *testing.T) {

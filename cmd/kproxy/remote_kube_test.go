@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // apiWatches reads the API server's own count of watches open now, by

@@ -15,9 +15,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
-	"github.com/kproxy/kproxy/bench/backends"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // instance is kproxy's run() started on a manifest file, with its state

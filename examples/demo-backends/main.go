@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 func main() {

@@ -2,7 +2,7 @@
 # A Kubernetes cluster from parts on this machine, for Kubernetes' own e2e
 # tests against kproxy: the API server and control plane make test builds,
 # and nodes that are network namespaces, each with its own containerd (from
-# Debian) and kubelet (test/node), pods on a CNI bridge per node with routes
+# Debian) and kubelet (test/k8s/node), pods on a CNI bridge per node with routes
 # between nodes. No registry: every image is built here and imported.
 #
 #   test/cluster/cluster.sh up      build what is missing, start the cluster
@@ -76,7 +76,7 @@ build() {
 	mkdir -p "$S/bin"
 	APISERVER=$("$root/test/build-apiserver.sh")
 	CONTROL_PLANE=$("$root/test/build-control-plane.sh")
-	KUBELET=$(MODULE=node "$root/test/build-k8s-cmd.sh" kubelet)
+	KUBELET=$(MODULE=node "$root/test/k8s/build-k8s-cmd.sh" kubelet)
 	# Small static programs for images and for the harness itself.
 	local src="$S/src"
 	mkdir -p "$src/pause" "$src/hostname"
@@ -135,14 +135,14 @@ build() {
 		[ -f "$src/$p/go.mod" ] || (cd "$src/$p" && go mod init "kproxycluster/$p" >/dev/null 2>&1)
 		(cd "$src/$p" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$S/bin/$p" .)
 	done
-	ln -sf "$(MODULE=node "$root/test/build-k8s-cmd.sh" kubectl)" "$S/bin/kubectl"
+	ln -sf "$(MODULE=node "$root/test/k8s/build-k8s-cmd.sh" kubectl)" "$S/bin/kubectl"
 	# Static, for images without a libc.
-	AGNHOST=$(CGO_ENABLED=0 MODULE=node "$root/test/build-k8s-cmd.sh" agnhost)
-	COREDNS=$(CGO_ENABLED=0 MODULE=coredns VERSION_OF=github.com/coredns/coredns "$root/test/build-k8s-cmd.sh" coredns)
-	KUBE_PROXY=$(CGO_ENABLED=0 MODULE=node "$root/test/build-k8s-cmd.sh" kube-proxy)
-	REGRESSION_74839=$(CGO_ENABLED=0 MODULE=node PKG=k8s.io/kubernetes/test/images/regression-issue-74839 "$root/test/build-k8s-cmd.sh" regression-issue-74839)
-	ln -sf "$(MODULE=node TEST=./e2e "$root/test/build-k8s-cmd.sh" e2e-network)" "$S/bin/e2e-network.test"
-	ln -sf "$(MODULE=node PKG=github.com/onsi/ginkgo/v2/ginkgo "$root/test/build-k8s-cmd.sh" ginkgo)" "$S/bin/ginkgo"
+	AGNHOST=$(CGO_ENABLED=0 MODULE=node "$root/test/k8s/build-k8s-cmd.sh" agnhost)
+	COREDNS=$(CGO_ENABLED=0 MODULE=coredns VERSION_OF=github.com/coredns/coredns "$root/test/k8s/build-k8s-cmd.sh" coredns)
+	KUBE_PROXY=$(CGO_ENABLED=0 MODULE=node "$root/test/k8s/build-k8s-cmd.sh" kube-proxy)
+	REGRESSION_74839=$(CGO_ENABLED=0 MODULE=node PKG=k8s.io/kubernetes/test/images/regression-issue-74839 "$root/test/k8s/build-k8s-cmd.sh" regression-issue-74839)
+	ln -sf "$(MODULE=node TEST=./e2e "$root/test/k8s/build-k8s-cmd.sh" e2e-network)" "$S/bin/e2e-network.test"
+	ln -sf "$(MODULE=node PKG=github.com/onsi/ginkgo/v2/ginkgo "$root/test/k8s/build-k8s-cmd.sh" ginkgo)" "$S/bin/ginkgo"
 }
 
 # image NAME BINARY TARGET [TOOLS...]: an image holding one static binary
@@ -199,7 +199,7 @@ images() {
 	# agnhost's image carries porter's TLS test certificate and CoreDNS
 	# (a spec runs it as /coredns).
 	local porter
-	porter=$(cd "$root/test/node" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
+	porter=$(cd "$root/test/k8s/node" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
 	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)"
 		"$(IMAGE_CMD=pause IMAGE_FILES="$porter/localhost.crt:localhost.crt $porter/localhost.key:localhost.key $COREDNS:coredns" \
 			image registry.k8s.io/e2e-test-images/agnhost:2.63.0 "$AGNHOST" agnhost busybox bash curl nc dig getent ip ss conntrack wget)"
@@ -446,7 +446,7 @@ dns() {
 	kubectl_ -n kube-system rollout status deploy/coredns --timeout 120s >/dev/null || { log "CoreDNS is not ready:"; kubectl_ -n kube-system get pods -o wide >&2; kubectl_ -n kube-system logs deploy/coredns --tail 20 >&2; return 1; }
 }
 
-# e2e: Kubernetes' own network e2e tests (test/node/e2e) against the
+# e2e: Kubernetes' own network e2e tests (test/k8s/node/e2e) against the
 # cluster, with ginkgo: $E2E_FOCUS and $E2E_SKIP (regexps over the specs'
 # names), $E2E_LABELS (a label filter: Conformance), $E2E_PROCS processes;
 # the report (JSON and JUnit) in $S/report.
@@ -614,7 +614,7 @@ smoke() {
 	log "smoke: passed"
 }
 
-# The reference: upstream's kube-proxy (test/node), nftables mode, as
+# The reference: upstream's kube-proxy (test/k8s/node), nftables mode, as
 # kubeadm installs it, where kproxy would be ($PROXY=kube-proxy).
 kube_proxy_daemonset() {
 	kubectl_ apply -f - >/dev/null <<-EOF

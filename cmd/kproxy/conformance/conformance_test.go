@@ -14,9 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/binarytest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // parallelCases bounds the kproxy instances (each in a topology of its

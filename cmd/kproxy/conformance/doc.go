@@ -14,7 +14,7 @@
 //
 // TestConformanceKubeProxyFlows builds kproxy, then for each case and each
 // portal (nftables, iptables) builds a topology of three network
-// namespaces (portal/netnstest):
+// namespaces (test/netnstest):
 //
 //	outside (external clients, a pod on another node) -- node (kproxy) -- pods (a pod here, the endpoints)
 //

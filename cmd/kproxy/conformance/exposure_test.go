@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/binarytest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // exposureManifest is TestExposure's services, one of every type.

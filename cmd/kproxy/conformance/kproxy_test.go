@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // supportedFlags is which of names `kproxy run` knows: the suite passes

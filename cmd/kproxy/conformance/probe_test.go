@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // Timeouts of a probe.
@@ -96,7 +96,7 @@ func probeOnce(ns *netnstest.Netns, proto string, src netip.Addr, dst netip.Addr
 		}
 		return outcome{kind: "answer", who: who}
 	}
-	// Endpoints send "ip:port\n" first (bench/backends); anything else
+	// Endpoints send "ip:port\n" first (test/backends); anything else
 	// came from another server (upstream answers "pp=PORT" and closes).
 	line, err := bufio.NewReader(io.LimitReader(c, 256)).ReadString('\n')
 	switch {

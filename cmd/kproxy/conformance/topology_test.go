@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // topology is one node and the two sides of it:

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // The accept-queue load: an endpoint with listen(2)'s backlog 5 (Python's

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 const (

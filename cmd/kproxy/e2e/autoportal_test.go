@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // testAutoPortal: --portal auto takes the first kernel portal that works

@@ -5,7 +5,7 @@ package e2e
 import (
 	"testing"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // checkDeleteService removes e2e/gone from the manifest while p runs: its

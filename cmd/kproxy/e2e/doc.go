@@ -1,5 +1,5 @@
 // Package e2e holds the end-to-end tests of the kproxy binary with kernel
-// portals, in network namespaces (portal/netnstest); it has no code of its
+// portals, in network namespaces (test/netnstest); it has no code of its
 // own outside the tests:
 //
 //	client (192.0.2.1, 2001:db8::1) --kc0/kn0-- node (192.0.2.2, 2001:db8::2) --kn1/kb0-- backend
@@ -7,7 +7,7 @@
 //	                                                                                   2001:db8:1::2-3
 //
 // The client routes the service ranges (198.18.0.0/15, 2001:db8:5::/64) via
-// the node. The backend runs real TCP and UDP servers (bench/backends) that
+// the node. The backend runs real TCP and UDP servers (test/backends) that
 // say who they are. The tests build the kproxy binary into a temporary
 // directory and run it in the node as a separate process (ip netns exec),
 // with its admin API on the node's loopback; readiness is polled there,
@@ -41,5 +41,5 @@
 // (manifest_test.go), kproxy's processes (process_test.go), its admin API
 // (admin_test.go) and its kernel rules (rules_test.go); what the
 // conformance suite shares with these (building the binary, its process
-// and log, GET /state) is in cmd/kproxy/binarytest.
+// and log, GET /state) is in test/binarytest.
 package e2e

@@ -7,8 +7,8 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/binarytest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // TestE2ENetns runs the kproxy binary in network namespaces: each

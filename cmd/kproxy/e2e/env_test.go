@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // env is one topology with backends, a manifest, and the kproxy

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // The node's ephemeral port range, narrowed so the node's own sockets use

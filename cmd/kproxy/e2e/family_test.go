@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // testIPTablesWithoutIP6tables: a node with iptables but no ip6tables. The

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // TestUDPFloodBounded: 20,000 UDP clients (distinct source ports, 1,500 a

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // testHandover restarts kproxy 10 times under load in nftables mode, each

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/binarytest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 const (

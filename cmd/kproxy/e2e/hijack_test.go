@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // hijacker is a listener that user nobody runs (perl, from perl-base): it

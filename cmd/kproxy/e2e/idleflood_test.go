@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // TestTCPIdleFloodBounded: 15,000 idle TCP connections against one

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // onlyNetAdmin runs kproxy as root with every capability but CAP_NET_ADMIN

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // checkNftablesSIGTERM stops p with SIGTERM: it exits 0 and leaves its

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
-	"github.com/kproxy/kproxy/cmd/kproxy/browsertest"
+	"github.com/kproxy/kproxy/test/binarytest"
+	"github.com/kproxy/kproxy/test/browsertest"
 )
 
 // The live view in headless Chromium, against the real binary with fault

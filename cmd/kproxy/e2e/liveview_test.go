@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // The live view of the real binary (bind portal on loopback): the page is

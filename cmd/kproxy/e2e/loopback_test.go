@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // loopbackKproxy runs the binary on loopback (bind portal) serving

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/backends"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // Addresses of the traffic-policy manifest: cluster IPs in the service CIDR

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/cmd/kproxy/binarytest"
+	"github.com/kproxy/kproxy/test/binarytest"
 )
 
 // proc is one kproxy run in the node namespace.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/pires/go-proxyproto"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // Services of the PROXY protocol test: one per annotation value, dual-stack

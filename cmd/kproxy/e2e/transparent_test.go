@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
 	"github.com/kproxy/kproxy/portal/steer"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // Services of the transparent-proxying test, each to a server on the

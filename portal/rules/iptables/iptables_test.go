@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
 	"github.com/kproxy/kproxy/portal/rules"
-	"github.com/kproxy/kproxy/portal/rules/rulestest"
+	"github.com/kproxy/kproxy/test/netnstest"
+	"github.com/kproxy/kproxy/test/rulestest"
 )
 
 func newRulesIn(t *testing.T, ns *netnstest.Netns, o rules.Options) *tested {

@@ -1,6 +1,6 @@
 package iptables
 
-import "github.com/kproxy/kproxy/portal/rules/rulestest"
+import "github.com/kproxy/kproxy/test/rulestest"
 
 // tested is a Rules under test with the record its caller keeps
 // (rulestest.Programmed's methods; the backend's below it).

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kproxy/kproxy/portal/rules"
-	"github.com/kproxy/kproxy/portal/rules/rulestest"
+	"github.com/kproxy/kproxy/test/rulestest"
 )
 
 // The netsh commands kproxy runs for the golden scenario of rulestest:

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/kproxy/kproxy/portal/rules"
-	"github.com/kproxy/kproxy/portal/rules/rulestest"
+	"github.com/kproxy/kproxy/test/rulestest"
 )
 
 func TestNetshCommands(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kproxy/kproxy/portal/rules"
-	"github.com/kproxy/kproxy/portal/rules/rulestest"
+	"github.com/kproxy/kproxy/test/rulestest"
 )
 
 // A later process (a restart after a crash, `kproxy cleanup`) knows from

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/kproxy/kproxy/portal/rules"
-	"github.com/kproxy/kproxy/portal/rules/rulestest"
+	"github.com/kproxy/kproxy/test/rulestest"
 )
 
 // The table kproxy programs, as knftables' fake dumps it, for the golden

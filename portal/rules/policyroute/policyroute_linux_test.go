@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
 	"github.com/kproxy/kproxy/portal/steer"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // In a namespace: Ensure adds one rule and one local route per family,

@@ -2,7 +2,7 @@
 // kube-controller-manager in one binary, for kproxy's DaemonSet rollout test
 // (deploy/): one build and one link share the packages the two have in common
 // (most of them), and both come from the same k8s.io/kubernetes as the API
-// server (test/cmd/kube-apiserver-etcd). Build it with build-control-plane.sh
+// server (test/k8s/cmd/kube-apiserver-etcd). Build it with build-control-plane.sh
 // (`make control-plane`), which caches the result.
 //
 //	kube-control-plane kube-scheduler [kube-scheduler flags]

@@ -3,7 +3,7 @@ package kubetest
 import (
 	"testing"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // BackendNet is where backends of Kubernetes-source tests listen: the

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kproxy/kproxy/portal/netnstest"
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 func AP(ip string, port int) netip.AddrPort {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/kproxy/kproxy/watcher/kubetest"
+	"github.com/kproxy/kproxy/test/kubetest"
 )
 
 // selectorless is a Service with no selector: with no controller-manager

@@ -1,5 +1,5 @@
 // Command kube-apiserver-etcd runs a real kube-apiserver and an embedded etcd in
-// one process, on loopback only, for kproxy's tests (see watcher/kubetest).
+// one process, on loopback only, for kproxy's tests (see test/kubetest).
 //
 //	kube-apiserver-etcd --data-dir DIR --secure-port P --token-auth-file FILE \
 //	    [--etcd-client-port C] [--etcd-peer-port Q] [-- extra kube-apiserver flags]

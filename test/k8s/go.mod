@@ -2,7 +2,7 @@
 // enters the kproxy module. It builds one test binary, kube-apiserver-etcd:
 // a real kube-apiserver with an embedded etcd. Build it with build-apiserver.sh
 // (`make apiserver`), which caches the result.
-module github.com/kproxy/kproxy/test
+module github.com/kproxy/kproxy/test/k8s
 
 go 1.26.0
 

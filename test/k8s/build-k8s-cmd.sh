@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# Builds one of the test programs under test/cmd (made from k8s.io/kubernetes)
+# Builds one of the test programs under test/k8s/cmd (made from k8s.io/kubernetes)
 # into a cache, only if that exact build is missing, and prints its path on
 # stdout (progress goes to stderr). build-apiserver.sh and
 # build-control-plane.sh name the program; this does the work.
 #
 #   ${KPROXY_CACHE:-$HOME/.cache/kproxy}/<name>-<k8s version>-<hash>
 #
-# <hash>: first 12 hex of a sha256 over test/go.mod, test/go.sum, the .go files
-# of test/cmd/<name> and the link flags, so any change to what goes into the
+# <hash>: first 12 hex of a sha256 over test/k8s/go.mod, test/k8s/go.sum, the
+# .go files of test/k8s/cmd/<name> and the link flags, so any change to what goes into the
 # binary makes a new one. Every build takes one lock: the programs share most
 # packages, so whichever builds second reuses the first's compile from the Go
 # build cache, two cold builds never compete for the same cores, and
 # concurrent callers of one program wait and reuse its result. The binary
 # appears atomically (rename).
 #
-#   test/build-k8s-cmd.sh NAME          build if missing, print the path
-#   test/build-k8s-cmd.sh NAME --path   only print the path (built or not)
+#   test/k8s/build-k8s-cmd.sh NAME          build if missing, print the path
+#   test/k8s/build-k8s-cmd.sh NAME --path   only print the path (built or not)
 #
-# MODULE=node builds a program of the module in test/node (the kubelet)
-# instead of test/ itself. PKG=importpath builds that package instead of
+# MODULE=node builds a program of the module in test/k8s/node (the kubelet)
+# instead of test/k8s itself. PKG=importpath builds that package instead of
 # ./cmd/NAME (a main package of a dependency: agnhost); TEST=./dir builds
 # that directory's test binary (go test -c: the e2e suite).
 set -euo pipefail

@@ -1,6 +1,6 @@
 // Package actortest holds what the tests of the actor tree (package
 // actors) and of its fault injection (actors/faults) share: the client
-// load of the crash tests (echo round trips against bench/backends, a
+// load of the crash tests (echo round trips against test/backends, a
 // hammer of concurrent clients, the goroutine and fd baseline they must
 // return to) and a waiter on the service ports' states.
 package actortest
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/bench/backends"
+	"github.com/kproxy/kproxy/test/backends"
 )
 
 // RoundTrip makes one full connection: dial, read the backend's name, echo

@@ -7,7 +7,7 @@
 // where kernel portals run: the nftables and iptables portal tests under
 // portal/, and the end-to-end tests of the kproxy binary in cmd/kproxy/e2e,
 // run their portals in the node. A HostNet is a namespace joined to the
-// test process's own: watcher/kubetest's BackendNet, where backends of
+// test process's own: test/kubetest's BackendNet, where backends of
 // Kubernetes-source tests listen on addresses the apiserver accepts.
 //
 // Addresses are documentation and benchmarking ranges only: hosts in

@@ -3,7 +3,7 @@
 // control plane). A module of its own so that the kubelet's extra
 // dependencies do not change ../go.mod, whose hash names the cached API
 // server. Build with MODULE=node ../build-k8s-cmd.sh kubelet.
-module github.com/kproxy/kproxy/test/node
+module github.com/kproxy/kproxy/test/k8s/node
 
 go 1.26.0
 

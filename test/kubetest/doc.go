@@ -1,5 +1,5 @@
 // Package kubetest runs a real kube-apiserver (with an embedded etcd) for tests:
-// test/cmd/kube-apiserver-etcd, built and cached by `make test` (or
+// test/k8s/cmd/kube-apiserver-etcd, built and cached by `make test` (or
 // `make apiserver`) and found through $KPROXY_APISERVER.
 //
 //	s := kubetest.Start(t)                      // ready, RBAC from deploy/rbac.yaml applied

@@ -2,7 +2,7 @@
 // its own, so that CoreDNS's gRPC and Kubernetes client versions never move
 // the API server's (../go.mod). Build with
 // MODULE=coredns VERSION_OF=github.com/coredns/coredns ../build-k8s-cmd.sh coredns.
-module github.com/kproxy/kproxy/test/coredns
+module github.com/kproxy/kproxy/test/k8s/coredns
 
 go 1.26.0
 

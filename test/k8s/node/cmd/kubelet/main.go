@@ -1,7 +1,7 @@
 // Command kubelet is upstream's kubelet (k8s.io/kubernetes/cmd/kubelet) at
 // the version go.mod pins, for the nodes of the cluster test/cluster
 // assembles from parts. build-k8s-cmd.sh builds and caches it
-// (MODULE=node test/build-k8s-cmd.sh kubelet).
+// (MODULE=node test/k8s/build-k8s-cmd.sh kubelet).
 package main
 
 import (
