@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -16,7 +16,7 @@ import (
 // cluster IP to a remote endpoint is not sent there through the external
 // proxy port, which externalTrafficPolicy Local limits to local endpoints.
 func TestAffinityIsPerTrafficScope(t *testing.T) {
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1",
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1",
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // Balancer owns a service port's endpoint set and round-robin positions, one
@@ -146,7 +146,7 @@ func (b *Balancer) probe(ctx actor.Context, ep string) {
 	}
 	root, self, faults := ctx.ActorSystem().Root, ctx.Self(), b.cfg.Faults
 	go func() {
-		root.Send(self, dialOutcome(ep, portal.Probe(ep, faults)))
+		root.Send(self, dialOutcome(ep, datapath.Probe(ep, faults)))
 	}()
 }
 

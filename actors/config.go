@@ -13,7 +13,7 @@ import (
 	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/balancer"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
@@ -26,12 +26,12 @@ const DefaultMinSyncPeriod = 100 * time.Millisecond
 
 // Config is what the tree needs from the command line.
 type Config struct {
-	// PortalMode is one of portal's modes (portal.ModeBind by default).
+	// PortalMode is one of portal's modes (datapath.ModeBind by default).
 	PortalMode string
 	// BindAddress is where proxy-port listeners (and bind-mode node ports) open.
 	BindAddress string
 	// Ports hands out proxy ports.
-	Ports *portal.PortAllocator
+	Ports *datapath.PortAllocator
 	// UDPIdleTimeout ends idle UDP flows.
 	UDPIdleTimeout time.Duration
 	// FDLimit is the open-file limit: listeners stop opening (with an
@@ -44,7 +44,7 @@ type Config struct {
 	// Faults injects endpoint dial faults and listener accept faults into
 	// the data path (package actors/faults drives them); nil (the
 	// default) injects none.
-	Faults *portal.Faults
+	Faults *datapath.Faults
 	// Rules programs kernel portal rules (nftables, iptables, netsh); nil
 	// in bind mode.
 	Rules rules.Interface
@@ -67,14 +67,14 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 	// Stats holds per service port traffic counters the data path
 	// updates (nil: Start makes one; per service port limits need it).
-	Stats *portal.StatsTable
+	Stats *datapath.StatsTable
 	// Limits bound TCP connections and UDP flows; nil bounds nothing.
-	Limits *portal.Limits
+	Limits *datapath.Limits
 	// TCPKeepAlive probes both peers of a proxied connection after this
 	// long without traffic; 0 turns it off.
 	TCPKeepAlive time.Duration
 	// Reaper closes idle and half-closed TCP connections; nil closes none.
-	Reaper *portal.IdleReaper
+	Reaper *datapath.IdleReaper
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
 	// RecoveredPorts are the proxy ports a previous kproxy process used,
@@ -97,9 +97,9 @@ type Config struct {
 	// Proxier's goroutine: keep it short).
 	FirstStateReported func(servicePorts int)
 
-	rulesPID  *actor.PID          // set by Start when Rules is set
-	conns     *portal.ConnTracker // set by Start
-	listeners *portal.Listeners   // set by Start; records own their sockets there
+	rulesPID  *actor.PID            // set by Start when Rules is set
+	conns     *datapath.ConnTracker // set by Start
+	listeners *datapath.Listeners   // set by Start; records own their sockets there
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map
@@ -120,16 +120,16 @@ type ProxyPorts struct {
 
 func (c *Config) defaults() {
 	if c.PortalMode == "" {
-		c.PortalMode = portal.ModeBind
+		c.PortalMode = datapath.ModeBind
 	}
 	if c.BindAddress == "" {
 		c.BindAddress = "0.0.0.0"
 	}
 	if c.Ports == nil {
-		c.Ports = portal.NewPortAllocator(c.BindAddress, portal.PortRange{})
+		c.Ports = datapath.NewPortAllocator(c.BindAddress, datapath.PortRange{})
 	}
 	if c.UDPIdleTimeout <= 0 {
-		c.UDPIdleTimeout = portal.DefaultUDPIdleTimeout
+		c.UDPIdleTimeout = datapath.DefaultUDPIdleTimeout
 	}
 	if c.View == nil {
 		c.View = watcher.NewStore()
@@ -141,7 +141,7 @@ func (c *Config) defaults() {
 		c.PickTimeout = 2 * time.Second
 	}
 	if c.Stats == nil {
-		c.Stats = portal.NewStatsTable()
+		c.Stats = datapath.NewStatsTable()
 	}
 	if c.Outliers == (balancer.OutlierConfig{}) {
 		c.Outliers = balancer.DefaultOutlierConfig

@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -37,7 +37,7 @@ func (f flowsRecorder) next(t *testing.T, what string) []rules.Rule {
 // proven in network namespaces (cmd/kproxy/e2e, testUDPConntrack).
 func TestRulesClearStaleUDPConntrack(t *testing.T) {
 	flows := make(flowsRecorder, 16)
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), Conntrack: flows, BindAddress: "127.0.0.1",
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: rules.NewFake(), Conntrack: flows, BindAddress: "127.0.0.1",
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)

@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // Top actors, crashable on their own (no service port).
@@ -80,12 +80,12 @@ func (p *Proxy) CrashIn(st *messages.ServicePortState, role, reason string) erro
 func (p *Proxy) Restarts() int64 { return p.restarts.Load() }
 
 // Stats is the per service port traffic counters the data path keeps.
-func (p *Proxy) Stats() *portal.StatsTable { return p.cfg.Stats }
+func (p *Proxy) Stats() *datapath.StatsTable { return p.cfg.Stats }
 
 // ServicePortListeners are the sockets servicePort's record holds (its
 // Portal serves them); the error wraps ErrUnknownServicePort for a
 // service port the Proxier does not have.
-func (p *Proxy) ServicePortListeners(servicePort string) ([]*portal.Listener, error) {
+func (p *Proxy) ServicePortListeners(servicePort string) ([]*datapath.Listener, error) {
 	st, err := p.servicePortState(servicePort)
 	if err != nil {
 		return nil, err

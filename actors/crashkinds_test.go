@@ -12,7 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/test/backends"
 )
@@ -31,7 +31,7 @@ type crashTree struct {
 
 func startCrashTree(t *testing.T) *crashTree {
 	t.Helper()
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Stats: portal.NewStatsTable(),
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Stats: datapath.NewStatsTable(),
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	ct := &crashTree{p: p, w: watchState(t, p), restart: make(chan string, 1024)}

@@ -5,7 +5,7 @@ import (
 	"syscall"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -23,9 +23,9 @@ func failure(err error, otherwise messages.FailureCode) *messages.Failure {
 // the errnos the kernel answers with, however deeply they are wrapped.
 func failureCode(err error, otherwise messages.FailureCode) messages.FailureCode {
 	switch {
-	case errors.Is(err, portal.ErrUnsupportedProtocol):
+	case errors.Is(err, datapath.ErrUnsupportedProtocol):
 		return messages.FailureCode_UNSUPPORTED_PROTOCOL
-	case errors.Is(err, portal.ErrPortRangeExhausted):
+	case errors.Is(err, datapath.ErrPortRangeExhausted):
 		return messages.FailureCode_PROXY_PORT_UNAVAILABLE
 	case errors.Is(err, rules.ErrFamilyUnavailable):
 		return messages.FailureCode_FAMILY_UNAVAILABLE

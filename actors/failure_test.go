@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -28,8 +28,8 @@ func TestFailureClassifiesErrors(t *testing.T) {
 	}{
 		{"port taken", inUse, messages.FailureCode_FAILURE_CODE_UNKNOWN, messages.FailureCode_ADDRESS_IN_USE},
 		{"address not local", notLocal, messages.FailureCode_FAILURE_CODE_UNKNOWN, messages.FailureCode_ADDRESS_NOT_AVAILABLE},
-		{"unsupported protocol", fmt.Errorf("open portal: %w", portal.ErrUnsupportedProtocol), messages.FailureCode_PROXY_PORT_UNAVAILABLE, messages.FailureCode_UNSUPPORTED_PROTOCOL},
-		{"range exhausted", fmt.Errorf("allocate: %w", portal.ErrPortRangeExhausted), messages.FailureCode_FAILURE_CODE_UNKNOWN, messages.FailureCode_PROXY_PORT_UNAVAILABLE},
+		{"unsupported protocol", fmt.Errorf("open portal: %w", datapath.ErrUnsupportedProtocol), messages.FailureCode_PROXY_PORT_UNAVAILABLE, messages.FailureCode_UNSUPPORTED_PROTOCOL},
+		{"range exhausted", fmt.Errorf("allocate: %w", datapath.ErrPortRangeExhausted), messages.FailureCode_FAILURE_CODE_UNKNOWN, messages.FailureCode_PROXY_PORT_UNAVAILABLE},
 		{"family unavailable", fmt.Errorf("iptables apply: %w", rules.ErrFamilyUnavailable), messages.FailureCode_KERNEL_RULES, messages.FailureCode_FAMILY_UNAVAILABLE},
 		{"unknown kind", errors.New("something else"), messages.FailureCode_FAILURE_CODE_UNKNOWN, messages.FailureCode_FAILURE_CODE_UNKNOWN},
 		{"unknown kind, known operation", errors.New("something else"), messages.FailureCode_KERNEL_RULES, messages.FailureCode_KERNEL_RULES},

@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // silentBackend accepts connections and never reads or writes: a backend
@@ -57,7 +57,7 @@ func closedWithin(c net.Conn, d time.Duration) (time.Duration, bool) {
 // after the shorter half-close timeout, and busy ones never.
 func TestIdleAndHalfClosedConnectionsReaped(t *testing.T) {
 	p := Start(Config{BindAddress: "127.0.0.1", Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel),
-		Reaper: &portal.IdleReaper{IdleTimeout: 1500 * time.Millisecond, HalfCloseTimeout: 200 * time.Millisecond}})
+		Reaper: &datapath.IdleReaper{IdleTimeout: 1500 * time.Millisecond, HalfCloseTimeout: 200 * time.Millisecond}})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)
 	busy := svcPort("busy", messages.Protocol_TCP, "127.0.20.40", 18080)

@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // A service port at its connection limit resets new connections; its held
@@ -20,7 +20,7 @@ import (
 // again. Same for UDP flows, whose new clients' datagrams are dropped.
 func TestLimitsBoundOneServicePortOnly(t *testing.T) {
 	p := Start(Config{BindAddress: "127.0.0.1", Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel),
-		Limits: &portal.Limits{ConnsPerServicePort: 3, FlowsPerServicePort: 2}})
+		Limits: &datapath.Limits{ConnsPerServicePort: 3, FlowsPerServicePort: 2}})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)
 	tcp := tcpBackends(t, 1)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // A panic in the data path (here injected into every dial to one service's
@@ -16,7 +16,7 @@ import (
 // process lives on, and the panicking service serves again once the fault
 // is gone.
 func TestDataPathPanicCostsOnlyItsConnection(t *testing.T) {
-	faults := portal.NewFaults()
+	faults := datapath.NewFaults()
 	p := startProxyWith(t, Config{Faults: faults})
 	w := watchState(t, p)
 	calmEP, boomEP := tcpBackends(t, 2), tcpBackends(t, 1)
@@ -25,7 +25,7 @@ func TestDataPathPanicCostsOnlyItsConnection(t *testing.T) {
 	p.Submit(snapshot(1, spe(calm, endpoints(calmEP...)), spe(boom, endpoints(boomEP...))))
 	w.listening(t, calm.GetKey().ID(), 1, 1)
 	w.listening(t, boom.GetKey().ID(), 1, 1)
-	if err := faults.Set(boomEP[0], portal.FaultPanic, time.Minute); err != nil {
+	if err := faults.Set(boomEP[0], datapath.FaultPanic, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 
@@ -62,7 +62,7 @@ func TestDataPathPanicCostsOnlyItsConnection(t *testing.T) {
 		t.Fatalf("%d requests through a panicking dial were served: the fault was not injected", boomServed.Load())
 	}
 
-	faults.Set(boomEP[0], portal.FaultPanic, 0) // over at once
+	faults.Set(boomEP[0], datapath.FaultPanic, 0) // over at once
 	if got := dialName(t, "127.0.21.2:18080"); got != "backend-0" {
 		t.Fatalf("after the fault: reached %s", got)
 	}

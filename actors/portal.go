@@ -17,7 +17,7 @@ import (
 
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // incarnations numbers Portal incarnations process-wide, so a failure
@@ -54,7 +54,7 @@ type Portal struct {
 	broken            string           // address whose failure crashed this incarnation
 	retryDelay        time.Duration
 	cancelRetry       scheduler.CancelFunc
-	picker            portal.Picker
+	picker            datapath.Picker
 	// firstAccept ends the restart-to-serving span of an incarnation
 	// started after a crash (tracing only).
 	firstAccept func()
@@ -176,7 +176,7 @@ func (p *Portal) listenerFailed(m *messages.ListenerFailed) {
 // reconcile serves the listeners the configuration wants and closes the
 // rest, and tells the ServicePort (the returned report).
 func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
-	specs, specErr := portal.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort, p.extPort)
+	specs, specErr := datapath.ListenSpecs(p.sp, p.cfg.PortalMode, p.cfg.BindAddress, p.proxyPort, p.extPort)
 	p.failed = nil
 	if specErr != nil {
 		p.fail(p.sp.GetKey().GetProtocol().String(), specErr)
@@ -236,9 +236,9 @@ func (p *Portal) fail(addr string, err error) {
 
 // served are the listeners a Portal serves, one or two per service port:
 // a slice rather than a map by address, smaller per service port.
-type served []*portal.Listener
+type served []*datapath.Listener
 
-func (s served) get(addr string) *portal.Listener {
+func (s served) get(addr string) *datapath.Listener {
 	for _, l := range s {
 		if l.Spec.Address == addr {
 			return l
@@ -248,7 +248,7 @@ func (s served) get(addr string) *portal.Listener {
 }
 
 func (s *served) remove(addr string) {
-	*s = slices.DeleteFunc(*s, func(l *portal.Listener) bool { return l.Spec.Address == addr })
+	*s = slices.DeleteFunc(*s, func(l *datapath.Listener) bool { return l.Spec.Address == addr })
 }
 
 // ready describes the served listeners and the failed ones.
@@ -270,7 +270,7 @@ func (p *Portal) ready() *messages.ListenerReady {
 // without spinning. An unsupported protocol is never retried.
 func (p *Portal) scheduleRetry(ctx actor.Context, specErr error) {
 	p.stopRetry()
-	if len(p.failed) == 0 || errors.Is(specErr, portal.ErrUnsupportedProtocol) {
+	if len(p.failed) == 0 || errors.Is(specErr, datapath.ErrUnsupportedProtocol) {
 		return
 	}
 	switch {
@@ -291,9 +291,9 @@ func (p *Portal) stopRetry() {
 	}
 }
 
-func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
+func (p *Portal) listenerOptions(ctx actor.Context) datapath.ListenerOptions {
 	self, root, inc := ctx.Self(), ctx.ActorSystem().Root, p.incarnation
-	return portal.ListenerOptions{
+	return datapath.ListenerOptions{
 		Picker:         p.picker,
 		Stats:          p.cfg.Stats.For(p.sp.GetKey().ID()),
 		Limits:         p.cfg.Limits,
@@ -308,7 +308,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) portal.ListenerOptions {
 		Transparent:    p.transparent(),
 		OnFirstAccept:  p.firstAccept,
 		Log:            p.cfg.Log, // the data path names the service port and listener on its events
-		OnFailure: func(spec portal.ListenSpec, err error) {
+		OnFailure: func(spec datapath.ListenSpec, err error) {
 			root.Send(self, &messages.ListenerFailed{Incarnation: inc, Address: spec.Address, Failure: failure(err, messages.FailureCode_FAILURE_CODE_UNKNOWN)})
 		},
 	}
@@ -336,13 +336,13 @@ type balancerPicker struct {
 // has no actor for a moment: a request comes back as a dead letter, or is
 // dropped with the stopping actor's mailbox. The picker asks again, with
 // short attempts, until its timeout rather than reset the connection.
-func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) (portal.Pick, error) {
+func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) (datapath.Pick, error) {
 	if snap := b.snapshot.Load(); snap != nil {
 		ep, report, ok := snap.Pick(external, clientIP, exclude)
 		if !ok {
-			return portal.Pick{}, portal.ErrNoEndpoints
+			return datapath.Pick{}, datapath.ErrNoEndpoints
 		}
-		return portal.Pick{Endpoint: ep, Report: report, Local: b.isLocal(ep)}, nil
+		return datapath.Pick{Endpoint: ep, Report: report, Local: b.isLocal(ep)}, nil
 	}
 	deadline := time.Now().Add(b.timeout)
 	for {
@@ -351,13 +351,13 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 		switch {
 		case err == nil:
 			if picked, ok := res.(*messages.Picked); ok && picked.GetAddress() != "" {
-				return portal.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport(), AffinityHit: picked.GetAffinityHit(), Local: b.isLocal(picked.GetAddress())}, nil
+				return datapath.Pick{Endpoint: picked.GetAddress(), Report: picked.GetReport(), AffinityHit: picked.GetAffinityHit(), Local: b.isLocal(picked.GetAddress())}, nil
 			}
-			return portal.Pick{}, portal.ErrNoEndpoints
+			return datapath.Pick{}, datapath.ErrNoEndpoints
 		case !errors.Is(err, actor.ErrDeadLetter) && !errors.Is(err, actor.ErrTimeout):
-			return portal.Pick{}, fmt.Errorf("ask balancer: %w", err)
+			return datapath.Pick{}, fmt.Errorf("ask balancer: %w", err)
 		case time.Until(deadline) < 5*time.Millisecond:
-			return portal.Pick{}, fmt.Errorf("ask balancer: %w", err)
+			return datapath.Pick{}, fmt.Errorf("ask balancer: %w", err)
 		case errors.Is(err, actor.ErrDeadLetter):
 			time.Sleep(5 * time.Millisecond) // on the connection's goroutine, not an actor's
 		}
@@ -378,7 +378,7 @@ func dialOutcome(endpoint string, err error) *messages.DialOutcome {
 	if err == nil {
 		return &messages.DialOutcome{Endpoint: endpoint}
 	}
-	return &messages.DialOutcome{Endpoint: endpoint, Failed: true, TimedOut: portal.IsTimeout(err), Error: err.Error()}
+	return &messages.DialOutcome{Endpoint: endpoint, Failed: true, TimedOut: datapath.IsTimeout(err), Error: err.Error()}
 }
 
 // pickAttemptTimeout bounds one request to the Balancer; a lost request is

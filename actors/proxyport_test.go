@@ -9,7 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -18,7 +18,7 @@ import (
 // kernel mode: the bind portal has no proxy ports.)
 func TestProxyPortRetriedWhenRangeFrees(t *testing.T) {
 	base := 20000 + rand.IntN(12000) // below the ephemeral range (32768-)
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Ports: portal.NewPortAllocator("127.0.0.1", portal.PortRange{Base: base, Size: 1}),
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Ports: datapath.NewPortAllocator("127.0.0.1", datapath.PortRange{Base: base, Size: 1}),
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.Disabled)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)

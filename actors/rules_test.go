@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -31,7 +31,7 @@ func waitRules(t *testing.T, fake *rules.Fake, ok func(rules.Set) bool) {
 // while cluster-IP traffic uses every endpoint.
 func TestKernelModeExternalTrafficPolicyLocal(t *testing.T) {
 	fake := rules.NewFake()
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: fake, BindAddress: "127.0.0.1",
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: fake, BindAddress: "127.0.0.1",
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)
@@ -142,7 +142,7 @@ func (v v4Only) Apply(ctx context.Context, cur rules.Set, del, add []rules.Rule)
 // (no full re-sync every second), and later changes apply incrementally.
 func TestRulesWithoutOneFamilyProgramTheOther(t *testing.T) {
 	fake := rules.NewFake()
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: v4Only{fake}, BindAddress: "127.0.0.1",
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: v4Only{fake}, BindAddress: "127.0.0.1",
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	addrs := tcpBackends(t, 1)
@@ -177,7 +177,7 @@ func TestRulesWithoutOneFamilyProgramTheOther(t *testing.T) {
 // the first service port's rule.
 func TestRulesRecordIsTheKernel(t *testing.T) {
 	fake := rules.NewFake()
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: fake, BindAddress: "127.0.0.1",
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: fake, BindAddress: "127.0.0.1",
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	addrs := tcpBackends(t, 2)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/portal/steer"
 )
@@ -106,7 +106,7 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 	s.cfg.listeners.CloseOwned(rec.name)
 	rec.snapshots.Store(nil) // a connection still picking asks the Balancer, which is gone
 	s.cfg.Stats.Delete(rec.id)
-	network, _ := portal.Network(rec.applied.GetServicePort().GetKey().GetProtocol()) // ports exist only for supported ones
+	network, _ := datapath.Network(rec.applied.GetServicePort().GetKey().GetProtocol()) // ports exist only for supported ones
 	for _, port := range []int{rec.proxyPort, rec.extPort} {
 		if port != 0 {
 			s.cfg.Ports.Release(network, port)
@@ -121,10 +121,10 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 // still free, so the kernel rules it left stay right; or a new one.
 func (s *ServicePort) takePorts(ctx actor.Context, protocol messages.Protocol) {
 	rec := s.rec
-	network, err := portal.Network(protocol)
+	network, err := datapath.Network(protocol)
 	switch {
 	case err != nil:
-	case !portal.UsesProxyPorts(s.cfg.PortalMode):
+	case !datapath.UsesProxyPorts(s.cfg.PortalMode):
 		// The bind portal listens on the service addresses alone.
 	case s.cfg.Ports.Claim(network, s.cfg.RecoveredPorts[rec.id].Proxy):
 		rec.proxyPort = s.cfg.RecoveredPorts[rec.id].Proxy
@@ -141,7 +141,7 @@ func (s *ServicePort) takePorts(ctx actor.Context, protocol messages.Protocol) {
 // scheduleAllocate retries the proxy port's allocation later, backing off
 // from 100 ms to 10 s: ports free up as other service ports go.
 func (s *ServicePort) scheduleAllocate(ctx actor.Context) {
-	if errors.Is(s.rec.portErr, portal.ErrUnsupportedProtocol) {
+	if errors.Is(s.rec.portErr, datapath.ErrUnsupportedProtocol) {
 		return // no retry makes SCTP proxiable
 	}
 	s.rec.portRetry = min(max(2*s.rec.portRetry, 100*time.Millisecond), 10*time.Second)
@@ -155,7 +155,7 @@ func (s *ServicePort) allocate(ctx actor.Context) {
 	if rec.portErr == nil {
 		return
 	}
-	network, _ := portal.Network(rec.applied.GetServicePort().GetKey().GetProtocol())
+	network, _ := datapath.Network(rec.applied.GetServicePort().GetKey().GetProtocol())
 	port, err := s.cfg.Ports.Allocate(network)
 	if err != nil {
 		rec.portErr = err
@@ -334,7 +334,7 @@ func (s *ServicePort) allocateExternalPort() {
 	if rec.extPort != 0 || rec.proxyPort == 0 || s.cfg.Rules == nil || !local {
 		return
 	}
-	network, _ := portal.Network(sp.GetKey().GetProtocol()) // proxyPort != 0: supported
+	network, _ := datapath.Network(sp.GetKey().GetProtocol()) // proxyPort != 0: supported
 	if prev := s.cfg.RecoveredPorts[rec.id].External; s.cfg.Ports.Claim(network, prev) {
 		rec.extPort = prev
 		return

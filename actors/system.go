@@ -14,7 +14,7 @@ import (
 	"github.com/kproxy/kproxy/actors/actorlog"
 	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // Proxy is a running actor tree.
@@ -24,9 +24,9 @@ type Proxy struct {
 	Watcher *actor.PID
 	// RulesPID is the Rules actor (kernel portal modes only).
 	RulesPID *actor.PID
-	Conns    *portal.ConnTracker
+	Conns    *datapath.ConnTracker
 	// Listeners holds every open socket (tests count them for leaks).
-	Listeners *portal.Listeners
+	Listeners *datapath.Listeners
 
 	cfg     *Config
 	desired *desiredState // the Proxier's; read here only once it stopped
@@ -39,8 +39,8 @@ type Proxy struct {
 // Start builds the actor system and the tree.
 func Start(cfg Config) *Proxy {
 	cfg.defaults()
-	cfg.conns = portal.NewConnTracker()
-	cfg.listeners = portal.NewListeners()
+	cfg.conns = datapath.NewConnTracker()
+	cfg.listeners = datapath.NewListeners()
 	cfg.listeners.SetFDLimit(cfg.FDLimit)
 	cfg.Ports.Attach(cfg.listeners, cfg.PortalMode) // proxy ports are held as the sockets the Portals serve
 	cfg.crashes = &sync.Map{}

@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/test/backends"
 )
@@ -22,7 +22,7 @@ import (
 // connection fails; listening sockets, a held connection and an affinity
 // pin carry over every Proxier restart.
 func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
-	p := startProxyWith(t, Config{Stats: portal.NewStatsTable()})
+	p := startProxyWith(t, Config{Stats: datapath.NewStatsTable()})
 	w := watchState(t, p)
 	addrs := tcpBackends(t, 3)
 	spes := stickyFirst(20, "svc", "127.0.21.%d", 18080, addrs)
@@ -101,7 +101,7 @@ func TestWatcherAndProxierCrashesLoseNothing(t *testing.T) {
 // programs them again; service ports keep serving on their proxy ports.
 func TestRulesCrashesKeepRules(t *testing.T) {
 	fake := rules.NewFake()
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: fake, BindAddress: "127.0.0.1",
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: fake, BindAddress: "127.0.0.1",
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	w := watchState(t, p)
@@ -140,7 +140,7 @@ func TestRulesCrashesKeepRules(t *testing.T) {
 // Proxier sent a new ServicePort in a message were dropped with its
 // mailbox.
 func TestProxierCrashingWhileRestartingKeepsSockets(t *testing.T) {
-	p := startProxyWith(t, Config{Stats: portal.NewStatsTable()})
+	p := startProxyWith(t, Config{Stats: datapath.NewStatsTable()})
 	w := watchState(t, p)
 	restarts := make(chan struct{}, 64)
 	sub := p.System.EventStream.Subscribe(func(evt any) {
@@ -154,7 +154,7 @@ func TestProxierCrashingWhileRestartingKeepsSockets(t *testing.T) {
 	p.Submit(snapshot(1, spes...))
 	type socket struct {
 		owner, addr string
-		l           *portal.Listener
+		l           *datapath.Listener
 	}
 	sockets := map[string]socket{}
 	for _, s := range spes {

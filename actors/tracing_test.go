@@ -12,7 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -109,7 +109,7 @@ func startTracedProxy(t *testing.T) (*Proxy, *spanWaiter) {
 	t.Helper()
 	spans := newSpanWaiter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	p := Start(Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Tracer: tp.Tracer("test"),
+	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: rules.NewFake(), BindAddress: "127.0.0.1", Tracer: tp.Tracer("test"),
 		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	t.Cleanup(func() { p.Stop(context.Background()) })
 	p.SourceSynced()

@@ -1,7 +1,7 @@
 package actors
 
 import (
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -11,7 +11,7 @@ import (
 // iptables). The bind and netsh modes serve such a service port from the
 // node's address.
 func (p *Portal) transparent() bool {
-	return p.sp.GetPreserveSourceIp() && portal.Transparent(p.cfg.PortalMode)
+	return p.sp.GetPreserveSourceIp() && datapath.Transparent(p.cfg.PortalMode)
 }
 
 // warnTransparent logs, on each new configuration, that a service port

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/test/backends"
 )
 
@@ -67,7 +67,7 @@ func kproxyOn(b *testing.B, cfg actors.Config, serviceIP, backend string, mutate
 	}
 }
 
-// bareTo starts the bare baseline: portal.TCPProxy on a loopback listener,
+// bareTo starts the bare baseline: datapath.TCPProxy on a loopback listener,
 // always picking backend.
 func bareTo(b *testing.B, backend string) string {
 	b.Helper()
@@ -76,7 +76,7 @@ func bareTo(b *testing.B, backend string) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { ln.Close() })
-	p := &portal.TCPProxy{Picker: portal.PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
+	p := &datapath.TCPProxy{Picker: datapath.PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
 	go p.Serve(ln.(*net.TCPListener), nil)
 	return ln.Addr().String()
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/test/actortest"
 )
@@ -26,7 +26,7 @@ func TestListenerFaultsRecover(t *testing.T) {
 	// 51 service ports in nftables mode (fake kernel rules, so clients
 	// dial the proxy ports on loopback): the first, with ClientIP
 	// affinity, gets the faults; clients hammer it and the 50 others.
-	tr := startTree(t, actors.Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake()}, zerolog.ErrorLevel)
+	tr := startTree(t, actors.Config{PortalMode: datapath.ModeNftables, Rules: rules.NewFake()}, zerolog.ErrorLevel)
 	restart := tr.restarts(t)
 	addrs := tcpBackends(t, 2)
 	var spes []*messages.ServicePortEndpoints

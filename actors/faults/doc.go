@@ -4,7 +4,7 @@
 // dial faults, kernel rule transactions that fail, and listener faults.
 //
 // The tree offers the primitives (Proxy.Crash, CrashTop, CrashIn, the
-// data path's portal.Faults, a rules.Faulty in front of the kernel
+// data path's datapath.Faults, a rules.Faulty in front of the kernel
 // rules); this package is the policy over them: what a storm crashes and
 // how fast, which faults need what, and counting, logging and the
 // kproxy_faults_injected_total metric of every fault it injects.

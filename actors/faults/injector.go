@@ -7,7 +7,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/metrics"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -16,7 +16,7 @@ type Config struct {
 	// Endpoints are the data path's dial and accept faults: the
 	// actors.Config.Faults the tree was started with. Nil refuses
 	// endpoint and listener faults.
-	Endpoints *portal.Faults
+	Endpoints *datapath.Faults
 	// Rules sits in front of the kernel rules the tree programs (its
 	// actors.Config.Rules). Nil refuses rules faults (bind mode).
 	Rules *rules.Faulty
@@ -31,7 +31,7 @@ type Config struct {
 // cfg, then New with the Proxy and what Prepare returned.
 func Prepare(cfg *actors.Config) Config {
 	if cfg.Faults == nil {
-		cfg.Faults = portal.NewFaults()
+		cfg.Faults = datapath.NewFaults()
 	}
 	c := Config{Endpoints: cfg.Faults, Metrics: cfg.Metrics, Log: cfg.Log}
 	if cfg.Rules != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -16,7 +16,7 @@ import (
 // gives the data path the faults it sets.
 func TestPrepareWiresTheTreeToTheInjector(t *testing.T) {
 	kernel := rules.NewFake()
-	cfg := actors.Config{PortalMode: portal.ModeNftables, Rules: kernel}
+	cfg := actors.Config{PortalMode: datapath.ModeNftables, Rules: kernel}
 	c := faults.Prepare(&cfg)
 	if c.Rules == nil || cfg.Rules != rules.Interface(c.Rules) || c.Rules.Interface != kernel {
 		t.Fatalf("the tree's rules are %T, want the Faulty in front of the kernel's", cfg.Rules)
@@ -41,7 +41,7 @@ func TestFaultsNeedWhatTheyDrive(t *testing.T) {
 	if err := tr.inj.SetRulesFault(time.Second); err == nil {
 		t.Error("a rules fault in bind mode was accepted")
 	}
-	if err := tr.inj.SetEndpointFault("127.0.0.1:9", portal.FaultFail, time.Second); err != nil {
+	if err := tr.inj.SetEndpointFault("127.0.0.1:9", datapath.FaultFail, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.inj.SetEndpointFault("127.0.0.1:9", "slow", time.Second); err == nil {
@@ -51,17 +51,17 @@ func TestFaultsNeedWhatTheyDrive(t *testing.T) {
 		t.Error("a rules crash in bind mode was accepted")
 	}
 	unprepared := faults.New(tr.p, faults.Config{})
-	if err := unprepared.SetEndpointFault("127.0.0.1:9", portal.FaultFail, time.Second); err == nil {
-		t.Error("an endpoint fault without portal.Faults was accepted")
+	if err := unprepared.SetEndpointFault("127.0.0.1:9", datapath.FaultFail, time.Second); err == nil {
+		t.Error("an endpoint fault without datapath.Faults was accepted")
 	}
 	if err := unprepared.SetListenerFault("default/x:p/TCP", faults.ListenerFaultEMFILE, time.Second); err == nil {
-		t.Error("a listener fault without portal.Faults was accepted")
+		t.Error("a listener fault without datapath.Faults was accepted")
 	}
 	if got := tr.inj.Counts().FaultsInjected; got != 1 {
 		t.Errorf("%d faults counted, want the 1 endpoint fault", got)
 	}
 
-	kernel := startTree(t, actors.Config{PortalMode: portal.ModeNftables, Rules: rules.NewFake()}, zerolog.ErrorLevel)
+	kernel := startTree(t, actors.Config{PortalMode: datapath.ModeNftables, Rules: rules.NewFake()}, zerolog.ErrorLevel)
 	if err := kernel.inj.FailRules(2); err != nil {
 		t.Fatal(err)
 	}

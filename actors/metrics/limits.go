@@ -3,12 +3,12 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // Limits exports the process-wide bounds' use: connections and flows
 // held, the bounds, and refusals at them.
-func (m *Metrics) Limits(l *portal.Limits) {
+func (m *Metrics) Limits(l *datapath.Limits) {
 	if l == nil {
 		return
 	}
@@ -28,7 +28,7 @@ func (m *Metrics) Limits(l *portal.Limits) {
 }
 
 // Reaper exports how many TCP connections were closed as idle.
-func (m *Metrics) Reaper(r *portal.IdleReaper) {
+func (m *Metrics) Reaper(r *datapath.IdleReaper) {
 	if r == nil {
 		return
 	}

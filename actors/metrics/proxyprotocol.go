@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // proxyProtocol exports the data path's count of connections proxied with
@@ -18,6 +18,6 @@ func newProxyProtocol() *proxyProtocol {
 func (c *proxyProtocol) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *proxyProtocol) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(portal.ProxyHeadersSent(1)), "v1")
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(portal.ProxyHeadersSent(2)), "v2")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(datapath.ProxyHeadersSent(1)), "v1")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(datapath.ProxyHeadersSent(2)), "v2")
 }

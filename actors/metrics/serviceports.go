@@ -3,14 +3,14 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // servicePorts exports the data path's per service port counters at
 // scrape time. Series are bounded: at most limit service ports (by ID
 // order); how many were left out is exported too.
 type servicePorts struct {
-	table *portal.StatsTable
+	table *datapath.StatsTable
 	limit int
 
 	active, conns, dialFailures, bytes, activeFlows, flows, refused, left *prometheus.Desc
@@ -19,7 +19,7 @@ type servicePorts struct {
 
 // ServicePorts registers per service port metrics read from table, for at
 // most limit service ports (0: no limit).
-func (m *Metrics) ServicePorts(table *portal.StatsTable, limit int) {
+func (m *Metrics) ServicePorts(table *datapath.StatsTable, limit int) {
 	label := []string{"service_port"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("kproxy_service_port_"+name, help, labels, nil)
@@ -47,7 +47,7 @@ func (c *servicePorts) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
-	left := c.table.Each(c.limit, func(id string, s *portal.Stats) {
+	left := c.table.Each(c.limit, func(id string, s *datapath.Stats) {
 		g := func(d *prometheus.Desc, v int64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), id)
 		}
@@ -67,7 +67,7 @@ func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
 		if udp == nil {
 			udp = &noUDP
 		}
-		for dir, u := range map[string]*portal.UDPCounts{"to_endpoint": &udp.ToEndpoint, "to_client": &udp.ToClient} {
+		for dir, u := range map[string]*datapath.UDPCounts{"to_endpoint": &udp.ToEndpoint, "to_client": &udp.ToClient} {
 			ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(u.Received.Load()), id, dir, "receive")
 			ch <- prometheus.MustNewConstMetric(c.udpDatagrams, prometheus.CounterValue, float64(u.Sent.Load()), id, dir, "send")
 			ch <- prometheus.MustNewConstMetric(c.udpCalls, prometheus.CounterValue, float64(u.ReceiveCalls.Load()), id, dir, "receive")
@@ -78,4 +78,4 @@ func (c *servicePorts) Collect(ch chan<- prometheus.Metric) {
 }
 
 // noUDP are the UDP counts of a service port that has had no datagram.
-var noUDP portal.UDPStats
+var noUDP datapath.UDPStats

@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // transparent exports the data path's counts of connections dialled from
@@ -23,8 +23,8 @@ func newTransparent() *transparent {
 func (c *transparent) Describe(ch chan<- *prometheus.Desc) { ch <- c.conns; ch <- c.fallbacks }
 
 func (c *transparent) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.CounterValue, float64(portal.TransparentConnections()))
-	remote, failed, bypass := portal.TransparentFallbacks()
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.CounterValue, float64(datapath.TransparentConnections()))
+	remote, failed, bypass := datapath.TransparentFallbacks()
 	ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(remote), "remote_endpoint")
 	ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(failed), "dial_failed")
 	ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(bypass), "reply_bypass")

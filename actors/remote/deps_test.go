@@ -19,9 +19,9 @@ func TestRemoteDoesNotDependOnNodeProxy(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	forbidden := map[string]bool{
-		"github.com/kproxy/kproxy/actors":   true,
-		"github.com/kproxy/kproxy/portal":   true,
-		"github.com/kproxy/kproxy/balancer": true,
+		"github.com/kproxy/kproxy/actors":          true,
+		"github.com/kproxy/kproxy/portal/datapath": true,
+		"github.com/kproxy/kproxy/balancer":        true,
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		// Test variants read "path [path.test]".

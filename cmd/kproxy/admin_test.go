@@ -11,7 +11,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 func TestAdminAddressMustBeLoopback(t *testing.T) {
@@ -35,7 +35,7 @@ func TestAdminAddressMustBeLoopback(t *testing.T) {
 			t.Errorf("checkAdminAddress(%q, %v) = %v, want ok=%v", tc.addr, tc.allow, err, tc.ok)
 		}
 	}
-	o := runOptions{sourceFlags: sourceFlags{source: "kube", kubeAPIQPS: 5, kubeAPIBurst: 10}, portalMode: portal.ModeBind,
+	o := runOptions{sourceFlags: sourceFlags{source: "kube", kubeAPIQPS: 5, kubeAPIBurst: 10}, portalMode: datapath.ModeBind,
 		bindAddress: "127.0.0.1", udpIdleTimeout: time.Second, enableFaultInjection: true, adminAddress: "0.0.0.0:10260"}
 	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Fatalf("run must refuse a non-loopback admin address, got %v", err)

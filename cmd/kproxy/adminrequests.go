@@ -11,7 +11,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // Bounds of what the admin API accepts: enough for any fault test, not
@@ -136,8 +136,8 @@ func (r *endpointFaultRequest) check() error {
 	if _, err := netip.ParseAddrPort(r.Endpoint); err != nil {
 		return fmt.Errorf("endpoint %q: want IP:PORT", r.Endpoint)
 	}
-	if r.Mode != portal.FaultFail && r.Mode != portal.FaultStall && r.Mode != portal.FaultPanic {
-		return fmt.Errorf("mode %q: want %s, %s or %s", r.Mode, portal.FaultFail, portal.FaultStall, portal.FaultPanic)
+	if r.Mode != datapath.FaultFail && r.Mode != datapath.FaultStall && r.Mode != datapath.FaultPanic {
+		return fmt.Errorf("mode %q: want %s, %s or %s", r.Mode, datapath.FaultFail, datapath.FaultStall, datapath.FaultPanic)
 	}
 	var err error
 	r.duration, err = boundedDuration(r.Duration, maxFaultDuration)

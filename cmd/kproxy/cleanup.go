@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -24,7 +24,7 @@ func cleanupCommand(args []string) error {
 	}
 	modes := []string{*mode}
 	if *mode == "all" {
-		modes = []string{portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh} // those unavailable here are skipped
+		modes = []string{datapath.ModeNftables, datapath.ModeIPTables, datapath.ModeNetsh} // those unavailable here are skipped
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

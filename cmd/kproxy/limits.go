@@ -4,11 +4,11 @@ import (
 	"flag"
 	"time"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // limitFlags are the data path's bounds. 0 derives a bound from the fd
-// limit (portal.DefaultLimits); a negative value means no bound.
+// limit (datapath.DefaultLimits); a negative value means no bound.
 type limitFlags struct {
 	maxConns, maxConnsPerServicePort int64
 	maxFlows, maxFlowsPerServicePort int64
@@ -20,15 +20,15 @@ func (f *limitFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxConns, "max-connections", 0, "TCP connections proxied at once by the process (HAProxy's global maxconn); 0 derives it from the fd limit, negative means no bound")
 	fs.Int64Var(&f.maxConnsPerServicePort, "max-connections-per-service-port", 0, "TCP connections proxied at once by one service port; 0 means half the process bound, negative no bound")
 	fs.Int64Var(&f.maxFlows, "max-udp-flows", 0, "UDP flows (client addresses) held at once by the process; 0 derives it from the fd limit, negative means no bound")
-	fs.DurationVar(&f.tcpIdleTimeout, "tcp-idle-timeout", portal.DefaultTCPIdleTimeout, "close a proxied TCP connection after this long without a byte either way (Envoy's TCP proxy: 1h); 0 never")
-	fs.DurationVar(&f.tcpHalfCloseTimeout, "tcp-half-close-timeout", portal.DefaultTCPHalfCloseTimeout, "the same once one side has closed its half (HAProxy's timeout client-fin); 0 uses --tcp-idle-timeout")
-	fs.DurationVar(&f.tcpKeepAlive, "tcp-keepalive", portal.DefaultTCPKeepAlive, "probe both peers of a proxied connection after this long without traffic, so vanished hosts are noticed; 0 turns it off")
+	fs.DurationVar(&f.tcpIdleTimeout, "tcp-idle-timeout", datapath.DefaultTCPIdleTimeout, "close a proxied TCP connection after this long without a byte either way (Envoy's TCP proxy: 1h); 0 never")
+	fs.DurationVar(&f.tcpHalfCloseTimeout, "tcp-half-close-timeout", datapath.DefaultTCPHalfCloseTimeout, "the same once one side has closed its half (HAProxy's timeout client-fin); 0 uses --tcp-idle-timeout")
+	fs.DurationVar(&f.tcpKeepAlive, "tcp-keepalive", datapath.DefaultTCPKeepAlive, "probe both peers of a proxied connection after this long without traffic, so vanished hosts are noticed; 0 turns it off")
 	fs.Int64Var(&f.maxFlowsPerServicePort, "max-udp-flows-per-service-port", 0, "UDP flows held at once by one service port; 0 means half the process bound, negative no bound")
 }
 
 // limits resolves the flags against the fd limit nofile.
-func (f limitFlags) limits(nofile int64) *portal.Limits {
-	l := portal.DefaultLimits(nofile)
+func (f limitFlags) limits(nofile int64) *datapath.Limits {
+	l := datapath.DefaultLimits(nofile)
 	pick := func(flag, derived int64) int64 {
 		switch {
 		case flag > 0:
@@ -52,9 +52,9 @@ func (f limitFlags) limits(nofile int64) *portal.Limits {
 }
 
 // reaper is the idle reaper of the flags, or nil when both timeouts are 0.
-func (f limitFlags) reaper() *portal.IdleReaper {
+func (f limitFlags) reaper() *datapath.IdleReaper {
 	if f.tcpIdleTimeout <= 0 && f.tcpHalfCloseTimeout <= 0 {
 		return nil
 	}
-	return &portal.IdleReaper{IdleTimeout: f.tcpIdleTimeout, HalfCloseTimeout: f.tcpHalfCloseTimeout}
+	return &datapath.IdleReaper{IdleTimeout: f.tcpIdleTimeout, HalfCloseTimeout: f.tcpHalfCloseTimeout}
 }

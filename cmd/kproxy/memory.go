@@ -7,7 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // releaseAfterFloods hands memory back to the kernel once a flood of
@@ -17,7 +17,7 @@ import (
 // 2 min) and its scavenger get to it, and keeps free pages up to its next
 // heap goal (twice the live heap); a node agent should not hold on to a
 // flood's worth of memory.
-func releaseAfterFloods(ctx context.Context, l *portal.Limits, log zerolog.Logger) {
+func releaseAfterFloods(ctx context.Context, l *datapath.Limits, log zerolog.Logger) {
 	if l == nil {
 		return
 	}
@@ -33,7 +33,7 @@ func releaseAfterFloods(ctx context.Context, l *portal.Limits, log zerolog.Logge
 			case <-t.C:
 			}
 			conns, flows, _, _ := l.Counts()
-			now := conns + flows + portal.RunningLoops()
+			now := conns + flows + datapath.RunningLoops()
 			high = max(high, now)
 			if high-now >= drained && now <= high/2 {
 				debug.FreeOSMemory()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // nodeIPs are the node's own addresses, which a load-balancer IP's source
@@ -31,7 +31,7 @@ func nodeIPs(bindAddress string, nodePortPrefixes []netip.Prefix, log zerolog.Lo
 // proxyPortSpan is where proxy ports come from: --port-range, else the
 // kernel's ephemeral range (net.ipv4.ip_local_port_range, which IPv6
 // shares); 0, 0 (any port) when neither is known.
-func proxyPortSpan(r portal.PortRange) (first, last int) {
+func proxyPortSpan(r datapath.PortRange) (first, last int) {
 	if r.Size > 0 {
 		return r.Base, r.Base + r.Size - 1
 	}

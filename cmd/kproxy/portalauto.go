@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -27,9 +27,9 @@ import (
 func autoModes(goos string) []string {
 	switch goos {
 	case "linux":
-		return []string{portal.ModeNftables, portal.ModeIPTables}
+		return []string{datapath.ModeNftables, datapath.ModeIPTables}
 	case "windows":
-		return []string{portal.ModeNetsh}
+		return []string{datapath.ModeNetsh}
 	}
 	return nil
 }
@@ -39,7 +39,7 @@ func autoPortal(ctx context.Context, ro rules.Options, log zerolog.Logger) (rule
 	modes := autoModes(runtime.GOOS)
 	if len(modes) == 0 {
 		log.Info().Str("os", runtime.GOOS).Msg("--portal auto: no kernel portal on this OS; listening on service IPs directly (bind)")
-		return nil, portal.ModeBind, nil
+		return nil, datapath.ModeBind, nil
 	}
 	var errs []error
 	for _, mode := range modes {
@@ -76,7 +76,7 @@ func portalCause(mode string, err error) string {
 		}
 		return false
 	}
-	tool := map[string]string{portal.ModeNftables: "nft (package nftables)", portal.ModeIPTables: "iptables-save and iptables-restore (package iptables)", portal.ModeNetsh: "netsh"}[mode]
+	tool := map[string]string{datapath.ModeNftables: "nft (package nftables)", datapath.ModeIPTables: "iptables-save and iptables-restore (package iptables)", datapath.ModeNetsh: "netsh"}[mode]
 	switch {
 	case errors.Is(err, exec.ErrNotFound) || has("executable file not found", "no such file or directory: "+mode):
 		return tool + " not installed or not in $PATH"
@@ -84,9 +84,9 @@ func portalCause(mode string, err error) string {
 		return "no permission: the process lacks CAP_NET_ADMIN"
 	case has("Operation not permitted", "Permission denied", "you must be root", "Access is denied"):
 		return "no permission: kproxy needs root (CAP_NET_ADMIN in the node's network namespace)"
-	case mode == portal.ModeNftables && has("Protocol not supported", "Could not process rule: No such file or directory"):
+	case mode == datapath.ModeNftables && has("Protocol not supported", "Could not process rule: No such file or directory"):
 		return "the kernel lacks nf_tables (CONFIG_NF_TABLES, module nf_tables)"
-	case mode == portal.ModeIPTables && has("Table does not exist", "can't initialize"):
+	case mode == datapath.ModeIPTables && has("Table does not exist", "can't initialize"):
 		return "the kernel lacks iptables' nat table (module iptable_nat)"
 	case has("nft version must be"):
 		return "nft is too old (v1.0.1 or later)"

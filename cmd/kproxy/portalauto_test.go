@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // The causes an operator acts on, from what nft, the iptables tools and
@@ -19,14 +19,14 @@ func TestPortalCause(t *testing.T) {
 		err  error
 		want string
 	}{
-		{portal.ModeNftables, fmt.Errorf("nftables: could not find nftables binary: %w", &exec.Error{Name: "nft", Err: exec.ErrNotFound}), "nft (package nftables) not installed"},
-		{portal.ModeIPTables, fmt.Errorf("iptables: iptables-save -t nat: %w: ", &exec.Error{Name: "iptables-save", Err: exec.ErrNotFound}), "iptables-save and iptables-restore (package iptables) not installed"},
-		{portal.ModeNftables, errors.New("nftables: could not run nftables command: /dev/stdin:1:1-20: Error: Could not process rule: Operation not permitted"), "no permission"},
-		{portal.ModeIPTables, errors.New("iptables: iptables-save -t nat: exit status 4: iptables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)"), "no permission"},
-		{portal.ModeNftables, errors.New("nftables: could not run nftables command: /dev/stdin:1:1-20: Error: Could not process rule: Protocol not supported"), "the kernel lacks nf_tables"},
-		{portal.ModeIPTables, errors.New("iptables: iptables-save -t nat: exit status 1: iptables-save v1.8.9 (legacy): can't initialize iptables table `nat': Table does not exist (do you need to insmod?)"), "the kernel lacks iptables' nat table"},
-		{portal.ModeNftables, errors.New("nftables: nft version must be v1.0.1 or later (got nftables v0.9.8 (E.D.S.))"), "nft is too old"},
-		{portal.ModeNftables, errors.New("nftables: something else"), ""},
+		{datapath.ModeNftables, fmt.Errorf("nftables: could not find nftables binary: %w", &exec.Error{Name: "nft", Err: exec.ErrNotFound}), "nft (package nftables) not installed"},
+		{datapath.ModeIPTables, fmt.Errorf("iptables: iptables-save -t nat: %w: ", &exec.Error{Name: "iptables-save", Err: exec.ErrNotFound}), "iptables-save and iptables-restore (package iptables) not installed"},
+		{datapath.ModeNftables, errors.New("nftables: could not run nftables command: /dev/stdin:1:1-20: Error: Could not process rule: Operation not permitted"), "no permission"},
+		{datapath.ModeIPTables, errors.New("iptables: iptables-save -t nat: exit status 4: iptables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)"), "no permission"},
+		{datapath.ModeNftables, errors.New("nftables: could not run nftables command: /dev/stdin:1:1-20: Error: Could not process rule: Protocol not supported"), "the kernel lacks nf_tables"},
+		{datapath.ModeIPTables, errors.New("iptables: iptables-save -t nat: exit status 1: iptables-save v1.8.9 (legacy): can't initialize iptables table `nat': Table does not exist (do you need to insmod?)"), "the kernel lacks iptables' nat table"},
+		{datapath.ModeNftables, errors.New("nftables: nft version must be v1.0.1 or later (got nftables v0.9.8 (E.D.S.))"), "nft is too old"},
+		{datapath.ModeNftables, errors.New("nftables: something else"), ""},
 	} {
 		got := portalCause(c.mode, c.err)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {

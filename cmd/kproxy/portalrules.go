@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/portal/rules/conntrack"
 )
@@ -16,16 +16,16 @@ import (
 // ModeBind needs no rules: it returns nil, nil.
 func newRules(ctx context.Context, mode string, o rules.Options) (rules.Interface, error) {
 	switch mode {
-	case portal.ModeBind:
+	case datapath.ModeBind:
 		return nil, nil
-	case portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh:
+	case datapath.ModeNftables, datapath.ModeIPTables, datapath.ModeNetsh:
 		r, err := newKernelRules(ctx, mode, o)
 		if r == nil && err == nil {
 			return nil, fmt.Errorf("portal mode %s: not available on %s", mode, runtime.GOOS)
 		}
 		return r, err
 	default:
-		return nil, fmt.Errorf("unknown portal mode %q (want %s, %s, %s or %s)", mode, portal.ModeBind, portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh)
+		return nil, fmt.Errorf("unknown portal mode %q (want %s, %s, %s or %s)", mode, datapath.ModeBind, datapath.ModeNftables, datapath.ModeIPTables, datapath.ModeNetsh)
 	}
 }
 
@@ -33,7 +33,7 @@ func newRules(ctx context.Context, mode string, o rules.Options) (rules.Interfac
 // stale: the NAT modes' (nftables, iptables) need it; nil for the others.
 func newFlows(mode string) rules.Flows {
 	switch mode {
-	case portal.ModeNftables, portal.ModeIPTables:
+	case datapath.ModeNftables, datapath.ModeIPTables:
 		return conntrack.Table{}
 	}
 	return nil

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/portal/rules/iptables"
 	"github.com/kproxy/kproxy/portal/rules/nftables"
@@ -11,15 +11,15 @@ import (
 
 // newKernelRules opens the kernel modes Linux has; nil, nil for the others.
 func newKernelRules(ctx context.Context, mode string, o rules.Options) (rules.Interface, error) {
-	if mode == portal.ModeNftables || mode == portal.ModeIPTables {
+	if mode == datapath.ModeNftables || mode == datapath.ModeIPTables {
 		if err := requireNetAdmin(mode); err != nil {
 			return nil, err
 		}
 	}
 	switch mode {
-	case portal.ModeNftables:
+	case datapath.ModeNftables:
 		return nftables.New(ctx, o)
-	case portal.ModeIPTables:
+	case datapath.ModeIPTables:
 		return iptables.New(ctx, o)
 	}
 	return nil, nil

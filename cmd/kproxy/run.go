@@ -22,7 +22,7 @@ import (
 	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/cmd/kproxy/liveview"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 )
@@ -91,7 +91,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to (default $INTERFACE_TO_ADD_SERVICE_IP, else \"vEthernet (HNS Internal NIC)\", as winuserspace)")
 	fs.StringVar(&o.bindAddress, "bind-address", "0.0.0.0", "address for proxy-port listeners and node ports")
 	fs.StringVar(&o.portRange, "port-range", "", `proxy port range "begin-end" or "begin+offset" (empty: any free port)`)
-	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", portal.DefaultUDPIdleTimeout, "how long an idle UDP flow is kept")
+	fs.DurationVar(&o.udpIdleTimeout, "udp-idle-timeout", datapath.DefaultUDPIdleTimeout, "how long an idle UDP flow is kept")
 	fs.IntVar(&o.outliers.ConsecutiveFailures, "outlier-consecutive-failures", balancer.DefaultOutlierConfig.ConsecutiveFailures, "failed dials in a row (refused, unreachable; timed out once the endpoint answered no dial for 3 s) that eject an endpoint for a while; 0 turns outlier detection off")
 	fs.DurationVar(&o.outliers.BaseEjection, "outlier-base-ejection-time", balancer.DefaultOutlierConfig.BaseEjection, "how long an endpoint's first ejection lasts; each further one without a successful dial between doubles it")
 	fs.DurationVar(&o.outliers.MaxEjection, "outlier-max-ejection-time", balancer.DefaultOutlierConfig.MaxEjection, "the longest an ejection lasts")
@@ -125,7 +125,7 @@ func (o *runOptions) validate() error {
 		return err
 	}
 	switch o.portalMode {
-	case portalAuto, portal.ModeBind, portal.ModeNftables, portal.ModeIPTables, portal.ModeNetsh:
+	case portalAuto, datapath.ModeBind, datapath.ModeNftables, datapath.ModeIPTables, datapath.ModeNetsh:
 	default:
 		return fmt.Errorf("--portal %q: want auto, nftables, iptables, netsh or bind", o.portalMode)
 	}
@@ -224,7 +224,7 @@ func runCommand(args []string) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	ports, err := portal.ParsePortRange(o.portRange)
+	ports, err := datapath.ParsePortRange(o.portRange)
 	if err != nil {
 		return fmt.Errorf("--port-range: %w", err)
 	}
@@ -263,7 +263,7 @@ func writeConfigFile(path string, fs *flag.FlagSet) error {
 
 // run serves until ctx is done, then stops cleanly. started, if set, sees
 // the proxy before the source's first snapshot (tests subscribe there).
-func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.Logger, started func(*actors.Proxy)) error {
+func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolog.Logger, started func(*actors.Proxy)) error {
 	rules, mode, err := portalRules(ctx, o, ports, log)
 	if err != nil {
 		return err
@@ -276,7 +276,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	cfg := actors.Config{
 		PortalMode:     o.portalMode,
 		BindAddress:    o.bindAddress,
-		Ports:          portal.NewPortAllocator(o.bindAddress, ports),
+		Ports:          datapath.NewPortAllocator(o.bindAddress, ports),
 		UDPIdleTimeout: o.udpIdleTimeout,
 		Outliers:       o.outliers,
 		Limits:         o.limits.limits(nofile),
@@ -295,11 +295,11 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 	}
 	defer stopTracing(context.Background())
 	cfg.Tracer = tracer
-	if portal.UsesProxyPorts(o.portalMode) {
+	if datapath.UsesProxyPorts(o.portalMode) {
 		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
 	}
 	enableMigrateReq(log)
-	if portal.Transparent(o.portalMode) {
+	if datapath.Transparent(o.portalMode) {
 		// The kernel modes' traffic is conntrack's (DNAT to proxy ports);
 		// the bind and netsh modes leave the node's tracking alone.
 		o.conntrack.apply(log)
@@ -334,7 +334,7 @@ func run(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.
 		inject = faults.Prepare(&cfg)
 	}
 	proxy := actors.Start(cfg)
-	if portal.UsesProxyPorts(o.portalMode) {
+	if datapath.UsesProxyPorts(o.portalMode) {
 		startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
 	}
 	var injector *faults.Injector
@@ -429,7 +429,7 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 			}
 			cfg.MeterProvider = mp
 		}
-		cfg.Stats = portal.NewStatsTable()
+		cfg.Stats = datapath.NewStatsTable()
 		if o.metricsPortsLimit > 0 {
 			m.ServicePorts(cfg.Stats, o.metricsPortsLimit)
 		}
@@ -467,7 +467,7 @@ const portalAuto = "auto"
 
 // portalRules sets up the kernel portal of the chosen mode; auto is the
 // first kernel portal that works here (autoPortal).
-func portalRules(ctx context.Context, o runOptions, ports portal.PortRange, log zerolog.Logger) (rules.Interface, string, error) {
+func portalRules(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolog.Logger) (rules.Interface, string, error) {
 	prefixes, _ := parsePrefixes("nodeport-addresses", o.nodePortAddrs)                // validated
 	clusterCIDRs, _ := parseFamilyPrefixes("cluster-cidr", o.clusterCIDR)              // validated
 	serviceCIDRs, _ := parseFamilyPrefixes("service-cluster-ip-range", o.serviceCIDRs) // validated

@@ -16,7 +16,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/test/backends"
 )
 
@@ -46,7 +46,7 @@ func startKproxyWith(t *testing.T, manifest string, opts func(*runOptions)) *ins
 	o := runOptions{
 		sourceFlags: sourceFlags{source: "file:" + in.path, nodeName: "node-a", filePollInterval: 20 * time.Millisecond,
 			kubeAPIQPS: 5, kubeAPIBurst: 10, minSyncPeriod: 10 * time.Millisecond},
-		portalMode: portal.ModeBind, bindAddress: "127.0.0.1", udpIdleTimeout: portal.DefaultUDPIdleTimeout,
+		portalMode: datapath.ModeBind, bindAddress: "127.0.0.1", udpIdleTimeout: datapath.DefaultUDPIdleTimeout,
 		adminAddress: DefaultAdminAddress}
 	if opts != nil {
 		opts(&o)
@@ -54,7 +54,7 @@ func startKproxyWith(t *testing.T, manifest string, opts func(*runOptions)) *ins
 	log := zerolog.New(in.logs)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, o, portal.PortRange{}, log, func(p *actors.Proxy) {
+		done <- run(ctx, o, datapath.PortRange{}, log, func(p *actors.Proxy) {
 			in.proxy = p
 			p.Subscribe(func(st *messages.ServicePortState) {
 				in.mu.Lock()

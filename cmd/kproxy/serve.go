@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/healthcheck"
 )
 
@@ -36,7 +36,7 @@ func serveHTTP(ctx context.Context, what, addr string, handler http.Handler, log
 	go func() {
 		defer close(done)
 		for {
-			ln, err := portal.ListenShared(ctx, addr)
+			ln, err := datapath.ListenShared(ctx, addr)
 			if err != nil {
 				log.Error().Err(err).Str("address", addr).Msgf("cannot serve %s, retrying in %v", what, serveRetryInterval)
 				select {

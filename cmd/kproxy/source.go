@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"net"
 	"os"
 	"strings"
@@ -112,7 +112,7 @@ func (f *sourceFlags) validate() error {
 // cannot (no warning per service then).
 func (f *sourceFlags) resolvePreserveSourceIP(mode string) {
 	if !f.preserveSourceIPGiven {
-		f.preserveSourceIPForLocal = portal.Transparent(mode)
+		f.preserveSourceIPForLocal = datapath.Transparent(mode)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/cmd/kproxy/liveview"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // The live view shows every service port and endpoint: a non-loopback
@@ -27,7 +27,7 @@ func TestUIAddressMustBeLoopback(t *testing.T) {
 		{"0.0.0.0:10261", true, true},
 		{"no-port", true, false},
 	} {
-		o := runOptions{sourceFlags: sourceFlags{source: "kube", kubeAPIQPS: 5, kubeAPIBurst: 10}, portalMode: portal.ModeBind,
+		o := runOptions{sourceFlags: sourceFlags{source: "kube", kubeAPIQPS: 5, kubeAPIBurst: 10}, portalMode: datapath.ModeBind,
 			bindAddress: "127.0.0.1", udpIdleTimeout: time.Second, uiAddress: tc.addr, uiAllowNonLoopback: tc.allow}
 		err := o.validate()
 		if (err == nil) != tc.ok {

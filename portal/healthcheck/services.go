@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // Services serves a health-check node port for every service that has one
@@ -33,7 +33,7 @@ type Services struct {
 	hosts []string // addresses to listen on; "" is every address
 	proxy *ProxyHealth
 	log   zerolog.Logger
-	// listen opens a server's socket: portal.ListenShared.
+	// listen opens a server's socket: datapath.ListenShared.
 	listen func(address string) (net.Listener, error)
 
 	mu       sync.Mutex
@@ -65,7 +65,9 @@ func NewServices(hosts []string, proxy *ProxyHealth, log zerolog.Logger) *Servic
 	if len(hosts) == 0 {
 		hosts = []string{""}
 	}
-	listen := func(address string) (net.Listener, error) { return portal.ListenShared(context.Background(), address) }
+	listen := func(address string) (net.Listener, error) {
+		return datapath.ListenShared(context.Background(), address)
+	}
 	return &Services{hosts: hosts, proxy: proxy, log: log, listen: listen,
 		ports: map[string]map[string]servicePort{}, keyOf: map[string]string{}, services: map[string]*serviceServer{}}
 }

@@ -9,7 +9,7 @@ import (
 
 // dataPath is the package the kernel rules must build without: they share
 // with it only portal/steer.
-const dataPath = "github.com/kproxy/kproxy/portal"
+const dataPath = "github.com/kproxy/kproxy/portal/datapath"
 
 // The rules packages and their tests, on Linux and on Windows (netsh), do
 // not depend on the data path.

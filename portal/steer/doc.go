@@ -1,6 +1,6 @@
 // Package steer is the contract between the two halves of a portal: the
 // kernel rules that steer service traffic to kproxy (portal/rules and its
-// modes) and the data path that receives it (package portal). Both import
+// modes) and the data path that receives it (package datapath). Both import
 // it; neither imports the other, so the rules build, and are tested,
 // without the data path.
 //

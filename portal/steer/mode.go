@@ -1,7 +1,7 @@
 package steer
 
 // Portal modes: how service traffic reaches the listeners. The mode decides
-// what a service port listens on (portal.ListenSpecs) and which rules, if
+// what a service port listens on (datapath.ListenSpecs) and which rules, if
 // any, steer traffic to it (portal/rules and its subpackages, one per mode).
 const (
 	// ModeBind listens directly on every service IP:port (cluster, external

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors/faults"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // Host names a DNS-rebinding page would send are refused; IP literals,
@@ -79,7 +79,7 @@ func state(id int, gen int64, actor string) *messages.ServicePortState {
 // reports, keeps restart history per actor and drops it with the service
 // port.
 func TestModelPagesAndForgets(t *testing.T) {
-	m := newModel("kproxy/proxier", map[string]string{"watcher": "kproxy/watcher"}, portal.NewStatsTable())
+	m := newModel("kproxy/proxier", map[string]string{"watcher": "kproxy/watcher"}, datapath.NewStatsTable())
 	for i := 99; i >= 0; i-- {
 		if c := m.reported(state(i, 1, fmt.Sprintf("kproxy/proxier/s%03d-%d", i, i))); c != "added" {
 			t.Fatalf("first report: %q, want added", c)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // model is the live view's copy of the tree: each service port's last
@@ -15,7 +15,7 @@ import (
 type model struct {
 	proxierID string
 	top       map[string]string // role -> PID id of the top actors that run
-	stats     *portal.StatsTable
+	stats     *datapath.StatsTable
 
 	mu     sync.Mutex
 	ports  map[string]*messages.ServicePortState // by service port id
@@ -28,7 +28,7 @@ type model struct {
 	restarts int64
 }
 
-func newModel(proxierID string, top map[string]string, stats *portal.StatsTable) *model {
+func newModel(proxierID string, top map[string]string, stats *datapath.StatsTable) *model {
 	return &model{proxierID: proxierID, top: top, stats: stats, ports: map[string]*messages.ServicePortState{},
 		actors: map[string]*actorState{}, byActor: map[string]string{}}
 }

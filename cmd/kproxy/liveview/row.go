@@ -37,7 +37,7 @@ type Endpoint struct {
 	Ejections    int32      `json:"ejections,omitempty"`
 }
 
-// Traffic is a service port's counters (portal.Stats).
+// Traffic is a service port's counters (datapath.Stats).
 type Traffic struct {
 	ActiveConns     int64 `json:"activeConns"`
 	Conns           int64 `json:"conns"`

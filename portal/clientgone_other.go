@@ -1,8 +1,0 @@
-//go:build !unix
-
-package portal
-
-import "net"
-
-// clientGone: not known here; the dial goes on to its end.
-func clientGone(*net.TCPConn) bool { return false }

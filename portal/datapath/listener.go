@@ -1,0 +1,576 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Listener is one open socket. It is served by at most one goroutine at a
+// time; Pause stops that goroutine but keeps the socket, so a restarting
+// Portal loses no queued connection or datagram and its UDP flows live on.
+//
+// On Linux an idle served socket has no goroutine at all: after ParkAfter
+// without a connection or datagram its loop returns and the socket waits in
+// the parking set (park_linux.go), which starts the loop again when the
+// socket becomes readable. Serving is then one of: running (a goroutine in
+// the loop), parked (no goroutine, armed in the parking set), or neither
+// (the loop ended on an error it reported).
+type Listener struct {
+	Spec ListenSpec
+	tcp  *net.TCPListener
+	udp  *net.UDPConn
+	// flows of a UDP socket; they outlive any one serving goroutine.
+	flows *UDPProxy
+	// fd is the socket's descriptor, for the parking set.
+	fd uintptr
+
+	// ctl makes Serve and Pause one at a time (each waits for a loop to
+	// return); mu guards the serving state and is held only briefly, as
+	// the parking set's goroutine and a loop going idle take it too.
+	ctl        sync.Mutex
+	mu         sync.Mutex
+	serving    bool          // between Serve and Pause
+	stop       chan struct{} // closed by Pause
+	done       chan struct{} // closed when the running loop returns; nil when none runs
+	parked     bool          // armed in the parking set, no goroutine
+	registered bool          // in the parking set, armed or not
+	// loop is one run of this Serve's accept (or read) loop; it returns
+	// errIdle after ParkAfter without traffic.
+	loop      func(stop <-chan struct{}) error
+	onFailure func(spec ListenSpec, err error)
+	closed    atomic.Bool
+}
+
+// DefaultParkAfter is how long a served socket goes without a connection
+// or datagram before its goroutine ends and it waits in the parking set
+// (Linux). Waking it costs a goroutine start and two epoll_ctl calls, far
+// less than a connection, so a few seconds keeps busy sockets running and
+// frees idle ones soon.
+const DefaultParkAfter = 2 * time.Second
+
+// ListenerOptions are what one serving goroutine uses.
+type ListenerOptions struct {
+	Picker         Picker
+	Conns          *ConnTracker
+	Stats          *Stats  // the service port's counters; nil counts nothing
+	Limits         *Limits // connection and flow bounds; nil bounds nothing
+	TCPKeepAlive   time.Duration
+	Reaper         *IdleReaper
+	UDPIdleTimeout time.Duration
+	Log            zerolog.Logger
+	// Faults, when set, injects endpoint dial faults (off by default).
+	Faults *Faults
+	// Tracer traces connections (sampled by its provider); nil traces
+	// none. ServicePort names them.
+	Tracer      trace.Tracer
+	ServicePort string
+	// ProxyProtocol, when 1 or 2, sends endpoints a PROXY protocol header
+	// of that version on every TCP connection.
+	ProxyProtocol int
+	// Transparent dials node-local endpoints from the client's address
+	// (TCP and UDP; kernel modes, whose rules route the replies back).
+	Transparent bool
+	// OnFirstAccept, when set, is called once a TCP listener accepts its
+	// first connection (a restarted Portal's restart-to-serving span).
+	OnFirstAccept func()
+	// OnFailure is called from the serving goroutine when the socket fails
+	// (not when it is closed or paused), or when that goroutine panics.
+	OnFailure func(spec ListenSpec, err error)
+	// ParkAfter is how long the socket may be idle before its goroutine
+	// ends and it is parked (Linux); 0 means DefaultParkAfter, negative
+	// never parks.
+	ParkAfter time.Duration
+}
+
+// Open binds the socket of spec; Serve starts serving it.
+func Open(spec ListenSpec) (*Listener, error) {
+	l := &Listener{Spec: spec}
+	switch spec.Network {
+	case "tcp":
+		// No keepalive probes on proxied connections: a userspace proxy
+		// sets 4 socket options per connection for them, the clients and
+		// endpoints run their own.
+		ln, err := (&net.ListenConfig{KeepAlive: -1, Control: socketOptions(spec.Mark)}).Listen(context.Background(), "tcp", spec.Address)
+		if err != nil {
+			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
+		}
+		l.tcp = ln.(*net.TCPListener)
+	case "udp":
+		pc, err := (&net.ListenConfig{Control: socketOptions(spec.Mark)}).ListenPacket(context.Background(), "udp", spec.Address)
+		if err != nil {
+			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
+		}
+		conn := pc.(*net.UDPConn)
+		l.udp, l.flows = conn, &UDPProxy{pktinfo: enablePktinfo(conn)}
+	default:
+		return nil, fmt.Errorf("open portal %s: %w", spec.Address, ErrUnsupportedProtocol)
+	}
+	var rc syscall.RawConn
+	var err error
+	if l.tcp != nil {
+		rc, err = l.tcp.SyscallConn()
+	} else {
+		rc, err = l.udp.SyscallConn()
+	}
+	if err == nil {
+		err = rc.Control(func(fd uintptr) { l.fd = fd })
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
+	}
+	return l, nil
+}
+
+// Serve serves the socket with o, replacing (pausing) the serving before.
+// Where sockets can be parked it starts parked: the first connection or
+// datagram, or one already queued, starts its goroutine.
+func (l *Listener) Serve(o ListenerOptions) {
+	l.ctl.Lock()
+	defer l.ctl.Unlock()
+	l.pause()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return
+	}
+	parkAfter := o.ParkAfter
+	if parkAfter == 0 {
+		parkAfter = DefaultParkAfter
+	}
+	if !parkingSupported {
+		parkAfter = 0
+	}
+	parkAfter = max(parkAfter, 0)
+	// One proxy for every run of the loop under these options: it keeps
+	// OnFirstAccept's once and the dialers across parking.
+	if l.tcp != nil {
+		tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
+			KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
+			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter,
+			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent}
+		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
+		l.loop = func(stop <-chan struct{}) error { return tcp.Serve(l.tcp, stop) }
+	} else {
+		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,
+			IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
+			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter, Transparent: o.Transparent}
+		l.loop = func(stop <-chan struct{}) error { return l.flows.Serve(l.udp, uo, stop) }
+	}
+	l.serving, l.stop, l.onFailure = true, make(chan struct{}), o.OnFailure
+	if parkAfter == 0 || l.parkLocked() != nil {
+		l.runLocked()
+	}
+}
+
+// parkLocked arms the socket in the parking set; l.mu is held.
+func (l *Listener) parkLocked() error {
+	if err := park(l); err != nil {
+		return err
+	}
+	l.parked = true
+	return nil
+}
+
+// wake starts the loop of a parked listener whose socket became readable
+// (called by the parking set's goroutine).
+func (l *Listener) wake() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.parked {
+		return // paused, closed or running meanwhile: a stale event
+	}
+	l.runLocked()
+}
+
+// runningLoops counts the serving loops running, a goroutine each (a
+// parked listener has none).
+var runningLoops atomic.Int64
+
+// RunningLoops is how many listeners have a serving goroutine now: where
+// sockets park, those with traffic in the last ParkAfter or so.
+func RunningLoops() int64 { return runningLoops.Load() }
+
+// runLocked starts a goroutine running the loop; l.mu is held. When the
+// loop returns idle, the goroutine parks the socket, unless Pause or
+// Close came first.
+func (l *Listener) runLocked() {
+	stop, done, loop, onFailure := l.stop, make(chan struct{}), l.loop, l.onFailure
+	l.done, l.parked = done, false
+	runningLoops.Add(1)
+	go func() {
+		defer close(done)
+		defer runningLoops.Add(-1)
+		defer func() {
+			if r := recover(); r != nil && onFailure != nil {
+				onFailure(l.Spec, fmt.Errorf("serving goroutine panicked: %v", r))
+			}
+		}()
+		err := loop(stop)
+		if errors.Is(err, errIdle) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if stopped(stop) || l.closed.Load() {
+				return // Pause waits for done; Close has unparked
+			}
+			if l.parkLocked() == nil {
+				l.done = nil
+				return
+			}
+			l.runLocked() // cannot park: serve on, and try again when idle
+			return
+		}
+		if err != nil && !l.closed.Load() && onFailure != nil {
+			onFailure(l.Spec, err)
+		}
+	}()
+}
+
+// Pause stops the serving goroutine and waits for it, or takes a parked
+// socket out of the parking set; the socket stays open, and connections and
+// datagrams queue in the kernel until the next Serve.
+func (l *Listener) Pause() {
+	l.ctl.Lock()
+	defer l.ctl.Unlock()
+	l.pause()
+}
+
+// pause is Pause with l.ctl held.
+func (l *Listener) pause() {
+	l.mu.Lock()
+	if !l.serving {
+		l.mu.Unlock()
+		return
+	}
+	l.serving, l.parked = false, false
+	close(l.stop)
+	// Out of the set under l.mu: a wakeup already read finds the listener
+	// not parked and does nothing.
+	unpark(l)
+	done := l.done
+	l.done = nil
+	l.mu.Unlock()
+	if done == nil {
+		return // parked, or the loop ended on an error
+	}
+	// A deadline in the past wakes the blocked Accept/Read; the loop
+	// sees stop closed.
+	l.setDeadline(time.Unix(1, 0))
+	<-done
+	l.setDeadline(time.Time{})
+}
+
+func (l *Listener) setDeadline(t time.Time) {
+	if l.tcp != nil {
+		l.tcp.SetDeadline(t)
+	} else {
+		l.udp.SetReadDeadline(t)
+	}
+}
+
+// Close closes the socket. Established TCP connections and UDP flows are
+// not closed: they belong to their own goroutines.
+func (l *Listener) Close() {
+	if l.closed.Swap(true) {
+		return
+	}
+	// Out of the parking set before the descriptor is closed and its
+	// number reused.
+	l.mu.Lock()
+	unpark(l)
+	l.parked = false
+	l.mu.Unlock()
+	if l.tcp != nil {
+		l.tcp.Close()
+	} else {
+		l.udp.Close()
+	}
+}
+
+// Break shuts the TCP listening socket down under its serving goroutine
+// (fault injection): the goroutine reports the failure, as for a socket
+// the kernel broke.
+func (l *Listener) Break() error {
+	if l.tcp == nil {
+		return fmt.Errorf("break %s: only TCP listeners can be broken", l.Spec.Address)
+	}
+	rc, err := l.tcp.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return breakSocket(rc)
+}
+
+// RetainEndpoints ends UDP flows to endpoints no longer in the set.
+func (l *Listener) RetainEndpoints(keep func(string) bool) {
+	if l.flows != nil {
+		l.flows.RetainEndpoints(keep)
+	}
+}
+
+// CloseFlows ends every UDP flow of this listener.
+func (l *Listener) CloseFlows() {
+	if l.flows != nil {
+		l.flows.CloseFlows()
+	}
+}
+
+// Listeners keeps the sockets of every service port, by owner (the
+// service port's record, which outlives its actors) and address.
+type Listeners struct {
+	mu sync.Mutex
+	// m holds each owner's sockets: one or two per service port, so a
+	// slice (smaller than a map per owner). The proxy-port sockets the
+	// allocator holds (reserved owners, thousands in kernel modes) are
+	// only in held.
+	m map[string][]*Listener
+	// held is every open socket by network address, with its owner:
+	// sockets are opened with SO_REUSEPORT (a successor process shares
+	// them), so the kernel no longer refuses a second socket of this
+	// process on an address; this does.
+	held map[netAddr]heldSocket
+	// opening are the addresses whose sockets are being opened, by owner:
+	// the system calls are made without s.mu, so Portals open theirs at
+	// once (one lock over 10,000 openings made them one at a time), and
+	// an address being opened counts as held.
+	opening map[netAddr]string
+	// fdLimit is the open-file limit (0: none); see SetFDLimit.
+	fdLimit int64
+}
+
+// netAddr is a socket's network and address, sharing its spec's strings.
+type netAddr struct{ network, address string }
+
+type heldSocket struct {
+	owner string
+	l     *Listener
+}
+
+// ErrFDLimit means another listening socket would leave too few fds of
+// the open-file limit for the control plane and connections.
+var ErrFDLimit = errors.New("open-file limit reached")
+
+// SetFDLimit bounds the listening sockets to the open-file limit less the
+// control plane's share (ControlPlaneFDs), so the last fds are not taken
+// by listeners: beyond it Open fails with ErrFDLimit and a message naming
+// the limit, rather than with whatever the kernel says when fds run out
+// somewhere else.
+func (s *Listeners) SetFDLimit(limit int64) {
+	s.mu.Lock()
+	s.fdLimit = limit
+	s.mu.Unlock()
+}
+
+// NewListeners returns an empty set.
+func NewListeners() *Listeners {
+	return &Listeners{m: map[string][]*Listener{}, held: map[netAddr]heldSocket{}, opening: map[netAddr]string{}}
+}
+
+// Open opens spec's socket for owner and records it, refusing an address
+// another owner of this process holds (EADDRINUSE, as the kernel would
+// without SO_REUSEPORT). A proxy port's socket the allocator opened when
+// it took the port (reserve) is taken over, not opened again: the port was
+// never free between.
+func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.held[netAddr{spec.Network, spec.Address}]
+	if r := reserved(spec.Network); ok && h.owner == r && spec.Proxy {
+		if l := h.l; l.Spec.Mark == spec.Mark {
+			s.delete(r, l)
+			l.Spec = spec // External: how it is served, not the socket
+			s.put(owner, l)
+			return l, nil
+		}
+	}
+	if ok && h.owner != owner {
+		return nil, fmt.Errorf("open portal %s/%s: held by %s: %w", spec.Network, spec.Address, h.owner, syscall.EADDRINUSE)
+	}
+	return s.open(owner, spec)
+}
+
+// openSocket is Open (tests make it wait).
+var openSocket = Open
+
+// errOpening: the address's socket is being opened for another owner.
+func errOpening(spec ListenSpec, owner string) error {
+	return fmt.Errorf("open portal %s/%s: being opened for %s: %w", spec.Network, spec.Address, owner, syscall.EADDRINUSE)
+}
+
+// reservedPrefix names the owners of proxy ports' sockets not yet served.
+const reservedPrefix = "\x00proxy-port/"
+
+// reserved owns the proxy ports' sockets of network from the moment the
+// allocator takes a port until a Portal takes the socket over (no PID has
+// this id; one per network, as TCP and UDP ports are apart).
+func reserved(network string) string { return reservedPrefix + network }
+
+// reserve opens a proxy port's socket and holds it for the Portal that
+// will serve the port, so nothing else (an outgoing connection's
+// ephemeral port, another process's bind) can take the port meanwhile.
+// It is counted against the open-file limit as any listener.
+func (s *Listeners) reserve(spec ListenSpec) (*Listener, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open(reserved(spec.Network), spec)
+}
+
+// unreserve closes the proxy port socket held for network/address, if no
+// Portal took it over.
+func (s *Listeners) unreserve(network, address string) {
+	s.mu.Lock()
+	h, ok := s.held[netAddr{network, address}]
+	if !ok || h.owner != reserved(network) {
+		s.mu.Unlock()
+		return
+	}
+	s.delete(h.owner, h.l)
+	s.mu.Unlock()
+	h.l.Close()
+	h.l.CloseFlows()
+}
+
+// open opens and records spec's socket for owner; s.mu is held, and
+// released while the socket is opened (the address reserved in
+// s.opening, counted against the limit).
+func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
+	key := netAddr{spec.Network, spec.Address}
+	if other, ok := s.opening[key]; ok {
+		return nil, errOpening(spec, other)
+	}
+	limit, open := s.fdLimit, int64(len(s.held)+len(s.opening))
+	if limit > 0 && open >= limit-ControlPlaneFDs(limit) {
+		return nil, fmt.Errorf("open portal %s/%s: %d listening sockets are open and the open-file limit (RLIMIT_NOFILE) is %d, of which %d are kept for connections and the control plane: raise the hard limit (systemd LimitNOFILE, ulimit -Hn): %w",
+			spec.Network, spec.Address, open, limit, ControlPlaneFDs(limit), ErrFDLimit)
+	}
+	s.opening[key] = owner
+	s.mu.Unlock()
+	l, err := openSocket(spec)
+	s.mu.Lock()
+	delete(s.opening, key)
+	if err != nil {
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			err = fmt.Errorf("%w (%d listening sockets open, open-file limit %d: raise the hard limit, systemd LimitNOFILE, ulimit -Hn)", err, len(s.held), limit)
+		}
+		return nil, err
+	}
+	s.put(owner, l)
+	return l, nil
+}
+
+// CloseOwned closes and forgets all of owner's sockets and flows.
+func (s *Listeners) CloseOwned(owner string) {
+	s.mu.Lock()
+	ls := s.m[owner]
+	delete(s.m, owner)
+	for _, l := range ls {
+		delete(s.held, netAddr{l.Spec.Network, l.Spec.Address})
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+		l.CloseFlows()
+	}
+}
+
+// Get returns owner's listener on addr, or nil.
+func (s *Listeners) Get(owner, addr string) *Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.get(owner, addr)
+}
+
+func (s *Listeners) get(owner, addr string) *Listener {
+	for _, l := range s.m[owner] {
+		if l.Spec.Address == addr {
+			return l
+		}
+	}
+	return nil
+}
+
+// Put records owner's listener.
+func (s *Listeners) Put(owner string, l *Listener) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.put(owner, l)
+}
+
+func (s *Listeners) put(owner string, l *Listener) {
+	if !strings.HasPrefix(owner, reservedPrefix) {
+		if old := s.get(owner, l.Spec.Address); old != nil {
+			s.delete(owner, old)
+		}
+		s.m[owner] = append(s.m[owner], l)
+	}
+	s.held[netAddr{l.Spec.Network, l.Spec.Address}] = heldSocket{owner: owner, l: l}
+}
+
+// Delete forgets owner's listener on addr (the caller closes it).
+func (s *Listeners) Delete(owner, addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.get(owner, addr); l != nil {
+		s.delete(owner, l)
+	}
+}
+
+// delete forgets owner's listener l; s.mu is held.
+func (s *Listeners) delete(owner string, l *Listener) {
+	key := netAddr{l.Spec.Network, l.Spec.Address}
+	if h, ok := s.held[key]; ok && h.l == l {
+		delete(s.held, key)
+	}
+	ls := slices.DeleteFunc(s.m[owner], func(x *Listener) bool { return x == l })
+	if len(ls) == 0 {
+		delete(s.m, owner)
+	} else {
+		s.m[owner] = ls
+	}
+}
+
+// Owned returns owner's listeners.
+func (s *Listeners) Owned(owner string) []*Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.m[owner])
+}
+
+// StopAccepting closes every TCP listener (a hand-over: with a successor's
+// sockets in the SO_REUSEPORT group, new and queued connections go there)
+// and leaves the rest to the owners' shutdown. UDP sockets stay: their
+// flows answer clients through them while they drain.
+func (s *Listeners) StopAccepting() {
+	s.mu.Lock()
+	var tcp []*Listener
+	for _, h := range s.held {
+		if h.l.tcp != nil {
+			tcp = append(tcp, h.l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range tcp {
+		// Paused first: its accept loop has returned, and every
+		// connection it accepted is counted as dialing (WaitDialed).
+		l.Pause()
+		l.Close()
+	}
+}
+
+// Len is the number of open listeners.
+func (s *Listeners) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}

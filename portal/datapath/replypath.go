@@ -1,0 +1,75 @@
+package datapath
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// replyBypassesNode reports whether a node-local endpoint would answer a
+// connection dialled from client's address without the reply passing
+// through this node's IP stack, where the transparent rules bring it back
+// to kproxy's socket: the endpoint is an address of the node itself (a
+// host-network pod, whose reply is routed straight out), or client is on
+// the endpoint's own link (a pod on the same bridge, which the endpoint
+// answers directly). Replaced in tests.
+var replyBypassesNode = func(client, endpoint netip.Addr) bool {
+	l, ok := endpointLinks.get(endpoint)
+	if !ok {
+		return true // unknown: the node's address always works
+	}
+	if l.node {
+		return true
+	}
+	for _, p := range l.prefixes {
+		if p.Contains(client) {
+			return true
+		}
+	}
+	return false
+}
+
+// endpointLink is where the node reaches an endpoint: the node itself, or
+// an interface with these on-link prefixes.
+type endpointLink struct {
+	node     bool
+	prefixes []netip.Prefix
+	at       time.Time
+}
+
+// linkCache remembers each endpoint's link for a while: a route lookup per
+// connection would cost more than the rest of a dial's setup, and an
+// endpoint's link changes only when the node's interfaces do.
+type linkCache struct {
+	mu sync.Mutex
+	m  map[netip.Addr]endpointLink
+}
+
+const (
+	linkCacheTTL = 10 * time.Second
+	linkCacheMax = 4096 // endpoints remembered; cleared when full
+)
+
+var endpointLinks linkCache
+
+func (c *linkCache) get(ep netip.Addr) (endpointLink, bool) {
+	now := time.Now()
+	c.mu.Lock()
+	l, ok := c.m[ep]
+	c.mu.Unlock()
+	if ok && now.Sub(l.at) < linkCacheTTL {
+		return l, true
+	}
+	l, err := lookupEndpointLink(ep)
+	if err != nil {
+		return endpointLink{}, false
+	}
+	l.at = now
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= linkCacheMax {
+		c.m = make(map[netip.Addr]endpointLink)
+	}
+	c.m[ep] = l
+	c.mu.Unlock()
+	return l, true
+}

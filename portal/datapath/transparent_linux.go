@@ -1,0 +1,42 @@
+package datapath
+
+import (
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// transparentControl prepares a socket to dial from a client's address:
+// IP_TRANSPARENT (IPV6_TRANSPARENT) lets it bind an address that is not
+// the node's, IP_BIND_ADDRESS_NO_PORT leaves the source port to the
+// connect of a TCP socket (which picks one free for that destination, so
+// a busy client address does not run out of ports), and TransparentMark lets the kernel
+// rules send the replies back to this socket. IP_TRANSPARENT and SO_MARK
+// need CAP_NET_ADMIN.
+func transparentControl(network, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		level, opt := unix.SOL_IP, unix.IP_TRANSPARENT
+		if network == "tcp6" || network == "udp6" {
+			level, opt = unix.SOL_IPV6, unix.IPV6_TRANSPARENT
+		}
+		if e := unix.SetsockoptInt(int(fd), level, opt, 1); e != nil {
+			serr = fmt.Errorf("setsockopt transparent: %w", e)
+			return
+		}
+		if network == "tcp4" || network == "tcp6" {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); e != nil {
+				serr = fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", e)
+				return
+			}
+		}
+		if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, TransparentMark); e != nil {
+			serr = fmt.Errorf("setsockopt SO_MARK: %w", e)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}

@@ -1,0 +1,385 @@
+package datapath
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// MaxDatagram is the largest UDP payload carried (64 KiB).
+const MaxDatagram = 64 * 1024
+
+// DefaultUDPIdleTimeout ends a UDP flow after this long without a datagram
+// either way. kube-proxy's userspace mode used 250 ms, which dropped slow DNS
+// answers (kubernetes issue 14939); 30 s matches Linux conntrack's default
+// for unreplied UDP and outlives any resolver retry.
+const DefaultUDPIdleTimeout = 30 * time.Second
+
+// UDPProxy forwards datagrams from clients on one listening socket to
+// endpoints. Each client (source ip:port) gets a flow with its own backend
+// socket, so replies find their way back and clients do not share state.
+// Flows belong to the socket, not to the goroutine serving it, so they live
+// on while a Portal restarts.
+type UDPProxy struct {
+	// pktinfo is set when the socket reports destination addresses, so
+	// replies can leave from the address the client sent to.
+	pktinfo bool
+
+	mu    sync.Mutex
+	flows map[netip.AddrPort]*udpFlow
+	lc    *batchConn // the listening socket's, once served
+}
+
+// UDPOptions are what one Serve of a UDP socket uses; flows keep the
+// options they were started with.
+type UDPOptions struct {
+	Picker      Picker
+	External    bool
+	IdleTimeout time.Duration
+	Conns       *ConnTracker
+	Stats       *Stats
+	Limits      *Limits
+	Faults      *Faults
+	// Log is the process's logger; events name ServicePort and Listen.
+	Log         zerolog.Logger
+	ServicePort string
+	Listen      string
+	// ParkAfter, when positive, makes Serve return errIdle once no
+	// datagram came for that long (between ParkAfter and twice it).
+	ParkAfter time.Duration
+	// Transparent opens a node-local endpoint's flow from the client's
+	// own address (see TCPProxy.Transparent).
+	Transparent bool
+}
+
+// event names the listener on a log event (nil when the level is off).
+func (o UDPOptions) event(e *zerolog.Event) *zerolog.Event {
+	return e.Str("servicePort", o.ServicePort).Str("listen", o.Listen)
+}
+
+type udpFlow struct {
+	client     netip.AddrPort
+	clientAddr *peerAddr // client, as replies are sent to it
+	endpoint   string
+	backend    *net.UDPConn
+	bc         *batchConn   // backend, read and written in batches
+	oob        []byte       // control message choosing the reply's source address
+	lastUsed   atomic.Int64 // unix nanos of the last datagram either way
+}
+
+// datagram is one datagram read: its bytes and, from the listener, its
+// sender and control messages. The bytes are the reader's until handle
+// returns.
+type datagram struct {
+	b    []byte
+	oob  []byte
+	from netip.AddrPort
+	sender
+}
+
+// forwarder is one Serve's scratch for a batch: the batch's datagrams by
+// flow, in order, so each flow's go to its endpoint in one system call.
+type forwarder struct {
+	flows [udpBatch]*udpFlow
+	bufs  [udpBatch][][]byte
+	rd    reader
+}
+
+// listenerConn is the listening socket's batch reader and writer, made
+// once: flows write their replies through it too.
+func (p *UDPProxy) listenerConn(conn *net.UDPConn) (*batchConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lc == nil || p.lc.conn != conn {
+		lc, err := newBatchConn(conn)
+		if err != nil {
+			return nil, err
+		}
+		p.lc = lc
+	}
+	return p.lc, nil
+}
+
+// Serve reads client datagrams until the socket fails or is closed, or
+// until stop is closed and the socket's read deadline fires (a pause).
+// Flows keep running after Serve returns: they answer through the socket,
+// and end when idle or when their endpoint is removed. Where the platform
+// allows, datagrams are read and sent many per system call.
+func (p *UDPProxy) Serve(conn *net.UDPConn, o UDPOptions, stop <-chan struct{}) error {
+	lc, err := p.listenerConn(conn)
+	if err != nil {
+		return err
+	}
+	oobSize := 0
+	if p.pktinfo {
+		oobSize = pktinfoOOBSize
+	}
+	fw := &forwarder{}
+	// As in TCPProxy.Serve: the deadline is set before stop is checked.
+	read := false
+	if o.ParkAfter > 0 {
+		conn.SetReadDeadline(time.Now().Add(o.ParkAfter))
+		if stopped(stop) {
+			return nil
+		}
+	}
+	handle := func(ds []datagram) {
+		read = true
+		p.forward(lc, ds, &o, fw)
+	}
+	for {
+		err := lc.read(&fw.rd, oobSize, true, handle)
+		if err != nil {
+			if isTimeout(err) {
+				if stopped(stop) {
+					return nil // paused
+				}
+				if o.ParkAfter > 0 {
+					if !read {
+						return errIdle
+					}
+					read = false
+					conn.SetReadDeadline(time.Now().Add(o.ParkAfter))
+					if stopped(stop) {
+						return nil
+					}
+				}
+				continue
+			}
+			return err
+		}
+	}
+}
+
+// forward sends a batch of client datagrams on to their flows' endpoints:
+// each flow's in the order they came, in one system call where batching
+// is available. A datagram whose client has no flow and can get none is
+// dropped, as a kernel proxy would.
+func (p *UDPProxy) forward(listener *batchConn, ds []datagram, o *UDPOptions, fw *forwarder) {
+	o.Stats.udpCounts(false).received(len(ds))
+	groups := 0
+	for _, d := range ds {
+		f := p.flowIsolated(listener, &d, o)
+		if f == nil {
+			continue
+		}
+		g := 0
+		for g < groups && fw.flows[g] != f {
+			g++
+		}
+		if g == groups {
+			fw.flows[g], fw.bufs[g] = f, fw.bufs[g][:0]
+			groups++
+		}
+		fw.bufs[g] = append(fw.bufs[g], d.b)
+	}
+	if groups == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	rw := writers.Get().(*replyWriter) // pooled: warm, and none held between batches
+	for g := range groups {
+		fw.flows[g].lastUsed.Store(now)
+		p.toEndpoint(fw.flows[g], fw.bufs[g], o, &rw.w)
+		fw.flows[g] = nil
+		clear(fw.bufs[g]) // hold none of the batch's buffers
+	}
+	writers.Put(rw)
+}
+
+// flowIsolated is flow, with a panic confined to the datagram that caused
+// it: the batch's other clients are served.
+func (p *UDPProxy) flowIsolated(listener *batchConn, d *datagram, o *UDPOptions) (f *udpFlow) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.event(o.Log.Error()).Interface("panic", r).Str("client", d.from.String()).Msg("udp flow panicked")
+			f = nil
+		}
+	}()
+	return p.flow(listener, d, o)
+}
+
+// toEndpoint writes one flow's datagrams to its endpoint; a panic ends
+// only this flow's share of the batch.
+func (p *UDPProxy) toEndpoint(f *udpFlow, bufs [][]byte, o *UDPOptions, w *writer) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.event(o.Log.Error()).Interface("panic", r).Str("endpoint", f.endpoint).Msg("udp flow panicked")
+		}
+	}()
+	calls, err := f.bc.write(w, bufs, nil, nil)
+	o.Stats.udpCounts(false).sent(len(bufs), calls)
+	if err != nil {
+		o.event(o.Log.Debug()).Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
+	}
+}
+
+// flow returns the client's flow, starting one if needed.
+func (p *UDPProxy) flow(listener *batchConn, d *datagram, o *UDPOptions) (f *udpFlow) {
+	p.mu.Lock()
+	f = p.flows[d.from]
+	p.mu.Unlock()
+	if f != nil {
+		return f
+	}
+	if !o.Limits.AcquireFlow(o.Stats) {
+		if ok, held := flowLimitHits.Allow(); ok {
+			o.event(o.Log.Warn()).Int64("suppressed", held).Msg("UDP flow limit reached: datagrams of new clients are dropped")
+		}
+		return nil
+	}
+	// Released unless a flow started, also when starting it panicked.
+	defer func() {
+		if f == nil {
+			o.Limits.ReleaseFlow(o.Stats)
+		}
+	}()
+	return p.startFlow(listener, d, o)
+}
+
+// startFlow picks an endpoint and opens the flow's backend socket.
+func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *udpFlow {
+	var f *udpFlow
+	client, oob := d.from, d.oob
+	clientIP := client.Addr().Unmap().String()
+	var exclude []string
+	for range dialTimeouts {
+		pick, err := o.Picker.Pick(clientIP, exclude, o.External)
+		if err != nil {
+			o.event(o.Log.Debug()).Err(err).Str("client", client.String()).Msg("udp: no endpoint")
+			return nil
+		}
+		addr := pick.Endpoint
+		var raddr *net.UDPAddr
+		var backend *net.UDPConn
+		var bc *batchConn
+		err = o.Faults.Before(addr, 0)
+		if err == nil {
+			raddr, err = net.ResolveUDPAddr("udp", addr)
+		}
+		if err == nil {
+			if src, ok := transparentSource(o.Transparent, client.Addr(), pick); ok {
+				backend, err = o.dialUDPFrom(src, raddr)
+			} else {
+				backend, err = net.DialUDP("udp", nil, raddr)
+			}
+		}
+		if err == nil {
+			if bc, err = newBatchConn(backend); err != nil {
+				backend.Close()
+			}
+		}
+		if err != nil {
+			exclude = append(exclude, addr)
+			continue
+		}
+		f = &udpFlow{client: client, clientAddr: peerOf(d), endpoint: addr, backend: backend, bc: bc}
+		if len(oob) > 0 {
+			f.oob = replyOOB(oob)
+		}
+		f.lastUsed.Store(time.Now().UnixNano())
+		p.mu.Lock()
+		if p.flows == nil {
+			p.flows = map[netip.AddrPort]*udpFlow{}
+		}
+		p.flows[client] = f
+		p.mu.Unlock()
+		releaseConn := o.Conns.Add(backend)
+		release := func() { releaseConn(); o.Limits.ReleaseFlow(o.Stats) }
+		go p.reply(listener, f, release, o.IdleTimeout, *o)
+		return f
+	}
+	return nil
+}
+
+// writers are the send side's batch scratch, taken per batch: a flow
+// waiting for its endpoint holds none.
+var writers = sync.Pool{New: func() any { return &replyWriter{} }}
+
+type replyWriter struct {
+	w    writer
+	bufs [udpBatch][]byte
+}
+
+// reply copies the endpoint's datagrams back to the client until the flow
+// is idle for IdleTimeout or its backend socket is closed.
+func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle time.Duration, o UDPOptions) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.event(o.Log.Error()).Interface("panic", r).Msg("udp flow panicked")
+		}
+		p.mu.Lock()
+		if p.flows[f.client] == f {
+			delete(p.flows, f.client)
+		}
+		p.mu.Unlock()
+		f.backend.Close()
+		release()
+	}()
+	if idle <= 0 {
+		idle = DefaultUDPIdleTimeout
+	}
+	var werr error
+	var rd reader
+	counts := o.Stats.udpCounts(true)
+	back := func(ds []datagram) {
+		f.lastUsed.Store(time.Now().UnixNano())
+		counts.received(len(ds))
+		rw := writers.Get().(*replyWriter)
+		bufs := rw.bufs[:0]
+		for _, d := range ds {
+			bufs = append(bufs, d.b)
+		}
+		var calls int
+		calls, werr = listener.write(&rw.w, bufs, f.clientAddr, f.oob)
+		counts.sent(len(bufs), calls)
+		clear(rw.bufs[:])
+		writers.Put(rw)
+	}
+	for {
+		last := time.Unix(0, f.lastUsed.Load())
+		if time.Since(last) >= idle {
+			return
+		}
+		f.backend.SetReadDeadline(last.Add(idle))
+		werr = nil
+		err := f.bc.read(&rd, 0, false, back)
+		if err == nil {
+			err = werr
+		}
+		switch {
+		case err == nil:
+		case isTimeout(err):
+			// re-check: the client may have sent since
+		case errors.Is(err, net.ErrClosed):
+			return // the flow was ended, or the listener closed
+		default:
+			// ICMP refused and the like: the endpoint may come back
+			o.event(o.Log.Debug()).Err(err).Msg("udp flow: read or reply failed")
+		}
+	}
+}
+
+// RetainEndpoints ends flows whose endpoint is no longer in the set.
+func (p *UDPProxy) RetainEndpoints(keep func(endpoint string) bool) {
+	p.mu.Lock()
+	var ended []*udpFlow
+	for c, f := range p.flows {
+		if !keep(f.endpoint) {
+			delete(p.flows, c)
+			ended = append(ended, f)
+		}
+	}
+	p.mu.Unlock()
+	for _, f := range ended {
+		f.backend.Close()
+	}
+}
+
+// CloseFlows ends every flow (the service port was deleted).
+func (p *UDPProxy) CloseFlows() { p.RetainEndpoints(func(string) bool { return false }) }

@@ -1,8 +1,0 @@
-//go:build unix && !linux
-
-package portal
-
-import "errors"
-
-// setMark: socket marks are Linux's; only Linux's kernel portals use them.
-func setMark(int, int) error { return errors.New("socket marks need Linux") }
