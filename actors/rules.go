@@ -36,9 +36,10 @@ type Rules struct {
 	// fault asks for one at once): it runs when the transaction ends.
 	checkLater bool
 	inFlight   bool
-	// The in-flight transaction: the service ports it programs, and the
-	// change it makes to kernel (a full sync's whole set, or del and add).
-	pending  map[string]bool
+	// The in-flight transaction: the service ports it programs (with their
+	// desired rules, none for one deleted), and the change it makes to
+	// kernel (a full sync's whole set, or del and add).
+	pending  map[string][]rules.Rule
 	want     rules.Set
 	del, add []rules.Rule
 	ctx      context.Context
@@ -138,7 +139,7 @@ func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
 	if err != nil {
 		r.cfg.Log.Warn().Err(err).Str("servicePort", id).Msg("no portal rules")
 	}
-	if prev, ok := r.desired[id]; ok && slices.Equal(prev, rs) && rs != nil {
+	if prev, ok := r.desired[id]; ok && slices.Equal(prev, rs) {
 		return
 	}
 	r.traced(id, m.GetTrace())
@@ -199,29 +200,20 @@ func (r *Rules) kick(ctx actor.Context) {
 	}
 	r.batch++
 	full := r.needSync
-	r.pending = make(map[string]bool, len(r.dirty))
 	changing := make(map[string][]rules.Rule, len(r.dirty))
-	if full {
-		for id, rs := range r.desired {
-			changing[id] = rs
-		}
-	} else {
-		for id := range r.dirty {
-			changing[id] = r.desired[id]
-		}
-	}
-	for id := range changing {
-		r.pending[id] = true
-	}
 	for id := range r.dirty {
-		r.pending[id] = true // deleted ones too
+		changing[id] = r.desired[id] // none for a deleted one
 	}
 	// A full sync replaces everything: no rule of the kernel's holds a key
 	// against it.
 	against := r.kernel
 	if full {
 		against = nil
+		for id, rs := range r.desired {
+			changing[id] = rs
+		}
 	}
+	r.pending = changing
 	upserts := r.flatten(changing, against)
 	var removals []rules.Rule
 	var err error

@@ -18,15 +18,15 @@ import (
 // is never touched. Every source (Kubernetes informers, the file source)
 // is incremental: it sends events (SourceEvent), which the Tracker applies
 // to the source's View (the Kubernetes source's carry the objects), and
-// the View builds a changed service on demand. A change of only a service's endpoints programs no
-// kernel rule and opens no listener, so it is applied at once, with every
-// event already queued behind it (watcher.Tracker.FlushUnpaced). Any
-// other change (a service port added, removed or redefined) is paced as
-// kube-proxy's minSyncPeriod paces rule programming: applied at once when
-// the Watcher has been quiet, at most one flush per Config.MinSyncPeriod
-// after a burst under sustained changes (watcher.BoundedFrequency,
-// kube-proxy's BoundedFrequencyRunner). Its watcher.Tracker rebuilds only
-// the services that changed.
+// the View builds a changed service on demand. A change of only a
+// service's endpoints programs no kernel rule and opens no listener, so it
+// is applied at once, with every event already queued behind it
+// (watcher.Tracker.FlushUnpaced). Any other change (a service port added,
+// removed or redefined) is paced as kube-proxy's minSyncPeriod paces rule
+// programming: applied at once when the Watcher has been quiet, at most
+// one flush per Config.MinSyncPeriod after a burst under sustained
+// changes (watcher.BoundedFrequency, kube-proxy's BoundedFrequencyRunner).
+// Its watcher.Tracker rebuilds only the services that changed.
 type Watcher struct {
 	cfg     *Config
 	proxier *actor.PID

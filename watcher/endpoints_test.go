@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kproxy/kproxy/test/modeltest"
 )
 
 // TestEndpointSelection covers readiness, the terminating fallback, the
@@ -139,7 +141,7 @@ func TestEndpointSelection(t *testing.T) {
 				s.Spec.ExternalTrafficPolicy = tt.external
 			})
 			got := buildOne(t, svc, []*discoveryv1.EndpointSlice{newSlice("web-1", tt.endpoints...)}, Options{NodeName: "node-a"})
-			if desc := describeEndpoints(got.GetEndpoints()); !slices.Equal(desc, tt.want) {
+			if desc := modeltest.DescribeEndpoints(got.GetEndpoints()); !slices.Equal(desc, tt.want) {
 				t.Fatalf("endpoints:\n got %q\nwant %q", desc, tt.want)
 			}
 		})
@@ -175,7 +177,7 @@ func TestNamedTargetPort(t *testing.T) {
 	if got.GetServicePort().GetTargetPortName() != "web" {
 		t.Fatalf("target port name = %q, want web", got.GetServicePort().GetTargetPortName())
 	}
-	if desc := describeEndpoints(got.GetEndpoints()); !slices.Equal(desc, []string{"10.1.0.1:8443[ready,serving,internal,external]"}) {
+	if desc := modeltest.DescribeEndpoints(got.GetEndpoints()); !slices.Equal(desc, []string{"10.1.0.1:8443[ready,serving,internal,external]"}) {
 		t.Fatalf("endpoints = %q, want the port resolved to 8443", desc)
 	}
 }
@@ -213,7 +215,7 @@ func TestSliceSelection(t *testing.T) {
 		"10.1.0.2:8080[ready,serving,internal,external]",
 		"10.1.0.10:8080[ready,serving,internal,external]",
 	}
-	if desc := describeEndpoints(got.GetEndpoints()); !slices.Equal(desc, want) {
+	if desc := modeltest.DescribeEndpoints(got.GetEndpoints()); !slices.Equal(desc, want) {
 		t.Fatalf("endpoints:\n got %q\nwant %q", desc, want)
 	}
 }
@@ -226,7 +228,7 @@ func TestUnnamedPortMatching(t *testing.T) {
 	slice.Ports = []discoveryv1.EndpointPort{{Port: ptr[int32](8080)}}
 	got := buildOne(t, svc, []*discoveryv1.EndpointSlice{slice}, Options{})
 	if len(got.GetEndpoints()) != 1 {
-		t.Fatalf("endpoints = %q, want one", describeEndpoints(got.GetEndpoints()))
+		t.Fatalf("endpoints = %q, want one", modeltest.DescribeEndpoints(got.GetEndpoints()))
 	}
 }
 
@@ -242,7 +244,7 @@ func TestDualStackEndpoints(t *testing.T) {
 		"[fd00::a]:8080[ready,serving,internal,external]",
 		"[fd00::b]:8080[ready,serving,internal,external]",
 	}
-	if desc := describeEndpoints(got.GetEndpoints()); !slices.Equal(desc, want) {
+	if desc := modeltest.DescribeEndpoints(got.GetEndpoints()); !slices.Equal(desc, want) {
 		t.Fatalf("endpoints:\n got %q\nwant %q", desc, want)
 	}
 }
@@ -268,7 +270,7 @@ func TestEndpointsPerServicePort(t *testing.T) {
 	}
 	got := map[string][]string{}
 	for _, p := range ports {
-		got[p.GetServicePort().GetKey().ID()] = describeEndpoints(p.GetEndpoints())
+		got[p.GetServicePort().GetKey().ID()] = modeltest.DescribeEndpoints(p.GetEndpoints())
 	}
 	want := map[string][]string{
 		"default/web:http/TCP":  {"10.1.0.1:8080[ready,serving,internal,external]"},
@@ -292,7 +294,7 @@ func TestReusedAddressPrefersTheRunningEndpoint(t *testing.T) {
 		got := buildOne(t, newService(), []*discoveryv1.EndpointSlice{newSlice("web-a", order[0]), newSlice("web-b", order[1])},
 			Options{NodeName: "node-a"})
 		want := []string{"10.1.0.1:8080[ready,serving,internal,external]"}
-		if desc := describeEndpoints(got.GetEndpoints()); !slices.Equal(desc, want) {
+		if desc := modeltest.DescribeEndpoints(got.GetEndpoints()); !slices.Equal(desc, want) {
 			t.Errorf("endpoints:\n got %q\nwant %q", desc, want)
 		}
 	}

@@ -1,8 +1,6 @@
 package watcher
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/modeltest"
 )
 
 // Builders keep each test focused on the one field it is about.
@@ -73,36 +72,6 @@ func newEndpoint(ip, node string, c conditions) discoveryv1.Endpoint {
 	return ep
 }
 
-// describeEndpoints renders endpoints as "ip:port[flags]" so expectations
-// read like a table: only the flags that are true are listed.
-func describeEndpoints(eps []*messages.Endpoint) []string {
-	out := make([]string, 0, len(eps))
-	for _, ep := range eps {
-		var flags []string
-		for _, f := range []struct {
-			name string
-			on   bool
-		}{
-			{"ready", ep.GetReady()}, {"serving", ep.GetServing()}, {"terminating", ep.GetTerminating()},
-			{"local", ep.GetLocal()}, {"internal", ep.GetInternal()}, {"external", ep.GetExternal()},
-		} {
-			if f.on {
-				flags = append(flags, f.name)
-			}
-		}
-		out = append(out, fmt.Sprintf("%s[%s]", ep.Address(), strings.Join(flags, ",")))
-	}
-	return out
-}
-
-func keyIDs(ports []*messages.ServicePortEndpoints) []string {
-	out := make([]string, 0, len(ports))
-	for _, p := range ports {
-		out = append(out, p.GetServicePort().GetKey().ID())
-	}
-	return out
-}
-
 // buildOne builds a service expected to be valid with exactly one port.
 func buildOne(t *testing.T, svc *corev1.Service, slices []*discoveryv1.EndpointSlice, opts Options) *messages.ServicePortEndpoints {
 	t.Helper()
@@ -111,7 +80,7 @@ func buildOne(t *testing.T, svc *corev1.Service, slices []*discoveryv1.EndpointS
 		t.Fatalf("BuildServicePorts: %v", err)
 	}
 	if len(ports) != 1 {
-		t.Fatalf("got %d service ports, want 1: %v", len(ports), keyIDs(ports))
+		t.Fatalf("got %d service ports, want 1: %v", len(ports), modeltest.KeyIDs(ports))
 	}
 	return ports[0]
 }

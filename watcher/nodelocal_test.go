@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/test/modeltest"
 )
 
 func TestSkip(t *testing.T) {
@@ -174,7 +175,7 @@ func TestServicePortsOnePerPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"default/web:https/TCP", "default/web:http/TCP", "default/web:dns/UDP"}
-	if got := keyIDs(ports); !slices.Equal(got, want) {
+	if got := modeltest.KeyIDs(ports); !slices.Equal(got, want) {
 		t.Fatalf("keys = %v, want %v (in spec order)", got, want)
 	}
 }
@@ -243,10 +244,10 @@ func TestValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ports, err := BuildServicePorts(newService(tt.mutate), nil, Options{})
 			if err == nil {
-				t.Fatalf("want an error, got ports %v", keyIDs(ports))
+				t.Fatalf("want an error, got ports %v", modeltest.KeyIDs(ports))
 			}
 			if ports != nil {
-				t.Fatalf("an invalid service must yield no ports, got %v", keyIDs(ports))
+				t.Fatalf("an invalid service must yield no ports, got %v", modeltest.KeyIDs(ports))
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {

@@ -65,18 +65,22 @@ func NewTracker(view View) *Tracker {
 		last: map[string][]*messages.ServicePortEndpoints{}}
 }
 
-// Handle takes a source's event: applied to the view when the view takes
-// events (Applier), then the services it changed are marked. Otherwise the
-// view already has the change, and the service the event names is marked.
+// Affected applies e to view when the view takes events (Applier) and
+// returns the services it changed; any other view already has the change,
+// and e names the service.
+func Affected(view any, e Event) []string {
+	if a, ok := view.(Applier); ok {
+		return a.Apply(e)
+	}
+	return []string{e.Service}
+}
+
+// Handle takes a source's event (Affected) and marks what it changed.
 func (t *Tracker) Handle(e Event) {
 	t.Events++
-	if a, ok := t.view.(Applier); ok {
-		for _, svc := range a.Apply(e) {
-			t.mark(svc)
-		}
-		return
+	for _, svc := range Affected(t.view, e) {
+		t.mark(svc)
 	}
-	t.mark(e.Service)
 }
 
 // Mark records that service changed ("" means every service).

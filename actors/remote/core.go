@@ -228,10 +228,7 @@ func (c *coreActor) Receive(ctx actor.Context) {
 	case *watcher.Event:
 		// Applied once to the source's objects, then marked in the views
 		// of the nodes it concerns.
-		services := []string{m.Service}
-		if a, ok := c.cfg.Views.(watcher.Applier); ok {
-			services = a.Apply(*m)
-		}
+		services := watcher.Affected(c.cfg.Views, *m)
 		for _, s := range c.subs {
 			if m.Node == "" || m.Node == s.node {
 				for _, svc := range services {

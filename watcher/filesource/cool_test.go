@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kproxy/kproxy/test/modeltest"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -103,7 +104,7 @@ func assertSameAsLoad(t *testing.T, dir string, r *Result) {
 		t.Fatal(err)
 	}
 	if len(want.ServicePorts) != len(r.ServicePorts) || len(r.ServicePorts) != 2 || len(r.Errors) != 0 {
-		t.Fatalf("source gave %v (errors %v), a load %v", keyIDs(r.ServicePorts), r.Errors, keyIDs(want.ServicePorts))
+		t.Fatalf("source gave %v (errors %v), a load %v", modeltest.KeyIDs(r.ServicePorts), r.Errors, modeltest.KeyIDs(want.ServicePorts))
 	}
 	for i := range want.ServicePorts {
 		if !proto.Equal(want.ServicePorts[i], r.ServicePorts[i]) {

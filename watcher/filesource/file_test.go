@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kproxy/kproxy/test/modeltest"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -105,11 +106,11 @@ func TestLoadPathMultiDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if got, want := keyIDs(res.ServicePorts), []string{"default/db:/TCP", "default/web:http/TCP"}; !slices.Equal(got, want) {
+	if got, want := modeltest.KeyIDs(res.ServicePorts), []string{"default/db:/TCP", "default/web:http/TCP"}; !slices.Equal(got, want) {
 		t.Fatalf("service ports = %v, want %v", got, want)
 	}
 	web := res.ServicePorts[1]
-	if desc := describeEndpoints(web.GetEndpoints()); !slices.Equal(desc, []string{"10.1.0.1:8080[ready,serving,local,internal,external]"}) {
+	if desc := modeltest.DescribeEndpoints(web.GetEndpoints()); !slices.Equal(desc, []string{"10.1.0.1:8080[ready,serving,local,internal,external]"}) {
 		t.Fatalf("web endpoints = %q", desc)
 	}
 
@@ -203,7 +204,7 @@ endpoints: []
 			if !slices.Equal(res.Retain, tt.wantRetain) || res.RetainMissing != tt.wantMissing {
 				t.Errorf("retain = %v (missing %v), want %v (missing %v)", res.Retain, res.RetainMissing, tt.wantRetain, tt.wantMissing)
 			}
-			if got := keyIDs(res.ServicePorts); !slices.Equal(got, []string{"default/good:/TCP"}) {
+			if got := modeltest.KeyIDs(res.ServicePorts); !slices.Equal(got, []string{"default/good:/TCP"}) {
 				t.Fatalf("service ports = %v, want the good service", got)
 			}
 		})
@@ -254,10 +255,10 @@ spec:
 	if len(res.Errors) > 0 {
 		t.Fatalf("unexpected errors: %v", res.Errors)
 	}
-	if got, want := keyIDs(res.ServicePorts), []string{"shop/api:/TCP", "shop/web:http/TCP"}; !slices.Equal(got, want) {
+	if got, want := modeltest.KeyIDs(res.ServicePorts), []string{"shop/api:/TCP", "shop/web:http/TCP"}; !slices.Equal(got, want) {
 		t.Fatalf("service ports = %v, want %v", got, want)
 	}
-	if desc := describeEndpoints(res.ServicePorts[1].GetEndpoints()); !slices.Equal(desc, []string{"10.1.0.1:8080[ready,serving,internal,external]"}) {
+	if desc := modeltest.DescribeEndpoints(res.ServicePorts[1].GetEndpoints()); !slices.Equal(desc, []string{"10.1.0.1:8080[ready,serving,internal,external]"}) {
 		t.Fatalf("web endpoints = %q", desc)
 	}
 }
@@ -281,7 +282,7 @@ items:
 		t.Fatal(err)
 	}
 	assertErrors(t, res.Errors, []string{path + ` document 1 item 2 (Service default/broken): strict decoding error: unknown field "spec.ports[0].bogus"`})
-	if got := keyIDs(res.ServicePorts); !slices.Equal(got, []string{"default/web:/TCP"}) {
+	if got := modeltest.KeyIDs(res.ServicePorts); !slices.Equal(got, []string{"default/web:/TCP"}) {
 		t.Fatalf("service ports = %v", got)
 	}
 }

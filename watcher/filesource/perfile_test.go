@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/test/modeltest"
 )
 
 // keepRewriting rewrites path in place with content until the test ends
@@ -75,7 +77,7 @@ func (rs *runningSource) nextWith(t *testing.T, key string, always ...string) *R
 	for {
 		select {
 		case r := <-rs.results:
-			got := keyIDs(r.ServicePorts)
+			got := modeltest.KeyIDs(r.ServicePorts)
 			for _, k := range always {
 				if !slices.Contains(got, k) {
 					t.Fatalf("result without %s (a half-written file applied?): %v", k, got)
@@ -217,10 +219,10 @@ func endpointsOf(t *testing.T, r *Result, id string) []string {
 	t.Helper()
 	for _, p := range r.ServicePorts {
 		if p.GetServicePort().GetKey().ID() == id {
-			return describeEndpoints(p.GetEndpoints())
+			return modeltest.DescribeEndpoints(p.GetEndpoints())
 		}
 	}
-	t.Fatalf("no %s in %v", id, keyIDs(r.ServicePorts))
+	t.Fatalf("no %s in %v", id, modeltest.KeyIDs(r.ServicePorts))
 	return nil
 }
 

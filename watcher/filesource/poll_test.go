@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/test/modeltest"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -102,7 +103,7 @@ func (rs *runningSource) assertQuiet(t *testing.T) {
 	t.Helper()
 	select {
 	case r := <-rs.results:
-		t.Fatalf("unexpected emission: %v", keyIDs(r.ServicePorts))
+		t.Fatalf("unexpected emission: %v", modeltest.KeyIDs(r.ServicePorts))
 	default:
 	}
 }
@@ -113,7 +114,7 @@ func serviceYAML(name string) string {
 
 func assertKeys(t *testing.T, r *Result, want ...string) {
 	t.Helper()
-	if got := keyIDs(r.ServicePorts); !slices.Equal(got, want) {
+	if got := modeltest.KeyIDs(r.ServicePorts); !slices.Equal(got, want) {
 		t.Fatalf("service ports = %v, want %v", got, want)
 	}
 }
