@@ -17,6 +17,7 @@ import (
 	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/portal/steer"
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // Child names under a ServicePort; siblings find each other by them.
@@ -256,8 +257,10 @@ func (s *ServicePort) update(ctx actor.Context, m *messages.UpsertServicePort) {
 func (s *ServicePort) applyChange(m *messages.UpsertServicePort) (spChanged, epChanged bool) {
 	rec := s.rec
 	prev := rec.applied
-	spChanged = !proto.Equal(prev.GetServicePort(), m.GetServicePort())
-	epChanged = !equalEndpoints(prev.GetEndpoints(), m.GetEndpoints())
+	// The Tracker's diff hands on what did not change as the message last
+	// flushed, so identity says what changed: no second comparison.
+	spChanged = prev.GetServicePort() != m.GetServicePort()
+	epChanged = !watcher.SameEndpoints(prev.GetEndpoints(), m.GetEndpoints())
 	rec.applied = m
 	span, tc := s.cfg.childSpan(m.GetTrace(), spanServicePort, trace.WithAttributes(attrServicePort.String(rec.id),
 		attrGeneration.Int64(m.GetGeneration()), attrEndpoints.Int(len(m.GetEndpoints())),
@@ -418,8 +421,4 @@ func (s *ServicePort) syncRules(ctx actor.Context) {
 	internal, external := rules.Verdicts(rec.applied.GetEndpoints())
 	ctx.Send(s.cfg.rulesPID, &messages.SetPortalRules{ServicePort: rec.applied.GetServicePort(), ProxyPort: int32(rec.proxyPort),
 		ExternalProxyPort: int32(rec.extPort), Internal: internal, External: external, Trace: rec.trace})
-}
-
-func equalEndpoints(a, b []*messages.Endpoint) bool {
-	return slices.EqualFunc(a, b, func(x, y *messages.Endpoint) bool { return proto.Equal(x, y) })
 }

@@ -1,6 +1,8 @@
 package watcher
 
 import (
+	"slices"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kproxy/kproxy/messages"
@@ -9,9 +11,17 @@ import (
 // serviceDiff is what changed in one service from its service ports as
 // last flushed to those built now: the one comparison of a change, which
 // both decides its pacing and gives its upserts and deletes.
+//
+// What did not change is handed on as the very message last flushed: an
+// upsert whose endpoints did not change carries the previous Endpoints
+// slice, one whose service port did not change the previous ServicePort.
+// Downstream (the ServicePort actor) tells what changed by identity and
+// never compares again; a message skipped on the way (a crash) still
+// shows as a change, since what changed in it has a new identity.
 type serviceDiff struct {
 	// next is the service's ports as built, one per ID (the last of an
-	// ID, as a map would keep).
+	// ID, as a map would keep), sharing what did not change with the
+	// previous flush.
 	next    []*messages.ServicePortEndpoints
 	upserts []*messages.ServicePortEndpoints
 	deletes []*messages.ServicePortKey
@@ -40,11 +50,24 @@ func diffService(prev, ports []*messages.ServicePortEndpoints) serviceDiff {
 	prevIDs := portIDs(prev)
 	for i, spe := range d.next {
 		j := prevIDs.index(ids[i])
-		switch {
-		case j < 0 || !proto.Equal(prev[j].GetServicePort(), spe.GetServicePort()):
+		if j < 0 {
 			d.upserts, d.paced = append(d.upserts, spe), true
-		case !proto.Equal(prev[j], spe):
-			d.upserts = append(d.upserts, spe) // endpoints only
+			continue
+		}
+		old := prev[j]
+		spSame := old.GetServicePort() == spe.GetServicePort() || proto.Equal(old.GetServicePort(), spe.GetServicePort())
+		epSame := SameEndpoints(old.GetEndpoints(), spe.GetEndpoints()) || equalEndpoints(old.GetEndpoints(), spe.GetEndpoints())
+		switch {
+		case spSame && epSame:
+			d.next[i] = old
+		case spSame: // endpoints only: no pacing
+			d.next[i] = &messages.ServicePortEndpoints{ServicePort: old.GetServicePort(), Endpoints: spe.GetEndpoints()}
+			d.upserts = append(d.upserts, d.next[i])
+		case epSame:
+			d.next[i] = &messages.ServicePortEndpoints{ServicePort: spe.GetServicePort(), Endpoints: old.GetEndpoints()}
+			d.upserts, d.paced = append(d.upserts, d.next[i]), true
+		default:
+			d.upserts, d.paced = append(d.upserts, spe), true
 		}
 	}
 	for j, old := range prev {
@@ -53,4 +76,14 @@ func diffService(prev, ports []*messages.ServicePortEndpoints) serviceDiff {
 		}
 	}
 	return d
+}
+
+// SameEndpoints reports whether a and b are the same endpoint list, as
+// diffService hands an unchanged one on: the same slice, not a copy.
+func SameEndpoints(a, b []*messages.Endpoint) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+func equalEndpoints(a, b []*messages.Endpoint) bool {
+	return slices.EqualFunc(a, b, func(x, y *messages.Endpoint) bool { return proto.Equal(x, y) })
 }

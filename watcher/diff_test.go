@@ -103,3 +103,43 @@ func TestTrackerFlushUnpacedHoldsWhatNeedsPacing(t *testing.T) {
 		}
 	}
 }
+
+// What did not change is handed on as the message last flushed, so the
+// ServicePort actor tells what changed by identity alone.
+func TestDiffServiceSharesWhatDidNotChange(t *testing.T) {
+	prev := []*messages.ServicePortEndpoints{port("ns", "a", "http", "192.0.2.1")}
+	type ports = []*messages.ServicePortEndpoints
+
+	d := diffService(prev, ports{port("ns", "a", "http", "192.0.2.1")})
+	if len(d.upserts) != 0 || d.next[0] != prev[0] {
+		t.Fatalf("unchanged: %d upserts, next shared %v; want 0, true", len(d.upserts), d.next[0] == prev[0])
+	}
+
+	d = diffService(prev, ports{port("ns", "a", "http", "192.0.2.2")})
+	up := d.upserts[0]
+	if up.GetServicePort() != prev[0].GetServicePort() || SameEndpoints(up.GetEndpoints(), prev[0].GetEndpoints()) {
+		t.Fatal("endpoints only: the upsert must carry the previous ServicePort and new Endpoints")
+	}
+	if d.next[0] != up {
+		t.Fatal("the next flush must compare against what was sent")
+	}
+
+	moved := port("ns", "a", "http", "192.0.2.1")
+	moved.ServicePort.Port = 81
+	d = diffService(prev, ports{moved})
+	up = d.upserts[0]
+	if up.GetServicePort() == prev[0].GetServicePort() || !SameEndpoints(up.GetEndpoints(), prev[0].GetEndpoints()) {
+		t.Fatal("service port only: the upsert must carry a new ServicePort and the previous Endpoints")
+	}
+
+	// A change skipped on the way still shows by identity against what
+	// came before it.
+	d2 := diffService(d.next, ports{func() *messages.ServicePortEndpoints {
+		p := port("ns", "a", "http", "192.0.2.3")
+		p.ServicePort.Port = 81
+		return p
+	}()})
+	if up2 := d2.upserts[0]; up2.GetServicePort() == prev[0].GetServicePort() {
+		t.Fatal("after a skipped service port change, the next upsert must still differ from the one before it")
+	}
+}
