@@ -58,7 +58,7 @@ type programmed struct {
 	// kernel is what the last transactions programmed, by key (a rule's
 	// ServicePort says whose): each transaction is planned against it
 	// and committed to it when it succeeds.
-	kernel rules.Set
+	kernel *kernelRecord
 	dirty  map[string]bool
 	// complete is set once the source's first state is all here
 	// (DesiredStateComplete): no transaction runs before, so a restarted
@@ -76,7 +76,7 @@ type programmed struct {
 }
 
 func newRules(cfg *Config) *actor.Props {
-	st := &programmed{desired: map[string][]rules.Rule{}, kernel: rules.Set{}, dirty: map[string]bool{}}
+	st := &programmed{desired: map[string][]rules.Rule{}, kernel: newKernelRecord(rules.Set{}), dirty: map[string]bool{}}
 	return cfg.propsFor(func() actor.Actor { return &Rules{cfg: cfg, rules: cfg.Rules, programmed: st} })
 }
 
@@ -172,7 +172,7 @@ func (r *Rules) check(ctx actor.Context) {
 	}
 	r.checkLater = false
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	cur := r.kernel // not changed until a transaction's end, after this check's
+	cur := r.kernel.Set // not changed until a transaction's end, after this check's
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -206,7 +206,7 @@ func (r *Rules) kick(ctx actor.Context) {
 	}
 	// A full sync replaces everything: no rule of the kernel's holds a key
 	// against it.
-	against := r.kernel
+	against := r.kernel.Set
 	if full {
 		against = nil
 		for id, rs := range r.desired {
@@ -224,9 +224,11 @@ func (r *Rules) kick(ctx actor.Context) {
 		for _, u := range upserts {
 			keep[u.Key()] = true
 		}
-		for k, old := range r.kernel {
-			if r.dirty[old.ServicePort] && !keep[k] {
-				removals = append(removals, old)
+		for id := range r.dirty {
+			for _, old := range r.kernel.owned(id) {
+				if !keep[old.Key()] {
+					removals = append(removals, old)
+				}
 			}
 		}
 		r.del, r.add, err = r.kernel.Plan(upserts, removals)
@@ -245,7 +247,7 @@ func (r *Rules) kick(ctx actor.Context) {
 		return
 	}
 	stale := r.staleFlows(full, upserts, removals)
-	cur, want, del, add := r.kernel, r.want, r.del, r.add
+	cur, want, del, add := r.kernel.Set, r.want, r.del, r.add
 	span := r.transactionSpan(full, batch, len(upserts), len(removals))
 	r.wg.Add(1)
 	go func() {
@@ -280,7 +282,7 @@ func (r *Rules) staleFlows(full bool, upserts, removals []rules.Rule) []rules.Ru
 	}
 	var out []rules.Rule
 	for _, u := range upserts {
-		old, ok := r.kernel[u.Key()]
+		old, ok := r.kernel.Set[u.Key()]
 		if u.Protocol == "udp" && (full || !ok || old.ProxyPort != u.ProxyPort || old.Reject != u.Reject || old.Drop != u.Drop || old.ShortCircuitPort != u.ShortCircuitPort) {
 			out = append(out, u)
 		}
@@ -347,9 +349,9 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 		return
 	}
 	if m.GetFullSync() {
-		r.kernel = r.want
+		r.kernel = newKernelRecord(r.want)
 	} else {
-		r.kernel.Commit(r.del, r.add)
+		r.kernel.commit(r.del, r.add)
 	}
 	r.want, r.del, r.add = nil, nil, nil
 	ev := r.cfg.Log.Debug()
@@ -360,16 +362,8 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	if !r.needSync && len(r.dirty) == 0 {
 		r.cfg.Health.Updated(healthStageRules)
 	}
-	dropInternal, dropExternal := map[string]bool{}, map[string]bool{}
-	for _, rule := range r.kernel {
-		if rule.Drop && rule.ClusterIP {
-			dropInternal[rule.ServicePort] = true
-		} else if rule.Drop {
-			dropExternal[rule.ServicePort] = true
-		}
-	}
-	r.cfg.Metrics.PortalRules(len(r.kernel))
-	r.cfg.Metrics.NoLocalEndpoints(len(dropInternal), len(dropExternal))
+	r.cfg.Metrics.PortalRules(len(r.kernel.Set))
+	r.cfg.Metrics.NoLocalEndpoints(len(r.kernel.dropInternal), len(r.kernel.dropExternal))
 	r.kick(ctx)
 	if r.checkLater && !r.inFlight {
 		r.check(ctx)
