@@ -30,7 +30,7 @@ type Goal struct {
 type Shape struct {
 	Ports    int     // service ports, exactly
 	Size     int     // request bytes
-	Burst    bool    // udp: datagrams sent in bursts (--udp-burst above 1)
+	Burst    bool    // udp: datagrams sent in bursts (--udp-burst above 1), a datagram per call (no --udp-gso)
 	Idle     bool    // startup: sizes measured idle (--idle-wait)
 	Source   string  // churn: how the changes reach kproxy
 	Services int     // churn: services, exactly
@@ -124,14 +124,14 @@ type GoalResult struct {
 // runShape is what a goal's shape is matched against.
 type runShape struct {
 	ports, size, burst int
-	idle               bool
+	idle, gso          bool
 	source             string
 	services           int
 	rate, made         float64
 }
 
 func shapeOf(o *Options, res *ScenarioResult) runShape {
-	s := runShape{ports: o.Ports, size: o.Size, burst: o.UDPBurst, idle: o.IdleWait > 0,
+	s := runShape{ports: o.Ports, size: o.Size, burst: o.UDPBurst, idle: o.IdleWait > 0, gso: o.UDPGSO,
 		services: o.Services, rate: o.ChurnRate}
 	if res.Churn != nil {
 		s.source, s.made = res.Churn.Source, res.Churn.MadePerSecond
@@ -208,6 +208,9 @@ func (s Shape) mismatch(r runShape) string {
 	}
 	if s.Burst && r.burst <= 1 {
 		d = append(d, "no --udp-burst")
+	}
+	if s.Burst && r.gso {
+		d = append(d, "--udp-gso")
 	}
 	if s.Idle && !r.idle {
 		d = append(d, "no --idle-wait")

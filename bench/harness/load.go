@@ -51,8 +51,10 @@ type loadSpec struct {
 	Size     int   // request (and echo) bytes
 	PerConn  int   // keepalive and bulk: requests per connection
 	Burst    int   // udp: datagrams sent before their echoes are read
-	Rate     float64
-	Live     *live // counts as it goes, for the timeline and the progress bar
+	// GSO: a burst goes in UDP_SEGMENT sends, as QUIC stacks send.
+	GSO  bool
+	Rate float64
+	Live *live // counts as it goes, for the timeline and the progress bar
 	// Enter, when set, moves each client's goroutine (locked to its OS
 	// thread for good) where its sockets are to be opened: a network
 	// namespace.
@@ -156,6 +158,7 @@ type client struct {
 	udpTo   []netip.AddrPort
 	seq     uint64
 	seen    []bool // udp burst: which echoes came back
+	gsoBuf  []byte // udp burst with --udp-gso: the datagrams of one send
 	bursts  int
 	payload []byte
 	buf     []byte
@@ -390,11 +393,15 @@ func (cl *client) udpBurst(port int) (int, time.Duration) {
 	clear(cl.seen)
 	first := cl.seq + 1
 	t0 := time.Now()
-	for range burst {
-		cl.seq++
-		binary.BigEndian.PutUint64(cl.payload, cl.seq)
-		if _, err := cl.udp.WriteToUDPAddrPort(cl.payload, cl.udpTo[port]); err != nil {
-			break // counted as missing below
+	if cl.spec.GSO {
+		cl.gsoBurst(port, burst)
+	} else {
+		for range burst {
+			cl.seq++
+			binary.BigEndian.PutUint64(cl.payload, cl.seq)
+			if _, err := cl.udp.WriteToUDPAddrPort(cl.payload, cl.udpTo[port]); err != nil {
+				break // counted as missing below
+			}
 		}
 	}
 	cl.udp.SetDeadline(t0.Add(udpTimeout))

@@ -69,6 +69,8 @@ type Options struct {
 	// UDPBurst is how many datagrams a udp client sends before it reads
 	// their echoes (1: one datagram and its echo at a time).
 	UDPBurst int `json:"udpBurst,omitempty"`
+	// UDPGSO sends each burst with UDP_SEGMENT (Linux), as QUIC stacks do.
+	UDPGSO bool `json:"udpGSO,omitempty"`
 	// MaxRequests bounds one round by count as Duration does by time.
 	MaxRequests int64 `json:"maxRequests"`
 

@@ -157,7 +157,7 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 // 256 clients" in a sweep).
 func (e *env) portsMode(ctx context.Context, res *ScenarioResult, mode string, clients int, label string, targets []target) error {
 	o := e.o
-	spec := loadSpec{Mode: mode, Clients: clients, Size: o.Size, PerConn: o.PerConn, Burst: o.UDPBurst, MaxOps: o.MaxRequests}
+	spec := loadSpec{Mode: mode, Clients: clients, Size: o.Size, PerConn: o.PerConn, Burst: o.UDPBurst, GSO: o.UDPGSO, MaxOps: o.MaxRequests}
 	g, err := e.interleave(ctx, res, label, spec, targets, func(t target, r int, round Round) {
 		e.logf("  %s %-8s round %d: %8.0f req/s  %6.1f µs CPU/req  %d failed", label, t.name, r+1, round.OpsPerSecond, round.CPUMicrosPerOp, round.Errors)
 	})

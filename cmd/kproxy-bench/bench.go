@@ -61,6 +61,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.Rounds, "rounds", 3, "interleaved rounds per target (medians are reported); startup: starts per proxy")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "one round of load; the churn and the storm last as long")
 	fs.IntVar(&o.Size, "size", 64, "bytes per request (echoed)")
+	fs.BoolVar(&o.UDPGSO, "udp-gso", false, "udp: a client sends each burst in UDP_SEGMENT sends (one system call for up to 64 datagrams, as QUIC stacks send) rather than a datagram per call (Linux)")
 	fs.IntVar(&o.UDPBurst, "udp-burst", 1, "udp: datagrams a client sends to a port before it reads their echoes (1: one at a time); each echo is a request")
 	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive and bulk: requests per connection before the client moves to its next port")
 	fs.Int64Var(&o.MaxRequests, "max-requests", 10_000_000, "one round ends after this many requests if its duration has not passed")

@@ -303,7 +303,7 @@ var writers = sync.Pool{New: func() any { return &replyWriter{} }}
 
 type replyWriter struct {
 	w    writer
-	bufs [udpBatch][]byte
+	bufs [][]byte // grown by coalesced reads (UDP_GRO): kept for the next
 }
 
 // reply copies the endpoint's datagrams back to the client until the flow
@@ -332,13 +332,17 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 		counts.received(len(ds))
 		rw := writers.Get().(*replyWriter)
 		bufs := rw.bufs[:0]
+		if bufs == nil {
+			bufs = make([][]byte, 0, udpBatch)
+		}
 		for _, d := range ds {
 			bufs = append(bufs, d.b)
 		}
 		var calls int
 		calls, werr = listener.write(&rw.w, bufs, f.clientAddr, f.oob)
 		counts.sent(len(bufs), calls)
-		clear(rw.bufs[:])
+		clear(bufs)
+		rw.bufs = bufs[:0]
 		writers.Put(rw)
 	}
 	for {

@@ -127,6 +127,8 @@ type batchConn struct {
 	// to the size of a run the socket refused because of its size (a
 	// segment above the path's MTU), to 0 when it refused GSO itself.
 	gsoBelow atomic.Int64
+	// gro: UDP_GRO is on, reads may return datagrams coalesced.
+	gro bool
 }
 
 func newBatchConn(conn *net.UDPConn) (*batchConn, error) {
@@ -134,7 +136,7 @@ func newBatchConn(conn *net.UDPConn) (*batchConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udp batch: %w", err)
 	}
-	c := &batchConn{conn: conn, rc: rc}
+	c := &batchConn{conn: conn, rc: rc, gro: enableGRO(rc)}
 	c.gsoBelow.Store(gsoMaxBytes + 1)
 	return c, nil
 }
@@ -168,6 +170,9 @@ type reader struct {
 func (c *batchConn) read(rd *reader, oobSize int, from bool, handle func([]datagram)) error {
 	if rd.fn == nil {
 		rd.fn = rd.attempt
+	}
+	if c.gro {
+		oobSize += groOOBSize
 	}
 	rd.oobSize, rd.from, rd.handle, rd.waited, rd.err = oobSize, from, handle, false, nil
 	err := c.rc.Read(rd.fn)
@@ -249,10 +254,16 @@ func (rd *reader) attempt(fd uintptr) bool {
 				d.name, d.namelen = &b.names[i], h.Hdr.Namelen
 				d.from = addrPort(&b.names[i])
 			}
-			ds = append(ds, d)
+			if seg := groSegment(d.oob); seg > 0 && len(d.b) > seg {
+				groReads.Add(1)
+				ds = appendSegments(ds, d, seg)
+			} else {
+				ds = append(ds, d)
+			}
 		}
 		rd.handle(ds)
-		clear(b.ds[:n])
+		clear(ds)
+		b.ds = ds // grown by coalesced reads: kept for the next
 		runtime.KeepAlive(b)
 		return true
 	}
@@ -385,8 +396,9 @@ func (w *writer) attempt(fd uintptr) bool {
 	return true
 }
 
-// gsoSends and gsoFailures count the GSO sends made and failed, for tests.
-var gsoSends, gsoFailures atomic.Int64
+// gsoSends and gsoFailures count the GSO sends made and failed, and
+// groReads the reads that returned datagrams coalesced, for tests.
+var gsoSends, gsoFailures, groReads atomic.Int64
 
 // gsoLimitAfter is the bound on GSO segment sizes after a GSO send of
 // segments of size failed with e: none after the kernel or the device
