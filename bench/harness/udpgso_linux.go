@@ -8,8 +8,12 @@ import (
 )
 
 // udpMaxSegments is the most datagrams one UDP_SEGMENT send carries
-// (the kernel's UDP_MAX_SEGMENTS before Linux 6.10).
-const udpMaxSegments = 64
+// (the kernel's UDP_MAX_SEGMENTS before Linux 6.10), gsoMaxBytes the most
+// bytes (an IP packet's 64 KiB less the IPv6 and UDP headers).
+const (
+	udpMaxSegments = 64
+	gsoMaxBytes    = 65535 - 40 - 8
+)
 
 // gsoBurst sends burst numbered datagrams to port in UDP_SEGMENT sends of
 // up to udpMaxSegments each; a send the kernel refuses leaves its
@@ -21,11 +25,12 @@ func (cl *client) gsoBurst(port, burst int) {
 	h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
 	h.SetLen(unix.CmsgLen(2))
 	*(*uint16)(unsafe.Pointer(&oob[unix.CmsgLen(0)])) = uint16(size)
-	if cap(cl.gsoBuf) < udpMaxSegments*size {
-		cl.gsoBuf = make([]byte, udpMaxSegments*size)
+	perSend := max(1, min(udpMaxSegments, gsoMaxBytes/size))
+	if cap(cl.gsoBuf) < perSend*size {
+		cl.gsoBuf = make([]byte, perSend*size)
 	}
 	for sent := 0; sent < burst; {
-		n := min(burst-sent, udpMaxSegments)
+		n := min(burst-sent, perSend)
 		buf := cl.gsoBuf[:n*size]
 		for i := range n {
 			cl.seq++
