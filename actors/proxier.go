@@ -157,13 +157,15 @@ func (p *Proxier) state() *messages.StateSnapshot {
 // ServicePort sends them before its report): a full sync now replaces
 // the table with a complete one.
 //
-// It also calls Config.FirstStateReported then (all modes).
+// Then the held listeners start serving, and Config.FirstStateReported
+// is called (all modes).
 func (p *Proxier) checkComplete(ctx actor.Context) {
 	d := p.desired
 	if !d.first || d.complete || d.reported < len(d.records) {
 		return
 	}
 	d.complete = true
+	p.cfg.listeners.StartServing()
 	if p.cfg.rulesPID != nil {
 		ctx.Send(p.cfg.rulesPID, &messages.DesiredStateComplete{})
 	}

@@ -42,6 +42,10 @@ func Start(cfg Config) *Proxy {
 	cfg.conns = datapath.NewConnTracker()
 	cfg.listeners = datapath.NewListeners()
 	cfg.listeners.SetFDLimit(cfg.FDLimit)
+	// Every port of the first state opens before any serves (the kernel
+	// queues what comes meanwhile); the Proxier starts serving when the
+	// last one reported, when the kernel modes' first full sync runs too.
+	cfg.listeners.HoldServing()
 	cfg.Ports.Attach(cfg.listeners, cfg.PortalMode) // proxy ports are held as the sockets the Portals serve
 	cfg.crashes = &sync.Map{}
 	c := &cfg

@@ -328,14 +328,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	}
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
-	// Every port of the first state opens before any serves (the kernel
-	// queues what comes meanwhile): the kernel modes' rules wait for the
-	// same moment.
-	datapath.HoldServing()
-	cfg.FirstStateReported = func(n int) {
-		datapath.StartServing()
-		releaseAfterStart(n, log)
-	}
+	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, log) }
 	var inject faults.Config
 	if o.enableFaultInjection {
 		inject = faults.Prepare(&cfg)

@@ -50,6 +50,8 @@ type Listener struct {
 	loop      func(stop <-chan struct{}) error
 	onFailure func(spec ListenSpec, err error)
 	closed    atomic.Bool
+	// gate holds the first wake while the set's start is held (nil: none).
+	gate *startGate
 }
 
 // DefaultParkAfter is how long a served socket goes without a connection
@@ -186,6 +188,9 @@ func (l *Listener) parkLocked() error {
 // wake starts the loop of a parked listener whose socket became readable
 // (called by the parking set's goroutine).
 func (l *Listener) wake() {
+	if l.gate != nil && !l.gate.admit(l) {
+		return // woken again when serving starts
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.parked {
@@ -347,6 +352,9 @@ type Listeners struct {
 	opening map[netAddr]string
 	// fdLimit is the open-file limit (0: none); see SetFDLimit.
 	fdLimit int64
+	// gate, while the start is held (startgate.go), is given to every
+	// socket recorded.
+	gate *startGate
 }
 
 // netAddr is a socket's network and address, sharing its spec's strings.
@@ -515,6 +523,9 @@ func (s *Listeners) put(owner string, l *Listener) {
 		s.m[owner] = append(s.m[owner], l)
 	}
 	s.held[netAddr{l.Spec.Network, l.Spec.Address}] = heldSocket{owner: owner, l: l}
+	if s.gate != nil {
+		l.gate = s.gate
+	}
 }
 
 // Delete forgets owner's listener on addr (the caller closes it).

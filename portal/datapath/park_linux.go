@@ -109,7 +109,6 @@ func unpark(l *Listener) {
 func (s *parkingSet) run() {
 	events := make([]unix.EpollEvent, 128)
 	for {
-		waitServing()
 		n, err := unix.EpollWait(s.epfd, events, -1)
 		if err != nil {
 			// EINTR; the others (EBADF, EFAULT, EINVAL) cannot happen on

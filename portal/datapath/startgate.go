@@ -5,48 +5,61 @@ import (
 	"sync/atomic"
 )
 
-// The start gate: at a process's start its service ports open one after
+// The start gate: at a proxy's start its service ports open one after
 // another, and a port served as soon as it listens takes the CPU the
 // others need to open (on a 10,000-port start, connections to the first
-// ports would delay the last by as much again). HoldServing makes parked
-// sockets wait until StartServing: they listen, the kernel completes
-// connections into their backlog and queues datagrams, and the first
-// accept comes once every port of the first state is open, as a proxy
-// that opens all its frontends before it serves any. Where sockets do
-// not park (not Linux), they serve at once.
+// ports delayed the last by as much again). A set held (HoldServing)
+// keeps its parked sockets' first wakes until StartServing: they listen,
+// the kernel completes connections into their backlogs and queues
+// datagrams, and serving begins once every port of the first state is
+// open, as a proxy that opens all its frontends before it serves any.
+// Where sockets do not park (not Linux), they serve at once.
+type startGate struct {
+	opened atomic.Bool // set once: every later wake passes without the lock
+	mu     sync.Mutex
+	open   bool
+	held   []*Listener
+}
 
-var (
-	gateMu sync.Mutex
-	gate   atomic.Pointer[chan struct{}]
-)
+// admit reports whether l may serve now; if not, l is woken when the gate
+// opens.
+func (g *startGate) admit(l *Listener) bool {
+	if g.opened.Load() {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.open {
+		g.held = append(g.held, l)
+	}
+	return g.open
+}
 
-// HoldServing holds parked sockets' first wake until StartServing. Call
-// it before the first listener opens.
-func HoldServing() {
-	gateMu.Lock()
-	defer gateMu.Unlock()
-	if gate.Load() == nil {
-		ch := make(chan struct{})
-		gate.Store(&ch)
+// HoldServing makes the set's sockets, opened from now on, wait to serve
+// until StartServing.
+func (s *Listeners) HoldServing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gate == nil {
+		s.gate = &startGate{}
 	}
 }
 
-// StartServing lets held sockets serve; later calls do nothing.
-func StartServing() {
-	gateMu.Lock()
-	defer gateMu.Unlock()
-	if ch := gate.Load(); ch != nil {
-		select {
-		case <-*ch:
-		default:
-			close(*ch)
-		}
+// StartServing lets the set's held sockets serve, and those parked later
+// serve at once; calls after the first do nothing.
+func (s *Listeners) StartServing() {
+	s.mu.Lock()
+	g := s.gate
+	s.mu.Unlock()
+	if g == nil {
+		return
 	}
-}
-
-// waitServing returns once serving is not held.
-func waitServing() {
-	if ch := gate.Load(); ch != nil {
-		<-*ch
+	g.mu.Lock()
+	held := g.held
+	g.open, g.held = true, nil
+	g.opened.Store(true)
+	g.mu.Unlock()
+	for _, l := range held {
+		l.wake() // stale (paused, closed, running) ones return at once
 	}
 }

@@ -2,29 +2,32 @@ package datapath
 
 import (
 	"net"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 )
 
-// While serving is held, a parked listener's connection completes in the
-// kernel and waits unaccepted; StartServing serves it. The gate is the
-// process's, so the test runs in a process of its own.
+// While a set's start is held, a parked listener's connection completes in
+// the kernel and waits unaccepted; StartServing serves it, and a listener
+// parked after serves at once. Another set is not held.
 func TestHoldServingUntilStartServing(t *testing.T) {
-	if os.Getenv("KPROXY_START_GATE_CHILD") == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHoldServingUntilStartServing$", "-test.v")
-		cmd.Env = append(os.Environ(), "KPROXY_START_GATE_CHILD=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
-		return
-	}
-	HoldServing()
 	backend := namedBackend(t, "b1")
-	l := openTCP(t)
-	l.Serve(parkOptions(backend))
+	set := NewListeners()
+	set.HoldServing()
+	open := func(set *Listeners, owner, ip string) *Listener {
+		l, err := set.Open(owner, ListenSpec{Network: "tcp", Address: ip + ":0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { set.CloseOwned(owner) })
+		l.Serve(parkOptions(backend))
+		return l
+	}
+	l := open(set, "held", "127.0.0.1")
+	other := open(NewListeners(), "not-held", "127.0.0.2")
+	if got, err := ask(addrOf(other)); err != nil || got != "b1" {
+		t.Fatalf("a set that is not held: %q, %v; want b1", got, err)
+	}
+
 	c, err := net.Dial("tcp", addrOf(l))
 	if err != nil {
 		t.Fatal(err) // the kernel completes the handshake into the backlog
@@ -37,15 +40,15 @@ func TestHoldServingUntilStartServing(t *testing.T) {
 	if parked, running := l.state(); !parked || running {
 		t.Fatalf("while held: parked %v, loop running %v; want parked, no loop", parked, running)
 	}
-	StartServing()
-	StartServing() // a second call does nothing
+	set.StartServing()
+	set.StartServing() // a second call does nothing
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 8)
 	n, err := c.Read(buf)
 	if err != nil || string(buf[:n]) != "b1" {
 		t.Fatalf("after StartServing: read %q, %v; want b1", buf[:n], err)
 	}
-	if got, err := ask(addrOf(l)); err != nil || got != "b1" {
-		t.Fatalf("a new connection after StartServing: %q, %v", got, err)
+	if got, err := ask(addrOf(open(set, "later", "127.0.0.3"))); err != nil || got != "b1" {
+		t.Fatalf("a listener opened after StartServing: %q, %v; want b1", got, err)
 	}
 }
