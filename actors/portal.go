@@ -295,7 +295,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) datapath.ListenerOptions {
 	self, root, inc := ctx.Self(), ctx.ActorSystem().Root, p.incarnation
 	return datapath.ListenerOptions{
 		Picker:         p.picker,
-		Stats:          p.cfg.Stats.For(p.sp.GetKey().ID()),
+		Stats:          p.cfg.Stats.For(p.rec.id), // the record's ID string, not one more per listener
 		Limits:         p.cfg.Limits,
 		TCPKeepAlive:   p.cfg.TCPKeepAlive,
 		Reaper:         p.cfg.Reaper,
@@ -303,7 +303,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) datapath.ListenerOptions {
 		Conns:          p.cfg.conns,
 		Faults:         p.cfg.Faults,
 		Tracer:         p.cfg.Tracer,
-		ServicePort:    p.sp.GetKey().ID(),
+		ServicePort:    p.rec.id,
 		ProxyProtocol:  int(p.sp.GetProxyProtocol()),
 		Transparent:    p.transparent(),
 		OnFirstAccept:  p.firstAccept,

@@ -42,10 +42,15 @@ func Start(cfg Config) *Proxy {
 	cfg.conns = datapath.NewConnTracker()
 	cfg.listeners = datapath.NewListeners()
 	cfg.listeners.SetFDLimit(cfg.FDLimit)
-	// Every port of the first state opens before any serves (the kernel
-	// queues what comes meanwhile); the Proxier starts serving when the
-	// last one reported, when the kernel modes' first full sync runs too.
-	cfg.listeners.HoldServing()
+	// With the bind portal every port of the first state opens before
+	// any serves (the kernel queues what comes meanwhile); the Proxier
+	// starts serving when the last one reported. The kernel modes need no
+	// hold: their first rules wait for that moment anyway, and after a
+	// restart the rules left in place bring traffic to each proxy port
+	// best served as soon as it opens.
+	if !datapath.UsesProxyPorts(cfg.PortalMode) {
+		cfg.listeners.HoldServing()
+	}
 	cfg.Ports.Attach(cfg.listeners, cfg.PortalMode) // proxy ports are held as the sockets the Portals serve
 	cfg.crashes = &sync.Map{}
 	c := &cfg
