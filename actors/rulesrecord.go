@@ -1,6 +1,10 @@
 package actors
 
-import "github.com/kproxy/kproxy/portal/rules"
+import (
+	"slices"
+
+	"github.com/kproxy/kproxy/portal/rules"
+)
 
 // kernelRecord is the Rules actor's one record of what the kernel holds
 // (rules.Set, by key), indexed by the service port that owns each rule,
@@ -53,11 +57,9 @@ func (k *kernelRecord) commit(del, add []rules.Rule) {
 		k.byPort[r.ServicePort] = append(k.byPort[r.ServicePort], r.Key())
 	}
 	for id := range touched {
-		keys := k.byPort[id][:0]
-		seen := map[rules.Key]bool{}
+		keys := k.byPort[id][:0] // filtered in place: a service port has a few
 		for _, key := range k.byPort[id] {
-			if r, ok := k.Set[key]; ok && r.ServicePort == id && !seen[key] {
-				seen[key] = true
+			if r, ok := k.Set[key]; ok && r.ServicePort == id && !slices.Contains(keys, key) {
 				keys = append(keys, key)
 			}
 		}

@@ -396,13 +396,7 @@ func (cl *client) udpBurst(port int) (int, time.Duration) {
 	if cl.spec.GSO {
 		cl.gsoBurst(port, burst)
 	} else {
-		for range burst {
-			cl.seq++
-			binary.BigEndian.PutUint64(cl.payload, cl.seq)
-			if _, err := cl.udp.WriteToUDPAddrPort(cl.payload, cl.udpTo[port]); err != nil {
-				break // counted as missing below
-			}
-		}
+		cl.sendBurst(port, burst)
 	}
 	cl.udp.SetDeadline(t0.Add(udpTimeout))
 	got := 0
@@ -426,6 +420,18 @@ func (cl *client) udpBurst(port int) (int, time.Duration) {
 		took = time.Since(t0)
 	}
 	return got, took
+}
+
+// sendBurst sends burst numbered datagrams to port, a datagram per call;
+// one the kernel refuses ends the burst, the rest counted as missing.
+func (cl *client) sendBurst(port, burst int) {
+	for range burst {
+		cl.seq++
+		binary.BigEndian.PutUint64(cl.payload, cl.seq)
+		if _, err := cl.udp.WriteToUDPAddrPort(cl.payload, cl.udpTo[port]); err != nil {
+			return
+		}
+	}
 }
 
 // close ends the keepalive connection.

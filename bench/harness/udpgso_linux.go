@@ -39,8 +39,7 @@ func (cl *client) gsoBurst(port, burst int) {
 			binary.BigEndian.PutUint64(d, cl.seq)
 		}
 		if _, _, err := cl.udp.WriteMsgUDPAddrPort(buf, oob, cl.udpTo[port]); err != nil {
-			cl.seq += uint64(burst - sent - n) // the rest of the burst: missing
-			return
+			return // the rest of the burst: missing
 		}
 		sent += n
 	}

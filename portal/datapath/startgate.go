@@ -15,24 +15,24 @@ import (
 // open, as a proxy that opens all its frontends before it serves any.
 // Where sockets do not park (not Linux), they serve at once.
 type startGate struct {
-	opened atomic.Bool // set once: every later wake passes without the lock
-	mu     sync.Mutex
-	open   bool
-	held   []*Listener
+	open atomic.Bool // set once, under mu: every later wake passes without the lock
+	mu   sync.Mutex
+	held []*Listener
 }
 
 // admit reports whether l may serve now; if not, l is woken when the gate
 // opens.
 func (g *startGate) admit(l *Listener) bool {
-	if g.opened.Load() {
+	if g.open.Load() {
 		return true
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.open {
-		g.held = append(g.held, l)
+	if g.open.Load() {
+		return true
 	}
-	return g.open
+	g.held = append(g.held, l)
+	return false
 }
 
 // HoldServing makes the set's sockets, opened from now on, wait to serve
@@ -56,8 +56,8 @@ func (s *Listeners) StartServing() {
 	}
 	g.mu.Lock()
 	held := g.held
-	g.open, g.held = true, nil
-	g.opened.Store(true)
+	g.held = nil
+	g.open.Store(true)
 	g.mu.Unlock()
 	for _, l := range held {
 		l.wake() // stale (paused, closed, running) ones return at once

@@ -1,8 +1,8 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,23 +32,18 @@ func enableGRO(rc syscall.RawConn) bool {
 }
 
 // groSegment is the segment size a read's control messages give, 0 when
-// the datagram came alone. It walks the messages in place: a read with
-// GRO on allocates nothing for them.
+// the datagram came alone. ParseOneSocketControlMessage walks them in
+// place: a read with GRO on allocates nothing for them.
 func groSegment(oob []byte) int {
-	for len(oob) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		n := int(h.Len)
-		if n < unix.SizeofCmsghdr || n > len(oob) {
+	for len(oob) > 0 {
+		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
+		if err != nil {
 			return 0
 		}
-		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && n >= unix.CmsgLen(4) {
-			return int(*(*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])))
+		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && len(data) >= 4 {
+			return int(int32(binary.NativeEndian.Uint32(data)))
 		}
-		space := unix.CmsgSpace(n - unix.CmsgLen(0))
-		if space > len(oob) {
-			return 0
-		}
-		oob = oob[space:]
+		oob = rest
 	}
 	return 0
 }

@@ -2,12 +2,10 @@ package datapath
 
 import (
 	"net"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,11 +83,20 @@ func peerFor(addr *net.UDPAddr) *peerAddr {
 // Through the proxy: a client that sends with UDP_SEGMENT (as QUIC stacks
 // do) has its batch read whole and sent on whole; an endpoint that
 // answers the same way has its batch read whole too; each side gets
-// every datagram, in order.
+// every datagram, in order. On a wildcard listener each read also carries
+// the destination address (IP_PKTINFO), beside the segment size, and the
+// answers leave from the address the client sent to.
 func TestUDPProxyCarriesCoalescedBatchesBothWays(t *testing.T) {
-	if probe, _ := connectedPair(t); !enableGRO(mustRaw(t, probe)) {
+	probe, _ := connectedPair(t)
+	if bc, err := newBatchConn(probe); err != nil || !bc.gro {
 		t.Skip("kernel without UDP_GRO")
 	}
+	for _, listen := range []string{"127.0.0.1:0", "0.0.0.0:0"} {
+		t.Run(listen, func(t *testing.T) { coalescedBothWays(t, listen) })
+	}
+}
+
+func coalescedBothWays(t *testing.T, listen string) {
 	var want [][]byte
 	for i := range 30 {
 		want = append(want, sized(i, 1000))
@@ -102,6 +109,7 @@ func TestUDPProxyCarriesCoalescedBatchesBothWays(t *testing.T) {
 	}
 	defer backend.Close()
 	backend.SetReadBuffer(4 << 20)
+	answer := gsoSender(t, backend)
 	go func() {
 		buf := make([]byte, MaxDatagram)
 		backend.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -121,23 +129,19 @@ func TestUDPProxyCarriesCoalescedBatchesBothWays(t *testing.T) {
 			from = addr
 			echoes = append(echoes, append([]byte(nil), buf[:n]...))
 		}
-		gsoSender(t, backend).write(&writer{}, echoes, peerFor(from), nil)
+		answer.write(&writer{}, echoes, peerFor(from), nil)
 	}()
 
-	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	l, err := Open(ListenSpec{Network: "udp", Address: listen})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &UDPProxy{}
-	done := make(chan struct{})
-	picker := PickerFunc(func(string, []string, bool) (string, error) { return backend.LocalAddr().String(), nil })
-	go func() {
-		defer close(done)
-		p.Serve(ln, UDPOptions{Picker: picker, Log: zerolog.Nop()}, nil)
-	}()
-	defer func() { ln.Close(); <-done; p.CloseFlows() }()
+	defer l.Close()
+	l.Serve(parkOptions(backend.LocalAddr().String()))
+	port := l.udp.LocalAddr().(*net.UDPAddr).Port
 
-	client, err := net.DialUDP("udp", nil, ln.LocalAddr().(*net.UDPAddr))
+	// Connected: only answers from the address it sent to reach it.
+	client, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,13 +161,4 @@ func TestUDPProxyCarriesCoalescedBatchesBothWays(t *testing.T) {
 	if n := groReads.Load() - before; n < 2 {
 		t.Errorf("%d coalesced reads, want at least 2: the client's batch and the endpoint's", n)
 	}
-}
-
-func mustRaw(t *testing.T, c *net.UDPConn) syscall.RawConn {
-	t.Helper()
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rc
 }
