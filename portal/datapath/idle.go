@@ -36,6 +36,7 @@ type IdleReaper struct {
 
 type pair struct {
 	client, backend *net.TCPConn
+	lc              *loopConn // an event loop's connection, instead of client and backend
 	halfClosed      atomic.Bool
 	// keepAlive, when set, is the backend's keepalive to turn on at the
 	// next sweep (only the sweeping goroutine reads and clears it).
@@ -133,6 +134,10 @@ func (r *IdleReaper) sweep() {
 	}
 	r.mu.Unlock()
 	for _, p := range ps {
+		if p.lc != nil {
+			r.sweepLoopConn(p)
+			continue
+		}
 		if p.keepAlive > 0 {
 			setKeepAlive(p.backend, p.keepAlive)
 			p.keepAlive = 0

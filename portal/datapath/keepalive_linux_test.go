@@ -59,25 +59,12 @@ func TestBackendKeepAliveTurnedOn(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The proxied pair's backend socket: found through the tracker.
-			var backendConn *net.TCPConn
-			for i := range conns.shards {
-				s := &conns.shards[i]
-				s.mu.Lock()
-				for k := range s.conns {
-					if tc, ok := k.(*net.TCPConn); ok && tc.RemoteAddr().String() == backend.Addr().String() {
-						backendConn = tc
-					}
-				}
-				s.mu.Unlock()
-			}
-			if backendConn == nil {
-				t.Fatal("backend connection not tracked")
-			}
+			backendFD := trackedBackendFD(t, conns, backend.Addr().String())
 			tick := time.NewTicker(5 * time.Millisecond)
 			defer tick.Stop()
 			deadline := time.After(10 * time.Second)
 			for {
-				on, idle := keepAliveOf(t, backendConn)
+				on, idle := keepAliveOf(backendFD)
 				if on {
 					if idle != 7*60 {
 						t.Fatalf("TCP_KEEPIDLE = %d s, want 420", idle)
@@ -94,15 +81,38 @@ func TestBackendKeepAliveTurnedOn(t *testing.T) {
 	}
 }
 
-func keepAliveOf(t *testing.T, c *net.TCPConn) (on bool, idle int) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ka int
-	rc.Control(func(fd uintptr) {
-		ka, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE)
-		idle, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_KEEPIDLE)
-	})
+func keepAliveOf(fd int) (on bool, idle int) {
+	ka, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+	idle, _ = unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE)
 	return ka != 0, idle
+}
+
+// trackedBackendFD is the descriptor of the tracked connection's socket
+// to backend: a goroutine pair's, or an event loop's.
+func trackedBackendFD(t *testing.T, conns *ConnTracker, backend string) int {
+	t.Helper()
+	fd := -1
+	for i := range conns.shards {
+		s := &conns.shards[i]
+		s.mu.Lock()
+		for k := range s.conns {
+			switch c := k.(type) {
+			case *net.TCPConn:
+				if c.RemoteAddr().String() == backend {
+					rc, err := c.SyscallConn()
+					if err != nil {
+						t.Fatal(err)
+					}
+					rc.Control(func(f uintptr) { fd = int(f) })
+				}
+			case *loopConn:
+				fd = int(c.fd[1])
+			}
+		}
+		s.mu.Unlock()
+	}
+	if fd < 0 {
+		t.Fatal("backend connection not tracked")
+	}
+	return fd
 }

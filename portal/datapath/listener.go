@@ -48,6 +48,7 @@ type Listener struct {
 	// loop is one run of this Serve's accept (or read) loop; it returns
 	// errIdle after ParkAfter without traffic.
 	loop      func(stop <-chan struct{}) error
+	proxy     *TCPProxy // this Serve's, for a TCP socket
 	onFailure func(spec ListenSpec, err error)
 	closed    atomic.Bool
 	// gate holds the first wake while the set's start is held (nil: none).
@@ -89,6 +90,9 @@ type ListenerOptions struct {
 	// OnFailure is called from the serving goroutine when the socket fails
 	// (not when it is closed or paused), or when that goroutine panics.
 	OnFailure func(spec ListenSpec, err error)
+	// EventLoops serves TCP connections that need only their bytes moved
+	// on the event loops (Linux), not a goroutine per direction.
+	EventLoops bool
 	// ParkAfter is how long the socket may be idle before its goroutine
 	// ends and it is parked (Linux); 0 means DefaultParkAfter, negative
 	// never parks.
@@ -161,8 +165,9 @@ func (l *Listener) Serve(o ListenerOptions) {
 		tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
 			KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
 			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter,
-			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent}
+			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent, EventLoops: o.EventLoops}
 		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
+		l.proxy = tcp
 		l.loop = func(stop <-chan struct{}) error { return tcp.Serve(l.tcp, stop) }
 	} else {
 		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,
@@ -279,6 +284,7 @@ func (l *Listener) pause() {
 func (l *Listener) setDeadline(t time.Time) {
 	if l.tcp != nil {
 		l.tcp.SetDeadline(t)
+		l.proxy.setAcceptDeadline(t) // the event loops' accept waits on a duplicate
 	} else {
 		l.udp.SetReadDeadline(t)
 	}
@@ -295,9 +301,11 @@ func (l *Listener) Close() {
 	l.mu.Lock()
 	unpark(l)
 	l.parked = false
+	proxy := l.proxy
 	l.mu.Unlock()
 	if l.tcp != nil {
 		l.tcp.Close()
+		proxy.setAcceptDeadline(time.Unix(1, 0)) // the event loops' accept sees it closed
 	} else {
 		l.udp.Close()
 	}

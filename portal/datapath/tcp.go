@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -61,7 +63,11 @@ type TCPProxy struct {
 	// address (IP_TRANSPARENT, TransparentMark); others, and a dial the
 	// kernel refuses, from the node's.
 	Transparent bool
+	// EventLoops moves connections that need only their bytes moved to
+	// the event loops (Linux; usesLoops says which).
+	EventLoops bool
 
+	acceptFile   atomic.Pointer[os.File] // the listener's duplicate the loops' accept waits on
 	keepAliveSet bool // the listener's keepalive is on: Serve runs again after parking
 	dialersOnce  sync.Once
 	dialers      *dialerLadder
@@ -98,6 +104,11 @@ var acceptErrors, connLimitHits, flowLimitHits RateLog
 // stalls accept. The returned error is the accept error.
 func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 	p.listenerKeepAlive(ln)
+	if p.usesLoops() {
+		if served, err := p.serveLoops(ln, stop); served {
+			return err
+		}
+	}
 	// The idle check is a deadline, set again only when it fires after
 	// an accept, so a busy listener pays nothing per connection for it.
 	// The deadline is set before stop is checked: Pause closes stop, then
@@ -187,8 +198,9 @@ func (p *TCPProxy) accept(ln *net.TCPListener) (*net.TCPConn, error) {
 	return ln.AcceptTCP()
 }
 
-// handle serves an accepted connection, which Serve counted as dialing.
-func (p *TCPProxy) handle(client *net.TCPConn) {
+// handle serves an accepted connection, which Serve counted as dialing;
+// its dial goes on from seed (endpoints an event loop tried already).
+func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 	dialing := true
 	defer func() {
 		if dialing {
@@ -207,7 +219,7 @@ func (p *TCPProxy) handle(client *net.TCPConn) {
 		clientIP = a.IP.String()
 	}
 	ct := p.traceConn(client)
-	backend, err := p.dial(client, clientIP, ct)
+	backend, err := p.dial(client, clientIP, ct, seed)
 	p.Conns.DialDone()
 	dialing = false
 	if err != nil {
@@ -274,15 +286,17 @@ func (p *TCPProxy) dialEndpoint(i int, addr string) (*net.TCPConn, error) {
 // not picked again; one that timed out is passed over while others are
 // left, then tried again with the next timeout. A refusal takes no step
 // of the ladder (it took no time), so every endpoint gets its chance.
-func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*net.TCPConn, error) {
+func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace, seed dialSeed) (*net.TCPConn, error) {
 	// exclude is the refused endpoints, then the slow ones. It is never
 	// written where a Picker was shown it (clipped before each change): a
 	// request to the Balancer that timed out may still be reading it.
-	var exclude []string
-	refused := 0
-	var lastErr error
+	exclude, refused, lastErr := slices.Clip(seed.exclude), seed.refused, seed.lastErr
 	var giveUp time.Time // set by the first timeout
-	for rung := 0; rung < len(dialTimeouts) || time.Now().Before(giveUp); {
+	rung := seed.rung
+	if rung > 0 {
+		giveUp = time.Now().Add(synTimeout() - dialTimeouts[0])
+	}
+	for rung < len(dialTimeouts) || time.Now().Before(giveUp) {
 		start := ct.now()
 		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
 		if errors.Is(err, ErrNoEndpoints) && len(exclude) > refused {
@@ -338,6 +352,16 @@ func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace) (*n
 		refused++
 	}
 	return nil, fmt.Errorf("dial endpoints: %w", lastErr)
+}
+
+// dialSeed is where a dial starts: the endpoints refused (the first
+// refused of exclude) and timed out already, the ladder's step, and the
+// last error. The zero seed is a fresh dial.
+type dialSeed struct {
+	exclude []string
+	refused int
+	rung    int
+	lastErr error
 }
 
 // splicePair copies both ways between a proxied connection's two sockets

@@ -40,7 +40,8 @@ type task struct {
 	p    *TCPProxy
 	conn *net.TCPConn
 	pair *pair
-	fn   func() // any other work (tests)
+	seed dialSeed // where conn's dial starts
+	fn   func()   // any other work (tests)
 }
 
 func (t task) run() {
@@ -52,7 +53,7 @@ func (t task) run() {
 		t.pair.copyToBackend()
 		return
 	}
-	t.p.handle(t.conn)
+	t.p.handle(t.conn, t.seed)
 }
 
 // recovered ends the connection of a task that panicked (the handler

@@ -1,0 +1,419 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// loopsSupported: Linux has the event loops.
+const loopsSupported = true
+
+// loopsEverywhere serves every TCPProxy that can on the loops (tests
+// run the data path's tests on both).
+var loopsEverywhere bool
+
+// usesLoops reports whether p's connections go to the event loops: those
+// that need nothing but bytes moved. Tracing, transparent dials, the
+// PROXY header and injected faults stay with the goroutine data path.
+func (p *TCPProxy) usesLoops() bool {
+	return (p.EventLoops || loopsEverywhere) && p.Tracer == nil && !p.Transparent && p.ProxyProtocol == 0 && p.Faults == nil
+}
+
+// serveLoops is Serve for the event loops: it accepts with accept4 (so
+// the socket is never in Go's poller), dials with a nonblocking connect
+// and hands each pair to a loop. served is false when it could not start
+// (no loops, or no fd for the listener's duplicate): Serve then serves
+// the goroutine way.
+func (p *TCPProxy) serveLoops(ln *net.TCPListener, stop <-chan struct{}) (served bool, err error) {
+	if theLoops() != nil {
+		return false, nil
+	}
+	// A listener's RawConn cannot wait for readability; a duplicate of
+	// its descriptor as a pollable os.File can. Held only while serving
+	// (a parked listener has none).
+	f, err := ln.File()
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false, nil
+	}
+	p.acceptFile.Store(f)
+	defer p.acceptFile.Store(nil)
+	orig, err := ln.SyscallConn()
+	if err != nil {
+		return false, nil
+	}
+	// The duplicate keeps the socket listening after the listener is
+	// closed: each wake checks the original (Listener.Close wakes this
+	// at once; a listener closed by another owner is seen within
+	// closeCheck).
+	wait := p.ParkAfter
+	if wait <= 0 {
+		wait = closeCheck
+	}
+	// As Serve: the deadline before stop is checked, so either this sees
+	// stop closed or Pause's past deadline replaces this one.
+	f.SetReadDeadline(time.Now().Add(wait))
+	if stopped(stop) {
+		return true, nil
+	}
+	accepted := false
+	for {
+		var acceptErr error
+		err := rc.Read(func(fd uintptr) bool {
+			for {
+				nfd, sa, err := unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+				switch {
+				case err == nil:
+					accepted = true
+					p.acceptedFD(nfd, sa)
+				case err == unix.EAGAIN:
+					return false
+				case err == unix.EINTR || err == unix.ECONNABORTED:
+				default:
+					acceptErr = os.NewSyscallError("accept4", err)
+					return true
+				}
+			}
+		})
+		if err == nil {
+			err = acceptErr
+		}
+		if orig.Control(func(uintptr) {}) != nil {
+			return true, &net.OpError{Op: "accept", Net: "tcp", Addr: ln.Addr(), Err: net.ErrClosed}
+		}
+		switch {
+		case isTimeout(err):
+			if stopped(stop) {
+				return true, nil // paused
+			}
+			if p.ParkAfter > 0 && !accepted {
+				return true, errIdle
+			}
+			accepted = false
+			f.SetReadDeadline(time.Now().Add(wait))
+			if stopped(stop) {
+				return true, nil
+			}
+		case isTemporaryAcceptError(err):
+			if ok, held := acceptErrors.Allow(); ok {
+				p.event(p.Log.Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
+			}
+			p.Stats.acceptFailed()
+			time.Sleep(50 * time.Millisecond)
+			if stopped(stop) {
+				return true, nil
+			}
+		default:
+			return true, err
+		}
+	}
+}
+
+// closeCheck is how often the loops' accept, when it does not park,
+// looks whether its listener was closed by its owner.
+const closeCheck = time.Second
+
+// setAcceptDeadline sets the deadline of the listener's duplicate the
+// loops' accept waits on (Listener.Pause wakes it so).
+func (p *TCPProxy) setAcceptDeadline(t time.Time) {
+	if p == nil {
+		return
+	}
+	if f := p.acceptFile.Load(); f != nil {
+		f.SetReadDeadline(t)
+	}
+}
+
+// acceptedFD admits an accepted socket and dials its endpoint. On the
+// accepting goroutine: the connect does not block (one still in progress
+// is finished by a loop), and a Pick asks the Balancer only while a new
+// endpoint set is being published.
+func (p *TCPProxy) acceptedFD(cfd int, sa unix.Sockaddr) {
+	if !p.Limits.AcquireConn(p.Stats) {
+		if ok, held := connLimitHits.Allow(); ok {
+			p.event(p.Log.Warn()).Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
+		}
+		resetFD(cfd)
+		return
+	}
+	if p.OnFirstAccept != nil {
+		p.OnFirstAccept()
+		p.OnFirstAccept = nil
+	}
+	p.Conns.DialStart()
+	p.dialForLoop(cfd, sockaddrIP(sa))
+}
+
+// dialForLoop picks endpoints until one connects or is connecting, as
+// dial does for refusals; a connect in progress finishes on a loop.
+func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
+	var exclude []string
+	var lastErr error
+	for {
+		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
+		if err == nil && slices.Contains(exclude, pick.Endpoint) {
+			err = ErrNoEndpoints // a Picker that ignores exclusions: do not spin
+		}
+		if err != nil {
+			if lastErr != nil {
+				err = fmt.Errorf("%w (last dial error: %v)", err, lastErr)
+			}
+			p.event(p.Log.Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
+			p.Conns.DialDone()
+			p.Limits.ReleaseConn(p.Stats)
+			resetFD(cfd)
+			return
+		}
+		ap, perr := netip.ParseAddrPort(pick.Endpoint)
+		if perr != nil || ap.Addr().Zone() != "" {
+			// Not a plain address: Go's dialer knows what to do with it.
+			p.handBack(cfd, dialSeed{exclude: exclude, refused: len(exclude), lastErr: lastErr})
+			return
+		}
+		bfd, connected, err := p.connectRaw(ap)
+		if err == nil {
+			c := &loopConn{fd: [2]int32{int32(cfd), int32(bfd)}, p: p, clientIP: clientIP, endpoint: pick.Endpoint,
+				report: pick.Report, seed: exclude}
+			if connected {
+				if pick.Report {
+					p.Picker.Dialed(pick.Endpoint, nil)
+				}
+				c.established()
+			} else {
+				c.startConnecting()
+			}
+			return
+		}
+		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) {
+			// The node's trouble, not the endpoint's.
+			p.event(p.Log.Warn()).Err(err).Str("client", clientIP).Msg("cannot open a socket to the endpoint, resetting connection")
+			p.Conns.DialDone()
+			p.Limits.ReleaseConn(p.Stats)
+			resetFD(cfd)
+			return
+		}
+		p.Picker.Dialed(pick.Endpoint, err)
+		p.Stats.dialFailed()
+		lastErr = err
+		p.event(p.Log.Debug()).Err(err).Str("endpoint", pick.Endpoint).Msg("dial endpoint failed, trying next")
+		exclude = append(slices.Clip(exclude), pick.Endpoint)
+	}
+}
+
+// connectRaw opens a nonblocking socket to ap and connects it. A local
+// endpoint (loopback, a veth) answers within the first connect, which
+// still says EINPROGRESS; a second one says it is done (or refused).
+func (p *TCPProxy) connectRaw(ap netip.AddrPort) (fd int, connected bool, err error) {
+	var sa unix.Sockaddr
+	family := unix.AF_INET6
+	if a := ap.Addr(); a.Is4() || a.Is4In6() {
+		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.Unmap().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	}
+	fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, false, os.NewSyscallError("socket", err)
+	}
+	// As Go's TCPConn: small writes go at once.
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if p.KeepAlive > 0 && p.lazyKeepAlive() == 0 {
+		setKeepAliveFD(fd, p.KeepAlive)
+	}
+	err = unix.Connect(fd, sa)
+	if err == unix.EINPROGRESS {
+		err = unix.Connect(fd, sa)
+		switch err {
+		case nil, unix.EISCONN:
+			return fd, true, nil
+		case unix.EALREADY, unix.EINPROGRESS:
+			return fd, false, nil
+		}
+	}
+	if err == nil {
+		return fd, true, nil
+	}
+	unix.Close(fd)
+	return -1, false, os.NewSyscallError("connect", err)
+}
+
+// established tracks c and hands it to a loop (its connect is done).
+func (c *loopConn) established() {
+	p := c.p
+	c.tracked = p.Conns.Track(c)
+	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
+	p.Conns.DialDone()
+	if err := nextLoop().add(c); err != nil {
+		p.event(p.Log.Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+		c.done, c.closed = true, true
+		resetFD(int(c.fd[0]))
+		unix.Close(int(c.fd[1]))
+		c.release()
+	}
+}
+
+// startConnecting hands c to a loop to finish its connect within the
+// first step of the dial ladder; a loop sees the outcome as the
+// endpoint's socket becoming writable or failing.
+func (c *loopConn) startConnecting() {
+	p := c.p
+	c.tracked = p.Conns.Track(c)
+	c.connecting.Store(true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := nextLoop().add(c); err != nil {
+		p.event(p.Log.Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+		c.done, c.closed = true, true
+		resetFD(int(c.fd[0]))
+		unix.Close(int(c.fd[1]))
+		p.Conns.DialDone()
+		c.release()
+		return
+	}
+	c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut)
+}
+
+// connectEvent is an event of c while its connect is in progress (on
+// its loop's goroutine).
+func (c *loopConn) connectEvent(ev unix.EpollEvent) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return // handed back or closed meanwhile
+	}
+	if ev.Fd == c.fd[0] {
+		if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			c.dir[0].fin = true
+		}
+		c.mu.Unlock()
+		return // the client's bytes wait until the endpoint is there
+	}
+	soErr, err := unix.GetsockoptInt(int(c.fd[1]), unix.SOL_SOCKET, unix.SO_ERROR)
+	if err == nil && soErr != 0 {
+		err = os.NewSyscallError("connect", syscall.Errno(soErr))
+	}
+	if err == nil && ev.Events&unix.EPOLLOUT == 0 {
+		c.mu.Unlock()
+		return
+	}
+	if err == nil && ev.Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		err = os.NewSyscallError("connect", unix.ECONNREFUSED)
+	}
+	if err != nil {
+		c.closed, c.handedBack = true, true
+		c.mu.Unlock()
+		c.timer.Stop()
+		c.handBackFailed(dialSeed{exclude: append(c.seed, c.endpoint), refused: len(c.seed) + 1, lastErr: err})
+		return
+	}
+	c.timer.Stop()
+	c.connecting.Store(false)
+	c.mu.Unlock()
+	p := c.p
+	if c.report {
+		p.Picker.Dialed(c.endpoint, nil)
+	}
+	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
+	p.Conns.DialDone()
+	c.loop.pump(c, 0)
+	c.loop.pump(c, 1)
+}
+
+// connectTimedOut hands a connect that took its first ladder step back
+// to the goroutine data path, which goes on with the ladder.
+func (c *loopConn) connectTimedOut() {
+	c.mu.Lock()
+	if c.closed || !c.connecting.Load() {
+		c.mu.Unlock()
+		return
+	}
+	c.closed, c.handedBack = true, true
+	c.mu.Unlock()
+	err := fmt.Errorf("dial tcp %s: %w", c.endpoint, os.ErrDeadlineExceeded)
+	c.handBackFailed(dialSeed{exclude: append(c.seed, c.endpoint), refused: len(c.seed), rung: 1, lastErr: err})
+}
+
+// handBackFailed takes c's sockets out of its loop (c.handedBack is
+// set, so no goroutine touches them any more), closes the endpoint's, reports
+// its failure and hands the client to the goroutine data path, which
+// dials on from seed.
+func (c *loopConn) handBackFailed(seed dialSeed) {
+	p := c.p
+	for _, fd := range c.fd {
+		byFD[fd].Store(nil)
+		unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+	}
+	unix.Close(int(c.fd[1]))
+	p.Picker.Dialed(c.endpoint, seed.lastErr)
+	p.Stats.dialFailed()
+	p.event(p.Log.Debug()).Err(seed.lastErr).Str("endpoint", c.endpoint).Msg("dial endpoint failed, trying next")
+	c.tracked.Release()
+	if c.dir[0].fin && clientGoneFD(int(c.fd[0])) {
+		p.Conns.DialDone()
+		p.Limits.ReleaseConn(p.Stats)
+		resetFD(int(c.fd[0]))
+		return
+	}
+	p.handBack(int(c.fd[0]), seed)
+}
+
+// handBack gives an accepted socket, counted as dialing, to the
+// goroutine data path, which dials on from seed.
+func (p *TCPProxy) handBack(cfd int, seed dialSeed) {
+	f := os.NewFile(uintptr(cfd), "")
+	nc, err := net.FileConn(f) // a duplicate, in Go's poller
+	f.Close()
+	if err != nil {
+		p.event(p.Log.Warn()).Err(err).Msg("cannot hand a connection to the goroutine data path, resetting it")
+		p.Conns.DialDone()
+		p.Limits.ReleaseConn(p.Stats)
+		return
+	}
+	workers.Go(task{p: p, conn: nc.(*net.TCPConn), seed: seed})
+}
+
+// sockaddrIP is the address of an accepted peer, as the goroutine data
+// path gives it to the Picker.
+func sockaddrIP(sa unix.Sockaddr) string {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrFrom4(a.Addr).String()
+	case *unix.SockaddrInet6:
+		return netip.AddrFrom16(a.Addr).Unmap().String()
+	}
+	return ""
+}
+
+// resetFD closes with SO_LINGER 0 so the peer gets an RST at once.
+func resetFD(fd int) {
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{})
+	unix.Close(fd)
+}
+
+// clientGoneFD is clientGone for a raw socket.
+func clientGoneFD(fd int) bool {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return n == 0 && err == nil || err != nil && err != unix.EAGAIN && err != unix.EINTR
+}
+
+// setKeepAliveFD turns on keepalive probes after idle, as setKeepAlive.
+func setKeepAliveFD(fd int, idle time.Duration) {
+	interval, count := keepAliveProbes(idle)
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(max(idle/time.Second, 1)))
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(max(interval/time.Second, 1)))
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, count)
+}

@@ -1,0 +1,247 @@
+package datapath
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// loopConn is one proxied connection on an event loop: fd[0] the
+// client's socket, fd[1] the endpoint's; dir[d] moves fd[d]'s bytes to
+// the other.
+type loopConn struct {
+	fd   [2]int32
+	dir  [2]flow
+	p    *TCPProxy
+	loop *loop
+	done bool // finished: both closed (the loop's)
+
+	// While the endpoint's connect is in progress (set before the
+	// sockets are registered, cleared by the loop once connected).
+	connecting atomic.Bool
+	clientIP   string
+	endpoint   string
+	report     bool     // the Pick asked for the dial's outcome
+	seed       []string // endpoints refused before this one
+	timer      *time.Timer
+
+	// mu orders the loop's finish with Close and the connect timeout
+	// from other goroutines: a descriptor is only shut down, or taken
+	// back, while it is still this connection's.
+	mu         sync.Mutex
+	closed     bool // finish began, or the connection was handed back
+	handedBack bool // its client went back to the goroutine data path
+	tracked  Tracked
+	pair     *pair // the idle reaper's record
+	released bool  // limits and trackers given back
+}
+
+// flow is one direction's state.
+type flow struct {
+	pend   []byte      // read, not yet written (small chunks)
+	pipe   *splicePipe // holds inPipe bytes not yet written (bulk)
+	inPipe int64
+	bulk   bool  // the last chunk filled the buffer: splice the next
+	fin    bool  // the source reported its end (or an error): read to it
+	eof    bool  // the source's end of stream was read
+	shut   bool  // and the destination's write half shut after it
+	n      int64 // bytes written
+}
+
+func (f *flow) held() bool { return len(f.pend) > 0 || f.inPipe > 0 }
+
+// pump moves direction d until its source would block, its destination
+// is full, or the stream ends. A read that leaves the socket empty
+// (short) ends it too, unless the peer's FIN was reported: then read on
+// to the end of stream, which no further edge would announce.
+func (l *loop) pump(c *loopConn, d int) {
+	f := &c.dir[d]
+	src, dst := int(c.fd[d]), int(c.fd[1-d])
+	for !c.done {
+		if !c.flush(f, dst) {
+			return
+		}
+		if f.eof {
+			c.ended(d)
+			return
+		}
+		if f.bulk {
+			if p, err := getPipe(); err == nil {
+				if !c.spliceIn(f, src, p) {
+					return
+				}
+				continue
+			}
+			// No fd for a pipe: this chunk goes through memory.
+		}
+		m, err := readRetrying(src, l.buf)
+		switch {
+		case err == unix.EAGAIN:
+			return
+		case err != nil:
+			c.finish()
+			return
+		case m == 0:
+			f.eof = true
+			continue
+		}
+		w, err := rawWrite(dst, l.buf[:m])
+		if err != nil && err != unix.EAGAIN {
+			c.finish()
+			return
+		}
+		w = max(w, 0)
+		f.n += int64(w)
+		f.bulk = m == len(l.buf)
+		if w < m {
+			f.pend = append(f.pend[:0], l.buf[w:m]...)
+			return // the destination is full: its EPOLLOUT resumes
+		}
+		if m < len(l.buf) && !f.fin {
+			return // drained: more data, or the FIN, raises a new edge
+		}
+	}
+}
+
+// flush writes what direction f holds to dst; false when dst is full
+// or the connection ended.
+func (c *loopConn) flush(f *flow, dst int) bool {
+	for len(f.pend) > 0 {
+		m, err := rawWrite(dst, f.pend)
+		if err == unix.EAGAIN {
+			return false
+		}
+		if err != nil {
+			c.finish()
+			return false
+		}
+		f.n += int64(m)
+		f.pend = f.pend[m:]
+	}
+	f.pend = f.pend[:0:0]
+	for f.inPipe > 0 {
+		m, err := splice64(unix.Splice(f.pipe.r, nil, dst, nil, int(f.inPipe), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK))
+		switch {
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			return false
+		case err != nil:
+			c.finish()
+			return false
+		default:
+			f.inPipe -= m
+			f.n += m
+		}
+	}
+	if f.pipe != nil {
+		putPipe(f.pipe)
+		f.pipe = nil
+	}
+	return true
+}
+
+// spliceIn moves a bulk chunk from src into pipe p; false when src had
+// nothing (p given back) or the connection ended.
+func (c *loopConn) spliceIn(f *flow, src int, p *splicePipe) bool {
+	var n int64
+	var err error
+	for {
+		n, err = splice64(unix.Splice(src, nil, p.w, nil, maxSpliceSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK))
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == unix.EAGAIN:
+		putPipe(p)
+		return false
+	case err != nil:
+		putPipe(p)
+		c.finish()
+		return false
+	case n == 0:
+		putPipe(p)
+		f.eof = true
+		return true
+	}
+	f.pipe, f.inPipe, f.bulk = p, n, n >= smallCopySize
+	return true
+}
+
+// ended handles direction d's end of stream, everything before it
+// written: the other side's write half is shut (the half-close reaches
+// the peer), or, when the other direction ended too, both are closed.
+func (c *loopConn) ended(d int) {
+	if c.pair != nil {
+		c.pair.halfClosed.Store(true)
+	}
+	o := &c.dir[1-d]
+	if o.eof && !o.held() {
+		c.finish()
+		return
+	}
+	if f := &c.dir[d]; !f.shut {
+		f.shut = true
+		unix.Shutdown(int(c.fd[1-d]), unix.SHUT_WR)
+	}
+}
+
+// finish closes both sockets and gives back what the connection held
+// (on the loop's goroutine).
+func (c *loopConn) finish() {
+	if c.done {
+		return
+	}
+	c.mu.Lock()
+	if c.handedBack {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.done = true
+	for _, fd := range c.fd {
+		byFD[fd].Store(nil)
+	}
+	for _, fd := range c.fd {
+		unix.Close(int(fd)) // leaves the epoll set with it
+	}
+	for i := range c.dir {
+		if f := &c.dir[i]; f.pipe != nil {
+			f.pipe.close() // bytes may be left in it: never reuse
+			f.pipe = nil
+		}
+	}
+	c.release()
+}
+
+// release gives back the connection's limits and trackers, once.
+func (c *loopConn) release() {
+	if c.released {
+		return
+	}
+	c.released = true
+	p := c.p
+	p.Stats.copied(c.dir[0].n, c.dir[1].n)
+	if c.pair != nil {
+		p.Reaper.Untrack(c.pair)
+	}
+	c.tracked.Release()
+	p.Limits.ReleaseConn(p.Stats)
+}
+
+// Close ends the connection from any goroutine (a drain's deadline, the
+// idle reaper): both sockets are shut down, and the loop, woken by that,
+// closes them.
+func (c *loopConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		for _, fd := range c.fd {
+			unix.Shutdown(int(fd), unix.SHUT_RDWR)
+		}
+	}
+	return nil
+}

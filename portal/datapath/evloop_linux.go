@@ -1,0 +1,171 @@
+package datapath
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The event loops: established TCP connections without a goroutine.
+//
+// A connection of the goroutine data path has two goroutines, and every
+// chunk it moves wakes one of them through Go's poller. Here a
+// connection's two sockets are raw descriptors (accept4 and connect of
+// kproxy's own, never in Go's poller) registered edge-triggered in the
+// epoll set of one of GOMAXPROCS loops; a loop's goroutine reads the
+// set's events without blocking, moves every ready connection's bytes,
+// and waits on Go's poller for the set to be readable again (an epoll set
+// is itself pollable), so an idle loop holds no thread. A panic while
+// handling an event is recovered and closes that event's connection only.
+//
+// A connection belongs to one loop; only that loop's goroutine touches
+// its directions. What other goroutines do to it (Close from a drain or
+// the idle reaper, a connect timeout) goes through its mutex and system
+// calls the loop then sees as events.
+
+type loop struct {
+	epfd   int
+	rc     syscall.RawConn
+	file   *os.File // keeps epfd open and in Go's poller
+	buf    []byte   // small chunks are read here, then written at once
+	events []unix.EpollEvent
+}
+
+// loopEvents is how many events a loop takes per epoll_wait: few enough
+// that a batch delays the last of its connections by little.
+const loopEvents = 32
+
+var (
+	loopsOnce sync.Once
+	loops     []*loop
+	loopsErr  error
+	loopNext  atomic.Uint32
+	// byFD is the connection of each registered descriptor. Sized by the
+	// open-file limit (fds above it go the goroutine way); untouched
+	// pages of it cost no memory.
+	byFD []atomic.Pointer[loopConn]
+)
+
+// maxLoopFDs bounds byFD (8 MiB of address space at most).
+const maxLoopFDs = 1 << 20
+
+func startLoops() {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		loopsErr = fmt.Errorf("event loops: %w", err)
+		return
+	}
+	byFD = make([]atomic.Pointer[loopConn], min(rl.Max, maxLoopFDs))
+	for range runtime.GOMAXPROCS(0) {
+		l, err := newLoop()
+		if err != nil {
+			loopsErr = err
+			return
+		}
+		loops = append(loops, l)
+	}
+	for _, l := range loops {
+		go l.run()
+	}
+}
+
+func newLoop() (*loop, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("event loop: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("event loop: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "kproxy-event-loop")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("event loop: %w", err)
+	}
+	return &loop{epfd: fd, rc: rc, file: f, buf: make([]byte, smallCopySize), events: make([]unix.EpollEvent, loopEvents)}, nil
+}
+
+// theLoops starts the loops on first use.
+func theLoops() error {
+	loopsOnce.Do(startLoops)
+	return loopsErr
+}
+
+func (l *loop) run() {
+	for {
+		var n int
+		err := l.rc.Read(func(uintptr) bool {
+			n, _ = unix.EpollWait(l.epfd, l.events, 0)
+			return n > 0
+		})
+		if err != nil {
+			time.Sleep(time.Second) // the set is never closed; must not spin if it were
+			continue
+		}
+		for _, ev := range l.events[:n] {
+			if c := byFD[ev.Fd].Load(); c != nil && c.loop == l {
+				l.event(c, ev)
+			}
+		}
+	}
+}
+
+// add registers c's two sockets in l. A socket ready already raises
+// its event at once.
+func (l *loop) add(c *loopConn) error {
+	c.loop = l
+	for _, fd := range c.fd {
+		byFD[fd].Store(c)
+	}
+	for i, fd := range c.fd {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: fd}
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+			for _, f := range c.fd[:i] {
+				unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, int(f), nil)
+			}
+			for _, f := range c.fd {
+				byFD[f].Store(nil)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// nextLoop spreads connections over the loops.
+func nextLoop() *loop { return loops[loopNext.Add(1)%uint32(len(loops))] }
+
+// event handles one readiness report of one of c's sockets.
+func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.p.event(c.p.Log.Error()).Interface("panic", r).Msg("tcp connection handler panicked")
+			c.finish()
+		}
+	}()
+	if c.connecting.Load() {
+		c.connectEvent(ev)
+		return
+	}
+	side := 0
+	if ev.Fd == c.fd[1] {
+		side = 1
+	}
+	if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		c.dir[side].fin = true
+	}
+	if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		l.pump(c, side)
+	}
+	if !c.done && ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 && c.dir[1-side].held() {
+		l.pump(c, 1-side)
+	}
+}

@@ -1,0 +1,25 @@
+//go:build !linux
+
+package datapath
+
+import (
+	"net"
+	"time"
+)
+
+// loopsSupported: the event loops need Linux's epoll; elsewhere every
+// connection goes the goroutine way.
+const loopsSupported = false
+
+func (p *TCPProxy) usesLoops() bool { return false }
+
+func (p *TCPProxy) serveLoops(*net.TCPListener, <-chan struct{}) (bool, error) { return false, nil }
+
+func (p *TCPProxy) setAcceptDeadline(time.Time) {}
+
+// loopConn exists on Linux only.
+type loopConn struct{}
+
+func (*loopConn) Close() error { return nil }
+
+func (r *IdleReaper) sweepLoopConn(*pair) {}
