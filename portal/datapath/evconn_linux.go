@@ -33,9 +33,9 @@ type loopConn struct {
 	mu         sync.Mutex
 	closed     bool // finish began, or the connection was handed back
 	handedBack bool // its client went back to the goroutine data path
-	tracked  Tracked
-	pair     *pair // the idle reaper's record
-	released bool  // limits and trackers given back
+	tracked    Tracked
+	pair       *pair // the idle reaper's record
+	released   bool  // limits and trackers given back
 }
 
 // flow is one direction's state.

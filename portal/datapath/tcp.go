@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +68,7 @@ type TCPProxy struct {
 	EventLoops bool
 
 	acceptFile   atomic.Pointer[os.File] // the listener's duplicate the loops' accept waits on
-	keepAliveSet bool // the listener's keepalive is on: Serve runs again after parking
+	keepAliveSet bool                    // the listener's keepalive is on: Serve runs again after parking
 	dialersOnce  sync.Once
 	dialers      *dialerLadder
 }
