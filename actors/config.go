@@ -75,6 +75,9 @@ type Config struct {
 	TCPKeepAlive time.Duration
 	// Reaper closes idle and half-closed TCP connections; nil closes none.
 	Reaper *datapath.IdleReaper
+	// TCPEventLoops serves TCP connections that need only their bytes
+	// moved on event loops (Linux) instead of goroutines.
+	TCPEventLoops bool
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
 	// RecoveredPorts are the proxy ports a previous kproxy process used,

@@ -101,6 +101,7 @@ type LimitSettings struct {
 	TCPIdleTimeout               string `json:"tcpIdleTimeout,omitempty"`
 	TCPHalfCloseTimeout          string `json:"tcpHalfCloseTimeout,omitempty"`
 	TCPKeepAlive                 string `json:"tcpKeepAlive,omitempty"`
+	TCPEventLoops                *bool  `json:"tcpEventLoops,omitempty"`
 }
 
 // MetricsSettings is the metrics section of a KproxyConfiguration.
@@ -356,6 +357,7 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 		setIf(values, "tcp-idle-timeout", l.TCPIdleTimeout)
 		setIf(values, "tcp-half-close-timeout", l.TCPHalfCloseTimeout)
 		setIf(values, "tcp-keepalive", l.TCPKeepAlive)
+		boolean("tcp-event-loops", l.TCPEventLoops)
 	}
 	if m := c.Metrics; m != nil {
 		if m.ServicePortsLimit != nil {
@@ -473,7 +475,7 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 	cf, _ := strconv.Atoi(get("outlier-consecutive-failures"))
 	kc.Outliers = &OutlierSettings{&cf, get("outlier-base-ejection-time"), get("outlier-max-ejection-time")}
 	kc.Limits = &LimitSettings{i64("max-connections"), i64("max-connections-per-service-port"), i64("max-udp-flows"), i64("max-udp-flows-per-service-port"),
-		get("tcp-idle-timeout"), get("tcp-half-close-timeout"), get("tcp-keepalive")}
+		get("tcp-idle-timeout"), get("tcp-half-close-timeout"), get("tcp-keepalive"), ptrBool("tcp-event-loops")}
 	spl, _ := strconv.Atoi(get("metrics-service-ports-limit"))
 	kc.Metrics = &MetricsSettings{&spl, ptrBool("metrics-actors")}
 	kc.Admin = &AdminSettings{ptrBool("enable-fault-injection"), get("admin-address"), get("admin-token-file"), ptrBool("admin-allow-non-loopback")}

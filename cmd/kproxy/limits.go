@@ -14,6 +14,7 @@ type limitFlags struct {
 	maxFlows, maxFlowsPerServicePort int64
 
 	tcpIdleTimeout, tcpHalfCloseTimeout, tcpKeepAlive time.Duration
+	tcpEventLoops                                     bool
 }
 
 func (f *limitFlags) register(fs *flag.FlagSet) {
@@ -23,6 +24,7 @@ func (f *limitFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.tcpIdleTimeout, "tcp-idle-timeout", datapath.DefaultTCPIdleTimeout, "close a proxied TCP connection after this long without a byte either way (Envoy's TCP proxy: 1h); 0 never")
 	fs.DurationVar(&f.tcpHalfCloseTimeout, "tcp-half-close-timeout", datapath.DefaultTCPHalfCloseTimeout, "the same once one side has closed its half (HAProxy's timeout client-fin); 0 uses --tcp-idle-timeout")
 	fs.DurationVar(&f.tcpKeepAlive, "tcp-keepalive", datapath.DefaultTCPKeepAlive, "probe both peers of a proxied connection after this long without traffic, so vanished hosts are noticed; 0 turns it off")
+	fs.BoolVar(&f.tcpEventLoops, "tcp-event-loops", datapath.EventLoopsSupported, "move TCP connections on event loops over epoll (Linux), a few per process, instead of two goroutines per connection; connections that are traced, dialed transparently, sent a PROXY header or given injected faults use goroutines either way")
 	fs.Int64Var(&f.maxFlowsPerServicePort, "max-udp-flows-per-service-port", 0, "UDP flows held at once by one service port; 0 means half the process bound, negative no bound")
 }
 

@@ -283,6 +283,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		FDLimit:        nofile,
 		TCPKeepAlive:   o.limits.tcpKeepAlive,
 		Reaper:         o.limits.reaper(),
+		TCPEventLoops:  o.limits.tcpEventLoops,
 		MinSyncPeriod:  o.minSyncPeriod,
 		SourcePaced:    o.isRemote(), // a core paces its deltas with its own --min-sync-period
 		Rules:          rules,

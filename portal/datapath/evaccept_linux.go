@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// loopsSupported: Linux has the event loops.
-const loopsSupported = true
+// EventLoopsSupported: Linux has the event loops.
+const EventLoopsSupported = true
 
 // loopsEverywhere serves every TCPProxy that can on the loops (tests
 // run the data path's tests on both).

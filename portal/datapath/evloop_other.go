@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// loopsSupported: the event loops need Linux's epoll; elsewhere every
+// EventLoopsSupported: the event loops need Linux's epoll; elsewhere every
 // connection goes the goroutine way.
-const loopsSupported = false
+const EventLoopsSupported = false
 
 func (p *TCPProxy) usesLoops() bool { return false }
 
