@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kproxy/kproxy/portal/datapath"
+
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/messages"
@@ -26,6 +28,7 @@ func startProxy(t *testing.T) *Proxy {
 func startProxyWith(t *testing.T, cfg Config) *Proxy {
 	t.Helper()
 	cfg.BindAddress, cfg.Log = "127.0.0.1", zerolog.New(zerolog.NewTestWriter(t)).Level(testLogLevel)
+	cfg.TCPEventLoops = datapath.EventLoopsSupported // as kproxy run by default
 	p := Start(cfg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -365,6 +365,9 @@ func (b *balancerPicker) Pick(clientIP string, exclude []string, external bool) 
 	}
 }
 
+// CanPickNow: a published Snapshot answers without the actor.
+func (b *balancerPicker) CanPickNow() bool { return b.snapshot.Load() != nil }
+
 func (b *balancerPicker) isLocal(endpoint string) bool { return b.local != nil && b.local(endpoint) }
 
 // Dialed tells the Balancer (outlier detection). A report lost while the

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -153,7 +154,30 @@ func (p *TCPProxy) acceptedFD(cfd int, sa unix.Sockaddr) {
 		p.OnFirstAccept = nil
 	}
 	p.Conns.DialStart()
-	p.dialForLoop(cfd, sockaddrIP(sa))
+	clientIP := sockaddrIP(sa)
+	if q, ok := p.Picker.(PickerNow); ok && !q.CanPickNow() {
+		// The Picker must ask (an actor, which may be restarting): not
+		// on the accepting goroutine, which a Pause waits for.
+		workers.Go(task{fn: func() { p.dialForLoopRecovering(cfd, clientIP) }})
+		return
+	}
+	p.dialForLoop(cfd, clientIP)
+}
+
+// dialForLoopRecovering is dialForLoop on a worker: a panic costs this
+// connection only.
+func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP string) {
+	settled := false
+	defer func() {
+		if r := recover(); r != nil && !settled {
+			p.event(p.Log.Error()).Interface("panic", r).Msg("tcp connection handler panicked")
+			p.Conns.DialDone()
+			p.Limits.ReleaseConn(p.Stats)
+			resetFD(cfd)
+		}
+	}()
+	p.dialForLoop(cfd, clientIP)
+	settled = true
 }
 
 // dialForLoop picks endpoints until one connects or is connecting, as
@@ -212,6 +236,10 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
 	}
 }
 
+// connectInLoop (tests) leaves every connect to the loops, as for an
+// endpoint on another node.
+var connectInLoop atomic.Bool
+
 // connectRaw opens a nonblocking socket to ap and connects it. A local
 // endpoint (loopback, a veth) answers within the first connect, which
 // still says EINPROGRESS; a second one says it is done (or refused).
@@ -233,6 +261,9 @@ func (p *TCPProxy) connectRaw(ap netip.AddrPort) (fd int, connected bool, err er
 		setKeepAliveFD(fd, p.KeepAlive)
 	}
 	err = unix.Connect(fd, sa)
+	if err == unix.EINPROGRESS && connectInLoop.Load() {
+		return fd, false, nil
+	}
 	if err == unix.EINPROGRESS {
 		err = unix.Connect(fd, sa)
 		switch err {
@@ -398,7 +429,7 @@ func sockaddrIP(sa unix.Sockaddr) string {
 
 // resetFD closes with SO_LINGER 0 so the peer gets an RST at once.
 func resetFD(fd int) {
-	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{})
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
 	unix.Close(fd)
 }
 

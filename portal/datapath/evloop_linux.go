@@ -52,6 +52,10 @@ var (
 	byFD []atomic.Pointer[loopConn]
 )
 
+// loopFault, when set (tests), runs before each event is handled: a
+// panic injected there must cost its connection only.
+var loopFault atomic.Pointer[func(c *loopConn)]
+
 // maxLoopFDs bounds byFD (8 MiB of address space at most).
 const maxLoopFDs = 1 << 20
 
@@ -151,6 +155,9 @@ func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
 			c.finish()
 		}
 	}()
+	if f := loopFault.Load(); f != nil {
+		(*f)(c)
+	}
 	if c.connecting.Load() {
 		c.connectEvent(ev)
 		return

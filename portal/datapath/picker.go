@@ -17,6 +17,14 @@ type Picker interface {
 	Dialed(endpoint string, err error)
 }
 
+// PickerNow is a Picker that can tell whether its next Pick answers at
+// once, without asking anyone (the event loops' accept dials inline
+// only then).
+type PickerNow interface {
+	Picker
+	CanPickNow() bool
+}
+
 // Pick is a Picker's choice.
 type Pick struct {
 	Endpoint string
