@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,112 +29,199 @@ func (p *TCPProxy) usesLoops() bool {
 	return (p.EventLoops || loopsEverywhere) && p.Tracer == nil && !p.Transparent && p.ProxyProtocol == 0 && p.Faults == nil
 }
 
-// serveLoops is Serve for the event loops: it accepts with accept4 (so
-// the socket is never in Go's poller), dials with a nonblocking connect
-// and hands each pair to a loop. served is false when it could not start
-// (no loops, or no fd for the listener's duplicate): Serve then serves
-// the goroutine way.
+// serveLoops is Serve for the event loops: a loop accepts (accept4, so
+// no socket is ever in Go's poller), dials with a nonblocking connect and
+// hands each pair to a loop; this goroutine only waits for Pause, for
+// the socket to go idle (ParkAfter) or to be closed. served is false
+// when it could not start (no loops, no fd): Serve then serves the
+// goroutine way.
 func (p *TCPProxy) serveLoops(ln *net.TCPListener, stop <-chan struct{}) (served bool, err error) {
 	if theLoops() != nil {
 		return false, nil
 	}
-	// A listener's RawConn cannot wait for readability; a duplicate of
-	// its descriptor as a pollable os.File can. Held only while serving
-	// (a parked listener has none).
-	f, err := ln.File()
-	if err != nil {
-		return false, nil
-	}
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false, nil
-	}
-	p.acceptFile.Store(f)
-	defer p.acceptFile.Store(nil)
 	orig, err := ln.SyscallConn()
 	if err != nil {
 		return false, nil
 	}
+	// A duplicate of the listening socket is what the loop watches: its
+	// number stays this listener's until this returns, whoever closes
+	// the original.
+	dup := -1
+	var dupErr error
+	orig.Control(func(fd uintptr) { dup, dupErr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+	if dupErr != nil || dup < 0 || dup >= len(byFD) {
+		if dup >= 0 {
+			unix.Close(dup)
+		}
+		return false, nil
+	}
+	a := &loopAcceptor{p: p, fd: dup, wake: make(chan struct{}, 1), on: true}
+	if err := a.start(); err != nil {
+		unix.Close(dup)
+		return false, nil
+	}
+	p.acceptor.Store(a)
+	defer func() {
+		p.acceptor.Store(nil)
+		a.stop()
+	}()
+	// The acceptor is published before stop is checked, so either this
+	// sees stop closed or Pause's wake reaches it.
+	if stopped(stop) {
+		return true, nil
+	}
 	// The duplicate keeps the socket listening after the listener is
-	// closed: each wake checks the original (Listener.Close wakes this
-	// at once; a listener closed by another owner is seen within
-	// closeCheck).
+	// closed: each wake checks the original (Listener.Close wakes this at
+	// once; a listener closed by another owner is seen within closeCheck).
 	wait := p.ParkAfter
 	if wait <= 0 {
 		wait = closeCheck
 	}
-	// As Serve: the deadline before stop is checked, so either this sees
-	// stop closed or Pause's past deadline replaces this one.
-	f.SetReadDeadline(time.Now().Add(wait))
-	if stopped(stop) {
-		return true, nil
-	}
-	accepted := false
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	seen := a.accepts.Load()
 	for {
-		var acceptErr error
-		err := rc.Read(func(fd uintptr) bool {
-			for {
-				nfd, sa, err := unix.Accept4(int(fd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
-				switch {
-				case err == nil:
-					accepted = true
-					p.acceptedFD(nfd, sa)
-				case err == unix.EAGAIN:
-					return false
-				case err == unix.EINTR || err == unix.ECONNABORTED:
-				default:
-					acceptErr = os.NewSyscallError("accept4", err)
-					return true
-				}
-			}
-		})
-		if err == nil {
-			err = acceptErr
-		}
-		if orig.Control(func(uintptr) {}) != nil {
-			return true, &net.OpError{Op: "accept", Net: "tcp", Addr: ln.Addr(), Err: net.ErrClosed}
+		idle := false
+		select {
+		case <-stop:
+			return true, nil
+		case <-a.wake:
+		case <-timer.C:
+			now := a.accepts.Load()
+			idle, seen = now == seen, now
+			timer.Reset(wait)
 		}
 		switch {
-		case isTimeout(err):
-			if stopped(stop) {
-				return true, nil // paused
-			}
-			if p.ParkAfter > 0 && !accepted {
-				return true, errIdle
-			}
-			accepted = false
-			f.SetReadDeadline(time.Now().Add(wait))
-			if stopped(stop) {
-				return true, nil
-			}
-		case isTemporaryAcceptError(err):
-			if ok, held := acceptErrors.Allow(); ok {
-				p.event(p.Log.Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
-			}
-			p.Stats.acceptFailed()
-			time.Sleep(50 * time.Millisecond)
-			if stopped(stop) {
-				return true, nil
-			}
-		default:
-			return true, err
+		case orig.Control(func(uintptr) {}) != nil:
+			return true, &net.OpError{Op: "accept", Net: "tcp", Addr: ln.Addr(), Err: net.ErrClosed}
+		case stopped(stop):
+			return true, nil
+		case a.failed() != nil:
+			return true, a.failed()
+		case idle && p.ParkAfter > 0:
+			return true, errIdle
 		}
 	}
 }
 
-// closeCheck is how often the loops' accept, when it does not park,
-// looks whether its listener was closed by its owner.
+// closeCheck is how often a loop-served listener that does not park
+// looks whether its owner closed it.
 const closeCheck = time.Second
 
-// setAcceptDeadline sets the deadline of the listener's duplicate the
-// loops' accept waits on (Listener.Pause wakes it so).
-func (p *TCPProxy) setAcceptDeadline(t time.Time) {
-	if p == nil {
+// loopAcceptor is a listening socket served by a loop: level-triggered
+// in the loop's set, accepted from in batches on the loop's goroutine.
+type loopAcceptor struct {
+	p     *TCPProxy
+	fd    int
+	loop  *loop
+	entry *loopConn // its byFD entry
+	wake  chan struct{}
+
+	accepts atomic.Int64 // connections accepted, for the idle check
+
+	mu  sync.Mutex // one batch at a time; stop waits for it
+	on  bool
+	err error // what ended accepting (not a temporary error)
+}
+
+// acceptBatch bounds the connections one event accepts (HAProxy's
+// maxaccept): the loop's other connections wait meanwhile. The socket is
+// level-triggered, so those left raise the next event.
+const acceptBatch = 16
+
+// start registers the socket in a loop.
+func (a *loopAcceptor) start() error {
+	a.loop = nextLoop()
+	a.entry = &loopConn{fd: [2]int32{int32(a.fd), -1}, p: a.p, acc: a, loop: a.loop}
+	byFD[a.fd].Store(a.entry)
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
+	if err := unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_ADD, a.fd, &ev); err != nil {
+		byFD[a.fd].Store(nil)
+		return err
+	}
+	return nil
+}
+
+// stop takes the socket out of its loop, after any batch in progress:
+// no connection is accepted once it returns.
+func (a *loopAcceptor) stop() {
+	a.mu.Lock()
+	a.on = false
+	a.mu.Unlock()
+	unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_DEL, a.fd, nil)
+	byFD[a.fd].Store(nil)
+	unix.Close(a.fd)
+}
+
+func (a *loopAcceptor) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// accept accepts a batch (on the loop's goroutine, or a retry's timer).
+func (a *loopAcceptor) accept() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.on {
 		return
 	}
-	if f := p.acceptFile.Load(); f != nil {
-		f.SetReadDeadline(t)
+	p := a.p
+	for range acceptBatch {
+		nfd, sa, err := unix.Accept4(a.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		switch {
+		case err == nil:
+			a.accepts.Add(1)
+			p.acceptedFD(nfd, sa)
+		case err == unix.EAGAIN:
+			return
+		case err == unix.EINTR || err == unix.ECONNABORTED:
+		case isTemporaryAcceptError(err):
+			// fd exhaustion: the connections wait in the backlog; out of
+			// the set for a moment, or the level-triggered socket would
+			// spin its loop.
+			if ok, held := acceptErrors.Allow(); ok {
+				p.event(p.Log.Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
+			}
+			p.Stats.acceptFailed()
+			ev := unix.EpollEvent{Fd: int32(a.fd)}
+			unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_MOD, a.fd, &ev)
+			time.AfterFunc(50*time.Millisecond, a.rearm)
+			return
+		default:
+			a.err = os.NewSyscallError("accept4", err)
+			a.on = false
+			unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_DEL, a.fd, nil)
+			select {
+			case a.wake <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+// rearm puts the socket back after an accept that found no fd.
+func (a *loopAcceptor) rearm() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.on {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
+		unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_MOD, a.fd, &ev)
+	}
+}
+
+// setAcceptDeadline wakes the goroutine serving on the loops (Pause and
+// Close set a past deadline to stop a serving goroutine).
+func (p *TCPProxy) setAcceptDeadline(t time.Time) {
+	if p == nil || t.IsZero() {
+		return
+	}
+	if a := p.acceptor.Load(); a != nil {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -16,7 +16,8 @@ type loopConn struct {
 	dir  [2]flow
 	p    *TCPProxy
 	loop *loop
-	done bool // finished: both closed (the loop's)
+	acc  *loopAcceptor // set for a listening socket's entry instead
+	done bool          // finished: both closed (the loop's)
 
 	// While the endpoint's connect is in progress (set before the
 	// sockets are registered, cleared by the loop once connected).

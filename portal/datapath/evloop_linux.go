@@ -152,9 +152,15 @@ func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.p.event(c.p.Log.Error()).Interface("panic", r).Msg("tcp connection handler panicked")
-			c.finish()
+			if c.acc == nil { // a listening socket stays; its batch ended
+				c.finish()
+			}
 		}
 	}()
+	if c.acc != nil {
+		c.acc.accept()
+		return
+	}
 	if f := loopFault.Load(); f != nil {
 		(*f)(c)
 	}

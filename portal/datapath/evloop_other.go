@@ -17,8 +17,10 @@ func (p *TCPProxy) serveLoops(*net.TCPListener, <-chan struct{}) (bool, error) {
 
 func (p *TCPProxy) setAcceptDeadline(time.Time) {}
 
-// loopConn exists on Linux only.
+// loopConn and loopAcceptor exist on Linux only.
 type loopConn struct{}
+
+type loopAcceptor struct{}
 
 func (*loopConn) Close() error { return nil }
 

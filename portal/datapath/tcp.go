@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -67,8 +66,8 @@ type TCPProxy struct {
 	// the event loops (Linux; usesLoops says which).
 	EventLoops bool
 
-	acceptFile   atomic.Pointer[os.File] // the listener's duplicate the loops' accept waits on
-	keepAliveSet bool                    // the listener's keepalive is on: Serve runs again after parking
+	acceptor     atomic.Pointer[loopAcceptor] // while served by the loops
+	keepAliveSet bool                         // the listener's keepalive is on: Serve runs again after parking
 	dialersOnce  sync.Once
 	dialers      *dialerLadder
 }
