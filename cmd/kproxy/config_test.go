@@ -165,7 +165,7 @@ func TestWriteConfigRoundTrips(t *testing.T) {
 	var o runOptions
 	fs := runFlags(&o)
 	args := []string{"--source", "kube", "--portal", "nftables", "--bind-address", "127.0.0.9", "--max-udp-flows", "-1",
-		"--outlier-consecutive-failures", "4", "--metrics-actors", "--tracing-endpoint", "127.0.0.1:4317", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s", "--profiling",
+		"--outlier-consecutive-failures", "4", "--metrics-actors", "--tracing-endpoint", "127.0.0.1:4317", "--nodeport-addresses", "192.0.2.0/24,2001:db8::/64", "--tcp-keepalive", "0s", "--tcp-event-loops=false", "--profiling",
 		"--cluster-cidr", "198.51.100.0/24", "--service-cluster-ip-range", "198.18.0.0/16,2001:db8:5::/108"}
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestWriteConfigRoundTrips(t *testing.T) {
 	if first.String() != second.String() {
 		t.Fatalf("round trip changed the config:\n%s\n---- became ----\n%s", first.String(), second.String())
 	}
-	if o2.bindAddress != "127.0.0.9" || o2.limits.maxFlows != -1 || !o2.metricsActors || o2.limits.tcpKeepAlive != 0 || !o2.profiling ||
+	if o2.bindAddress != "127.0.0.9" || o2.limits.maxFlows != -1 || !o2.metricsActors || o2.limits.tcpKeepAlive != 0 || o2.limits.tcpEventLoops || !o2.profiling ||
 		o2.clusterCIDR != "198.51.100.0/24" || o2.serviceCIDRs != "198.18.0.0/16,2001:db8:5::/108" {
 		t.Errorf("round trip: %+v", o2)
 	}
