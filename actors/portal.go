@@ -308,7 +308,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) datapath.ListenerOptions {
 		Transparent:    p.transparent(),
 		EventLoops:     p.cfg.TCPEventLoops,
 		OnFirstAccept:  p.firstAccept,
-		Log:            p.cfg.Log, // the data path names the service port and listener on its events
+		Log:            &p.cfg.Log, // shared; the data path names the service port and listener on its events
 		OnFailure: func(spec datapath.ListenSpec, err error) {
 			root.Send(self, &messages.ListenerFailed{Incarnation: inc, Address: spec.Address, Failure: failure(err, messages.FailureCode_FAILURE_CODE_UNKNOWN)})
 		},

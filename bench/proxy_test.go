@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/portal/datapath"
@@ -22,7 +20,7 @@ import (
 // returns the service address.
 func kproxyTo(b *testing.B, backend string) string {
 	b.Helper()
-	return kproxyOn(b, actors.Config{BindAddress: "127.0.0.1", Log: zerolog.Nop()}, "127.0.50.1", backend)
+	return kproxyOn(b, actors.Config{BindAddress: "127.0.0.1"}, "127.0.50.1", backend)
 }
 
 // kproxyOn starts a kproxy tree with cfg and one TCP service port on
@@ -76,7 +74,7 @@ func bareTo(b *testing.B, backend string) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { ln.Close() })
-	p := &datapath.TCPProxy{Picker: datapath.PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
+	p := &datapath.TCPProxy{Picker: datapath.PickerFunc(func(string, []string, bool) (string, error) { return backend, nil })}
 	go p.Serve(ln.(*net.TCPListener), nil)
 	return ln.Addr().String()
 }

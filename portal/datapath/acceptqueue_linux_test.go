@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/kproxy/kproxy/test/backends"
 )
 
@@ -69,7 +67,7 @@ func TestTCPDroppedSYNIsRetriedNotReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	stats := &Stats{}
-	p := &TCPProxy{Picker: &excludingPicker{endpoints: []string{backend}}, Stats: stats, Log: zerolog.Nop()}
+	p := &TCPProxy{Picker: &excludingPicker{endpoints: []string{backend}}, Stats: stats}
 	served := make(chan struct{})
 	go func() { defer close(served); p.Serve(ln.(*net.TCPListener), nil) }()
 	t.Cleanup(func() { ln.Close(); <-served })
@@ -136,7 +134,7 @@ func TestTCPDialEndsWhenTheClientLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	conns := NewConnTracker()
-	p := &TCPProxy{Picker: &excludingPicker{endpoints: []string{endpoint}}, Conns: conns, Log: zerolog.Nop()}
+	p := &TCPProxy{Picker: &excludingPicker{endpoints: []string{endpoint}}, Conns: conns}
 	served := make(chan struct{})
 	go func() { defer close(served); p.Serve(ln.(*net.TCPListener), nil) }()
 	t.Cleanup(func() { ln.Close(); <-served })

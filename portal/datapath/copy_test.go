@@ -5,8 +5,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 )
 
 // A backend that writes its answer and closes at once puts the data and
@@ -20,7 +18,7 @@ func TestDataAndCloseTogetherReachTheClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
+	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend, nil })}
 	go p.Serve(ln.(*net.TCPListener), nil)
 	for i := range 200 {
 		c, err := net.Dial("tcp", ln.Addr().String())

@@ -181,7 +181,7 @@ func (a *loopAcceptor) accept() {
 			// the set for a moment, or the level-triggered socket would
 			// spin its loop.
 			if ok, held := acceptErrors.Allow(); ok {
-				p.event(p.Log.Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
+				p.event(p.log().Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
 			}
 			p.Stats.acceptFailed()
 			ev := unix.EpollEvent{Fd: int32(a.fd)}
@@ -232,7 +232,7 @@ func (p *TCPProxy) setAcceptDeadline(t time.Time) {
 func (p *TCPProxy) acceptedFD(cfd int, sa unix.Sockaddr) {
 	if !p.Limits.AcquireConn(p.Stats) {
 		if ok, held := connLimitHits.Allow(); ok {
-			p.event(p.Log.Warn()).Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
+			p.event(p.log().Warn()).Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
 		}
 		resetFD(cfd)
 		return
@@ -258,7 +258,7 @@ func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP string) {
 	settled := false
 	defer func() {
 		if r := recover(); r != nil && !settled {
-			p.event(p.Log.Error()).Interface("panic", r).Msg("tcp connection handler panicked")
+			p.event(p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
 			p.Conns.DialDone()
 			p.Limits.ReleaseConn(p.Stats)
 			resetFD(cfd)
@@ -282,7 +282,7 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
 			if lastErr != nil {
 				err = fmt.Errorf("%w (last dial error: %v)", err, lastErr)
 			}
-			p.event(p.Log.Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
+			p.event(p.log().Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 			p.Conns.DialDone()
 			p.Limits.ReleaseConn(p.Stats)
 			resetFD(cfd)
@@ -310,7 +310,7 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
 		}
 		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) {
 			// The node's trouble, not the endpoint's.
-			p.event(p.Log.Warn()).Err(err).Str("client", clientIP).Msg("cannot open a socket to the endpoint, resetting connection")
+			p.event(p.log().Warn()).Err(err).Str("client", clientIP).Msg("cannot open a socket to the endpoint, resetting connection")
 			p.Conns.DialDone()
 			p.Limits.ReleaseConn(p.Stats)
 			resetFD(cfd)
@@ -319,7 +319,7 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
 		p.Picker.Dialed(pick.Endpoint, err)
 		p.Stats.dialFailed()
 		lastErr = err
-		p.event(p.Log.Debug()).Err(err).Str("endpoint", pick.Endpoint).Msg("dial endpoint failed, trying next")
+		p.event(p.log().Debug()).Err(err).Str("endpoint", pick.Endpoint).Msg("dial endpoint failed, trying next")
 		exclude = append(slices.Clip(exclude), pick.Endpoint)
 	}
 }
@@ -375,7 +375,7 @@ func (c *loopConn) established() {
 	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
 	p.Conns.DialDone()
 	if err := nextLoop().add(c); err != nil {
-		p.event(p.Log.Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+		p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
 		c.done, c.closed = true, true
 		resetFD(int(c.fd[0]))
 		unix.Close(int(c.fd[1]))
@@ -393,7 +393,7 @@ func (c *loopConn) startConnecting() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := nextLoop().add(c); err != nil {
-		p.event(p.Log.Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+		p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
 		c.done, c.closed = true, true
 		resetFD(int(c.fd[0]))
 		unix.Close(int(c.fd[1]))
@@ -477,7 +477,7 @@ func (c *loopConn) handBackFailed(seed dialSeed) {
 	unix.Close(int(c.fd[1]))
 	p.Picker.Dialed(c.endpoint, seed.lastErr)
 	p.Stats.dialFailed()
-	p.event(p.Log.Debug()).Err(seed.lastErr).Str("endpoint", c.endpoint).Msg("dial endpoint failed, trying next")
+	p.event(p.log().Debug()).Err(seed.lastErr).Str("endpoint", c.endpoint).Msg("dial endpoint failed, trying next")
 	c.tracked.Release()
 	if c.dir[0].fin && clientGoneFD(int(c.fd[0])) {
 		p.Conns.DialDone()
@@ -495,7 +495,7 @@ func (p *TCPProxy) handBack(cfd int, seed dialSeed) {
 	nc, err := net.FileConn(f) // a duplicate, in Go's poller
 	f.Close()
 	if err != nil {
-		p.event(p.Log.Warn()).Err(err).Msg("cannot hand a connection to the goroutine data path, resetting it")
+		p.event(p.log().Warn()).Err(err).Msg("cannot hand a connection to the goroutine data path, resetting it")
 		p.Conns.DialDone()
 		p.Limits.ReleaseConn(p.Stats)
 		return

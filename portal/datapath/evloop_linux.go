@@ -151,7 +151,7 @@ func nextLoop() *loop { return loops[loopNext.Add(1)%uint32(len(loops))] }
 func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.p.event(c.p.Log.Error()).Interface("panic", r).Msg("tcp connection handler panicked")
+			c.p.event(c.p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
 			if c.acc == nil { // a listening socket stays; its batch ended
 				c.finish()
 			}

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/kproxy/kproxy/test/backends"
 )
 
@@ -35,7 +33,7 @@ func TestHelperFDLimitedProxy(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
-	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
+	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend, nil })}
 	go p.Serve(ln.(*net.TCPListener), nil)
 	fmt.Printf("ADDR %s\n", ln.Addr())
 	io.Copy(io.Discard, os.Stdin) // serve until the parent closes stdin

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
 
@@ -121,7 +120,7 @@ func TestAnswerAndCloseAfterManyExchangesReachTheClient(t *testing.T) {
 	}
 	defer ln.Close()
 	backend := bl.Addr().String()
-	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }), Log: zerolog.Nop()}
+	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend, nil })}
 	go p.Serve(ln.(*net.TCPListener), nil)
 	for i := range 50 {
 		c, err := net.Dial("tcp", ln.Addr().String())

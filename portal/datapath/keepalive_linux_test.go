@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +42,7 @@ func TestBackendKeepAliveTurnedOn(t *testing.T) {
 			defer ln.Close()
 			conns := NewConnTracker()
 			p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return backend.Addr().String(), nil }),
-				Conns: conns, KeepAlive: 7 * time.Minute, Reaper: tc.reaper, Log: zerolog.Nop()}
+				Conns: conns, KeepAlive: 7 * time.Minute, Reaper: tc.reaper}
 			defer tc.reaper.Stop()
 			go p.Serve(ln.(*net.TCPListener), nil)
 

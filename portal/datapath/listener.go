@@ -71,7 +71,7 @@ type ListenerOptions struct {
 	TCPKeepAlive   time.Duration
 	Reaper         *IdleReaper
 	UDPIdleTimeout time.Duration
-	Log            zerolog.Logger
+	Log            *zerolog.Logger // shared by every listener; nil logs nothing
 	// Faults, when set, injects endpoint dial faults (off by default).
 	Faults *Faults
 	// Tracer traces connections (sampled by its provider); nil traces

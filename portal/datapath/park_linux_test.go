@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +20,6 @@ const testParkAfter = 50 * time.Millisecond
 func parkOptions(backend string) ListenerOptions {
 	return ListenerOptions{
 		Picker:    PickerFunc(func(string, []string, bool) (string, error) { return backend, nil }),
-		Log:       zerolog.Nop(),
 		ParkAfter: testParkAfter,
 	}
 }

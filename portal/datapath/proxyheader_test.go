@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pires/go-proxyproto"
-	"github.com/rs/zerolog"
 )
 
 // TestProxyHeaderParses: the header of each version and family is what
@@ -88,7 +87,7 @@ func TestProxyHeaderBeforeClientBytes(t *testing.T) {
 		}
 		defer ln.Close()
 		p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return endpoint.Addr().String(), nil }),
-			Log: zerolog.Nop(), ProxyProtocol: version}
+			ProxyProtocol: version}
 		go p.Serve(ln.(*net.TCPListener), nil)
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {

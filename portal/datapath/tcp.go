@@ -37,10 +37,11 @@ type TCPProxy struct {
 	// Reaper closes idle and half-closed connections; nil closes none.
 	Reaper *IdleReaper
 	Faults *Faults // nil unless fault injection is on
-	// Log is the process's logger; events name ServicePort and Listen
-	// (not a logger per listener with those fields: zerolog's With
-	// allocates a 500-byte buffer each time, held per service port).
-	Log    zerolog.Logger
+	// Log is the process's logger, shared (a zerolog.Logger is 112
+	// bytes, held per listener); nil logs nothing. Events name
+	// ServicePort and Listen (not a logger per listener with those
+	// fields: zerolog's With allocates a 500-byte buffer each time).
+	Log    *zerolog.Logger
 	Listen string
 	// Tracer traces connections, sampled by its provider; nil traces
 	// none. ServicePort names them.
@@ -142,7 +143,7 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 			if isTemporaryAcceptError(err) {
 				// fd exhaustion (EMFILE/ENFILE): back off briefly, keep the listener.
 				if ok, held := acceptErrors.Allow(); ok {
-					p.event(p.Log.Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
+					p.event(p.log().Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
 				}
 				p.Stats.acceptFailed()
 				time.Sleep(50 * time.Millisecond)
@@ -156,7 +157,7 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 		accepted = true
 		if !p.Limits.AcquireConn(p.Stats) {
 			if ok, held := connLimitHits.Allow(); ok {
-				p.event(p.Log.Warn()).Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
+				p.event(p.log().Warn()).Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
 			}
 			reset(conn)
 			continue
@@ -183,7 +184,7 @@ func (p *TCPProxy) listenerKeepAlive(ln *net.TCPListener) {
 	}
 	p.keepAliveSet = true
 	if err := setListenerKeepAlive(ln, p.KeepAlive); err != nil {
-		p.event(p.Log.Warn()).Err(err).Msg("cannot turn on TCP keepalive for clients")
+		p.event(p.log().Warn()).Err(err).Msg("cannot turn on TCP keepalive for clients")
 	}
 }
 
@@ -206,7 +207,7 @@ func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 			p.Conns.DialDone()
 		}
 		if r := recover(); r != nil {
-			p.event(p.Log.Error()).Interface("panic", r).Msg("tcp connection handler panicked")
+			p.event(p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
 			client.Close()
 		}
 	}()
@@ -222,7 +223,7 @@ func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 	p.Conns.DialDone()
 	dialing = false
 	if err != nil {
-		p.event(p.Log.Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
+		p.event(p.log().Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 		ct.failed(err)
 		reset(client)
 		return
@@ -231,7 +232,7 @@ func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 	defer p.Conns.Track(backend).Release()
 	if p.ProxyProtocol != 0 {
 		if err := p.sendProxyHeader(client, backend); err != nil {
-			p.event(p.Log.Warn()).Err(err).Str("client", clientIP).Msg("PROXY header not sent, resetting connection")
+			p.event(p.log().Warn()).Err(err).Str("client", clientIP).Msg("PROXY header not sent, resetting connection")
 			reset(client)
 			backend.Close()
 			return
@@ -335,7 +336,7 @@ func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace, see
 		p.Stats.dialFailed()
 		ct.dialFailed(addr, err)
 		lastErr = err
-		p.event(p.Log.Debug()).Err(err).Str("endpoint", addr).Dur("timeout", timeout).Msg("dial endpoint failed, trying next")
+		p.event(p.log().Debug()).Err(err).Str("endpoint", addr).Dur("timeout", timeout).Msg("dial endpoint failed, trying next")
 		if isTimeout(err) {
 			if rung == 0 {
 				giveUp = time.Now().Add(synTimeout() - timeout)
@@ -439,6 +440,16 @@ func stopped(stop <-chan struct{}) bool {
 func reset(c *net.TCPConn) {
 	c.SetLinger(0)
 	c.Close()
+}
+
+// nopLog is the logger of a proxy given none.
+var nopLog = zerolog.Nop()
+
+func (p *TCPProxy) log() *zerolog.Logger {
+	if p.Log == nil {
+		return &nopLog
+	}
+	return p.Log
 }
 
 // event names the listener on a log event (nil when the level is off).

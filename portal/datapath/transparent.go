@@ -99,7 +99,7 @@ func (p *TCPProxy) dialFrom(i int, src netip.Addr, addr string) (*net.TCPConn, e
 	}
 	transparentDialFailed.Add(1)
 	if ok, held := transparentFailures.Allow(); ok {
-		p.event(p.Log.Warn()).Err(err).Str("endpoint", addr).Str("client", src.String()).Int64("suppressed", held).Msg("dial from the client's address failed, dialing from the node's")
+		p.event(p.log().Warn()).Err(err).Str("endpoint", addr).Str("client", src.String()).Int64("suppressed", held).Msg("dial from the client's address failed, dialing from the node's")
 	}
 	return p.dialEndpoint(i, addr)
 }
@@ -120,7 +120,7 @@ func (o *UDPOptions) dialUDPFrom(src netip.Addr, raddr *net.UDPAddr) (*net.UDPCo
 	}
 	transparentDialFailed.Add(1)
 	if ok, held := transparentFailures.Allow(); ok {
-		o.event(o.Log.Warn()).Err(err).Str("endpoint", raddr.String()).Str("client", src.String()).Int64("suppressed", held).Msg("dial from the client's address failed, dialing from the node's")
+		o.event(o.log().Warn()).Err(err).Str("endpoint", raddr.String()).Str("client", src.String()).Int64("suppressed", held).Msg("dial from the client's address failed, dialing from the node's")
 	}
 	return net.DialUDP("udp", nil, raddr)
 }

@@ -46,7 +46,7 @@ type UDPOptions struct {
 	Limits      *Limits
 	Faults      *Faults
 	// Log is the process's logger; events name ServicePort and Listen.
-	Log         zerolog.Logger
+	Log         *zerolog.Logger // shared; nil logs nothing
 	ServicePort string
 	Listen      string
 	// ParkAfter, when positive, makes Serve return errIdle once no
@@ -58,6 +58,13 @@ type UDPOptions struct {
 }
 
 // event names the listener on a log event (nil when the level is off).
+func (o UDPOptions) log() *zerolog.Logger {
+	if o.Log == nil {
+		return &nopLog
+	}
+	return o.Log
+}
+
 func (o UDPOptions) event(e *zerolog.Event) *zerolog.Event {
 	return e.Str("servicePort", o.ServicePort).Str("listen", o.Listen)
 }
@@ -197,7 +204,7 @@ func (p *UDPProxy) forward(listener *batchConn, ds []datagram, o *UDPOptions, fw
 func (p *UDPProxy) flowIsolated(listener *batchConn, d *datagram, o *UDPOptions) (f *udpFlow) {
 	defer func() {
 		if r := recover(); r != nil {
-			o.event(o.Log.Error()).Interface("panic", r).Str("client", d.from.String()).Msg("udp flow panicked")
+			o.event(o.log().Error()).Interface("panic", r).Str("client", d.from.String()).Msg("udp flow panicked")
 			f = nil
 		}
 	}()
@@ -209,13 +216,13 @@ func (p *UDPProxy) flowIsolated(listener *batchConn, d *datagram, o *UDPOptions)
 func (p *UDPProxy) toEndpoint(f *udpFlow, bufs [][]byte, o *UDPOptions, w *writer) {
 	defer func() {
 		if r := recover(); r != nil {
-			o.event(o.Log.Error()).Interface("panic", r).Str("endpoint", f.endpoint).Msg("udp flow panicked")
+			o.event(o.log().Error()).Interface("panic", r).Str("endpoint", f.endpoint).Msg("udp flow panicked")
 		}
 	}()
 	calls, err := f.bc.write(w, bufs, nil, nil)
 	o.Stats.udpCounts(false).sent(len(bufs), calls)
 	if err != nil {
-		o.event(o.Log.Debug()).Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
+		o.event(o.log().Debug()).Err(err).Str("endpoint", f.endpoint).Msg("udp write to endpoint failed")
 	}
 }
 
@@ -229,7 +236,7 @@ func (p *UDPProxy) flow(listener *batchConn, d *datagram, o *UDPOptions) (f *udp
 	}
 	if !o.Limits.AcquireFlow(o.Stats) {
 		if ok, held := flowLimitHits.Allow(); ok {
-			o.event(o.Log.Warn()).Int64("suppressed", held).Msg("UDP flow limit reached: datagrams of new clients are dropped")
+			o.event(o.log().Warn()).Int64("suppressed", held).Msg("UDP flow limit reached: datagrams of new clients are dropped")
 		}
 		return nil
 	}
@@ -251,7 +258,7 @@ func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *u
 	for range dialTimeouts {
 		pick, err := o.Picker.Pick(clientIP, exclude, o.External)
 		if err != nil {
-			o.event(o.Log.Debug()).Err(err).Str("client", client.String()).Msg("udp: no endpoint")
+			o.event(o.log().Debug()).Err(err).Str("client", client.String()).Msg("udp: no endpoint")
 			return nil
 		}
 		addr := pick.Endpoint
@@ -311,7 +318,7 @@ type replyWriter struct {
 func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle time.Duration, o UDPOptions) {
 	defer func() {
 		if r := recover(); r != nil {
-			o.event(o.Log.Error()).Interface("panic", r).Msg("udp flow panicked")
+			o.event(o.log().Error()).Interface("panic", r).Msg("udp flow panicked")
 		}
 		p.mu.Lock()
 		if p.flows[f.client] == f {
@@ -364,7 +371,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 			return // the flow was ended, or the listener closed
 		default:
 			// ICMP refused and the like: the endpoint may come back
-			o.event(o.Log.Debug()).Err(err).Msg("udp flow: read or reply failed")
+			o.event(o.log().Debug()).Err(err).Msg("udp flow: read or reply failed")
 		}
 	}
 }

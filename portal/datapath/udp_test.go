@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 )
 
 // udpEcho answers every datagram with itself, one read and one write at a
@@ -54,7 +52,7 @@ func serveUDP(t *testing.T, picker Picker, stats *Stats, limits *Limits, before 
 				t.Errorf("Serve panicked: %v", r)
 			}
 		}()
-		p.Serve(ln, UDPOptions{Picker: picker, Stats: stats, Limits: limits, Log: zerolog.Nop()}, nil)
+		p.Serve(ln, UDPOptions{Picker: picker, Stats: stats, Limits: limits}, nil)
 	}()
 	t.Cleanup(func() {
 		ln.Close()

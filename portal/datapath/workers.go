@@ -65,7 +65,7 @@ func (t task) recovered(r any) {
 	t.pair.client.Close()
 	t.pair.backend.Close()
 	if p := t.pair.proxy; p != nil {
-		p.event(p.Log.Error()).Interface("panic", r).Msg("tcp copy panicked")
+		p.event(p.log().Error()).Interface("panic", r).Msg("tcp copy panicked")
 	}
 }
 
