@@ -43,21 +43,18 @@ func (p *TCPProxy) serveLoops(ln *net.TCPListener, stop <-chan struct{}) (served
 	if err != nil {
 		return false, nil
 	}
-	// A duplicate of the listening socket is what the loop watches: its
-	// number stays this listener's until this returns, whoever closes
-	// the original.
-	dup := -1
-	var dupErr error
-	orig.Control(func(fd uintptr) { dup, dupErr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
-	if dupErr != nil || dup < 0 || dup >= len(byFD) {
-		if dup >= 0 {
-			unix.Close(dup)
-		}
+	// The loop watches the listening socket itself and accepts inside
+	// the listener's Control, which holds its descriptor open: a socket
+	// its owner closed is never accepted from, and its number, reused,
+	// is never mistaken for it. (A duplicate would cost a descriptor per
+	// serving listener, and keep the socket listening after its close.)
+	fd := -1
+	orig.Control(func(f uintptr) { fd = int(f) })
+	if fd < 0 || fd >= len(byFD) {
 		return false, nil
 	}
-	a := &loopAcceptor{p: p, fd: dup, wake: make(chan struct{}, 1), on: true}
+	a := &loopAcceptor{p: p, fd: fd, orig: orig, wake: make(chan struct{}, 1), on: true}
 	if err := a.start(); err != nil {
-		unix.Close(dup)
 		return false, nil
 	}
 	p.acceptor.Store(a)
@@ -70,9 +67,9 @@ func (p *TCPProxy) serveLoops(ln *net.TCPListener, stop <-chan struct{}) (served
 	if stopped(stop) {
 		return true, nil
 	}
-	// The duplicate keeps the socket listening after the listener is
-	// closed: each wake checks the original (Listener.Close wakes this at
-	// once; a listener closed by another owner is seen within closeCheck).
+	// Each wake checks whether the listener was closed (Listener.Close
+	// stops the acceptor first; a listener closed by another owner is
+	// seen within closeCheck).
 	wait := p.ParkAfter
 	if wait <= 0 {
 		wait = closeCheck
@@ -113,15 +110,17 @@ const closeCheck = time.Second
 type loopAcceptor struct {
 	p     *TCPProxy
 	fd    int
+	orig  syscall.RawConn // the listener's: accepting inside its Control
 	loop  *loop
 	entry *loopConn // its byFD entry
 	wake  chan struct{}
 
 	accepts atomic.Int64 // connections accepted, for the idle check
 
-	mu  sync.Mutex // one batch at a time; stop waits for it
-	on  bool
-	err error // what ended accepting (not a temporary error)
+	mu      sync.Mutex // one batch at a time; stop waits for it
+	on      bool
+	stopped bool
+	err     error // what ended accepting (not a temporary error)
 }
 
 // acceptBatch bounds the connections one event accepts (HAProxy's
@@ -134,23 +133,33 @@ func (a *loopAcceptor) start() error {
 	a.loop = nextLoop()
 	a.entry = &loopConn{fd: [2]int32{int32(a.fd), -1}, p: a.p, acc: a, loop: a.loop}
 	byFD[a.fd].Store(a.entry)
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
-	if err := unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_ADD, a.fd, &ev); err != nil {
-		byFD[a.fd].Store(nil)
-		return err
+	err := errors.New("listener closed")
+	a.orig.Control(func(uintptr) {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
+		err = unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_ADD, a.fd, &ev)
+	})
+	if err != nil {
+		byFD[a.fd].CompareAndSwap(a.entry, nil)
 	}
-	return nil
+	return err
 }
 
 // stop takes the socket out of its loop, after any batch in progress:
-// no connection is accepted once it returns.
+// no connection is accepted once it returns. Idempotent.
 func (a *loopAcceptor) stop() {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.on = false
-	a.mu.Unlock()
-	unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_DEL, a.fd, nil)
-	byFD[a.fd].Store(nil)
-	unix.Close(a.fd)
+	if a.stopped {
+		return
+	}
+	a.stopped = true
+	// Only while the number is still this socket's entry: after its
+	// owner closed it, the number may be another socket's already.
+	if byFD[a.fd].CompareAndSwap(a.entry, nil) {
+		// A closed listener left the set with its close.
+		a.orig.Control(func(uintptr) { unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_DEL, a.fd, nil) })
+	}
 }
 
 func (a *loopAcceptor) failed() error {
@@ -166,6 +175,15 @@ func (a *loopAcceptor) accept() {
 	if !a.on {
 		return
 	}
+	if a.orig.Control(func(uintptr) { a.acceptBatch() }) != nil {
+		a.on = false // closed by its owner: serveLoops sees it
+		a.signal()
+	}
+}
+
+// acceptBatch accepts up to acceptBatch connections; a.mu is held and
+// the listener's descriptor open.
+func (a *loopAcceptor) acceptBatch() {
 	p := a.p
 	for range acceptBatch {
 		nfd, sa, err := unix.Accept4(a.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
@@ -191,13 +209,18 @@ func (a *loopAcceptor) accept() {
 		default:
 			a.err = os.NewSyscallError("accept4", err)
 			a.on = false
-			unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_DEL, a.fd, nil)
-			select {
-			case a.wake <- struct{}{}:
-			default:
-			}
+			unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_MOD, a.fd, &unix.EpollEvent{Fd: int32(a.fd)})
+			a.signal()
 			return
 		}
+	}
+}
+
+// signal wakes the goroutine serving on the loops.
+func (a *loopAcceptor) signal() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -206,22 +229,32 @@ func (a *loopAcceptor) rearm() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.on {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
-		unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_MOD, a.fd, &ev)
+		a.orig.Control(func(uintptr) {
+			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
+			unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_MOD, a.fd, &ev)
+		})
 	}
 }
 
-// setAcceptDeadline wakes the goroutine serving on the loops (Pause and
-// Close set a past deadline to stop a serving goroutine).
+// setAcceptDeadline wakes the goroutine serving on the loops (Pause
+// and Close set a past deadline to stop a serving goroutine).
 func (p *TCPProxy) setAcceptDeadline(t time.Time) {
 	if p == nil || t.IsZero() {
 		return
 	}
 	if a := p.acceptor.Load(); a != nil {
-		select {
-		case a.wake <- struct{}{}:
-		default:
-		}
+		a.signal()
+	}
+}
+
+// stopLoopAccept stops the loops accepting from the listener before it
+// is closed, while its descriptor is still its own.
+func (p *TCPProxy) stopLoopAccept() {
+	if p == nil {
+		return
+	}
+	if a := p.acceptor.Load(); a != nil {
+		a.stop()
 	}
 }
 

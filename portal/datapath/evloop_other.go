@@ -17,6 +17,8 @@ func (p *TCPProxy) serveLoops(*net.TCPListener, <-chan struct{}) (bool, error) {
 
 func (p *TCPProxy) setAcceptDeadline(time.Time) {}
 
+func (p *TCPProxy) stopLoopAccept() {}
+
 // loopConn and loopAcceptor exist on Linux only.
 type loopConn struct{}
 

@@ -304,8 +304,9 @@ func (l *Listener) Close() {
 	proxy := l.proxy
 	l.mu.Unlock()
 	if l.tcp != nil {
+		proxy.stopLoopAccept() // before its number is free for another socket
 		l.tcp.Close()
-		proxy.setAcceptDeadline(time.Unix(1, 0)) // the event loops' accept sees it closed
+		proxy.setAcceptDeadline(time.Unix(1, 0)) // wakes the goroutine serving on the loops
 	} else {
 		l.udp.Close()
 	}
