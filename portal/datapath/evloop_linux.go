@@ -125,6 +125,11 @@ func (l *loop) run() {
 // add registers c's two sockets in l. A socket ready already raises
 // its event at once.
 func (l *loop) add(c *loopConn) error {
+	for _, fd := range c.fd {
+		if int(fd) >= len(byFD) {
+			return fmt.Errorf("fd %d above the event loops' table (%d)", fd, len(byFD))
+		}
+	}
 	c.loop = l
 	for _, fd := range c.fd {
 		byFD[fd].Store(c)
