@@ -407,13 +407,21 @@ func (c *loopConn) established() {
 	c.tracked = p.Conns.Track(c)
 	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
 	p.Conns.DialDone()
-	if err := nextLoop().add(c); err != nil {
-		p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
-		c.done, c.closed = true, true
-		resetFD(int(c.fd[0]))
-		unix.Close(int(c.fd[1]))
-		c.release()
+	// Held while registering: the loop may see the first socket's event
+	// before the second is registered, and waits for this (event).
+	c.mu.Lock()
+	err := nextLoop().add(c)
+	if err == nil {
+		c.registered.Store(true)
+		c.mu.Unlock()
+		return
 	}
+	c.done, c.closed = true, true
+	c.mu.Unlock()
+	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+	resetFD(int(c.fd[0]))
+	unix.Close(int(c.fd[1]))
+	c.release()
 }
 
 // startConnecting hands c to a loop to finish its connect within the
@@ -424,17 +432,20 @@ func (c *loopConn) startConnecting() {
 	c.tracked = p.Conns.Track(c)
 	c.connecting.Store(true)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := nextLoop().add(c); err != nil {
-		p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
-		c.done, c.closed = true, true
-		resetFD(int(c.fd[0]))
-		unix.Close(int(c.fd[1]))
-		p.Conns.DialDone()
-		c.release()
+	err := nextLoop().add(c)
+	if err == nil {
+		c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut)
+		c.registered.Store(true)
+		c.mu.Unlock()
 		return
 	}
-	c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut)
+	c.done, c.closed = true, true
+	c.mu.Unlock()
+	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+	resetFD(int(c.fd[0]))
+	unix.Close(int(c.fd[1]))
+	p.Conns.DialDone()
+	c.release()
 }
 
 // connectEvent is an event of c while its connect is in progress (on

@@ -19,6 +19,9 @@ type loopConn struct {
 	acc  *loopAcceptor // set for a listening socket's entry instead
 	done bool          // finished: both closed (the loop's)
 
+	// registered: both sockets are in the loop's set (an event that
+	// comes before waits on mu for the registration to end).
+	registered atomic.Bool
 	// While the endpoint's connect is in progress (set before the
 	// sockets are registered, cleared by the loop once connected).
 	connecting atomic.Bool
@@ -203,6 +206,12 @@ func (c *loopConn) finish() {
 	c.closed = true
 	c.mu.Unlock()
 	c.done = true
+	if c.connecting.Load() { // a panic while connecting: no dial to wait for
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.p.Conns.DialDone()
+	}
 	for _, fd := range c.fd {
 		byFD[fd].Store(nil)
 	}

@@ -166,6 +166,14 @@ func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
 		c.acc.accept()
 		return
 	}
+	if !c.registered.Load() {
+		c.mu.Lock() // held while the registration goes on
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return // the registration failed
+		}
+	}
 	if f := loopFault.Load(); f != nil {
 		(*f)(c)
 	}
