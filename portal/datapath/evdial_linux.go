@@ -1,0 +1,315 @@
+package datapath
+
+// The event loops' dial: a nonblocking connect, finished by a loop when
+// it is still in progress, handed back to the goroutine data path when
+// it takes longer or fails after all.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// dialForLoopRecovering is dialForLoop on a worker: a panic costs this
+// connection only.
+func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP string) {
+	settled := false
+	defer func() {
+		if r := recover(); r != nil && !settled {
+			p.event(p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
+			p.Conns.DialDone()
+			p.Limits.ReleaseConn(p.Stats)
+			resetFD(cfd)
+		}
+	}()
+	p.dialForLoop(cfd, clientIP)
+	settled = true
+}
+
+// dialForLoop picks endpoints until one connects or is connecting, as
+// dial does for refusals; a connect in progress finishes on a loop.
+func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
+	var exclude []string
+	var lastErr error
+	for {
+		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
+		if err == nil && slices.Contains(exclude, pick.Endpoint) {
+			err = ErrNoEndpoints // a Picker that ignores exclusions: do not spin
+		}
+		if err != nil {
+			if lastErr != nil {
+				err = fmt.Errorf("%w (last dial error: %v)", err, lastErr)
+			}
+			p.event(p.log().Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
+			p.Conns.DialDone()
+			p.Limits.ReleaseConn(p.Stats)
+			resetFD(cfd)
+			return
+		}
+		ap, perr := netip.ParseAddrPort(pick.Endpoint)
+		if perr != nil || ap.Addr().Zone() != "" {
+			// Not a plain address: Go's dialer knows what to do with it.
+			p.handBack(cfd, dialSeed{exclude: exclude, refused: len(exclude), lastErr: lastErr})
+			return
+		}
+		bfd, connected, err := p.connectRaw(ap)
+		if err == nil {
+			c := &loopConn{fd: [2]int32{int32(cfd), int32(bfd)}, p: p, clientIP: clientIP, endpoint: pick.Endpoint,
+				report: pick.Report, seed: exclude}
+			if connected {
+				if pick.Report {
+					p.Picker.Dialed(pick.Endpoint, nil)
+				}
+				c.established()
+			} else {
+				c.startConnecting()
+			}
+			return
+		}
+		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) {
+			// The node's trouble, not the endpoint's.
+			p.event(p.log().Warn()).Err(err).Str("client", clientIP).Msg("cannot open a socket to the endpoint, resetting connection")
+			p.Conns.DialDone()
+			p.Limits.ReleaseConn(p.Stats)
+			resetFD(cfd)
+			return
+		}
+		p.Picker.Dialed(pick.Endpoint, err)
+		p.Stats.dialFailed()
+		lastErr = err
+		p.event(p.log().Debug()).Err(err).Str("endpoint", pick.Endpoint).Msg("dial endpoint failed, trying next")
+		exclude = append(slices.Clip(exclude), pick.Endpoint)
+	}
+}
+
+// connectInLoop (tests) leaves every connect to the loops, as for an
+// endpoint on another node.
+var connectInLoop atomic.Bool
+
+// connectRaw opens a nonblocking socket to ap and connects it. A local
+// endpoint (loopback, a veth) answers within the first connect, which
+// still says EINPROGRESS; a second one says it is done (or refused).
+func (p *TCPProxy) connectRaw(ap netip.AddrPort) (fd int, connected bool, err error) {
+	var sa unix.Sockaddr
+	family := unix.AF_INET6
+	if a := ap.Addr(); a.Is4() || a.Is4In6() {
+		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.Unmap().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	}
+	fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, false, os.NewSyscallError("socket", err)
+	}
+	// As Go's TCPConn: small writes go at once.
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if p.KeepAlive > 0 && p.lazyKeepAlive() == 0 {
+		setKeepAliveFD(fd, p.KeepAlive)
+	}
+	err = unix.Connect(fd, sa)
+	if err == unix.EINPROGRESS && connectInLoop.Load() {
+		return fd, false, nil
+	}
+	if err == unix.EINPROGRESS {
+		err = unix.Connect(fd, sa)
+		switch err {
+		case nil, unix.EISCONN:
+			return fd, true, nil
+		case unix.EALREADY, unix.EINPROGRESS:
+			return fd, false, nil
+		}
+	}
+	if err == nil {
+		return fd, true, nil
+	}
+	unix.Close(fd)
+	return -1, false, os.NewSyscallError("connect", err)
+}
+
+// established tracks c and hands it to a loop (its connect is done).
+func (c *loopConn) established() {
+	p := c.p
+	c.tracked = p.Conns.Track(c)
+	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
+	p.Conns.DialDone()
+	// Held while registering: the loop may see the first socket's event
+	// before the second is registered, and waits for this (event).
+	c.mu.Lock()
+	err := nextLoop().add(c)
+	if err == nil {
+		c.registered.Store(true)
+		c.mu.Unlock()
+		return
+	}
+	c.done, c.closed = true, true
+	c.mu.Unlock()
+	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+	resetFD(int(c.fd[0]))
+	unix.Close(int(c.fd[1]))
+	c.release()
+}
+
+// startConnecting hands c to a loop to finish its connect within the
+// first step of the dial ladder; a loop sees the outcome as the
+// endpoint's socket becoming writable or failing.
+func (c *loopConn) startConnecting() {
+	p := c.p
+	c.tracked = p.Conns.Track(c)
+	c.connecting.Store(true)
+	c.mu.Lock()
+	err := nextLoop().add(c)
+	if err == nil {
+		c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut)
+		c.registered.Store(true)
+		c.mu.Unlock()
+		return
+	}
+	c.done, c.closed = true, true
+	c.mu.Unlock()
+	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+	resetFD(int(c.fd[0]))
+	unix.Close(int(c.fd[1]))
+	p.Conns.DialDone()
+	c.release()
+}
+
+// connectEvent is an event of c while its connect is in progress (on
+// its loop's goroutine).
+func (c *loopConn) connectEvent(ev unix.EpollEvent) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return // handed back or closed meanwhile
+	}
+	if ev.Fd == c.fd[0] {
+		if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+			c.dir[0].fin = true
+		}
+		c.mu.Unlock()
+		return // the client's bytes wait until the endpoint is there
+	}
+	soErr, err := unix.GetsockoptInt(int(c.fd[1]), unix.SOL_SOCKET, unix.SO_ERROR)
+	if err == nil && soErr != 0 {
+		err = os.NewSyscallError("connect", syscall.Errno(soErr))
+	}
+	if err == nil && ev.Events&unix.EPOLLOUT == 0 {
+		c.mu.Unlock()
+		return
+	}
+	if err == nil && ev.Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		err = os.NewSyscallError("connect", unix.ECONNREFUSED)
+	}
+	if err != nil {
+		c.closed, c.handedBack = true, true
+		c.mu.Unlock()
+		c.timer.Stop()
+		c.handBackFailed(dialSeed{exclude: append(c.seed, c.endpoint), refused: len(c.seed) + 1, lastErr: err})
+		return
+	}
+	c.timer.Stop()
+	c.connecting.Store(false)
+	c.mu.Unlock()
+	p := c.p
+	if c.report {
+		p.Picker.Dialed(c.endpoint, nil)
+	}
+	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
+	p.Conns.DialDone()
+	c.loop.pump(c, 0)
+	c.loop.pump(c, 1)
+}
+
+// connectTimedOut hands a connect that took its first ladder step back
+// to the goroutine data path, which goes on with the ladder.
+func (c *loopConn) connectTimedOut() {
+	c.mu.Lock()
+	if c.closed || !c.connecting.Load() {
+		c.mu.Unlock()
+		return
+	}
+	c.closed, c.handedBack = true, true
+	c.mu.Unlock()
+	err := fmt.Errorf("dial tcp %s: %w", c.endpoint, os.ErrDeadlineExceeded)
+	c.handBackFailed(dialSeed{exclude: append(c.seed, c.endpoint), refused: len(c.seed), rung: 1, lastErr: err})
+}
+
+// handBackFailed takes c's sockets out of its loop (c.handedBack is
+// set, so no goroutine touches them any more), closes the endpoint's, reports
+// its failure and hands the client to the goroutine data path, which
+// dials on from seed.
+func (c *loopConn) handBackFailed(seed dialSeed) {
+	p := c.p
+	for _, fd := range c.fd {
+		byFD[fd].Store(nil)
+		unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+	}
+	unix.Close(int(c.fd[1]))
+	p.Picker.Dialed(c.endpoint, seed.lastErr)
+	p.Stats.dialFailed()
+	p.event(p.log().Debug()).Err(seed.lastErr).Str("endpoint", c.endpoint).Msg("dial endpoint failed, trying next")
+	c.tracked.Release()
+	if c.dir[0].fin && clientGoneFD(int(c.fd[0])) {
+		p.Conns.DialDone()
+		p.Limits.ReleaseConn(p.Stats)
+		resetFD(int(c.fd[0]))
+		return
+	}
+	p.handBack(int(c.fd[0]), seed)
+}
+
+// handBack gives an accepted socket, counted as dialing, to the
+// goroutine data path, which dials on from seed.
+func (p *TCPProxy) handBack(cfd int, seed dialSeed) {
+	f := os.NewFile(uintptr(cfd), "")
+	nc, err := net.FileConn(f) // a duplicate, in Go's poller
+	f.Close()
+	if err != nil {
+		p.event(p.log().Warn()).Err(err).Msg("cannot hand a connection to the goroutine data path, resetting it")
+		p.Conns.DialDone()
+		p.Limits.ReleaseConn(p.Stats)
+		return
+	}
+	workers.Go(task{p: p, conn: nc.(*net.TCPConn), seed: seed})
+}
+
+// sockaddrIP is the address of an accepted peer, as the goroutine data
+// path gives it to the Picker.
+func sockaddrIP(sa unix.Sockaddr) string {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrFrom4(a.Addr).String()
+	case *unix.SockaddrInet6:
+		return netip.AddrFrom16(a.Addr).Unmap().String()
+	}
+	return ""
+}
+
+// resetFD closes with SO_LINGER 0 so the peer gets an RST at once.
+func resetFD(fd int) {
+	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+	unix.Close(fd)
+}
+
+// clientGoneFD is clientGone for a raw socket.
+func clientGoneFD(fd int) bool {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return n == 0 && err == nil || err != nil && err != unix.EAGAIN && err != unix.EINTR
+}
+
+// setKeepAliveFD turns on keepalive probes after idle, as setKeepAlive.
+func setKeepAliveFD(fd int, idle time.Duration) {
+	interval, count := keepAliveProbes(idle)
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(max(idle/time.Second, 1)))
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(max(interval/time.Second, 1)))
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, count)
+}
