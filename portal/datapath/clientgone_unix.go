@@ -17,10 +17,13 @@ func clientGone(c *net.TCPConn) bool {
 		return true
 	}
 	gone := false
-	rc.Control(func(fd uintptr) {
-		var b [1]byte
-		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		gone = n == 0 && err == nil || err != nil && err != unix.EAGAIN && err != unix.EINTR
-	})
+	rc.Control(func(fd uintptr) { gone = clientGoneFD(int(fd)) })
 	return gone
+}
+
+// clientGoneFD is clientGone for a raw socket.
+func clientGoneFD(fd int) bool {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return n == 0 && err == nil || err != nil && err != unix.EAGAIN && err != unix.EINTR
 }

@@ -238,8 +238,8 @@ func (c *loopConn) release() {
 	if c.pair != nil {
 		p.Reaper.Untrack(c.pair)
 	}
-	c.tracked.Release()
 	p.Limits.ReleaseConn(p.Stats)
+	c.tracked.Release() // last: a Drain that returns finds everything given back
 }
 
 // Close ends the connection from any goroutine (a drain's deadline, the

@@ -140,44 +140,42 @@ func (c *loopConn) established() {
 	c.tracked = p.Conns.Track(c)
 	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
 	p.Conns.DialDone()
-	// Held while registering: the loop may see the first socket's event
-	// before the second is registered, and waits for this (event).
-	c.mu.Lock()
-	err := nextLoop().add(c)
-	if err == nil {
-		c.registered.Store(true)
-		c.mu.Unlock()
-		return
-	}
-	c.done, c.closed = true, true
-	c.mu.Unlock()
-	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
-	resetFD(int(c.fd[0]))
-	unix.Close(int(c.fd[1]))
-	c.release()
+	c.register(nil)
 }
 
 // startConnecting hands c to a loop to finish its connect within the
 // first step of the dial ladder; a loop sees the outcome as the
 // endpoint's socket becoming writable or failing.
 func (c *loopConn) startConnecting() {
-	p := c.p
-	c.tracked = p.Conns.Track(c)
+	c.tracked = c.p.Conns.Track(c)
 	c.connecting.Store(true)
+	c.register(func() { c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut) })
+}
+
+// register adds c to a loop under its mutex (the loop may see the first
+// socket's event before the second is registered, and waits for this:
+// loop.event), running then, if set, while still holding it. A loop that
+// refuses it resets the client.
+func (c *loopConn) register(then func()) {
 	c.mu.Lock()
 	err := nextLoop().add(c)
 	if err == nil {
-		c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut)
+		if then != nil {
+			then()
+		}
 		c.registered.Store(true)
 		c.mu.Unlock()
 		return
 	}
 	c.done, c.closed = true, true
 	c.mu.Unlock()
+	p := c.p
 	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
 	resetFD(int(c.fd[0]))
 	unix.Close(int(c.fd[1]))
-	p.Conns.DialDone()
+	if c.connecting.Load() {
+		p.Conns.DialDone()
+	}
 	c.release()
 }
 
@@ -296,20 +294,4 @@ func sockaddrIP(sa unix.Sockaddr) string {
 func resetFD(fd int) {
 	unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
 	unix.Close(fd)
-}
-
-// clientGoneFD is clientGone for a raw socket.
-func clientGoneFD(fd int) bool {
-	var b [1]byte
-	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	return n == 0 && err == nil || err != nil && err != unix.EAGAIN && err != unix.EINTR
-}
-
-// setKeepAliveFD turns on keepalive probes after idle, as setKeepAlive.
-func setKeepAliveFD(fd int, idle time.Duration) {
-	interval, count := keepAliveProbes(idle)
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(max(idle/time.Second, 1)))
-	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(max(interval/time.Second, 1)))
-	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, count)
 }

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,31 +11,20 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/test/backends"
 )
 
-// echoBackend answers every connection by echoing it, and closes its
-// write half once the client has closed its own.
+// echoBackend is the harness's echo (its name first, then what it
+// reads, then its own half-close once the client closed its half).
 func echoBackend(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	b, err := backends.StartTCP("echo", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	t.Cleanup(b.Close)
+	return b.Addr()
 }
 
 // loopProxy serves a listener to endpoint on the event loops.
@@ -52,8 +42,8 @@ func loopProxy(t *testing.T, endpoint string, conns *ConnTracker, limits *Limits
 	return ln.Addr().String()
 }
 
-// echoOnce sends msg, half-closes, and wants msg back, then the end of
-// the stream.
+// echoOnce sends msg, half-closes, and wants the backend's name and msg
+// back, then the end of the stream.
 func echoOnce(addr, msg string) error {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -71,7 +61,7 @@ func echoOnce(addr, msg string) error {
 	if err != nil {
 		return err
 	}
-	if string(got) != msg {
+	if want := "echo\n" + msg; string(got) != want {
 		return errors.New("echo: got " + string(got))
 	}
 	return nil
@@ -151,8 +141,10 @@ func TestLoopFinishesConnectsInProgress(t *testing.T) {
 			t.Fatalf("connection %d: %v", i, err)
 		}
 	}
-	waitFor(t, func() bool { c, _, _, _ := limits.Counts(); return c == 0 && conns.Len() == 0 },
-		"every connection given back to the limits and the tracker")
+	drained(t, conns)
+	if c, _, _, _ := limits.Counts(); c != 0 {
+		t.Fatalf("%d connections still held in the limits", c)
+	}
 	if got := stats.DialFailures.Load(); got != 0 {
 		t.Fatalf("%d dial failures", got)
 	}
@@ -179,8 +171,10 @@ func TestLoopConnectionsCloseFromTheTracker(t *testing.T) {
 		defer c.Close()
 		rd := bufio.NewReader(c)
 		io.WriteString(c, "hello\n")
-		if line, err := rd.ReadString('\n'); err != nil || line != "hello\n" {
-			t.Fatalf("echo: %q, %v", line, err)
+		for _, want := range []string{"echo\n", "hello\n"} {
+			if line, err := rd.ReadString('\n'); err != nil || line != want {
+				t.Fatalf("got %q, %v; want %q", line, err, want)
+			}
 		}
 		clients = append(clients, c)
 	}
@@ -194,12 +188,10 @@ func TestLoopConnectionsCloseFromTheTracker(t *testing.T) {
 			t.Fatalf("client %d after CloseAll: %v, want the end of the stream", i, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if left := conns.Drain(ctx); left != 0 {
-		t.Fatalf("%d connections left after CloseAll", left)
+	drained(t, conns)
+	if c, _, _, _ := limits.Counts(); c != 0 {
+		t.Fatalf("%d connections still held in the limits after CloseAll", c)
 	}
-	waitFor(t, func() bool { c, _, _, _ := limits.Counts(); return c == 0 }, "the limits given back")
 }
 
 func isReset(err error) bool {
@@ -207,14 +199,64 @@ func isReset(err error) bool {
 	return errors.As(err, &ne) && !ne.Timeout()
 }
 
-// waitFor polls cond (state owned by other goroutines) until it holds.
-func waitFor(t *testing.T, cond func() bool, what string) {
+// drained waits for every tracked connection to end; a loop gives back
+// its limits before the tracker.
+func drained(t *testing.T, conns *ConnTracker) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if left := conns.Drain(ctx); left != 0 {
+		t.Fatalf("%d connections still tracked", left)
 	}
+}
+
+// A client that writes much more than it reads, and reads in small bites
+// with pauses, is served every byte in order: the loop holds what the
+// client cannot take, stops reading the endpoint meanwhile, and goes on
+// when the client's socket drains (EPOLLOUT). The echo is bulk, so this
+// holds spliced chunks in their pipe (dropping them fails it).
+func TestLoopSlowReaderGetsEveryByte(t *testing.T) {
+	if theLoops() != nil {
+		t.Skip("no event loops here")
+	}
+	conns := NewConnTracker()
+	addr := loopProxy(t, echoBackend(t), conns, nil, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	const size = 8 << 20
+	sent := make([]byte, size)
+	for i := range sent {
+		sent[i] = byte(i*7 + i>>12)
+	}
+	go func() {
+		c.Write(sent)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	rd := bufio.NewReader(c)
+	if name, err := rd.ReadString('\n'); err != nil || name != "echo\n" {
+		t.Fatalf("greeting: %q, %v", name, err)
+	}
+	got := make([]byte, 0, size)
+	buf := make([]byte, 4096)
+	for reads := 0; ; reads++ {
+		if reads%256 == 0 {
+			time.Sleep(20 * time.Millisecond) // the slow reader's pause, not synchronisation
+		}
+		n, err := rd.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", len(got), err)
+		}
+	}
+	if !bytes.Equal(got, sent) {
+		t.Fatalf("got %d bytes, want the %d sent, in order", len(got), size)
+	}
+	drained(t, conns)
 }

@@ -13,10 +13,7 @@ func (r *IdleReaper) trackLoop(c *loopConn, keepAlive time.Duration) *pair {
 		return nil
 	}
 	p := &pair{lc: c, keepAlive: keepAlive}
-	r.once.Do(r.start)
-	r.mu.Lock()
-	r.pairs[p] = struct{}{}
-	r.mu.Unlock()
+	r.add(p)
 	return p
 }
 
@@ -33,10 +30,7 @@ func (r *IdleReaper) sweepLoopConn(p *pair) {
 		setKeepAliveFD(int(c.fd[1]), p.keepAlive)
 		p.keepAlive = 0
 	}
-	timeout := r.IdleTimeout
-	if p.halfClosed.Load() && r.HalfCloseTimeout > 0 {
-		timeout = r.HalfCloseTimeout
-	}
+	timeout := r.timeout(p)
 	if timeout <= 0 {
 		return
 	}

@@ -62,14 +62,26 @@ func (r *IdleReaper) Sweeping() bool {
 // true; else the dial turns it on).
 func (r *IdleReaper) Track(client, backend *net.TCPConn, keepAlive time.Duration) *pair {
 	p := &pair{client: client, backend: backend, keepAlive: keepAlive}
-	if !r.Sweeping() {
-		return p
+	if r.Sweeping() {
+		r.add(p)
 	}
+	return p
+}
+
+// add starts tracking p (Sweeping is true).
+func (r *IdleReaper) add(p *pair) {
 	r.once.Do(r.start)
 	r.mu.Lock()
 	r.pairs[p] = struct{}{}
 	r.mu.Unlock()
-	return p
+}
+
+// timeout is how long p may go without a byte either way, 0 for ever.
+func (r *IdleReaper) timeout(p *pair) time.Duration {
+	if p.halfClosed.Load() && r.HalfCloseTimeout > 0 {
+		return r.HalfCloseTimeout
+	}
+	return r.IdleTimeout
 }
 
 // Untrack forgets a connection Track registered.
@@ -142,10 +154,7 @@ func (r *IdleReaper) sweep() {
 			setKeepAlive(p.backend, p.keepAlive)
 			p.keepAlive = 0
 		}
-		timeout := r.IdleTimeout
-		if p.halfClosed.Load() && r.HalfCloseTimeout > 0 {
-			timeout = r.HalfCloseTimeout
-		}
+		timeout := r.timeout(p)
 		if timeout <= 0 {
 			continue
 		}

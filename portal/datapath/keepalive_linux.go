@@ -15,21 +15,25 @@ func setListenerKeepAlive(ln *net.TCPListener, idle time.Duration) error {
 	if err != nil {
 		return err
 	}
-	interval, count := keepAliveProbes(idle)
 	var sockErr error
-	if err := rc.Control(func(fd uintptr) {
-		for _, o := range []struct{ level, opt, v int }{
-			{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
-			{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(max(idle/time.Second, 1))},
-			{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(max(interval/time.Second, 1))},
-			{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, count},
-		} {
-			if sockErr = unix.SetsockoptInt(int(fd), o.level, o.opt, o.v); sockErr != nil {
-				return
-			}
-		}
-	}); err != nil {
+	if err := rc.Control(func(fd uintptr) { sockErr = setKeepAliveFD(int(fd), idle) }); err != nil {
 		return err
 	}
 	return sockErr
+}
+
+// setKeepAliveFD turns on keepalive probes on a socket after idle.
+func setKeepAliveFD(fd int, idle time.Duration) error {
+	interval, count := keepAliveProbes(idle)
+	for _, o := range []struct{ level, opt, v int }{
+		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, int(max(idle/time.Second, 1))},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, int(max(interval/time.Second, 1))},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, count},
+	} {
+		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
