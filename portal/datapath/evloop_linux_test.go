@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/test/backends"
+	"golang.org/x/sys/unix"
 )
 
 // echoBackend is the harness's echo (its name first, then what it
@@ -210,53 +211,144 @@ func drained(t *testing.T, conns *ConnTracker) {
 	}
 }
 
-// A client that writes much more than it reads, and reads in small bites
-// with pauses, is served every byte in order: the loop holds what the
-// client cannot take, stops reading the endpoint meanwhile, and goes on
-// when the client's socket drains (EPOLLOUT). The echo is bulk, so this
-// holds spliced chunks in their pipe (dropping them fails it).
+// A client that reads in small bites with pauses is served every byte in
+// order: the loop holds what the client cannot take, stops reading the
+// endpoint meanwhile, and goes on when the client's socket drains
+// (EPOLLOUT). Written at once or 500 bytes at a time, the stream fills
+// the client's socket while spliced, so its chunks are held in their
+// pipe (dropping them fails it); the next test holds a small chunk.
 func TestLoopSlowReaderGetsEveryByte(t *testing.T) {
 	if theLoops() != nil {
 		t.Skip("no event loops here")
 	}
-	conns := NewConnTracker()
-	addr := loopProxy(t, echoBackend(t), conns, nil, nil)
-	c, err := net.Dial("tcp", addr)
+	for _, tc := range []struct {
+		name        string
+		size, write int
+	}{
+		{"bulk", 8 << 20, 8 << 20},
+		{"small chunks", 2 << 20, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := make([]byte, tc.size)
+			for i := range sent {
+				sent[i] = byte(i*7 + i>>12)
+			}
+			conns := NewConnTracker()
+			addr := loopProxy(t, streamBackend(t, sent, tc.write), conns, nil, nil)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			got := make([]byte, 0, tc.size)
+			buf := make([]byte, 4096)
+			for reads := 0; ; reads++ {
+				if reads%64 == 0 {
+					time.Sleep(20 * time.Millisecond) // the slow reader's pause, not synchronisation
+				}
+				n, err := c.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("after %d bytes: %v", len(got), err)
+				}
+			}
+			if !bytes.Equal(got, sent) {
+				t.Fatalf("got %d bytes, want the %d sent, in order", len(got), tc.size)
+			}
+			c.Close() // the other direction's end: the connection is over
+			drained(t, conns)
+		})
+	}
+}
+
+// streamBackend sends data to its one client, write bytes per write,
+// then closes.
+func streamBackend(t *testing.T, data []byte, write int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	const size = 8 << 20
-	sent := make([]byte, size)
-	for i := range sent {
-		sent[i] = byte(i*7 + i>>12)
-	}
+	t.Cleanup(func() { ln.Close() })
 	go func() {
-		c.Write(sent)
-		c.(*net.TCPConn).CloseWrite()
-	}()
-	rd := bufio.NewReader(c)
-	if name, err := rd.ReadString('\n'); err != nil || name != "echo\n" {
-		t.Fatalf("greeting: %q, %v", name, err)
-	}
-	got := make([]byte, 0, size)
-	buf := make([]byte, 4096)
-	for reads := 0; ; reads++ {
-		if reads%256 == 0 {
-			time.Sleep(20 * time.Millisecond) // the slow reader's pause, not synchronisation
+		c, err := ln.Accept()
+		if err != nil {
+			return
 		}
-		n, err := rd.Read(buf)
-		got = append(got, buf[:n]...)
-		if err == io.EOF {
+		defer c.Close()
+		for b := data; len(b) > 0; b = b[min(write, len(b)):] {
+			if _, err := c.Write(b[:min(write, len(b))]); err != nil {
+				return
+			}
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A small chunk the destination cannot take (or takes only part of) is
+// held and written first when the destination drains: the memory path's
+// backpressure, which a stream fast enough to fill a socket never takes
+// (it is spliced by then).
+func TestLoopHoldsASmallChunkTheDestinationCannotTake(t *testing.T) {
+	pair := func() [2]int {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+		return fds
+	}
+	src, dst := pair(), pair()
+	if err := unix.SetsockoptInt(dst[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for block := bytes.Repeat([]byte{'f'}, 1000); ; {
+		n, err := unix.Write(dst[0], block)
+		if err == unix.EAGAIN {
 			break
 		}
 		if err != nil {
-			t.Fatalf("after %d bytes: %v", len(got), err)
+			t.Fatal(err)
 		}
+		want = append(want, block[:n]...)
 	}
-	if !bytes.Equal(got, sent) {
-		t.Fatalf("got %d bytes, want the %d sent, in order", len(got), size)
+	msg := make([]byte, 3000)
+	for i := range msg {
+		msg[i] = byte(i)
 	}
-	drained(t, conns)
+	if _, err := unix.Write(src[1], msg); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, msg...)
+
+	l := &loop{buf: make([]byte, 16<<10)}
+	c := &loopConn{fd: [2]int32{int32(src[0]), int32(dst[0])}, p: &TCPProxy{}}
+	l.pump(c, 0)
+	if held := len(c.dir[0].pend); held == 0 {
+		t.Fatalf("nothing held from a chunk written to a full socket (%d bytes written)", c.dir[0].n)
+	}
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for range 1000 {
+		n, err := unix.Read(dst[1], buf)
+		if err != nil && err != unix.EAGAIN {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:max(n, 0)]...)
+		if len(got) >= len(want) {
+			break
+		}
+		l.pump(c, 0) // what the loop does on the destination's EPOLLOUT
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes, want %d: the held chunk lost or out of order", len(got), len(want))
+	}
+	if c.done || c.dir[0].held() {
+		t.Fatalf("done %v, still held %v after the destination drained", c.done, c.dir[0].held())
+	}
 }
