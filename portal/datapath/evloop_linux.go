@@ -119,6 +119,12 @@ func (l *loop) run() {
 				l.event(c, ev)
 			}
 		}
+		// A loop with events goes on without parking, so it never gives
+		// its P to a goroutine made runnable meanwhile: another loop, woken
+		// by Go's poller while no P was idle, would wait for a thread of
+		// its own to be woken and scheduled by the kernel (milliseconds on
+		// a busy node). Yielding after each batch lets it run here.
+		runtime.Gosched()
 	}
 }
 
