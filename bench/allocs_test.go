@@ -6,6 +6,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/test/backends"
 )
 
@@ -15,7 +16,8 @@ import (
 // connection after another. Everything runs in this process, so the
 // "direct" case gives the client's and backend's own share; kproxy's and
 // the bare splice proxy's allocations per connection are theirs minus
-// direct's.
+// direct's. kproxy runs as `kproxy run` does (TCP on the event loops
+// where they exist); kproxy-goroutines on the goroutine data path.
 func BenchmarkTCPConnectionAllocs(b *testing.B) {
 	backend, err := backends.StartTCP("b", "127.0.0.1:0")
 	if err != nil {
@@ -26,6 +28,7 @@ func BenchmarkTCPConnectionAllocs(b *testing.B) {
 		{"direct", backend.Addr()},
 		{"bare", bareTo(b, backend.Addr())},
 		{"kproxy", kproxyTo(b, backend.Addr())},
+		{"kproxy-goroutines", kproxyOn(b, actors.Config{BindAddress: "127.0.0.1"}, "127.0.50.2", backend.Addr())},
 	}
 	msg := make([]byte, 64)
 	for _, t := range targets {

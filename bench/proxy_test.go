@@ -20,7 +20,7 @@ import (
 // returns the service address.
 func kproxyTo(b *testing.B, backend string) string {
 	b.Helper()
-	return kproxyOn(b, actors.Config{BindAddress: "127.0.0.1"}, "127.0.50.1", backend)
+	return kproxyOn(b, actors.Config{BindAddress: "127.0.0.1", TCPEventLoops: datapath.EventLoopsSupported}, "127.0.50.1", backend)
 }
 
 // kproxyOn starts a kproxy tree with cfg and one TCP service port on

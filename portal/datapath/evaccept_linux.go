@@ -51,6 +51,7 @@ func (p *TCPProxy) serveLoops(ln *net.TCPListener, stop <-chan struct{}) (served
 		return false, nil
 	}
 	a := &loopAcceptor{p: p, fd: fd, orig: orig, wake: make(chan struct{}, 1), on: true}
+	a.batch = func(uintptr) { a.acceptBatch() }
 	if err := a.start(); err != nil {
 		return false, nil
 	}
@@ -111,6 +112,7 @@ type loopAcceptor struct {
 	loop  *loop
 	entry *loopConn // its byFD entry
 	wake  chan struct{}
+	batch func(uintptr) // acceptBatch for Control, made once
 
 	accepts atomic.Int64 // connections accepted, for the idle check
 
@@ -172,7 +174,7 @@ func (a *loopAcceptor) accept() {
 	if !a.on {
 		return
 	}
-	if a.orig.Control(func(uintptr) { a.acceptBatch() }) != nil {
+	if a.orig.Control(a.batch) != nil {
 		a.on = false // closed by its owner: serveLoops sees it
 		a.signal()
 	}
