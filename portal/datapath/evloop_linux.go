@@ -103,6 +103,11 @@ func theLoops() error {
 	return loopsErr
 }
 
+// run is a loop's goroutine. It looks at the set inside RawConn.Read's
+// callback, after Read has cleared the poller's readiness note and
+// before it parks: an event that comes after the look wakes it, one
+// before is in the look. (Parking without looking first would miss an
+// event noted while the last batch ran, and Read clears it.)
 func (l *loop) run() {
 	var n int
 	poll := func(uintptr) bool { // made once: a closure per wait costs an allocation per batch
