@@ -19,35 +19,52 @@ type Limits struct {
 	// MaxConns and MaxFlows bound the process; 0 means no bound.
 	MaxConns int64
 	MaxFlows int64
+	// MaxPipes bounds the process's splice pipes, in use or pooled (two
+	// fds each; SetMaxPipes applies it). A bulk chunk that finds none
+	// is copied through memory. 0 means no bound.
+	MaxPipes int64
 
 	conns, flows               atomic.Int64
 	refusedConns, refusedFlows atomic.Int64
 }
 
-// fd costs: a proxied TCP connection holds two sockets, and a splice pipe
-// (two fds) per direction only while bytes move (spliceCopy), so four
-// leaves room for busy ones; a UDP flow holds one socket.
+// fd costs, counted as HAProxy counts them: a proxied TCP connection
+// holds two sockets, and a splice pipe (two fds) only while bytes move;
+// pipes are bounded apart, at one per four connections (HAProxy's
+// maxpipes), so a connection costs 2.5 fds. A UDP flow holds one socket.
 const (
-	fdsPerConn = 4
-	fdsPerFlow = 1
+	fdsPerConn   = 2
+	connsPerPipe = 4
+	fdsPerPipe   = 2
+	fdsPerFlow   = 1
 )
+
+// PipesFor is the pipe bound that goes with a bound of maxConns
+// connections (0: none).
+func PipesFor(maxConns int64) int64 {
+	if maxConns <= 0 {
+		return 0
+	}
+	return max(1, maxConns/connsPerPipe)
+}
 
 // ControlPlaneFDs is kept back from the data path for the API watch,
 // health, metrics, listeners and rules, and from listeners for the rest.
 func ControlPlaneFDs(nofile int64) int64 { return max(1024, nofile/20) }
 
 // DefaultLimits derives the process bounds from the fd limit: after the
-// control plane's share, TCP connections may use up to 60% of what is left
-// and UDP flows 40%, so neither kind starves the other. A service port may
-// take at most half of each, so one flooded service port leaves room for
-// the rest.
+// control plane's share, TCP connections (with their pipes) may use up to
+// 60% of what is left and UDP flows 40%, so neither kind starves the
+// other. A service port may take at most half of each, so one flooded
+// service port leaves room for the rest.
 func DefaultLimits(nofile int64) *Limits {
 	avail := nofile - ControlPlaneFDs(nofile)
 	if avail < 100 {
 		avail = 100
 	}
-	l := &Limits{MaxConns: avail * 6 / 10 / fdsPerConn, MaxFlows: avail * 4 / 10 / fdsPerFlow}
+	l := &Limits{MaxConns: avail * 6 / 10 * connsPerPipe / (fdsPerConn*connsPerPipe + fdsPerPipe), MaxFlows: avail * 4 / 10 / fdsPerFlow}
 	l.ConnsPerServicePort, l.FlowsPerServicePort = max(1, l.MaxConns/2), max(1, l.MaxFlows/2)
+	l.MaxPipes = PipesFor(l.MaxConns)
 	return l
 }
 

@@ -257,8 +257,14 @@ func getPipe() (*splicePipe, error) {
 	if p, ok := pipes.Get().(*splicePipe); ok {
 		return p, nil
 	}
+	if !takePipe() {
+		pipeMisses.Add(1)
+		return nil, errPipeBound
+	}
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		livePipes.Add(-1)
+		pipeMisses.Add(1)
 		return nil, err
 	}
 	unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, maxSpliceSize) // a smaller pipe works too
@@ -274,6 +280,7 @@ func (p *splicePipe) close() {
 	runtime.SetFinalizer(p, nil)
 	unix.Close(p.r)
 	unix.Close(p.w)
+	livePipes.Add(-1)
 }
 
 // splice64 is splice(2)'s count as an int64, whichever type x/sys gives
