@@ -28,7 +28,7 @@ func (p *TCPProxy) usesLoops() bool {
 
 // serveLoops is Serve for the event loops: a loop accepts (accept4, so
 // no socket is ever in Go's poller), dials with a nonblocking connect and
-// hands each pair to a loop; this goroutine only waits for Pause, for
+// hands each pair to the loops; this goroutine only waits for Pause, for
 // the socket to go idle (ParkAfter) or to be closed. served is false
 // when it could not start (no loops, no fd): Serve then serves the
 // goroutine way.
@@ -103,14 +103,13 @@ func (p *TCPProxy) serveLoops(ln *net.TCPListener, stop <-chan struct{}) (served
 // looks whether its owner closed it.
 const closeCheck = time.Second
 
-// loopAcceptor is a listening socket served by a loop: level-triggered
-// in the loop's set, accepted from in batches on the loop's goroutine.
+// loopAcceptor is a listening socket served by the loops: level-triggered
+// in their set, accepted from in batches on a loop's goroutine.
 type loopAcceptor struct {
 	p     *TCPProxy
 	fd    int
 	orig  syscall.RawConn // the listener's: accepting inside its Control
-	loop  *loop
-	entry *loopConn // its byFD entry
+	entry *loopConn       // its byFD entry
 	wake  chan struct{}
 	batch func(uintptr) // acceptBatch for Control, made once
 
@@ -123,19 +122,18 @@ type loopAcceptor struct {
 }
 
 // acceptBatch bounds the connections one event accepts (HAProxy's
-// maxaccept): the loop's other connections wait meanwhile. The socket is
+// maxaccept): the loop's other events wait meanwhile. The socket is
 // level-triggered, so those left raise the next event.
 const acceptBatch = 16
 
-// start registers the socket in a loop.
+// start registers the socket in the loops' set.
 func (a *loopAcceptor) start() error {
-	a.loop = nextLoop()
-	a.entry = &loopConn{fd: [2]int32{int32(a.fd), -1}, p: a.p, acc: a, loop: a.loop}
+	a.entry = &loopConn{fd: [2]int32{int32(a.fd), -1}, p: a.p, acc: a}
 	byFD[a.fd].Store(a.entry)
 	err := errors.New("listener closed")
 	a.orig.Control(func(uintptr) {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
-		err = unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_ADD, a.fd, &ev)
+		err = unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_ADD, a.fd, &ev)
 	})
 	if err != nil {
 		byFD[a.fd].CompareAndSwap(a.entry, nil)
@@ -143,7 +141,7 @@ func (a *loopAcceptor) start() error {
 	return err
 }
 
-// stop takes the socket out of its loop, after any batch in progress:
+// stop takes the socket out of the loops' set, after any batch in progress:
 // no connection is accepted once it returns. Idempotent.
 func (a *loopAcceptor) stop() {
 	a.mu.Lock()
@@ -157,7 +155,7 @@ func (a *loopAcceptor) stop() {
 	// owner closed it, the number may be another socket's already.
 	if byFD[a.fd].CompareAndSwap(a.entry, nil) {
 		// A closed listener left the set with its close.
-		a.orig.Control(func(uintptr) { unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_DEL, a.fd, nil) })
+		a.orig.Control(func(uintptr) { unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_DEL, a.fd, nil) })
 	}
 }
 
@@ -167,9 +165,13 @@ func (a *loopAcceptor) failed() error {
 	return a.err
 }
 
-// accept accepts a batch (on the loop's goroutine, or a retry's timer).
+// accept accepts a batch (on a loop's goroutine). While another loop
+// is accepting from the socket this one goes on: the socket, level-
+// triggered, is reported again while connections wait.
 func (a *loopAcceptor) accept() {
-	a.mu.Lock()
+	if !a.mu.TryLock() {
+		return
+	}
 	defer a.mu.Unlock()
 	if !a.on {
 		return
@@ -196,19 +198,19 @@ func (a *loopAcceptor) acceptBatch() {
 		case isTemporaryAcceptError(err):
 			// fd exhaustion: the connections wait in the backlog; out of
 			// the set for a moment, or the level-triggered socket would
-			// spin its loop.
+			// spin the loops.
 			if ok, held := acceptErrors.Allow(); ok {
 				p.event(p.log().Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
 			}
 			p.Stats.acceptFailed()
 			ev := unix.EpollEvent{Fd: int32(a.fd)}
-			unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_MOD, a.fd, &ev)
+			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, &ev)
 			time.AfterFunc(50*time.Millisecond, a.rearm)
 			return
 		default:
 			a.err = os.NewSyscallError("accept4", err)
 			a.on = false
-			unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_MOD, a.fd, &unix.EpollEvent{Fd: int32(a.fd)})
+			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, &unix.EpollEvent{Fd: int32(a.fd)})
 			a.signal()
 			return
 		}
@@ -230,7 +232,7 @@ func (a *loopAcceptor) rearm() {
 	if a.on {
 		a.orig.Control(func(uintptr) {
 			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
-			unix.EpollCtl(a.loop.epfd, unix.EPOLL_CTL_MOD, a.fd, &ev)
+			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, &ev)
 		})
 	}
 }

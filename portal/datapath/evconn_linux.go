@@ -15,11 +15,11 @@ type loopConn struct {
 	fd   [2]int32
 	dir  [2]flow
 	p    *TCPProxy
-	loop *loop
 	acc  *loopAcceptor // set for a listening socket's entry instead
 	done bool          // finished: both closed (the loop's)
+	busy sync.Mutex    // held by the loop handling one of its events
 
-	// registered: both sockets are in the loop's set (an event that
+	// registered: both sockets are in the loops' set (an event that
 	// comes before waits on mu for the registration to end).
 	registered atomic.Bool
 	// While the endpoint's connect is in progress (set before the
@@ -193,7 +193,7 @@ func (c *loopConn) ended(d int) {
 }
 
 // finish closes both sockets and gives back what the connection held
-// (on the loop's goroutine).
+// (on a loop's goroutine).
 func (c *loopConn) finish() {
 	if c.done {
 		return

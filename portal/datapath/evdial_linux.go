@@ -134,7 +134,7 @@ func (p *TCPProxy) connectRaw(ap netip.AddrPort) (fd int, connected bool, err er
 	return -1, false, os.NewSyscallError("connect", err)
 }
 
-// established tracks c and hands it to a loop (its connect is done).
+// established tracks c and hands it to the loops (its connect is done).
 func (c *loopConn) established() {
 	p := c.p
 	c.tracked = p.Conns.Track(c)
@@ -143,7 +143,7 @@ func (c *loopConn) established() {
 	c.register(nil)
 }
 
-// startConnecting hands c to a loop to finish its connect within the
+// startConnecting hands c to the loops to finish its connect within the
 // first step of the dial ladder; a loop sees the outcome as the
 // endpoint's socket becoming writable or failing.
 func (c *loopConn) startConnecting() {
@@ -152,13 +152,13 @@ func (c *loopConn) startConnecting() {
 	c.register(func() { c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut) })
 }
 
-// register adds c to a loop under its mutex (the loop may see the first
+// register adds c to the loops' set under its mutex (a loop may see the first
 // socket's event before the second is registered, and waits for this:
 // loop.event), running then, if set, while still holding it. A loop that
 // refuses it resets the client.
 func (c *loopConn) register(then func()) {
 	c.mu.Lock()
-	err := nextLoop().add(c)
+	err := addConn(c)
 	if err == nil {
 		if then != nil {
 			then()
@@ -180,8 +180,8 @@ func (c *loopConn) register(then func()) {
 }
 
 // connectEvent is an event of c while its connect is in progress (on
-// its loop's goroutine).
-func (c *loopConn) connectEvent(ev unix.EpollEvent) {
+// a loop's goroutine).
+func (c *loopConn) connectEvent(l *loop, ev unix.EpollEvent) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -221,8 +221,8 @@ func (c *loopConn) connectEvent(ev unix.EpollEvent) {
 	}
 	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
 	p.Conns.DialDone()
-	c.loop.pump(c, 0)
-	c.loop.pump(c, 1)
+	l.pump(c, 0)
+	l.pump(c, 1)
 }
 
 // connectTimedOut hands a connect that took its first ladder step back
@@ -239,7 +239,7 @@ func (c *loopConn) connectTimedOut() {
 	c.handBackFailed(dialSeed{exclude: append(c.seed, c.endpoint), refused: len(c.seed), rung: 1, lastErr: err})
 }
 
-// handBackFailed takes c's sockets out of its loop (c.handedBack is
+// handBackFailed takes c's sockets out of the loops' set (c.handedBack is
 // set, so no goroutine touches them any more), closes the endpoint's, reports
 // its failure and hands the client to the goroutine data path, which
 // dials on from seed.
@@ -247,7 +247,7 @@ func (c *loopConn) handBackFailed(seed dialSeed) {
 	p := c.p
 	for _, fd := range c.fd {
 		byFD[fd].Store(nil)
-		unix.EpollCtl(c.loop.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+		unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_DEL, int(fd), nil)
 	}
 	unix.Close(int(c.fd[1]))
 	p.Picker.Dialed(c.endpoint, seed.lastErr)

@@ -18,22 +18,31 @@ import (
 // chunk it moves wakes one of them through Go's poller. Here a
 // connection's two sockets are raw descriptors (accept4 and connect of
 // kproxy's own, never in Go's poller) registered edge-triggered in the
-// epoll set of one of GOMAXPROCS loops; a loop's goroutine reads the
-// set's events without blocking, moves every ready connection's bytes,
-// and waits on Go's poller for the set to be readable again (an epoll set
-// is itself pollable), so an idle loop holds no thread. A panic while
-// handling an event is recovered and closes that event's connection only.
+// process's one epoll set. GOMAXPROCS loops take turns at it: a loop's
+// goroutine takes a batch of the set's events without blocking, moves
+// every ready connection's bytes, and looks again; with nothing to take
+// it waits on Go's poller for the set to be readable (an epoll set is
+// itself pollable), so an idle loop holds no thread. RawConn.Read lets
+// one loop at a time look, so while one loop works through its batch
+// the next takes what comes meanwhile: a loop whose thread the kernel
+// preempts holds only the events it had taken, not every connection it
+// ever served. A panic while handling an event is recovered and closes
+// that event's connection only.
 //
-// A connection belongs to one loop; only that loop's goroutine touches
-// its directions. What other goroutines do to it (Close from a drain or
+// A connection is handled by one loop at a time (its busy mutex, held
+// for each event); what other goroutines do to it (Close from a drain or
 // the idle reaper, a connect timeout) goes through its mutex and system
-// calls the loop then sees as events.
+// calls a loop then sees as events.
+
+// epollSet is the set every loop waits on.
+type epollSet struct {
+	fd   int
+	rc   syscall.RawConn
+	file *os.File // keeps fd open and in Go's poller
+}
 
 type loop struct {
-	epfd   int
-	rc     syscall.RawConn
-	file   *os.File // keeps epfd open and in Go's poller
-	buf    []byte   // small chunks are read here, then written at once
+	buf    []byte // small chunks are read here, then written at once
 	events []unix.EpollEvent
 }
 
@@ -43,9 +52,8 @@ const loopEvents = 32
 
 var (
 	loopsOnce sync.Once
-	loops     []*loop
+	loopSet   epollSet
 	loopsErr  error
-	loopNext  atomic.Uint32
 	// byFD is the connection of each registered descriptor. Sized by the
 	// open-file limit (fds above it go the goroutine way); untouched
 	// pages of it cost no memory.
@@ -66,35 +74,31 @@ func startLoops() {
 		return
 	}
 	byFD = make([]atomic.Pointer[loopConn], min(rl.Max, maxLoopFDs))
-	for range runtime.GOMAXPROCS(0) {
-		l, err := newLoop()
-		if err != nil {
-			loopsErr = err
-			return
-		}
-		loops = append(loops, l)
+	if loopSet, loopsErr = newEpollSet(); loopsErr != nil {
+		return
 	}
-	for _, l := range loops {
+	for range runtime.GOMAXPROCS(0) {
+		l := &loop{buf: make([]byte, smallCopySize), events: make([]unix.EpollEvent, loopEvents)}
 		go l.run()
 	}
 }
 
-func newLoop() (*loop, error) {
+func newEpollSet() (epollSet, error) {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("event loop: %w", err)
+		return epollSet{}, fmt.Errorf("event loops: %w", err)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("event loop: %w", err)
+		return epollSet{}, fmt.Errorf("event loops: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "kproxy-event-loop")
+	f := os.NewFile(uintptr(fd), "kproxy-event-loops")
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("event loop: %w", err)
+		return epollSet{}, fmt.Errorf("event loops: %w", err)
 	}
-	return &loop{epfd: fd, rc: rc, file: f, buf: make([]byte, smallCopySize), events: make([]unix.EpollEvent, loopEvents)}, nil
+	return epollSet{fd: fd, rc: rc, file: f}, nil
 }
 
 // theLoops starts the loops on first use.
@@ -107,21 +111,29 @@ func theLoops() error {
 // callback, after Read has cleared the poller's readiness note and
 // before it parks: an event that comes after the look wakes it, one
 // before is in the look. (Parking without looking first would miss an
-// event noted while the last batch ran, and Read clears it.)
+// event noted while the last batch ran, and Read clears it.) Read holds
+// the set's read lock, so the loops look one at a time.
 func (l *loop) run() {
 	var n int
 	poll := func(uintptr) bool { // made once: a closure per wait costs an allocation per batch
-		n, _ = unix.EpollWait(l.epfd, l.events, 0)
+		n, _ = unix.EpollWait(loopSet.fd, l.events, 0)
 		return n > 0
 	}
 	for {
-		if err := l.rc.Read(poll); err != nil {
+		if err := loopSet.rc.Read(poll); err != nil {
 			time.Sleep(time.Second) // the set is never closed; must not spin if it were
 			continue
 		}
 		for _, ev := range l.events[:n] {
-			if c := byFD[ev.Fd].Load(); c != nil && c.loop == l {
+			c := byFD[ev.Fd].Load()
+			switch {
+			case c == nil:
+			case c.acc != nil: // its accepting is serialised by its own mutex
 				l.event(c, ev)
+			default:
+				c.busy.Lock()
+				l.event(c, ev)
+				c.busy.Unlock()
 			}
 		}
 		// A loop with events goes on without parking, so it never gives
@@ -133,23 +145,22 @@ func (l *loop) run() {
 	}
 }
 
-// add registers c's two sockets in l. A socket ready already raises
-// its event at once.
-func (l *loop) add(c *loopConn) error {
+// addConn registers c's two sockets in the loops' set. A socket ready
+// already raises its event at once.
+func addConn(c *loopConn) error {
 	for _, fd := range c.fd {
 		if int(fd) >= len(byFD) {
 			return fmt.Errorf("fd %d above the event loops' table (%d)", fd, len(byFD))
 		}
 	}
-	c.loop = l
 	for _, fd := range c.fd {
 		byFD[fd].Store(c)
 	}
 	for i, fd := range c.fd {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: fd}
-		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+		if err := unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
 			for _, f := range c.fd[:i] {
-				unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, int(f), nil)
+				unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_DEL, int(f), nil)
 			}
 			for _, f := range c.fd {
 				byFD[f].Store(nil)
@@ -159,9 +170,6 @@ func (l *loop) add(c *loopConn) error {
 	}
 	return nil
 }
-
-// nextLoop spreads connections over the loops.
-func nextLoop() *loop { return loops[loopNext.Add(1)%uint32(len(loops))] }
 
 // event handles one readiness report of one of c's sockets.
 func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
@@ -189,7 +197,7 @@ func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
 		(*f)(c)
 	}
 	if c.connecting.Load() {
-		c.connectEvent(ev)
+		c.connectEvent(l, ev)
 		return
 	}
 	side := 0
