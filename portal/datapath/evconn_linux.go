@@ -12,12 +12,13 @@ import (
 // client's socket, fd[1] the endpoint's; dir[d] moves fd[d]'s bytes to
 // the other.
 type loopConn struct {
-	fd   [2]int32
-	dir  [2]flow
-	p    *TCPProxy
-	acc  *loopAcceptor // set for a listening socket's entry instead
-	done bool          // finished: both closed (the loop's)
-	busy sync.Mutex    // held by the loop handling one of its events
+	fd    [2]int32
+	dir   [2]flow
+	p     *TCPProxy
+	acc   *loopAcceptor    // set for a listening socket's entry instead
+	done  bool             // finished: both closed (the loop's)
+	busy  sync.Mutex       // held by the loop handling its events
+	noted [2]atomic.Uint32 // events of fd[i] not yet handled (dispatch)
 
 	// registered: both sockets are in the loops' set (an event that
 	// comes before waits on mu for the registration to end).

@@ -29,10 +29,10 @@ import (
 // ever served. A panic while handling an event is recovered and closes
 // that event's connection only.
 //
-// A connection is handled by one loop at a time (its busy mutex, held
-// for each event); what other goroutines do to it (Close from a drain or
-// the idle reaper, a connect timeout) goes through its mutex and system
-// calls a loop then sees as events.
+// A connection is handled by one loop at a time (dispatch); what other
+// goroutines do to it (Close from a drain or the idle reaper, a connect
+// timeout) goes through its mutex and system calls a loop then sees as
+// events.
 
 // epollSet is the set every loop waits on.
 type epollSet struct {
@@ -131,9 +131,7 @@ func (l *loop) run() {
 			case c.acc != nil: // its accepting is serialised by its own mutex
 				l.event(c, ev)
 			default:
-				c.busy.Lock()
-				l.event(c, ev)
-				c.busy.Unlock()
+				l.dispatch(c, ev)
 			}
 		}
 		// A loop with events goes on without parking, so it never gives
@@ -142,6 +140,39 @@ func (l *loop) run() {
 		// its own to be woken and scheduled by the kernel (milliseconds on
 		// a busy node). Yielding after each batch lets it run here.
 		runtime.Gosched()
+	}
+}
+
+// dispatch hands one of c's events to the loop handling c, which may be
+// this one: the event is noted on c, and whichever loop holds c's busy
+// mutex handles what is noted before letting go. A loop never waits for
+// another's connection, so one held up (its thread preempted) holds up
+// only its own connection's events.
+func (l *loop) dispatch(c *loopConn, ev unix.EpollEvent) {
+	side := 0
+	if ev.Fd == c.fd[1] {
+		side = 1
+	}
+	c.noted[side].Or(ev.Events)
+	for c.busy.TryLock() {
+		for {
+			e0, e1 := c.noted[0].Swap(0), c.noted[1].Swap(0)
+			if e0 == 0 && e1 == 0 || c.done {
+				break // a finished connection's fds may be another's already
+			}
+			if e0 != 0 {
+				l.event(c, unix.EpollEvent{Events: e0, Fd: c.fd[0]})
+			}
+			if e1 != 0 && !c.done {
+				l.event(c, unix.EpollEvent{Events: e1, Fd: c.fd[1]})
+			}
+		}
+		c.busy.Unlock()
+		// Noted after the last look but before the unlock, by a loop
+		// whose TryLock failed: look again.
+		if c.noted[0].Load() == 0 && c.noted[1].Load() == 0 {
+			return
+		}
 	}
 }
 

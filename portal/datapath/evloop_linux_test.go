@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,6 +123,50 @@ func TestLoopPanicCostsOnlyItsConnection(t *testing.T) {
 	loopFault.Store(nil)
 	if err := echoOnce(boom, "after"); err != nil {
 		t.Fatalf("after the fault: %v", err)
+	}
+}
+
+// A loop held up while handling one connection's event (here by a
+// fault; in life, its thread preempted by the kernel) holds only that
+// event: the loops take turns at one set, so connections that come
+// meanwhile are served by the others.
+func TestLoopHeldUpHoldsOnlyItsEvent(t *testing.T) {
+	if theLoops() != nil {
+		t.Skip("no event loops here")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one loop: nothing else to serve")
+	}
+	heldEP, otherEP := echoBackend(t), echoBackend(t)
+	held := loopProxy(t, heldEP, nil, nil, nil)
+	other := loopProxy(t, otherEP, nil, nil, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fault := func(c *loopConn) {
+		if c.endpoint == heldEP {
+			once.Do(func() { close(entered); <-release })
+		}
+	}
+	loopFault.Store(&fault)
+	t.Cleanup(func() { loopFault.Store(nil) })
+	defer once.Do(func() {}) // a failure before the fault fired
+
+	heldDone := make(chan error, 1)
+	go func() { heldDone <- echoOnce(held, "held") }()
+	select {
+	case <-entered:
+	case err := <-heldDone:
+		t.Fatalf("the held connection ended before its fault: %v", err)
+	}
+	for i := range 20 {
+		if err := echoOnce(other, "other"); err != nil {
+			close(release)
+			t.Fatalf("connection %d while a loop is held up: %v", i, err)
+		}
+	}
+	close(release)
+	if err := <-heldDone; err != nil {
+		t.Fatalf("the held connection, released: %v", err)
 	}
 }
 
