@@ -25,7 +25,7 @@ func (m *Metrics) Limits(l *datapath.Limits) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kproxy", Name: "limit_refused_udp_flows_total",
 			Help: "New UDP clients dropped at a flow bound."}, func() float64 { _, _, _, r := l.Counts(); return float64(r) }),
 		gauge("splice_pipes_open", "Splice pipes (two fds each) open, in use or pooled, process-wide.", func() int64 { o, _ := datapath.PipeCounts(); return o }),
-		gauge("splice_pipes_limit", "The process's splice pipe bound (a quarter of the connection bound; 0: none).", func() int64 { return l.MaxPipes }),
+		gauge("splice_pipes_limit", "The process's splice pipe bound (a quarter of the connection bound; 0: none).", l.MaxPipes),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "kproxy", Name: "splice_pipe_misses_total",
 			Help: "Bulk TCP chunks copied through memory because no splice pipe could be had (at the bound, or no fd left)."},
 			func() float64 { _, m := datapath.PipeCounts(); return float64(m) }),

@@ -47,7 +47,6 @@ func (f limitFlags) limits(nofile int64) *datapath.Limits {
 	if l.MaxConns == 0 && f.maxConnsPerServicePort == 0 {
 		l.ConnsPerServicePort = 0
 	}
-	l.MaxPipes = datapath.PipesFor(l.MaxConns)
 	if l.MaxFlows == 0 && f.maxFlowsPerServicePort == 0 {
 		l.FlowsPerServicePort = 0
 	}

@@ -290,7 +290,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		Conntrack:      newFlows(o.portalMode),
 		Log:            log,
 	}
-	datapath.SetMaxPipes(cfg.Limits.MaxPipes)
+	datapath.SetMaxPipes(cfg.Limits.MaxPipes())
 	tracer, stopTracing, err := o.tracing.start(ctx, o.nodeName, log)
 	if err != nil {
 		return err

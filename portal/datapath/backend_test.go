@@ -8,6 +8,13 @@ import (
 // namedBackend answers each connection with its name and closes it.
 func namedBackend(t *testing.T, name string) string {
 	t.Helper()
+	return streamBackend(t, []byte(name), len(name))
+}
+
+// streamBackend sends data to each client in turn, write bytes per
+// write, then closes the connection.
+func streamBackend(t *testing.T, data []byte, write int) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +26,11 @@ func namedBackend(t *testing.T, name string) string {
 			if err != nil {
 				return
 			}
-			c.Write([]byte(name))
+			for b := data; len(b) > 0; b = b[min(write, len(b)):] {
+				if _, err := c.Write(b[:min(write, len(b))]); err != nil {
+					break
+				}
+			}
 			c.Close()
 		}
 	}()

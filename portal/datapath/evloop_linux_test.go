@@ -32,12 +32,18 @@ func echoBackend(t *testing.T) string {
 // loopProxy serves a listener to endpoint on the event loops.
 func loopProxy(t *testing.T, endpoint string, conns *ConnTracker, limits *Limits, stats *Stats) string {
 	t.Helper()
+	return serveTo(t, &TCPProxy{Conns: conns, Limits: limits, Stats: stats, EventLoops: true}, endpoint)
+}
+
+// serveTo serves p on a loopback listener, every connection to endpoint,
+// until the test ends.
+func serveTo(t *testing.T, p *TCPProxy, endpoint string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return endpoint, nil }),
-		Conns: conns, Limits: limits, Stats: stats, EventLoops: true}
+	p.Picker = PickerFunc(func(string, []string, bool) (string, error) { return endpoint, nil })
 	served := make(chan struct{})
 	go func() { defer close(served); p.Serve(ln.(*net.TCPListener), nil) }()
 	t.Cleanup(func() { ln.Close(); <-served })
@@ -308,30 +314,6 @@ func TestLoopSlowReaderGetsEveryByte(t *testing.T) {
 			drained(t, conns)
 		})
 	}
-}
-
-// streamBackend sends data to its one client, write bytes per write,
-// then closes.
-func streamBackend(t *testing.T, data []byte, write int) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		for b := data; len(b) > 0; b = b[min(write, len(b)):] {
-			if _, err := c.Write(b[:min(write, len(b))]); err != nil {
-				return
-			}
-		}
-	}()
-	return ln.Addr().String()
 }
 
 // A small chunk the destination cannot take (or takes only part of) is

@@ -19,10 +19,6 @@ type Limits struct {
 	// MaxConns and MaxFlows bound the process; 0 means no bound.
 	MaxConns int64
 	MaxFlows int64
-	// MaxPipes bounds the process's splice pipes, in use or pooled (two
-	// fds each; SetMaxPipes applies it). A bulk chunk that finds none
-	// is copied through memory. 0 means no bound.
-	MaxPipes int64
 
 	conns, flows               atomic.Int64
 	refusedConns, refusedFlows atomic.Int64
@@ -39,13 +35,14 @@ const (
 	fdsPerFlow   = 1
 )
 
-// PipesFor is the pipe bound that goes with a bound of maxConns
-// connections (0: none).
-func PipesFor(maxConns int64) int64 {
-	if maxConns <= 0 {
+// MaxPipes bounds the process's splice pipes, in use or pooled (two fds
+// each; SetMaxPipes applies it): a quarter of the connection bound, none
+// without one. A bulk chunk that finds none is copied through memory.
+func (l *Limits) MaxPipes() int64 {
+	if l.MaxConns <= 0 {
 		return 0
 	}
-	return max(1, maxConns/connsPerPipe)
+	return max(1, l.MaxConns/connsPerPipe)
 }
 
 // ControlPlaneFDs is kept back from the data path for the API watch,
@@ -64,7 +61,6 @@ func DefaultLimits(nofile int64) *Limits {
 	}
 	l := &Limits{MaxConns: avail * 6 / 10 * connsPerPipe / (fdsPerConn*connsPerPipe + fdsPerPipe), MaxFlows: avail * 4 / 10 / fdsPerFlow}
 	l.ConnsPerServicePort, l.FlowsPerServicePort = max(1, l.MaxConns/2), max(1, l.MaxFlows/2)
-	l.MaxPipes = PipesFor(l.MaxConns)
 	return l
 }
 

@@ -29,12 +29,7 @@ func TestPipeBoundCopiesThroughMemory(t *testing.T) {
 	}
 	for _, loops := range []bool{false, true} {
 		refused := pipeMisses.Load()
-		var addr string
-		if loops {
-			addr = loopProxy(t, streamBackend(t, data, len(data)), NewConnTracker(), nil, nil)
-		} else {
-			addr = goroutineProxy(t, streamBackend(t, data, len(data)))
-		}
+		addr := serveTo(t, &TCPProxy{EventLoops: loops}, streamBackend(t, data, len(data)))
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -49,19 +44,4 @@ func TestPipeBoundCopiesThroughMemory(t *testing.T) {
 			t.Fatalf("loops %v: the bulk stream never asked for a pipe", loops)
 		}
 	}
-}
-
-// goroutineProxy serves a listener to endpoint on the goroutine data
-// path (on the loops in TestMain's second pass).
-func goroutineProxy(t *testing.T, endpoint string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &TCPProxy{Picker: PickerFunc(func(string, []string, bool) (string, error) { return endpoint, nil })}
-	served := make(chan struct{})
-	go func() { defer close(served); p.Serve(ln.(*net.TCPListener), nil) }()
-	t.Cleanup(func() { ln.Close(); <-served })
-	return ln.Addr().String()
 }
