@@ -78,6 +78,10 @@ type Config struct {
 	// TCPEventLoops serves TCP connections that need only their bytes
 	// moved on event loops (Linux) instead of goroutines.
 	TCPEventLoops bool
+	// Ready, when set, learns when this process serves its first state:
+	// the Proxier marks the service ports listening, the Rules actor its
+	// first full sync programmed.
+	Ready *healthcheck.Readiness
 	// ServiceHealth serves health-check node ports; nil means none.
 	ServiceHealth *healthcheck.Services
 	// RecoveredPorts are the proxy ports a previous kproxy process used,

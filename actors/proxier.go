@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal/healthcheck"
 )
 
 // Proxier owns the set of service ports: it creates a record and spawns a
@@ -166,6 +167,7 @@ func (p *Proxier) checkComplete(ctx actor.Context) {
 	}
 	d.complete = true
 	p.cfg.listeners.StartServing()
+	p.cfg.Ready.Done(healthcheck.StageServicePorts)
 	if p.cfg.rulesPID != nil {
 		ctx.Send(p.cfg.rulesPID, &messages.DesiredStateComplete{})
 	}

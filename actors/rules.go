@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -350,6 +351,9 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 	}
 	if m.GetFullSync() {
 		r.kernel = newKernelRecord(r.want)
+		// Only once the source's first state is complete (a transaction
+		// runs no earlier): the rules point at this process's sockets.
+		r.cfg.Ready.Done(healthcheck.StageRules)
 	} else {
 		r.kernel.commit(r.del, r.add)
 	}

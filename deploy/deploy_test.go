@@ -384,16 +384,8 @@ func TestManifestsAgree(t *testing.T) {
 			}) {
 				t.Errorf("%s: container %s: no NODE_NAME from spec.nodeName", where, c.Name)
 			}
-			for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-				want := map[string]string{"liveness": "/livez", "readiness": "/healthz"}[name]
-				if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port.String() != healthzPort {
-					got := "none"
-					if p != nil && p.HTTPGet != nil {
-						got = "GET " + p.HTTPGet.Path + " on " + p.HTTPGet.Port.String()
-					}
-					t.Errorf("%s: container %s: %s probe %s, want GET %s on the configured health port %s", where, c.Name, name, got, want, healthzPort)
-				}
-			}
+			checkHTTPProbe(t, where, c.Name, "liveness", c.LivenessProbe, "/livez", healthzPort)
+			checkReadinessProbe(t, where, ds, c, healthzPort)
 			// --config FILE must be a key of a ConfigMap mounted where it is read.
 			args := append(slices.Clone(c.Command), c.Args...)
 			if i := slices.Index(args, "--config"); i >= 0 && i+1 < len(args) {
@@ -446,4 +438,61 @@ func decodeKubeProxyConfig(t *testing.T, where, data string) *kubeproxyv1alpha1.
 		t.Fatalf("%s: no KubeProxyConfiguration document", where)
 	}
 	return cfg
+}
+
+func checkHTTPProbe(t *testing.T, where, container, name string, p *corev1.Probe, path, port string) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.String() != port {
+		got := "none"
+		if p != nil && p.HTTPGet != nil {
+			got = "GET " + p.HTTPGet.Path + " on " + p.HTTPGet.Port.String()
+		} else if p != nil && p.Exec != nil {
+			got = "exec " + strings.Join(p.Exec.Command, " ")
+		}
+		t.Errorf("%s: container %s: %s probe %s, want GET %s on the configured health port %s", where, container, name, got, path, port)
+	}
+}
+
+// checkReadinessProbe: a pod is Ready once its own process serves its
+// first state, never on kube-proxy's /healthz (healthy from the start,
+// so a rollout would stop the old pod before the new one listens). Where
+// an update overlaps the old and new pods (maxSurge), both processes share
+// the health port and an HTTP probe may be answered by the old one: the
+// probe runs kproxy check-ready on the --ready-file the container's kproxy
+// run keeps, in a volume of the pod's own (emptyDir). Without overlap,
+// GET /readyz on the health port.
+func checkReadinessProbe(t *testing.T, where string, ds *appsv1.DaemonSet, c corev1.Container, healthzPort string) {
+	t.Helper()
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	if ru == nil || ru.MaxSurge == nil || ru.MaxSurge.IntValue() == 0 && ru.MaxSurge.String() == "0" {
+		checkHTTPProbe(t, where, c.Name, "readiness", c.ReadinessProbe, "/readyz", healthzPort)
+		return
+	}
+	p := c.ReadinessProbe
+	args := append(slices.Clone(c.Command), c.Args...)
+	i := slices.Index(args, "--ready-file")
+	if i < 0 || i+1 >= len(args) {
+		t.Errorf("%s: container %s: updates overlap (maxSurge) but kproxy run has no --ready-file", where, c.Name)
+		return
+	}
+	file := args[i+1]
+	want := []string{"kproxy", "check-ready", "--ready-file", file}
+	if p == nil || p.Exec == nil || !slices.Equal(p.Exec.Command, want) {
+		t.Errorf("%s: container %s: readiness probe %+v, want exec %q (an HTTP probe may reach the other pod's process)", where, c.Name, p, want)
+	}
+	var vol string
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == path.Dir(file) {
+			vol = m.Name
+		}
+	}
+	ok := false
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == vol && v.EmptyDir != nil {
+			ok = true
+		}
+	}
+	if !ok {
+		t.Errorf("%s: container %s: --ready-file %s is not in an emptyDir volume of the pod's own (mounted at %s)", where, c.Name, file, path.Dir(file))
+	}
 }

@@ -62,6 +62,7 @@ type runOptions struct {
 	// Hand-over to the next process.
 	shutdownGrace  time.Duration
 	proxyPortsFile string
+	readyFile      string
 	tracing        tracingFlags
 
 	enableFaultInjection  bool
@@ -102,6 +103,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.BoolVar(&o.metricsActors, "metrics-actors", false, "also export protoactor's own actor metrics (mailbox length, receive duration, spawns, restarts, dead letters); they cost a little on every actor message")
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address, as kube-proxy's enableProfiling")
 	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
+	fs.StringVar(&o.readyFile, "ready-file", "", "a file kept present while this process serves (every service port of the first state listening, its rules programmed, not draining), for a readiness probe that must ask this process: kproxy check-ready; empty turns it off")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "after SIGTERM, how long established connections may go on once the listeners are closed (new connections go to the next kproxy, whose sockets share the ports); a second signal ends it at once")
 	fs.StringVar(&o.proxyPortsFile, "proxy-ports-file", defaultProxyPortsFile, "where kproxy records its proxy ports, so the next process (an upgrade, a restart, after kill -9) takes the same ones and the kernel rules left in place stay right; empty turns it off")
 	o.tracing.register(fs)
@@ -297,6 +299,16 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	}
 	defer stopTracing(context.Background())
 	cfg.Tracer = tracer
+	if rules != nil {
+		cfg.Ready = healthcheck.NewReadiness(healthcheck.StageServicePorts, healthcheck.StageRules)
+	} else {
+		cfg.Ready = healthcheck.NewReadiness(healthcheck.StageServicePorts)
+	}
+	if o.readyFile != "" {
+		if err := watchReadyFile(o.readyFile, cfg.Ready, log); err != nil {
+			return err
+		}
+	}
 	if datapath.UsesProxyPorts(o.portalMode) {
 		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
 	}
@@ -376,6 +388,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	srcCancel()
 	<-done
 	log.Info().Msg("shutting down")
+	cfg.Ready.Drain()
 	// The health-check node ports stop accepting with the service ports
 	// (the next kproxy's sockets share them), and finish what they have.
 	hcDone := make(chan struct{})
@@ -420,6 +433,7 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 		syncPeriod = defaultSyncPeriod
 	}
 	cfg.Health = healthcheck.NewProxyHealth(2*syncPeriod, eligible)
+	cfg.Health.Readiness = cfg.Ready
 	if o.metricsBindAddress != "" {
 		m := metrics.New()
 		m.ClientGo()

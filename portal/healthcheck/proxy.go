@@ -21,6 +21,8 @@ type ProxyHealth struct {
 	now          func() time.Time
 	// Observe, when set, is told every answer (metrics count them).
 	Observe func(path string, code int)
+	// Readiness, when set, is served as /readyz.
+	Readiness *Readiness
 
 	mu           sync.Mutex
 	lastUpdated  map[string]time.Time
@@ -97,6 +99,26 @@ func (h *ProxyHealth) Handler() http.Handler {
 		healthy, last := h.health()
 		h.write(w, "/livez", healthy, last, "")
 	})
+	if h.Readiness != nil {
+		// Not kube-proxy's: whether the process that answers serves. Two
+		// processes of a hand-over share the port, so a probe of one pod
+		// may be answered by the other: deploy/daemonset.yaml probes the
+		// ready file (--ready-file) instead.
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			ready := h.Readiness.Ready()
+			code := http.StatusServiceUnavailable
+			if ready {
+				code = http.StatusOK
+			}
+			if h.Observe != nil {
+				h.Observe("/readyz", code)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(code)
+			fmt.Fprintf(w, `{"ready": %v}`, ready)
+		})
+	}
 	return mux
 }
 

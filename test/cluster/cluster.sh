@@ -7,6 +7,7 @@
 #
 #   test/cluster/cluster.sh up      build what is missing, start the cluster
 #   test/cluster/cluster.sh smoke   a real pod served through kproxy (below)
+#   test/cluster/cluster.sh rollout the node proxy rolled, undone, reconfigured and killed under load (below)
 #   test/cluster/cluster.sh e2e     Kubernetes' network e2e tests against it (below)
 #   test/cluster/cluster.sh report  the last e2e run, a line per spec
 #   test/cluster/cluster.sh compare KPROXY.json KUBE-PROXY.json   (below)
@@ -135,6 +136,8 @@ build() {
 		[ -f "$src/$p/go.mod" ] || (cd "$src/$p" && go mod init "kproxycluster/$p" >/dev/null 2>&1)
 		(cd "$src/$p" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$S/bin/$p" .)
 	done
+	# The rollout check's backend and clients (rollout below).
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$S/bin/rolloutload" ./test/cluster/rolloutload)
 	ln -sf "$(MODULE=node "$root/test/k8s/build-k8s-cmd.sh" kubectl)" "$S/bin/kubectl"
 	# Static, for images without a libc.
 	AGNHOST=$(CGO_ENABLED=0 MODULE=node "$root/test/k8s/build-k8s-cmd.sh" agnhost)
@@ -201,6 +204,7 @@ images() {
 	local porter
 	porter=$(cd "$root/test/k8s/node" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
 	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)"
+		"$(image kproxy.test/rolloutload:1 "$S/bin/rolloutload" rolloutload)"
 		"$(IMAGE_CMD=pause IMAGE_FILES="$porter/localhost.crt:localhost.crt $porter/localhost.key:localhost.key $COREDNS:coredns" \
 			image registry.k8s.io/e2e-test-images/agnhost:2.63.0 "$AGNHOST" agnhost busybox bash curl nc dig getent ip ss conntrack wget)"
 		"$(IMAGE_CMD=sh image registry.k8s.io/e2e-test-images/busybox:1.37.0-1 "$(command -v busybox)" busybox-entry busybox)"
@@ -321,10 +325,12 @@ node() { # N
 		  {"type": "portmap", "capabilities": {"portMappings": true}}
 		]}
 	EOF
-	# containerd in the node's network namespace and a UTS namespace of its
-	# own named after the node (host-network pods report it), in the
-	# host's mount namespace so it sees the kubelet's volume mounts.
-	start "containerd-$n" unshare --uts sh -c "hostname $n && exec nsenter --net=/var/run/netns/$ns containerd --config $d/containerd/config.toml"
+	node_mounts "$i"
+	# containerd in the node's network and mount namespaces and a UTS
+	# namespace of its own named after the node (host-network pods report
+	# it); the kubelet shares the mount namespace, so containerd sees its
+	# volume mounts.
+	start "containerd-$n" unshare --uts sh -c "hostname $n && exec nsenter --mount=$(node_mnt "$i") --net=/var/run/netns/$ns containerd --config $d/containerd/config.toml"
 	for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.1; done
 	for img in "${IMAGES[@]}"; do
 		ctr --address "$sock" -n k8s.io images import --no-unpack=false "$img" >/dev/null
@@ -360,10 +366,41 @@ node() { # N
 		# run: the nodes must not share the default /var/log/pods.
 		podLogsDir: $d/kubelet/pod-logs
 	EOF
-	start "kubelet-$n" nsenter --net="/var/run/netns/$ns" "$KUBELET" --config "$d/kubelet/config.yaml" \
+	start "kubelet-$n" nsenter --mount="$(node_mnt "$i")" --net="/var/run/netns/$ns" "$KUBELET" --config "$d/kubelet/config.yaml" \
 		--kubeconfig "$d/kubelet/kubeconfig" --hostname-override "$n" --node-ip "$(node_ip "$i")" \
 		--root-dir "$d/kubelet/root" --cert-dir "$d/kubelet/pki" --node-labels "topology.kubernetes.io/zone=zone-$i"
 }
+
+# The host paths node proxies' DaemonSets mount read-write, each a
+# node's own on a real node: kproxy's proxy ports (/run/kproxy) and the
+# iptables lock (/run/xtables.lock). /lib/modules is mounted read-only
+# and stays the host's.
+NODE_PATHS="/run/kproxy /run/xtables.lock"
+
+# node_mounts N: node N's mount namespace, held by a process of its own:
+# the host's, with each of $NODE_PATHS bound to the node's directory
+# (slave propagation: the host's mounts show in it, the node's stay its
+# own, as the kubelet's volume mounts and containerd's pod sandboxes).
+node_mounts() {
+	local i=$1 n d p binds=""
+	n=$(node_name "$i"); d="$S/nodes/$n/host"
+	for p in $NODE_PATHS; do
+		# The mount point on the host, made (and removed at down) if missing.
+		if [ ! -e "$p" ]; then
+			case "$p" in */xtables.lock) : >"$p" ;; *) mkdir -p "$p" ;; esac
+			echo "$p" >>"$S/made-host-paths"
+		fi
+		if [ -d "$p" ]; then mkdir -p "$d$p"; else mkdir -p "$(dirname "$d$p")" && : >"$d$p"; fi
+		binds="$binds mount --bind $d$p $p &&"
+	done
+	rm -f "$d/.mounted"
+	start "mounts-$n" unshare --mount --propagation slave sh -c "$binds touch $d/.mounted && exec sleep infinity"
+	for _ in $(seq 1 100); do [ -e "$d/.mounted" ] && break; sleep 0.05; done
+	[ -e "$d/.mounted" ] || { log "$n: its mount namespace did not start"; cat "$S/run/mounts-$n.log" >&2; return 1; }
+}
+
+# node_mnt N: the path of node N's mount namespace.
+node_mnt() { echo "/proc/$(cat "$S/run/mounts-$(node_name "$1").pid")/ns/mnt"; }
 
 kproxy_daemonset() {
 	# As a user installs it: deploy/'s manifests, the API server's address
@@ -614,6 +651,181 @@ smoke() {
 	log "smoke: passed"
 }
 
+# rollout: the node proxy ($PROXY) rolled, undone, reconfigured and
+# killed under load, as operators do it, and what each client lost in each
+# event. Clients make a connection per request (2 s deadline, curl -m 2 as
+# an operator runs it) or hold TCP streams open, an exchange every 200 ms:
+#   pod-dns, pod-udp, pod-stream   a pod on node-1, to the Service by DNS name (CoreDNS is served through the node proxy too)
+#   node-clusterip, node-stream    node-1's host network, to the cluster IP
+#   outside-nodeport, outside-stream   another host (this machine), to node-2's node ports
+# The events, each followed by $ROLLOUT_SETTLE seconds of load: rollout
+# restart of the DaemonSet, rollout undo, a ConfigMap change rolled out
+# (a checksum annotation on the pod template, as Helm charts do), and the
+# node proxy's container killed (SIGKILL, as the OOM killer) on each node
+# in turn, the kubelet restarting it. Report: $OUT/rollout-$PROXY.{md,jsonl}.
+# Fails when kproxy lost a request or a stream (kube-proxy's figures are
+# the reference, reported only).
+ROLLOUT_SETTLE=${ROLLOUT_SETTLE:-10}
+rollout() {
+	local out=${OUT:-$root/bin} dir="$S/rollout" ds=$PROXY ip i
+	rm -rf "$dir" && mkdir -p "$dir" "$out"
+	kubectl_ apply -f - >/dev/null <<-EOF
+		apiVersion: apps/v1
+		kind: Deployment
+		metadata: {name: rollout-backend, namespace: default}
+		spec:
+		  replicas: $NODES
+		  selector: {matchLabels: {app: rollout-backend}}
+		  template:
+		    metadata: {labels: {app: rollout-backend}}
+		    spec:
+		      topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: rollout-backend}}}]
+		      containers:
+		      - name: backend
+		        image: kproxy.test/rolloutload:1
+		        imagePullPolicy: Never
+		        args: [serve]
+		        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
+		---
+		apiVersion: v1
+		kind: Service
+		metadata: {name: rollout, namespace: default}
+		spec:
+		  type: NodePort
+		  selector: {app: rollout-backend}
+		  ports:
+		  - {name: http, port: 80, targetPort: 8080, nodePort: 30090}
+		  - {name: udp, port: 81, targetPort: 8081, protocol: UDP, nodePort: 30091}
+		  - {name: stream, port: 82, targetPort: 8082, nodePort: 30092}
+	EOF
+	kubectl_ rollout status deploy/rollout-backend --timeout 120s >/dev/null
+	kubectl_ -n kube-system rollout status "ds/$ds" --timeout 120s >/dev/null
+	ip=$(kubectl_ get svc rollout -o jsonpath='{.spec.clusterIP}')
+	kubectl_ delete pod rollout-client --ignore-not-found >/dev/null
+	kubectl_ apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: rollout-client, namespace: default}
+		spec:
+		  nodeName: $(node_name 1)
+		  restartPolicy: Never
+		  terminationGracePeriodSeconds: 5
+		  containers:
+		  - name: client
+		    image: kproxy.test/rolloutload:1
+		    imagePullPolicy: Never
+		    args: [load, -http, "pod-dns=http://rollout/", -udp, "pod-udp=rollout:81", -stream, "pod-stream=rollout:82"]
+	EOF
+	kubectl_ wait --for=condition=Ready pod/rollout-client --timeout 120s >/dev/null
+	start rollout-node ip netns exec "$(node_ns 1)" "$S/bin/rolloutload" load -http "node-clusterip=http://$ip/" -stream "node-stream=$ip:82"
+	start rollout-outside "$S/bin/rolloutload" load -http "outside-nodeport=http://$(node_ip 2):30090/" -stream "outside-stream=$(node_ip 2):30092"
+	log "rollout: clients started; $ROLLOUT_SETTLE s of load before the first event"
+	sleep "$ROLLOUT_SETTLE"
+	rollout_event restart rollout_restart "$ds"
+	rollout_event undo rollout_undo "$ds"
+	rollout_event configmap rollout_configmap "$ds"
+	for i in $(seq 1 "$NODES"); do
+		rollout_event "kill-$(node_name "$i")" rollout_kill "$ds" "$i"
+	done
+	# The clients stop and write their summaries.
+	kubectl_ exec rollout-client -- /rolloutload stop >/dev/null
+	kill -TERM "$(cat "$S/run/rollout-node.pid")" "$(cat "$S/run/rollout-outside.pid")"
+	kubectl_ wait --for=jsonpath='{.status.phase}'=Succeeded pod/rollout-client --timeout 60s >/dev/null
+	for _ in $(seq 1 100); do
+		kill -0 "$(cat "$S/run/rollout-node.pid")" 2>/dev/null || kill -0 "$(cat "$S/run/rollout-outside.pid")" 2>/dev/null || break
+		sleep 0.1
+	done
+	{ kubectl_ logs rollout-client; cat "$S/run/rollout-node.log" "$S/run/rollout-outside.log"; } | grep '^{' >"$dir/clients.jsonl"
+	kubectl_ delete pod rollout-client --wait=false >/dev/null
+	cat "$dir/events.jsonl" "$dir/clients.jsonl" >"$out/rollout-$PROXY.jsonl"
+	rollout_report "$out/rollout-$PROXY.jsonl" | tee "$out/rollout-$PROXY.md" >&2
+	local lost
+	lost=$(jq -s '[.[] | select(.kind == "summary") | (.failed // 0) + (.broken // 0)] | add' "$out/rollout-$PROXY.jsonl")
+	if [ "$PROXY" = kproxy ] && [ "$lost" != 0 ]; then
+		log "rollout: kproxy lost $lost requests or streams"
+		return 1
+	fi
+	log "rollout: $PROXY lost $lost requests or streams"
+}
+
+# rollout_event NAME CMD...: runs CMD as the event NAME, then the settle.
+rollout_event() {
+	local name=$1 began
+	shift
+	began=$(date -u +%FT%T.%NZ)
+	log "rollout: $name"
+	"$@"
+	echo "{\"t\":\"$began\",\"event\":\"$name\",\"seconds\":$(($(date +%s) - $(date -d "$began" +%s)))}" >>"$S/rollout/events.jsonl"
+	sleep "$ROLLOUT_SETTLE"
+}
+
+rollout_restart() {
+	kubectl_ -n kube-system rollout restart "ds/$1" >/dev/null
+	kubectl_ -n kube-system rollout status "ds/$1" --timeout 300s >/dev/null
+}
+
+rollout_undo() {
+	kubectl_ -n kube-system rollout undo "ds/$1" >/dev/null
+	kubectl_ -n kube-system rollout status "ds/$1" --timeout 300s >/dev/null
+}
+
+# rollout_configmap DS: a change to the DaemonSet's ConfigMap (named as
+# it), rolled out by a checksum of its data on the pod template.
+rollout_configmap() {
+	local sum
+	kubectl_ -n kube-system get cm "$1" -o json |
+		jq --arg c "# changed by the rollout check at $(date -u +%FT%TZ)" '.data["config.conf"] += "\n" + $c + "\n"' |
+		kubectl_ replace -f - >/dev/null
+	sum=$(kubectl_ -n kube-system get cm "$1" -o json | jq -c .data | sha256sum | cut -c1-16)
+	kubectl_ -n kube-system patch ds "$1" --type merge \
+		-p "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"kproxy.test/config-checksum\":\"$sum\"}}}}}" >/dev/null
+	kubectl_ -n kube-system rollout status "ds/$1" --timeout 300s >/dev/null
+}
+
+# rollout_kill DS N: SIGKILL to the DaemonSet's container on node N
+# (through the node's containerd); back when the kubelet has restarted it
+# and it is Ready.
+rollout_kill() {
+	local pod restarts id sock
+	sock="$S/nodes/$(node_name "$2")/containerd/containerd.sock"
+	pod=$(kubectl_ -n kube-system get pods -l "k8s-app=$1" --field-selector "spec.nodeName=$(node_name "$2")" -o json |
+		jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].metadata.name')
+	restarts=$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.status.containerStatuses[0].restartCount}')
+	id=$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
+	ctr --address "$sock" -n k8s.io task kill -s SIGKILL "${id#containerd://}"
+	for _ in $(seq 1 300); do
+		[ "$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].ready}')" = "$((restarts + 1)) true" ] && return
+		sleep 0.5
+	done
+	log "rollout: $pod was not restarted and Ready within 150 s"
+	return 1
+}
+
+# rollout_report JSONL: a Markdown table, a row per client: what it made
+# in all, then what it lost before the first event and in each event
+# (from its start to the next one's).
+rollout_report() {
+	jq -rs '
+		def ts: capture("^(?<s>[^.Z]+)(?<f>\\.[0-9]+)?Z$") | (.s + "Z" | fromdateiso8601) + ("0" + (.f // "") | tonumber);
+		([.[] | select(.event)] | sort_by(.t | ts)) as $ev
+		| [.[] | select(.kind == "summary")] as $sum
+		| [.[] | select(.kind == "fail" or .kind == "break")] as $lost
+		| def window($t): ([$ev[] | select((.t | ts) <= $t) | .event] | last) // "before";
+		  (["before"] + [$ev[].event]) as $cols
+		| "| client | made | lost | " + ($cols | map(if . == "before" then "before the events" else . end) | join(" | ")) + " |",
+		  "| --- | --- | --- | " + ($cols | map("---") | join(" | ")) + " |",
+		  ($sum | sort_by(.client)[] | . as $s
+			| [$lost[] | select(.client == $s.client) | window(.t | ts)] as $w
+			| "| \($s.client) | " + (if $s.streams then "\($s.streams) streams, \($s.exchanges) exchanges" else "\($s.requests) requests" end)
+			  + " | " + (if $s.streams then "\($s.broken) broken" else "\($s.failed) failed" end)
+			  + " | " + ($cols | map(. as $c | [$w[] | select(. == $c)] | length | tostring) | join(" | ")) + " |"),
+		  "",
+		  "Events (seconds each took): " + ($ev | map("\(.event) \(.seconds) s") | join(", ")),
+		  "",
+		  "First errors: " + ([$lost | group_by(.client)[] | "\(.[0].client): \(.[0].error)"] | join("; "))
+	' "$1"
+}
+
 # The reference: upstream's kube-proxy (test/k8s/node), nftables mode, as
 # kubeadm installs it, where kproxy would be ($PROXY=kube-proxy).
 kube_proxy_daemonset() {
@@ -696,9 +908,6 @@ up() {
 	build
 	images
 	save_sysctls
-	# The DaemonSet keeps its proxy ports file in the host's /run/kproxy,
-	# which every node here shares: removed at down if up made it.
-	[ -e /run/kproxy ] || touch "$S/made-run-kproxy"
 	network
 	control_plane
 	for i in $(seq 1 "$NODES"); do node "$i"; done
@@ -748,8 +957,11 @@ down() {
 	# its own (the nodes share a file system).
 	rm -rf /var/lib/cni/networks/kpc
 	[ -f "$S/sysctls" ] && sysctl -qw $(cat "$S/sysctls")
+	# The mount points node_mounts made on the host (empty: the nodes'
+	# files are theirs), and the host-wide /run/kproxy of earlier versions.
+	[ -f "$S/made-host-paths" ] && rm -rf $(cat "$S/made-host-paths")
 	[ -f "$S/made-run-kproxy" ] && rm -rf /run/kproxy
-	rm -rf "$S/run" "$S/nodes" "$S/apiserver" "$S/sysctls" "$S/made-run-kproxy"
+	rm -rf "$S/run" "$S/nodes" "$S/apiserver" "$S/sysctls" "$S/made-run-kproxy" "$S/made-host-paths"
 	log "down"
 }
 
@@ -829,12 +1041,13 @@ e2e) e2e ;;
 report) report ;;
 compare) compare "$2" "$3" "${4:-}" "${5:-}" ;;
 all) all ;;
+rollout) rollout ;;
 storm) storm ;;
 conformance) conformance ;;
 table) table "${2:-}" ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|smoke|e2e|storm|report|compare|table|all|conformance|down|env" >&2
+	echo "usage: $0 up|smoke|rollout|e2e|storm|report|compare|table|all|conformance|down|env" >&2
 	exit 2
 	;;
 esac

@@ -33,6 +33,7 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesVanishedClient", nft, testVanishedClient},
 		{"NftablesAffinityPerScope", nft, testAffinityPerScope},
 		{"NftablesHandover", nft, func(t *testing.T, bin string) { testHandover(t, bin) }},
+		{"NftablesProbeHandover", nft, testProbeHandover},
 		{"NftablesHealthHandover", nft, testHealthHandover},
 		{"NftablesHealthPortRetry", nft, testHealthPortRetry},
 		{"AutoPortal", append(ipt, "nft", "setpriv"), testAutoPortal},

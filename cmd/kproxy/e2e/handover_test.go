@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -280,5 +281,63 @@ func (e *env) waitProxyPortsRecorded(t *testing.T, port int) {
 			t.Fatalf("%s does not list proxy port %d", path, port)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a file: no event to wait for
+	}
+}
+
+// testProbeHandover hands over as a DaemonSet rolling with surge does: the
+// new process is started beside the old one, and the old one is sent
+// SIGTERM the moment the new pod's readiness probe first succeeds (the
+// probe deploy/daemonset.yaml runs, kproxy check-ready on the new process's
+// --ready-file, here every 10 ms where the kubelet probes every 2 s), not
+// once the test has seen the new process serve. 10 restarts under load:
+// no connection-per-request client fails and the keep-alive connections
+// live on. A probe that is ready before the new process listens (as
+// kube-proxy's /healthz is from the start) lets the old one close its
+// sockets while nothing else takes the connections.
+func testProbeHandover(t *testing.T, bin string) {
+	e := newEnv(t, bin, "nftables")
+	e.writeManifest(t, false)
+	addrs := []string{"127.0.0.1:10260", "127.0.0.1:10262"}
+	e.adminAt = addrs[0]
+	readyFile := func(i int) string { return filepath.Join(e.dir, fmt.Sprintf("pod-%d", i), "ready") }
+	args := func(i int) []string { return []string{"--shutdown-grace-period", "60s", "--ready-file", readyFile(i)} }
+	old := e.start(t, args(0)...)
+	first := e.waitReady(t, old, servicePorts(false))
+	e.waitRules(t, []string{webCluster4}, nil)
+	waitProbeReady(t, bin, readyFile(0))
+	e.waitProxyPortsRecorded(t, first[spWebTCP].ProxyPort)
+	load := e.startLoad(t, svcAddr(webCluster4, webTCP), 4, 4)
+	var draining []*proc
+	for i := 1; i <= 10; i++ {
+		e.adminAt = addrs[i%2]
+		load.waitProgress(t)
+		next := e.start(t, args(i)...)
+		waitProbeReady(t, bin, readyFile(i))
+		if err := old.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		draining = append(draining, old)
+		waitLogged(t, old, "kernel portal rules left in place") // its listeners are closed
+		if _, err := os.Stat(readyFile(i - 1)); err == nil {
+			t.Errorf("restart %d: the draining process's ready file is still there", i)
+		}
+		old = next
+	}
+	load.waitProgress(t)
+	endOverlappingRestarts(t, "nftables portal, handed over on the readiness probe", load, draining)
+}
+
+// waitProbeReady runs the DaemonSet's readiness probe until it succeeds.
+func waitProbeReady(t *testing.T, bin, file string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if exec.Command(bin, "check-ready", "--ready-file", file).Run() == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kproxy check-ready --ready-file %s did not succeed within 15 s", file)
+		}
+		time.Sleep(10 * time.Millisecond) // the probe is polled, as the kubelet polls it
 	}
 }
