@@ -30,7 +30,12 @@ const defaultProxyPortsFile = "/run/kproxy/proxy-ports.json"
 
 // proxyPortsFile is the file's content.
 type proxyPortsFile struct {
-	Version      int                          `json:"version"`
+	Version int `json:"version"`
+	// NodeName is the writer's --node-name: a file another node's kproxy
+	// wrote (a host path shared by mistake) holds ports that mean nothing
+	// here, and taking them would join this node's sockets of other
+	// service ports. Files without it are taken, as before it was written.
+	NodeName     string                       `json:"nodeName,omitempty"`
 	ServicePorts map[string]actors.ProxyPorts `json:"servicePorts"`
 }
 
@@ -40,7 +45,7 @@ const maxProxyPortsBytes = 64 << 20
 // loadProxyPorts reads the ports a previous process left; a missing file
 // is an empty one, a bad one is reported and ignored (new ports are
 // allocated and the rules re-programmed, as on a first start).
-func loadProxyPorts(path string, log zerolog.Logger) map[string]actors.ProxyPorts {
+func loadProxyPorts(path, nodeName string, log zerolog.Logger) map[string]actors.ProxyPorts {
 	if path == "" {
 		return nil
 	}
@@ -60,6 +65,11 @@ func loadProxyPorts(path string, log zerolog.Logger) map[string]actors.ProxyPort
 		log.Warn().Err(err).Str("file", path).Int("version", f.Version).Msg("proxy ports file unreadable; allocating new ports")
 		return nil
 	}
+	if f.NodeName != "" && f.NodeName != nodeName {
+		log.Warn().Str("file", path).Str("writtenOn", f.NodeName).Str("nodeName", nodeName).
+			Msg("proxy ports file written by another node's kproxy (is the host path shared?); allocating new ports")
+		return nil
+	}
 	log.Info().Str("file", path).Int("servicePorts", len(f.ServicePorts)).Msg("taking over the previous process's proxy ports")
 	return f.ServicePorts
 }
@@ -67,19 +77,19 @@ func loadProxyPorts(path string, log zerolog.Logger) map[string]actors.ProxyPort
 // proxyPortsWriter keeps the file current: every service port's proxy
 // ports, written at most every 100 ms, whole or not at all (rename).
 type proxyPortsWriter struct {
-	path string
-	log  zerolog.Logger
+	path, nodeName string
+	log            zerolog.Logger
 
 	mu    sync.Mutex
 	ports map[string]actors.ProxyPorts
 	dirty chan struct{}
 }
 
-func startProxyPortsWriter(ctx context.Context, path string, proxy *actors.Proxy, log zerolog.Logger) {
+func startProxyPortsWriter(ctx context.Context, path, nodeName string, proxy *actors.Proxy, log zerolog.Logger) {
 	if path == "" {
 		return
 	}
-	w := &proxyPortsWriter{path: path, log: log, ports: map[string]actors.ProxyPorts{}, dirty: make(chan struct{}, 1)}
+	w := &proxyPortsWriter{path: path, nodeName: nodeName, log: log, ports: map[string]actors.ProxyPorts{}, dirty: make(chan struct{}, 1)}
 	unsub := proxy.Subscribe(w.observe)
 	go func() {
 		defer unsub()
@@ -134,7 +144,7 @@ func (w *proxyPortsWriter) run(ctx context.Context) {
 
 func (w *proxyPortsWriter) write(failed *bool) {
 	w.mu.Lock()
-	raw, err := json.Marshal(proxyPortsFile{Version: 1, ServicePorts: w.ports})
+	raw, err := json.Marshal(proxyPortsFile{Version: 1, NodeName: w.nodeName, ServicePorts: w.ports})
 	w.mu.Unlock()
 	if err == nil {
 		err = writeFileAtomic(w.path, raw)

@@ -310,7 +310,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		}
 	}
 	if datapath.UsesProxyPorts(o.portalMode) {
-		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, log)
+		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, o.nodeName, log)
 	}
 	enableMigrateReq(log)
 	if datapath.Transparent(o.portalMode) {
@@ -349,7 +349,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	}
 	proxy := actors.Start(cfg)
 	if datapath.UsesProxyPorts(o.portalMode) {
-		startProxyPortsWriter(ctx, o.proxyPortsFile, proxy, log)
+		startProxyPortsWriter(ctx, o.proxyPortsFile, o.nodeName, proxy, log)
 	}
 	var injector *faults.Injector
 	if o.enableFaultInjection {

@@ -77,7 +77,32 @@ type udpFlow struct {
 	bc         *batchConn   // backend, read and written in batches
 	oob        []byte       // control message choosing the reply's source address
 	lastUsed   atomic.Int64 // unix nanos of the last datagram either way
+	started    int64        // unix nanos of the first
+	replied    atomic.Bool  // the endpoint has answered
+	stats      *Stats       // whose flow slot it holds
+	// handedOver is set when the flow is ended for a new client's sake
+	// (evictUnassured): its slot of the limits is that client's now.
+	handedOver atomic.Bool
 }
+
+// udpAssuredAfter is conntrack's rule for a UDP stream: a flow answered
+// and still in use this long after it started is "assured", kept when the
+// limit is reached; the others (a DNS query and its answer) may give
+// their slot to a new client, as conntrack's early drop evicts entries
+// that are not assured when its table is full.
+var udpAssuredAfter atomic.Int64 // nanoseconds; tests shorten it
+
+func init() { udpAssuredAfter.Store(int64(2 * time.Second)) }
+
+// assured reports whether f is a stream the limit keeps.
+func (f *udpFlow) assured() bool {
+	return f.replied.Load() && f.lastUsed.Load()-f.started >= udpAssuredAfter.Load()
+}
+
+// evictSample is how many flows evictUnassured looks at: a random few, as
+// conntrack's early drop looks at a few entries of one hash bucket, so a
+// new client at the limit costs the same however many flows there are.
+const evictSample = 8
 
 // datagram is one datagram read: its bytes and, from the listener, its
 // sender and control messages. The bytes are the reader's until handle
@@ -234,7 +259,7 @@ func (p *UDPProxy) flow(listener *batchConn, d *datagram, o *UDPOptions) (f *udp
 	if f != nil {
 		return f
 	}
-	if !o.Limits.AcquireFlow(o.Stats) {
+	if !o.Limits.AcquireFlow(o.Stats) && !p.evictUnassured(o.Stats) {
 		if ok, held := flowLimitHits.Allow(); ok {
 			o.event(o.log().Warn()).Int64("suppressed", held).Msg("UDP flow limit reached: datagrams of new clients are dropped")
 		}
@@ -247,6 +272,36 @@ func (p *UDPProxy) flow(listener *batchConn, d *datagram, o *UDPOptions) (f *udp
 		}
 	}()
 	return p.startFlow(listener, d, o)
+}
+
+// evictUnassured ends the idlest flow that is not assured among a sample
+// of this socket's flows that hold a slot of stats, and hands its slot
+// to the caller (it is not released). It reports whether it found one.
+func (p *UDPProxy) evictUnassured(stats *Stats) bool {
+	p.mu.Lock()
+	var victim *udpFlow
+	n := 0
+	for _, f := range p.flows { // Go starts each range at random: a sample
+		if n++; n > evictSample {
+			break
+		}
+		if f.stats != stats || f.assured() {
+			continue
+		}
+		if victim == nil || f.lastUsed.Load() < victim.lastUsed.Load() {
+			victim = f
+		}
+	}
+	if victim != nil {
+		delete(p.flows, victim.client)
+		victim.handedOver.Store(true)
+	}
+	p.mu.Unlock()
+	if victim == nil {
+		return false
+	}
+	victim.backend.Close() // its reply loop ends, keeping the slot given away
+	return true
 }
 
 // startFlow picks an endpoint and opens the flow's backend socket.
@@ -285,11 +340,12 @@ func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *u
 			exclude = append(exclude, addr)
 			continue
 		}
-		f = &udpFlow{client: client, clientAddr: peerOf(d), endpoint: addr, backend: backend, bc: bc}
+		f = &udpFlow{client: client, clientAddr: peerOf(d), endpoint: addr, backend: backend, bc: bc, stats: o.Stats}
 		if len(oob) > 0 {
 			f.oob = replyOOB(oob)
 		}
-		f.lastUsed.Store(time.Now().UnixNano())
+		f.started = time.Now().UnixNano()
+		f.lastUsed.Store(f.started)
 		p.mu.Lock()
 		if p.flows == nil {
 			p.flows = map[netip.AddrPort]*udpFlow{}
@@ -297,7 +353,12 @@ func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *u
 		p.flows[client] = f
 		p.mu.Unlock()
 		releaseConn := o.Conns.Add(backend)
-		release := func() { releaseConn(); o.Limits.ReleaseFlow(o.Stats) }
+		release := func() {
+			releaseConn()
+			if !f.handedOver.Load() {
+				o.Limits.ReleaseFlow(o.Stats)
+			}
+		}
 		go p.reply(listener, f, release, o.IdleTimeout, *o)
 		return f
 	}
@@ -336,6 +397,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 	counts := o.Stats.udpCounts(true)
 	back := func(ds []datagram) {
 		f.lastUsed.Store(time.Now().UnixNano())
+		f.replied.Store(true)
 		counts.received(len(ds))
 		rw := writers.Get().(*replyWriter)
 		bufs := rw.bufs[:0]

@@ -212,3 +212,47 @@ func TestUDPPanicInOneFlowSparesTheBatch(t *testing.T) {
 		t.Errorf("%d active flows counted, want 1", a)
 	}
 }
+
+// At its flow limit, a service port gives a new client the slot of its
+// idlest flow that is not assured (answered and still in use 2 s after it
+// started), as conntrack's early drop does when its table is full: one
+// query and its answer (DNS) holds a slot no longer than the next client
+// needs it. Flows that are assured keep theirs: the new client is dropped.
+func TestUDPFlowLimitEvictsUnassured(t *testing.T) {
+	backend := udpEcho(t)
+	stats := &Stats{}
+	limits := &Limits{FlowsPerServicePort: 2}
+	picker := PickerFunc(func(string, []string, bool) (string, error) { return backend.LocalAddr().String(), nil })
+	var addr *net.UDPAddr
+	serveUDP(t, picker, stats, limits, func(a *net.UDPAddr) { addr = a })
+	ask := func(c *net.UDPConn, i int) error {
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.WriteToUDP(numbered(i), addr); err != nil {
+			return err
+		}
+		buf := make([]byte, 100)
+		_, err := c.Read(buf)
+		return err
+	}
+	client := func() *net.UDPConn {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	for i := range 5 { // one query each, as resolvers send them
+		if err := ask(client(), i); err != nil {
+			t.Fatalf("client %d, at the limit of 2 flows answered once each: %v", i, err)
+		}
+	}
+	if n := stats.ActiveFlows.Load(); n > 2 {
+		t.Fatalf("%d flows held, want at most the limit 2", n)
+	}
+	// Every flow assured: nothing to evict, a new client is dropped.
+	defer udpAssuredAfter.Store(udpAssuredAfter.Swap(0))
+	if err := ask(client(), 5); err == nil {
+		t.Fatal("a new client was answered while every held flow is assured")
+	}
+}
