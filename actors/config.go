@@ -78,6 +78,10 @@ type Config struct {
 	// TCPEventLoops serves TCP connections that need only their bytes
 	// moved on event loops (Linux) instead of goroutines.
 	TCPEventLoops bool
+	// Keeper, when set, holds a copy of every listening socket in another
+	// process, so they queue connections while no kproxy runs; sockets
+	// it kept from a previous process are taken back (portal/keeper).
+	Keeper datapath.SocketKeeper
 	// Ready, when set, learns when this process serves its first state:
 	// the Proxier marks the service ports listening, the Rules actor its
 	// first full sync programmed.

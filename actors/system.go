@@ -42,6 +42,9 @@ func Start(cfg Config) *Proxy {
 	cfg.conns = datapath.NewConnTracker()
 	cfg.listeners = datapath.NewListeners()
 	cfg.listeners.SetFDLimit(cfg.FDLimit)
+	if cfg.Keeper != nil {
+		cfg.listeners.SetKeeper(cfg.Keeper) // before any socket opens: kept ones are taken back
+	}
 	// With the bind portal every port of the first state opens before
 	// any serves (the kernel queues what comes meanwhile); the Proxier
 	// starts serving when the last one reported. The kernel modes need no

@@ -349,7 +349,13 @@ func TestManifestsAgree(t *testing.T) {
 		// set net.* sysctls, and /proc/sys is read-only in any container
 		// that is not privileged); kproxy itself stays unprivileged.
 		if spec.NodeSelector[corev1.LabelOSStable] == "linux" {
-			inits := spec.InitContainers
+			var inits []corev1.Container
+			for _, c := range spec.InitContainers {
+				if c.RestartPolicy == nil { // not a sidecar (the socket keeper)
+					inits = append(inits, c)
+				}
+			}
+			checkSocketKeeper(t, where, spec)
 			if len(inits) != 1 || !slices.Equal(slices.Concat(inits[0].Command, inits[0].Args), []string{"kproxy", "setup-node", "--config", "/var/lib/kproxy/config.conf"}) ||
 				inits[0].SecurityContext == nil || !ptr.Deref(inits[0].SecurityContext.Privileged, false) ||
 				len(spec.Containers) == 0 || inits[0].Image != spec.Containers[0].Image {
@@ -494,5 +500,51 @@ func checkReadinessProbe(t *testing.T, where string, ds *appsv1.DaemonSet, c cor
 	}
 	if !ok {
 		t.Errorf("%s: container %s: --ready-file %s is not in an emptyDir volume of the pod's own (mounted at %s)", where, c.Name, file, path.Dir(file))
+	}
+}
+
+// checkSocketKeeper: a Linux kproxy that reaches a socket keeper
+// (--socket-keeper) has it as a sidecar of its pod (an init container
+// that keeps running: started before kproxy, stopped after it), from the
+// same image, unprivileged with no capability, its socket in a volume of
+// the pod's own (a node's path would be shared with the surge pod's
+// keeper, and the old pod's sockets handed to the new pod's process).
+func checkSocketKeeper(t *testing.T, where string, spec corev1.PodSpec) {
+	t.Helper()
+	for _, c := range spec.Containers {
+		args := append(slices.Clone(c.Command), c.Args...)
+		i := slices.Index(args, "--socket-keeper")
+		if i < 0 || i+1 >= len(args) {
+			continue
+		}
+		sock := args[i+1]
+		found := false
+		for _, k := range spec.InitContainers {
+			if !slices.Equal(slices.Concat(k.Command, k.Args), []string{"kproxy", "keep-sockets", "--socket", sock}) {
+				continue
+			}
+			found = true
+			if k.RestartPolicy == nil || *k.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+				t.Errorf("%s: socket keeper %s is not a sidecar (restartPolicy: Always): it would have to exit before kproxy starts", where, k.Name)
+			}
+			if k.Image != c.Image {
+				t.Errorf("%s: socket keeper %s runs image %s, kproxy %s", where, k.Name, k.Image, c.Image)
+			}
+			if sc := k.SecurityContext; sc == nil || ptr.Deref(sc.Privileged, false) || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+				t.Errorf("%s: socket keeper %s must drop every capability and add none", where, k.Name)
+			}
+		}
+		if !found {
+			t.Errorf("%s: container %s: --socket-keeper %s but no sidecar runs kproxy keep-sockets --socket %s", where, c.Name, sock, sock)
+		}
+		var vol string
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == path.Dir(sock) {
+				vol = m.Name
+			}
+		}
+		if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == vol && v.EmptyDir != nil }) {
+			t.Errorf("%s: --socket-keeper %s is not in an emptyDir volume of the pod's own", where, sock)
+		}
 	}
 }

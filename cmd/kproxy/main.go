@@ -40,6 +40,8 @@ func kproxyMain(args []string, stdout io.Writer) int {
 		err = setupNodeCommand(args[1:], stdout)
 	case "check-ready":
 		err = checkReadyCommand(args[1:], stdout)
+	case "keep-sockets":
+		err = keepSocketsCommand(args[1:], stdout)
 	case "bench":
 		// The harness is its own binary, so the node agent links none of it.
 		fmt.Fprintf(os.Stderr, "kproxy: the benchmark harness is its own binary: run %s\n(make build puts it beside kproxy in bin/; kproxy-bench --help)\n",
@@ -74,6 +76,7 @@ Commands:
   chaos    drive a running kproxy's fault-injection API (kproxy chaos --help)
   setup-node  set the node's sysctls (hand-over, connection tracking), then exit (kproxy setup-node --help)
   check-ready  a readiness probe: succeed when kproxy run serves (kproxy check-ready --help)
+  keep-sockets  hold kproxy run's listening sockets while it restarts (kproxy keep-sockets --help)
   version  print the version
 
 Benchmarks are a binary of their own: kproxy-bench --help.

@@ -24,6 +24,7 @@ import (
 	"github.com/kproxy/kproxy/cmd/kproxy/liveview"
 	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/healthcheck"
+	"github.com/kproxy/kproxy/portal/keeper"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -63,6 +64,7 @@ type runOptions struct {
 	shutdownGrace  time.Duration
 	proxyPortsFile string
 	readyFile      string
+	socketKeeper   string
 	tracing        tracingFlags
 
 	enableFaultInjection  bool
@@ -104,6 +106,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.BoolVar(&o.profiling, "profiling", false, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on --metrics-bind-address, as kube-proxy's enableProfiling")
 	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
 	fs.StringVar(&o.readyFile, "ready-file", "", "a file kept present while this process serves (every service port of the first state listening, its rules programmed, not draining), for a readiness probe that must ask this process: kproxy check-ready; empty turns it off")
+	fs.StringVar(&o.socketKeeper, "socket-keeper", "", "the unix socket of a kproxy keep-sockets beside this process: it holds the listening sockets while no kproxy runs (killed, restarting), and the next process takes them back; empty turns it off")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "after SIGTERM, how long established connections may go on once the listeners are closed (new connections go to the next kproxy, whose sockets share the ports); a second signal ends it at once")
 	fs.StringVar(&o.proxyPortsFile, "proxy-ports-file", defaultProxyPortsFile, "where kproxy records its proxy ports, so the next process (an upgrade, a restart, after kill -9) takes the same ones and the kernel rules left in place stay right; empty turns it off")
 	o.tracing.register(fs)
@@ -309,6 +312,19 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 			return err
 		}
 	}
+	var sockets *keeper.Client
+	if o.socketKeeper != "" {
+		k, err := dialKeeper(ctx, o.socketKeeper, log)
+		if err != nil {
+			// Proxying goes on; only a kill -9 refuses connections until
+			// the next start, as without a keeper.
+			log.Warn().Err(err).Msg("no socket keeper: its sockets will not outlive this process")
+		} else {
+			defer k.Close()
+			log.Info().Str("socket", o.socketKeeper).Int("kept", k.Waiting()).Msg("socket keeper reached; taking back the sockets it kept")
+			sockets, cfg.Keeper = k, k
+		}
+	}
 	if datapath.UsesProxyPorts(o.portalMode) {
 		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, o.nodeName, log)
 	}
@@ -348,6 +364,9 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		inject = faults.Prepare(&cfg)
 	}
 	proxy := actors.Start(cfg)
+	if sockets != nil {
+		sockets.OnReconnect(proxy.Listeners.KeepAll) // a keeper restarted lost them
+	}
 	if datapath.UsesProxyPorts(o.portalMode) {
 		startProxyPortsWriter(ctx, o.proxyPortsFile, o.nodeName, proxy, log)
 	}

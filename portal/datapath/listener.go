@@ -34,6 +34,8 @@ type Listener struct {
 	flows *UDPProxy
 	// fd is the socket's descriptor, for the parking set.
 	fd uintptr
+	// keeper holds a copy of the socket (nil: none).
+	keeper SocketKeeper
 
 	// ctl makes Serve and Pause one at a time (each waits for a loop to
 	// return); mu guards the serving state and is held only briefly, as
@@ -303,6 +305,10 @@ func (l *Listener) Close() {
 	l.parked = false
 	proxy := l.proxy
 	l.mu.Unlock()
+	if l.keeper != nil {
+		// Closed for good: the keeper's copy must not hold it open.
+		l.keeper.Drop(l.Spec.Network, l.Spec.Address)
+	}
 	if l.tcp != nil {
 		proxy.stopLoopAccept() // before its number is free for another socket
 		l.tcp.Close()
@@ -364,6 +370,9 @@ type Listeners struct {
 	// gate, while the start is held (startgate.go), is given to every
 	// socket recorded.
 	gate *startGate
+	// keeper, when set, holds a copy of every socket outside the process
+	// (keeper.go).
+	keeper SocketKeeper
 }
 
 // netAddr is a socket's network and address, sharing its spec's strings.
@@ -472,8 +481,9 @@ func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
 			spec.Network, spec.Address, open, limit, ControlPlaneFDs(limit), ErrFDLimit)
 	}
 	s.opening[key] = owner
+	k := s.keeper
 	s.mu.Unlock()
-	l, err := openSocket(spec)
+	l, err := openKept(k, spec)
 	s.mu.Lock()
 	delete(s.opening, key)
 	if err != nil {

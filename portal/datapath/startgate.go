@@ -46,11 +46,15 @@ func (s *Listeners) HoldServing() {
 }
 
 // StartServing lets the set's held sockets serve, and those parked later
-// serve at once; calls after the first do nothing.
+// serve at once; calls after the first do nothing. The keeper's sockets
+// that no port of the first state took are dropped.
 func (s *Listeners) StartServing() {
 	s.mu.Lock()
-	g := s.gate
+	g, k := s.gate, s.keeper
 	s.mu.Unlock()
+	if k != nil {
+		defer k.DropRest() // every port of the first state is open: the rest is gone
+	}
 	if g == nil {
 		return
 	}

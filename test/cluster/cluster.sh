@@ -200,7 +200,11 @@ image() {
 images() {
 	mkdir -p "$S/images"
 	# agnhost's image carries porter's TLS test certificate and CoreDNS
-	# (a spec runs it as /coredns).
+	# (a spec runs it as /coredns). kube-proxy's carries /etc/protocols, as
+	# its upstream image (netbase) does: without it nft lists protocols as
+	# numbers, kube-proxy takes the map elements it reads back at start for
+	# others than those it adds, and deletes them: every second start of
+	# kube-proxy left the services without rules.
 	local porter
 	porter=$(cd "$root/test/k8s/node" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/porter
 	IMAGES=("$(image "$PAUSE_IMAGE" "$S/bin/pause" pause)" "$(image kproxy.test/hostname:1 "$S/bin/hostname" hostname)"
@@ -212,7 +216,7 @@ images() {
 		"$(image registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0 "$COREDNS" coredns busybox bash dig getent)"
 		"$(image registry.k8s.io/build-image/distroless-iptables:v0.9.6 "$(command -v busybox)" busybox-entry busybox conntrack)"
 		"$(image registry.k8s.io/e2e-test-images/regression-issue-74839:1.4 "$REGRESSION_74839" regression-issue-74839)"
-		"$(image kproxy.test/kube-proxy:1 "$KUBE_PROXY" kube-proxy nft iptables ip6tables iptables-save iptables-restore ip6tables-save ip6tables-restore)")
+		"$(IMAGE_FILES="/etc/protocols:etc/protocols /etc/services:etc/services" image kproxy.test/kube-proxy:1 "$KUBE_PROXY" kube-proxy nft iptables ip6tables iptables-save iptables-restore ip6tables-save ip6tables-restore)")
 	(cd "$root" && make -s image >/dev/null)
 	rm -f "$S/images/kproxy.tar"
 	skopeo copy --quiet "oci-archive:$root/bin/kproxy-image.oci.tar" "docker-archive:$S/images/kproxy.tar:kproxy:latest"
@@ -817,7 +821,7 @@ rollout_report() {
 		  ($sum | sort_by(.client)[] | . as $s
 			| [$lost[] | select(.client == $s.client) | window(.t | ts)] as $w
 			| "| \($s.client) | " + (if $s.streams then "\($s.streams) streams, \($s.exchanges) exchanges" else "\($s.requests) requests" end)
-			  + " | " + (if $s.streams then "\($s.broken) broken" else "\($s.failed) failed" end)
+			  + " | " + (if $s.streams then "\($s.broken // 0) broken" else "\($s.failed // 0) failed" end)
 			  + " | " + ($cols | map(. as $c | [$w[] | select(. == $c)] | length | tostring) | join(" | ")) + " |"),
 		  "",
 		  "Events (seconds each took): " + ($ev | map("\(.event) \(.seconds) s") | join(", ")),

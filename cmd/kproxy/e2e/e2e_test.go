@@ -34,6 +34,7 @@ func TestE2ENetns(t *testing.T) {
 		{"NftablesAffinityPerScope", nft, testAffinityPerScope},
 		{"NftablesHandover", nft, func(t *testing.T, bin string) { testHandover(t, bin) }},
 		{"NftablesProbeHandover", nft, testProbeHandover},
+		{"NftablesKillWithKeeper", nft, testKillWithKeeper},
 		{"NftablesHealthHandover", nft, testHealthHandover},
 		{"NftablesHealthPortRetry", nft, testHealthPortRetry},
 		{"AutoPortal", append(ipt, "nft", "setpriv"), testAutoPortal},

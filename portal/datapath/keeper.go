@@ -1,0 +1,137 @@
+package datapath
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+)
+
+// SocketKeeper holds copies of the listening sockets in another process
+// (portal/keeper), so that they stay open and queue connections and
+// datagrams while no kproxy runs (killed, before the kubelet restarts it).
+type SocketKeeper interface {
+	// Take returns the kept socket for network and address, once, or nil.
+	Take(network, address string) *os.File
+	// Keep gives the keeper a copy of a socket just opened.
+	Keep(network, address string, fd uintptr)
+	// Drop makes the keeper close its copy: the socket closes for good.
+	Drop(network, address string)
+	// DropRest drops the kept sockets not taken by the first state.
+	DropRest()
+}
+
+// SetKeeper makes s take its sockets from k where k holds them, and give
+// k a copy of every socket it opens; the sockets already open are given
+// at once, and again whenever k asks (after it restarted).
+func (s *Listeners) SetKeeper(k SocketKeeper) {
+	s.mu.Lock()
+	s.keeper = k
+	s.mu.Unlock()
+	s.KeepAll()
+}
+
+// KeepAll gives the keeper a copy of every open socket.
+func (s *Listeners) KeepAll() {
+	s.mu.Lock()
+	k := s.keeper
+	var ls []*Listener
+	for _, h := range s.held {
+		ls = append(ls, h.l)
+	}
+	s.mu.Unlock()
+	if k == nil {
+		return
+	}
+	for _, l := range ls {
+		if !l.closed.Load() {
+			l.keeper = k
+			k.Keep(l.Spec.Network, l.Spec.Address, l.fd)
+		}
+	}
+}
+
+// openKept opens spec's socket: the one k kept for its address if any,
+// else a new one, whose copy k keeps.
+func openKept(k SocketKeeper, spec ListenSpec) (*Listener, error) {
+	if k == nil {
+		return openSocket(spec)
+	}
+	if f := k.Take(spec.Network, spec.Address); f != nil {
+		l, err := openFile(spec, f)
+		if err == nil {
+			l.keeper = k
+			return l, nil
+		}
+		// Not a socket of this spec's after all: the keeper's copy goes.
+		k.Drop(spec.Network, spec.Address)
+	}
+	l, err := openSocket(spec)
+	if err != nil {
+		return nil, err
+	}
+	l.keeper = k
+	k.Keep(spec.Network, spec.Address, l.fd)
+	return l, nil
+}
+
+// openFile makes a Listener of a socket handed over (the keeper's copy),
+// and closes f (the Listener holds its own descriptor).
+func openFile(spec ListenSpec, f *os.File) (*Listener, error) {
+	defer f.Close()
+	l := &Listener{Spec: spec}
+	var rc syscall.RawConn
+	var err error
+	switch spec.Network {
+	case "tcp":
+		var ln net.Listener
+		if ln, err = net.FileListener(f); err == nil {
+			tl, ok := ln.(*net.TCPListener)
+			if !ok {
+				ln.Close()
+				return nil, fmt.Errorf("take kept socket %s/%s: not TCP", spec.Network, spec.Address)
+			}
+			l.tcp = tl
+			rc, err = tl.SyscallConn()
+		}
+	case "udp":
+		var pc net.PacketConn
+		if pc, err = net.FilePacketConn(f); err == nil {
+			conn, ok := pc.(*net.UDPConn)
+			if !ok {
+				pc.Close()
+				return nil, fmt.Errorf("take kept socket %s/%s: not UDP", spec.Network, spec.Address)
+			}
+			l.udp, l.flows = conn, &UDPProxy{pktinfo: enablePktinfo(conn)}
+			rc, err = conn.SyscallConn()
+		}
+	default:
+		return nil, fmt.Errorf("take kept socket %s: %w", spec.Address, ErrUnsupportedProtocol)
+	}
+	if err == nil {
+		err = rc.Control(func(fd uintptr) { l.fd = fd })
+	}
+	if err != nil {
+		if l.tcp != nil || l.udp != nil {
+			l.Close()
+		}
+		return nil, fmt.Errorf("take kept socket %s/%s: %w", spec.Network, spec.Address, err)
+	}
+	var local net.Addr
+	if l.tcp != nil {
+		local = l.tcp.Addr()
+	} else {
+		local = l.udp.LocalAddr()
+	}
+	if _, want, _ := net.SplitHostPort(spec.Address); local == nil || !hasPort(local.String(), want) {
+		l.keeper = nil // the keeper's copy is not this socket: leave it alone
+		l.Close()
+		return nil, fmt.Errorf("take kept socket %s/%s: it is bound to %v", spec.Network, spec.Address, local)
+	}
+	return l, nil
+}
+
+func hasPort(addr, port string) bool {
+	_, p, err := net.SplitHostPort(addr)
+	return err == nil && p == port
+}

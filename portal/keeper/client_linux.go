@@ -1,0 +1,170 @@
+//go:build linux
+
+package keeper
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/rs/zerolog"
+)
+
+// Client is kproxy's side: it takes back the sockets a previous kproxy
+// left with the keeper, and keeps and drops its own there. It satisfies
+// datapath.SocketKeeper.
+type Client struct {
+	path string
+	log  zerolog.Logger
+	// resync, when set, keeps every socket again after a reconnection
+	// (the keeper restarted, and lost what it held).
+	resync func()
+
+	mu      sync.Mutex
+	c       *net.UnixConn
+	waiting map[string]*os.File // listed at Dial, not yet taken
+	broken  bool                // the last send failed: warn once
+}
+
+// Dial connects to the keeper at path and lists the sockets it holds.
+func Dial(path string, log zerolog.Logger) (*Client, error) {
+	c, err := dial(path)
+	if err != nil {
+		return nil, err
+	}
+	k := &Client{path: path, log: log, c: c, waiting: map[string]*os.File{}}
+	if _, _, err := c.WriteMsgUnix([]byte(verbList), nil, nil); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("socket keeper %s: %w", path, err)
+	}
+	buf := make([]byte, maxMessage)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+		if err != nil {
+			k.Close()
+			return nil, fmt.Errorf("socket keeper %s: list: %w", path, err)
+		}
+		fds := rights(oob[:oobn])
+		verb, key, _ := strings.Cut(string(buf[:n]), " ")
+		if verb == verbEnd {
+			return k, nil
+		}
+		if verb != verbKept || len(fds) != 1 {
+			for _, fd := range fds {
+				syscall.Close(fd)
+			}
+			continue
+		}
+		k.waiting[key] = os.NewFile(uintptr(fds[0]), key)
+	}
+}
+
+func dial(path string) (*net.UnixConn, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("socket keeper %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Waiting is how many sockets the keeper held at Dial and were not taken.
+func (k *Client) Waiting() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.waiting)
+}
+
+// OnReconnect sets what keeps every socket again once the connection to
+// the keeper was lost and made anew.
+func (k *Client) OnReconnect(resync func()) {
+	k.mu.Lock()
+	k.resync = resync
+	k.mu.Unlock()
+}
+
+// Take returns the kept socket for network and address, once, or nil.
+func (k *Client) Take(network, address string) *os.File {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := Key(network, address)
+	f := k.waiting[key]
+	delete(k.waiting, key)
+	return f
+}
+
+// Keep gives the keeper a copy of the socket fd.
+func (k *Client) Keep(network, address string, fd uintptr) {
+	k.send(verbKeep+" "+Key(network, address), int(fd))
+}
+
+// Drop makes the keeper close its copy: the socket is being closed for good.
+func (k *Client) Drop(network, address string) {
+	k.send(verbDrop+" "+Key(network, address), -1)
+}
+
+// DropRest drops the sockets listed at Dial that were not taken: services
+// gone while no kproxy ran.
+func (k *Client) DropRest() {
+	k.mu.Lock()
+	rest := k.waiting
+	k.waiting = map[string]*os.File{}
+	k.mu.Unlock()
+	for key, f := range rest {
+		network, address, _ := strings.Cut(key, "/")
+		k.Drop(network, address)
+		f.Close()
+	}
+	if len(rest) > 0 {
+		k.log.Info().Int("sockets", len(rest)).Msg("socket keeper: sockets of service ports no longer here closed")
+	}
+}
+
+// Close closes the connection; the keeper keeps what it holds.
+func (k *Client) Close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.c != nil {
+		k.c.Close()
+		k.c = nil
+	}
+}
+
+// send sends one message, reconnecting once if the keeper went away.
+func (k *Client) send(msg string, fd int) {
+	var oob []byte
+	if fd >= 0 {
+		oob = syscall.UnixRights(fd)
+	}
+	k.mu.Lock()
+	reconnected := false
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		if k.c == nil {
+			if k.c, err = dial(k.path); err != nil {
+				break
+			}
+			reconnected = true
+		}
+		if _, _, err = k.c.WriteMsgUnix([]byte(msg), oob, nil); err == nil {
+			break
+		}
+		k.c.Close()
+		k.c = nil
+	}
+	switch {
+	case err != nil && !k.broken:
+		k.log.Warn().Err(err).Msg("socket keeper unreachable: a kill -9 would refuse connections until the next start")
+	case err == nil && k.broken:
+		k.log.Info().Msg("socket keeper reachable again")
+	}
+	k.broken = err != nil
+	resync := k.resync
+	k.mu.Unlock()
+	if reconnected && err == nil && resync != nil {
+		resync()
+	}
+}

@@ -1,0 +1,44 @@
+// Package keeper holds copies of kproxy's listening sockets in a process
+// of their own, so that they stay open when kproxy dies: a listening
+// socket is closed only when its last descriptor is, and while the keeper
+// holds one, the kernel goes on completing connections into its backlog
+// and queueing datagrams, where kube-proxy's rules send them. The next
+// kproxy (the kubelet restarts the container) takes the same sockets from
+// the keeper and serves what queued: a kill -9 or an OOM kill refuses no
+// connection, as systemd's file descriptor store keeps a service's sockets
+// across its restarts.
+//
+// The keeper runs beside kproxy in the same pod (kproxy keep-sockets), and
+// they talk over a unix SOCK_SEQPACKET socket in the pod's own volume:
+// "keep KEY" with the socket's descriptor (SCM_RIGHTS), "drop KEY", and
+// "list", answered by a "kept KEY" message with each descriptor and "end".
+// A KEY is "network/address" (tcp/0.0.0.0:34327).
+//
+// kproxy drops a socket before it closes it for good (a service deleted,
+// or SIGTERM: the next process's sockets share the address and take the
+// queue), so the keeper never holds a socket nobody serves but for the
+// time between a crash and the next start. A keeper that sees no kproxy
+// for Options.Hold closes every socket (kproxy is not coming back, and
+// refused is better than queued forever); on SIGTERM (its pod is deleted)
+// it closes them at once.
+package keeper
+
+import "errors"
+
+// Message verbs.
+const (
+	verbKeep = "keep"
+	verbDrop = "drop"
+	verbList = "list"
+	verbKept = "kept"
+	verbEnd  = "end"
+)
+
+// maxMessage bounds a message: a verb, a key (an address is short).
+const maxMessage = 512
+
+// ErrUnsupported is returned where unix descriptor passing is not (not Linux).
+var ErrUnsupported = errors.New("socket keeper: only on Linux")
+
+// Key names a socket.
+func Key(network, address string) string { return network + "/" + address }
