@@ -10,7 +10,9 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -364,8 +366,29 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		inject = faults.Prepare(&cfg)
 	}
 	proxy := actors.Start(cfg)
+	var (
+		servingMu  sync.Mutex
+		serving    *servingMark // while ready
+		servingDir string
+	)
 	if sockets != nil {
 		sockets.OnReconnect(proxy.Listeners.KeepAll) // a keeper restarted lost them
+		if o.proxyPortsFile != "" {
+			servingDir = filepath.Join(filepath.Dir(o.proxyPortsFile), "serving")
+			cfg.Ready.Watch(func(ready bool) {
+				servingMu.Lock()
+				defer servingMu.Unlock()
+				if !ready {
+					serving.clear()
+					serving = nil
+					return
+				}
+				var err error
+				if serving, err = markServing(servingDir); err != nil {
+					log.Warn().Err(err).Msg("cannot mark this process serving: a successor would not see it")
+				}
+			})
+		}
 	}
 	if datapath.UsesProxyPorts(o.portalMode) {
 		startProxyPortsWriter(ctx, o.proxyPortsFile, o.nodeName, proxy, log)
@@ -407,6 +430,18 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	srcCancel()
 	<-done
 	log.Info().Msg("shutting down")
+	grace := o.shutdownGrace
+	servingMu.Lock()
+	succeeded := sockets == nil || servingDir == "" || successorServing(servingDir, serving, log)
+	servingMu.Unlock()
+	if !succeeded {
+		// A restart in place: the keeper holds the listening sockets and
+		// queues what comes until the next process takes them; this one
+		// must exit for the kubelet to start it, so it drains only briefly.
+		sockets.Detach()
+		grace = min(grace, restartGrace)
+		log.Info().Dur("grace", grace).Msg("no successor serves: the socket keeper keeps the listening sockets for the next process")
+	}
 	cfg.Ready.Drain()
 	// The health-check node ports stop accepting with the service ports
 	// (the next kproxy's sockets share them), and finish what they have.
@@ -432,7 +467,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		case <-stopCtx.Done():
 		}
 	}()
-	if err := proxy.StopWith(stopCtx, actors.StopOptions{KeepRules: true, Grace: o.shutdownGrace}); err != nil && !errors.Is(err, context.Canceled) {
+	if err := proxy.StopWith(stopCtx, actors.StopOptions{KeepRules: true, Grace: grace}); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	log.Info().Msg("stopped")
@@ -494,6 +529,11 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 
 // defaultShutdownGrace fits in a pod's default 30 s termination grace.
 const defaultShutdownGrace = 20 * time.Second
+
+// restartGrace is the drain of a process stopping with no successor but a
+// socket keeper (its container restarted): the requests in its hands may
+// finish, while new ones queue on the kept sockets for the next process.
+const restartGrace = time.Second
 
 // defaultSyncPeriod is kube-proxy's default sync period.
 const defaultSyncPeriod = 30 * time.Second

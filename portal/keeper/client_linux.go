@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/rs/zerolog"
@@ -22,6 +23,10 @@ type Client struct {
 	// resync, when set, keeps every socket again after a reconnection
 	// (the keeper restarted, and lost what it held).
 	resync func()
+
+	// detached: the process stops without a successor, and the keeper
+	// keeps every socket for the next one (Drop does nothing).
+	detached atomic.Bool
 
 	mu      sync.Mutex
 	c       *net.UnixConn
@@ -103,8 +108,16 @@ func (k *Client) Keep(network, address string, fd uintptr) {
 
 // Drop makes the keeper close its copy: the socket is being closed for good.
 func (k *Client) Drop(network, address string) {
+	if k.detached.Load() {
+		return
+	}
 	k.send(verbDrop+" "+Key(network, address), -1)
 }
+
+// Detach leaves every socket with the keeper: from now on closing one
+// here does not drop it (the process stops, and no successor serves the
+// sockets: the next process, or the keeper's SIGTERM, decides).
+func (k *Client) Detach() { k.detached.Store(true) }
 
 // DropRest drops the sockets listed at Dial that were not taken: services
 // gone while no kproxy ran.

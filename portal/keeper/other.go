@@ -36,6 +36,7 @@ func (*Client) Take(string, string) *os.File { return nil }
 func (*Client) Keep(string, string, uintptr) {}
 func (*Client) Drop(string, string)          {}
 func (*Client) DropRest()                    {}
+func (*Client) Detach()                      {}
 func (*Client) Close()                       {}
 
 // Waiting is none.

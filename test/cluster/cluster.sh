@@ -765,12 +765,33 @@ rollout_event() {
 
 rollout_restart() {
 	kubectl_ -n kube-system rollout restart "ds/$1" >/dev/null
-	kubectl_ -n kube-system rollout status "ds/$1" --timeout 300s >/dev/null
+	rollout_wait "$1"
 }
 
 rollout_undo() {
 	kubectl_ -n kube-system rollout undo "ds/$1" >/dev/null
-	kubectl_ -n kube-system rollout status "ds/$1" --timeout 300s >/dev/null
+	rollout_wait "$1"
+}
+
+# rollout_wait DS: until every node has a Ready pod of the DaemonSet's
+# newest revision. Not kubectl rollout status, which also waits for the
+# old pods to be gone: kproxy's drain the long-lived connections they
+# carry, as the check's streams are, and end when those do.
+rollout_wait() {
+	local gen hash ready
+	for _ in $(seq 1 600); do
+		gen=$(kubectl_ -n kube-system get ds "$1" -o jsonpath='{.metadata.generation} {.status.observedGeneration}')
+		if [ "${gen% *}" = "${gen#* }" ]; then
+			hash=$(kubectl_ -n kube-system get controllerrevisions -l "k8s-app=$1" -o json |
+				jq -r '.items | max_by(.revision) | .metadata.labels["controller-revision-hash"]')
+			ready=$(kubectl_ -n kube-system get pods -l "k8s-app=$1,controller-revision-hash=$hash" -o json |
+				jq '[.items[] | select(.metadata.deletionTimestamp == null and any(.status.conditions[]?; .type == "Ready" and .status == "True")) | .spec.nodeName] | unique | length')
+			[ "$ready" = "$NODES" ] && return
+		fi
+		sleep 0.5
+	done
+	log "rollout: $1's newest revision not Ready on every node within 300 s"
+	return 1
 }
 
 # rollout_configmap DS: a change to the DaemonSet's ConfigMap (named as
@@ -783,7 +804,7 @@ rollout_configmap() {
 	sum=$(kubectl_ -n kube-system get cm "$1" -o json | jq -c .data | sha256sum | cut -c1-16)
 	kubectl_ -n kube-system patch ds "$1" --type merge \
 		-p "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"kproxy.test/config-checksum\":\"$sum\"}}}}}" >/dev/null
-	kubectl_ -n kube-system rollout status "ds/$1" --timeout 300s >/dev/null
+	rollout_wait "$1"
 }
 
 # rollout_kill DS N: SIGKILL to the DaemonSet's container on node N
@@ -793,7 +814,7 @@ rollout_kill() {
 	local pod restarts id sock
 	sock="$S/nodes/$(node_name "$2")/containerd/containerd.sock"
 	pod=$(kubectl_ -n kube-system get pods -l "k8s-app=$1" --field-selector "spec.nodeName=$(node_name "$2")" -o json |
-		jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].metadata.name')
+		jq -r '[.items[] | select(.metadata.deletionTimestamp == null)] | max_by(.metadata.creationTimestamp) | .metadata.name')
 	restarts=$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.status.containerStatuses[0].restartCount}')
 	id=$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
 	ctr --address "$sock" -n k8s.io task kill -s SIGKILL "${id#containerd://}"
