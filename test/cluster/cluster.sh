@@ -662,6 +662,8 @@ smoke() {
 #   pod-dns, pod-udp, pod-stream   a pod on node-1, to the Service by DNS name (CoreDNS is served through the node proxy too)
 #   node-clusterip, node-stream    node-1's host network, to the cluster IP
 #   outside-nodeport, outside-stream   another host (this machine), to node-2's node ports
+# Each place also has "cycled" streams, closed cleanly after 20 s and
+# opened anew, so that the process each event stops carries streams too.
 # The events, each followed by $ROLLOUT_SETTLE seconds of load: rollout
 # restart of the DaemonSet, rollout undo, a ConfigMap change rolled out
 # (a checksum annotation on the pod template, as Helm charts do), and the
@@ -718,11 +720,11 @@ rollout() {
 		  - name: client
 		    image: kproxy.test/rolloutload:1
 		    imagePullPolicy: Never
-		    args: [load, -http, "pod-dns=http://rollout/", -udp, "pod-udp=rollout:81", -stream, "pod-stream=rollout:82"]
+		    args: [load, -http, "pod-dns=http://rollout/", -udp, "pod-udp=rollout:81", -stream, "pod-stream=rollout:82", -cycled-stream, "pod-cycled=rollout:82"]
 	EOF
 	kubectl_ wait --for=condition=Ready pod/rollout-client --timeout 120s >/dev/null
-	start rollout-node ip netns exec "$(node_ns 1)" "$S/bin/rolloutload" load -http "node-clusterip=http://$ip/" -stream "node-stream=$ip:82"
-	start rollout-outside "$S/bin/rolloutload" load -http "outside-nodeport=http://$(node_ip 2):30090/" -stream "outside-stream=$(node_ip 2):30092"
+	start rollout-node ip netns exec "$(node_ns 1)" "$S/bin/rolloutload" load -http "node-clusterip=http://$ip/" -stream "node-stream=$ip:82" -cycled-stream "node-cycled=$ip:82"
+	start rollout-outside "$S/bin/rolloutload" load -http "outside-nodeport=http://$(node_ip 2):30090/" -stream "outside-stream=$(node_ip 2):30092" -cycled-stream "outside-cycled=$(node_ip 2):30092"
 	log "rollout: clients started; $ROLLOUT_SETTLE s of load before the first event"
 	sleep "$ROLLOUT_SETTLE"
 	rollout_event restart rollout_restart "$ds"

@@ -125,14 +125,16 @@ func (p *pairs) Set(s string) error { *p = append(*p, s); return nil }
 
 func load(args []string) {
 	fs := flag.NewFlagSet("load", flag.ExitOnError)
-	var httpC, udpC, streamC pairs
+	var httpC, udpC, streamC, cycledC pairs
 	fs.Var(&httpC, "http", "NAME=URL: a client making a connection per HTTP GET (repeatable)")
 	fs.Var(&udpC, "udp", "NAME=HOST:PORT: a client sending each request from a new UDP socket (repeatable)")
-	fs.Var(&streamC, "stream", "NAME=HOST:PORT: long-lived TCP streams, an exchange every -stream-interval (repeatable)")
+	fs.Var(&streamC, "stream", "NAME=HOST:PORT: long-lived TCP streams, an exchange every -stream-interval, open until the end (repeatable)")
+	fs.Var(&cycledC, "cycled-stream", "NAME=HOST:PORT: streams as -stream, each closed cleanly after -stream-life and opened anew, so every process has streams of its own (repeatable)")
 	workers := fs.Int("workers", 2, "concurrent requests per request client")
 	streams := fs.Int("streams", 4, "connections per stream client")
 	interval := fs.Duration("interval", 20*time.Millisecond, "pause between a worker's requests")
 	streamInterval := fs.Duration("stream-interval", 200*time.Millisecond, "pause between a stream's exchanges")
+	streamLife := fs.Duration("stream-life", 20*time.Second, "a cycled stream's life")
 	timeout := fs.Duration("timeout", 2*time.Second, "a request's (or an exchange's) deadline, curl -m 2 as operators run it")
 	duration := fs.Duration("duration", 30*time.Minute, "stop after this long at the latest")
 	fs.Parse(args)
@@ -169,7 +171,12 @@ func load(args []string) {
 	}
 	for _, s := range streamC {
 		run(s, func(ctx context.Context, name, addr string, out *output) record {
-			return streamClients(ctx, name, addr, *streams, *streamInterval, *timeout, out)
+			return streamClients(ctx, name, addr, *streams, *streamInterval, 0, *timeout, out)
+		})
+	}
+	for _, s := range cycledC {
+		run(s, func(ctx context.Context, name, addr string, out *output) record {
+			return streamClients(ctx, name, addr, *streams, *streamInterval, *streamLife, *timeout, out)
 		})
 	}
 	wg.Wait()
@@ -247,7 +254,7 @@ func udpRequest(addr string, seq int64, timeout time.Duration) error {
 
 // streamClients keeps n streams open until ctx ends; a stream that breaks
 // is recorded and opened again.
-func streamClients(ctx context.Context, name, addr string, n int, interval, timeout time.Duration, out *output) record {
+func streamClients(ctx context.Context, name, addr string, n int, interval, life, timeout time.Duration, out *output) record {
 	var opened, broken, exchanges atomic.Int64
 	var wg sync.WaitGroup
 	for i := range n {
@@ -255,9 +262,12 @@ func streamClients(ctx context.Context, name, addr string, n int, interval, time
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				err := stream(ctx, addr, i, interval, timeout, &opened, &exchanges)
-				if err == nil || ctx.Err() != nil {
+				err := stream(ctx, addr, i, interval, life, timeout, &opened, &exchanges)
+				if ctx.Err() != nil {
 					return
+				}
+				if err == nil {
+					continue // lived its life: the next one
 				}
 				broken.Add(1)
 				out.write(record{Time: time.Now().UTC(), Client: name, Kind: "break", Error: err.Error()})
@@ -275,7 +285,7 @@ func streamClients(ctx context.Context, name, addr string, n int, interval, time
 var errOpen = errors.New("open")
 
 // stream is one connection: a line out, the same line back, every interval.
-func stream(ctx context.Context, addr string, id int, interval, timeout time.Duration, opened, exchanges *atomic.Int64) error {
+func stream(ctx context.Context, addr string, id int, interval, life, timeout time.Duration, opened, exchanges *atomic.Int64) error {
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -284,9 +294,15 @@ func stream(ctx context.Context, addr string, id int, interval, timeout time.Dur
 	defer c.Close()
 	opened.Add(1)
 	r := bufio.NewReader(c)
+	var end <-chan time.Time
+	if life > 0 {
+		end = time.After(life)
+	}
 	for seq := 0; ; seq++ {
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-end:
 			return nil
 		case <-time.After(interval):
 		}
