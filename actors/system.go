@@ -155,18 +155,33 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 	// Stop accepting first, and let the connections already accepted get
 	// their endpoint from the Balancers before the actors stop.
 	p.Listeners.StopAccepting()
+	if o.Grace > 0 {
+		// Datagrams are the next process's to read (it shares the
+		// sockets, or takes them from the keeper); the flows here get
+		// their replies through them during the drain.
+		p.Listeners.StopReading()
+	}
 	dctx, cancel := context.WithTimeout(ctx, dialWait)
 	p.Conns.WaitDialed(dctx)
 	cancel()
-	done := make(chan error, 1)
+	type stopped struct {
+		err error
+		udp []*datapath.Listener // closed after the drain
+	}
+	done := make(chan stopped, 1)
 	go func() {
+		var udp []*datapath.Listener
 		p.System.Root.StopFuture(p.Watcher).Wait()
 		err := p.System.Root.StopFuture(p.Proxier).Wait()
 		// The records outlive the actors: their sockets close here (UDP
-		// flows with them); their proxy ports and rules stay for the next
-		// process.
+		// ones after their flows' drain); their proxy ports and rules stay
+		// for the next process.
 		for _, rec := range p.desired.records {
-			p.Listeners.CloseOwned(rec.name)
+			if o.Grace > 0 {
+				udp = append(udp, p.Listeners.CloseOwnedAfterFlows(rec.name)...)
+			} else {
+				p.Listeners.CloseOwned(rec.name)
+			}
 		}
 		if p.RulesPID != nil {
 			p.System.Root.StopFuture(p.RulesPID).Wait()
@@ -181,11 +196,13 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 				}
 			}
 		}
-		done <- err
+		done <- stopped{err, udp}
 	}()
 	var err error
+	var udp []*datapath.Listener
 	select {
-	case err = <-done:
+	case st := <-done:
+		err, udp = st.err, st.udp
 	case <-ctx.Done():
 		err = fmt.Errorf("stop actors: %w", ctx.Err())
 	}
@@ -199,6 +216,10 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 		if left > 0 {
 			p.cfg.Log.Warn().Int("closed", left).Msg("grace period over: closing the connections and flows left")
 		}
+	}
+	for _, l := range udp {
+		l.Close()
+		l.CloseFlows()
 	}
 	p.System.Root.StopFuture(p.supervisor).Wait()
 	p.cfg.Reaper.Stop()

@@ -10,9 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -324,8 +322,12 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		} else {
 			defer k.Close()
 			log.Info().Str("socket", o.socketKeeper).Int("kept", k.Waiting()).Msg("socket keeper reached; taking back the sockets it kept")
-			sockets, cfg.Keeper = k, k
+			sockets = k
 		}
+	}
+	succ := newSuccession(o.proxyPortsFile, log)
+	if donor := succ.predecessor(); sockets != nil || donor != nil {
+		cfg.Keeper = inherited{keeper: sockets, donor: donor}
 	}
 	if datapath.UsesProxyPorts(o.portalMode) {
 		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, o.nodeName, log)
@@ -366,30 +368,10 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		inject = faults.Prepare(&cfg)
 	}
 	proxy := actors.Start(cfg)
-	var (
-		servingMu  sync.Mutex
-		serving    *servingMark // while ready
-		servingDir string
-	)
 	if sockets != nil {
 		sockets.OnReconnect(proxy.Listeners.KeepAll) // a keeper restarted lost them
-		if o.proxyPortsFile != "" {
-			servingDir = filepath.Join(filepath.Dir(o.proxyPortsFile), "serving")
-			cfg.Ready.Watch(func(ready bool) {
-				servingMu.Lock()
-				defer servingMu.Unlock()
-				if !ready {
-					serving.clear()
-					serving = nil
-					return
-				}
-				var err error
-				if serving, err = markServing(servingDir); err != nil {
-					log.Warn().Err(err).Msg("cannot mark this process serving: a successor would not see it")
-				}
-			})
-		}
 	}
+	succ.watch(cfg.Ready, proxy.Listeners)
 	if datapath.UsesProxyPorts(o.portalMode) {
 		startProxyPortsWriter(ctx, o.proxyPortsFile, o.nodeName, proxy, log)
 	}
@@ -431,10 +413,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	<-done
 	log.Info().Msg("shutting down")
 	grace := o.shutdownGrace
-	servingMu.Lock()
-	succeeded := sockets == nil || servingDir == "" || successorServing(servingDir, serving, log)
-	servingMu.Unlock()
-	if !succeeded {
+	if sockets != nil && !succ.successorServing() {
 		// A restart in place: the keeper holds the listening sockets and
 		// queues what comes until the next process takes them; this one
 		// must exit for the kubelet to start it, so it drains only briefly.

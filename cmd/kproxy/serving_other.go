@@ -2,14 +2,12 @@
 
 package main
 
-import "github.com/rs/zerolog"
-
-// servingMark is a no-op where files cannot be locked this way: every
-// SIGTERM hands over, as without a socket keeper.
-type servingMark struct{}
+// servingMark is a no-op where files cannot be locked this way.
+type servingMark struct{ path string }
 
 func markServing(string) (*servingMark, error) { return nil, nil }
 
 func (*servingMark) clear() {}
 
-func successorServing(string, *servingMark, zerolog.Logger) bool { return true }
+// liveServing finds none: no socket is shared.
+func liveServing(string, *servingMark) []string { return nil }

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-
-	"github.com/rs/zerolog"
 )
 
 // The node's serving processes: a file per kproxy process that serves
@@ -62,20 +60,17 @@ func (m *servingMark) clear() {
 	m.f.Close()
 }
 
-// successorServing reports whether another live process has marked
-// itself serving in dir; marks of dead processes are removed.
-func successorServing(dir string, self *servingMark, log zerolog.Logger) bool {
+// liveServing returns the marks in dir of other live processes (held
+// locked); marks of dead processes are removed.
+func liveServing(dir string, self *servingMark) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			log.Warn().Err(err).Str("dir", dir).Msg("cannot look for a successor; handing over as if there were one")
-			return true
-		}
-		return false
+		return nil
 	}
+	var live []string
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
-		if self != nil && path == self.path {
+		if filepath.Ext(path) == ".sock" || self != nil && path == self.path {
 			continue
 		}
 		f, err := os.Open(path)
@@ -83,14 +78,14 @@ func successorServing(dir string, self *servingMark, log zerolog.Logger) bool {
 			continue
 		}
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return true // held: a live process serves
-		}
-		if err == nil {
+		switch {
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			live = append(live, path) // held: a live process serves
+		case err == nil:
 			os.Remove(path) // its process is gone
+			os.Remove(path + ".sock")
 		}
 		f.Close()
 	}
-	return false
+	return live
 }

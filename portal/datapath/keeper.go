@@ -135,3 +135,35 @@ func hasPort(addr, port string) bool {
 	_, p, err := net.SplitHostPort(addr)
 	return err == nil && p == port
 }
+
+// EachSocket calls f with every open socket's network, address and
+// descriptor (valid for the call: the socket cannot close meanwhile), to
+// share them with a successor; it stops at f's first error.
+func (s *Listeners) EachSocket(f func(network, address string, fd uintptr) error) error {
+	s.mu.Lock()
+	ls := make([]*Listener, 0, len(s.held))
+	for _, h := range s.held {
+		ls = append(ls, h.l)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		var rc syscall.RawConn
+		var err error
+		if l.tcp != nil {
+			rc, err = l.tcp.SyscallConn()
+		} else {
+			rc, err = l.udp.SyscallConn()
+		}
+		if err != nil {
+			continue // closed since
+		}
+		var ferr error
+		if err := rc.Control(func(fd uintptr) { ferr = f(l.Spec.Network, l.Spec.Address, fd) }); err != nil {
+			continue // closed since
+		}
+		if ferr != nil {
+			return ferr
+		}
+	}
+	return nil
+}

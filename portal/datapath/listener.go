@@ -598,6 +598,47 @@ func (s *Listeners) StopAccepting() {
 	}
 }
 
+// StopReading pauses every UDP socket: it reads no more datagrams (a
+// successor sharing the socket, or the next process taking it from the
+// keeper, reads them), while its flows still send their endpoints'
+// replies through it until they end (CloseOwnedAfterFlows).
+func (s *Listeners) StopReading() {
+	s.mu.Lock()
+	var udp []*Listener
+	for _, h := range s.held {
+		if h.l.udp != nil {
+			udp = append(udp, h.l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range udp {
+		l.Pause()
+		l.flows.Drain()
+	}
+}
+
+// CloseOwnedAfterFlows forgets owner's sockets and closes its TCP ones
+// now; its UDP sockets are returned, for the caller to close once their
+// flows have had their replies (a drain).
+func (s *Listeners) CloseOwnedAfterFlows(owner string) (udp []*Listener) {
+	s.mu.Lock()
+	ls := s.m[owner]
+	delete(s.m, owner)
+	for _, l := range ls {
+		delete(s.held, netAddr{l.Spec.Network, l.Spec.Address})
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		if l.udp != nil {
+			udp = append(udp, l)
+			continue
+		}
+		l.Close()
+		l.CloseFlows()
+	}
+	return udp
+}
+
 // Len is the number of open listeners.
 func (s *Listeners) Len() int {
 	s.mu.Lock()

@@ -33,6 +33,25 @@ type UDPProxy struct {
 	mu    sync.Mutex
 	flows map[netip.AddrPort]*udpFlow
 	lc    *batchConn // the listening socket's, once served
+	// drainIdle, once the socket is no longer read (Drain), ends flows
+	// idle this long: their clients' next datagrams go to the next
+	// process, and they only wait for their endpoints' answers.
+	drainIdle atomic.Int64
+}
+
+// UDPDrainIdle is how long a flow of a socket no longer read waits for its
+// endpoint's answer: a resolver's timeout (resolv.conf's default, 5 s).
+const UDPDrainIdle = 5 * time.Second
+
+// Drain makes the flows end once idle for UDPDrainIdle (the socket is no
+// longer read here).
+func (p *UDPProxy) Drain() {
+	p.drainIdle.Store(int64(UDPDrainIdle))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.flows {
+		f.backend.SetReadDeadline(time.Unix(0, f.lastUsed.Load()).Add(UDPDrainIdle))
+	}
 }
 
 // UDPOptions are what one Serve of a UDP socket uses; flows keep the
@@ -416,10 +435,14 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 	}
 	for {
 		last := time.Unix(0, f.lastUsed.Load())
-		if time.Since(last) >= idle {
+		limit := idle
+		if d := time.Duration(p.drainIdle.Load()); d > 0 && d < limit {
+			limit = d
+		}
+		if time.Since(last) >= limit {
 			return
 		}
-		f.backend.SetReadDeadline(last.Add(idle))
+		f.backend.SetReadDeadline(last.Add(limit))
 		werr = nil
 		err := f.bc.read(&rd, 0, false, back)
 		if err == nil {

@@ -27,6 +27,9 @@ type Client struct {
 	// detached: the process stops without a successor, and the keeper
 	// keeps every socket for the next one (Drop does nothing).
 	detached atomic.Bool
+	// donor: the sockets came from a serving predecessor (DialDonor),
+	// which keeps nothing: Keep and Drop do nothing.
+	donor bool
 
 	mu      sync.Mutex
 	c       *net.UnixConn
@@ -103,12 +106,15 @@ func (k *Client) Take(network, address string) *os.File {
 
 // Keep gives the keeper a copy of the socket fd.
 func (k *Client) Keep(network, address string, fd uintptr) {
+	if k.donor {
+		return
+	}
 	k.send(verbKeep+" "+Key(network, address), int(fd))
 }
 
 // Drop makes the keeper close its copy: the socket is being closed for good.
 func (k *Client) Drop(network, address string) {
-	if k.detached.Load() {
+	if k.detached.Load() || k.donor {
 		return
 	}
 	k.send(verbDrop+" "+Key(network, address), -1)

@@ -41,3 +41,12 @@ func (*Client) Close()                       {}
 
 // Waiting is none.
 func (*Client) Waiting() int { return 0 }
+
+// Each calls send with every socket to share.
+type Each func(send func(network, address string, fd uintptr) error) error
+
+// ServeSockets fails (Linux only).
+func ServeSockets(context.Context, string, Each, zerolog.Logger) error { return ErrUnsupported }
+
+// DialDonor fails (Linux only).
+func DialDonor(string, zerolog.Logger) (*Client, error) { return nil, ErrUnsupported }

@@ -147,19 +147,11 @@ func (s *Server) drop(key string) {
 
 // list sends every socket kept, then the end.
 func (s *Server) list(c *net.UnixConn) error {
-	s.mu.Lock()
-	type kept struct {
-		key string
-		fd  int
-	}
-	var all []kept
-	for k, f := range s.kept {
-		all = append(all, kept{k, int(f.Fd())})
-	}
 	// Sent under the lock: a drop cannot close a descriptor being sent.
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, k := range all {
-		if _, _, err := c.WriteMsgUnix([]byte(verbKept+" "+k.key), syscall.UnixRights(k.fd), nil); err != nil {
+	for key, f := range s.kept {
+		if err := sendFile(c, verbKept+" "+key, f); err != nil {
 			return err
 		}
 	}
@@ -217,4 +209,21 @@ func rights(oob []byte) []int {
 		}
 	}
 	return fds
+}
+
+// sendFile sends f's descriptor with msg. Not through f.Fd(), which would
+// turn the socket (its open file description, shared with kproxy's
+// descriptors) blocking under kproxy's event loops.
+func sendFile(c *net.UnixConn, msg string, f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	if err := rc.Control(func(fd uintptr) {
+		_, _, werr = c.WriteMsgUnix([]byte(msg), syscall.UnixRights(int(fd)), nil)
+	}); err != nil {
+		return err
+	}
+	return werr
 }

@@ -290,8 +290,11 @@ func (e *env) waitProxyPortsRecorded(t *testing.T, port int) {
 // probe deploy/daemonset.yaml runs, kproxy check-ready on the new process's
 // --ready-file, here every 10 ms where the kubelet probes every 2 s), not
 // once the test has seen the new process serve. 10 restarts under load:
-// no connection-per-request client fails and the keep-alive connections
-// live on. A probe that is ready before the new process listens (as
+// no connection-per-request client fails, TCP or UDP (a datagram from a
+// new socket each, as DNS queries), and the keep-alive connections live
+// on. The new process shares the old one's sockets: a datagram queued
+// on the old one's, or whose reply was on its way, is not lost when the
+// old one goes. A probe that is ready before the new process listens (as
 // kube-proxy's /healthz is from the start) lets the old one close its
 // sockets while nothing else takes the connections.
 func testProbeHandover(t *testing.T, bin string) {
@@ -307,12 +310,22 @@ func testProbeHandover(t *testing.T, bin string) {
 	waitProbeReady(t, bin, readyFile(0))
 	e.waitProxyPortsRecorded(t, first[spWebTCP].ProxyPort)
 	load := e.startLoad(t, svcAddr(webCluster4, webTCP), 4, 4)
+	// UDP too: a request a datagram from a new socket, as DNS queries.
+	udpSvc := svcAddr(webCluster4, webUDP)
+	udpLoad := startHandoverLoad(t, nil, udpSvc.String(), func() error {
+		_, err := e.askBackend(e.tp.Client, "udp", udpSvc, 5*time.Second)
+		return err
+	}, 4, 0)
 	var draining []*proc
 	for i := 1; i <= 10; i++ {
 		e.adminAt = addrs[i%2]
 		load.waitProgress(t)
+		udpLoad.waitProgress(t)
 		next := e.start(t, args(i)...)
 		waitProbeReady(t, bin, readyFile(i))
+		// It took the sockets the old one serves: one accept queue and
+		// one datagram queue, whoever closes first.
+		waitLogged(t, next, "sharing the listening sockets of the process serving beside this one")
 		if err := old.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -324,6 +337,12 @@ func testProbeHandover(t *testing.T, bin string) {
 		old = next
 	}
 	load.waitProgress(t)
+	udpLoad.waitProgress(t)
+	udpOK, udpFailed, _, _ := udpLoad.stop(t)
+	t.Logf("UDP across the same restarts: %d requests, %d failed", udpOK, udpFailed)
+	if udpFailed > 0 {
+		t.Errorf("%d of %d UDP requests failed across overlapping restarts, want 0", udpFailed, udpOK+udpFailed)
+	}
 	endOverlappingRestarts(t, "nftables portal, handed over on the readiness probe", load, draining)
 }
 

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kproxy/kproxy/portal/datapath"
+	"github.com/kproxy/kproxy/portal/healthcheck"
+	"github.com/kproxy/kproxy/portal/keeper"
+)
+
+// succession is this process's place among the node's kproxy processes
+// (a rollout runs the next pod's beside this one): it takes the listening
+// sockets a serving predecessor shares, marks itself serving once ready
+// and shares its own sockets meanwhile, and tells at SIGTERM whether a
+// successor serves. The marks live beside the proxy ports file, in the
+// node's /run/kproxy (serving_unix.go).
+type succession struct {
+	dir string
+	log zerolog.Logger
+
+	mu        sync.Mutex
+	mark      *servingMark // while ready
+	stopShare context.CancelFunc
+}
+
+// newSuccession returns nil without a proxy ports file (no node directory).
+func newSuccession(proxyPortsFile string, log zerolog.Logger) *succession {
+	if proxyPortsFile == "" {
+		return nil
+	}
+	return &succession{dir: filepath.Join(filepath.Dir(proxyPortsFile), "serving"), log: log}
+}
+
+// predecessor takes the sockets a serving process shares, or returns nil.
+func (s *succession) predecessor() *keeper.Client {
+	if s == nil {
+		return nil
+	}
+	for _, mark := range liveServing(s.dir, nil) {
+		d, err := keeper.DialDonor(mark+".sock", s.log)
+		if err != nil {
+			continue
+		}
+		s.log.Info().Int("sockets", d.Waiting()).Msg("sharing the listening sockets of the process serving beside this one")
+		return d
+	}
+	return nil
+}
+
+// watch marks this process serving, and shares its sockets, while ready.
+func (s *succession) watch(ready *healthcheck.Readiness, ls *datapath.Listeners) {
+	if s == nil {
+		return
+	}
+	ready.Watch(func(ok bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !ok {
+			if s.stopShare != nil {
+				s.stopShare()
+			}
+			s.mark.clear()
+			s.mark, s.stopShare = nil, nil
+			return
+		}
+		m, err := markServing(s.dir)
+		if err != nil {
+			s.log.Warn().Err(err).Msg("cannot mark this process serving: a successor would not see it")
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := keeper.ServeSockets(ctx, m.path+".sock", ls.EachSocket, s.log); err != nil {
+			s.log.Warn().Err(err).Msg("cannot share the listening sockets: a successor opens its own")
+		}
+		s.mark, s.stopShare = m, cancel
+	})
+}
+
+// successorServing reports whether another process serves beside this one.
+func (s *succession) successorServing() bool {
+	if s == nil {
+		return true // no way to tell: hand over, as always
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(liveServing(s.dir, s.mark)) > 0
+}
+
+// inherited are the sockets this process starts with: those the socket
+// keeper kept (a previous process of this pod was killed), else those the
+// serving predecessor shares (a hand-over); the keeper keeps a copy of
+// every socket this process holds. It is the Listeners' SocketKeeper.
+type inherited struct {
+	keeper, donor *keeper.Client // either may be nil
+}
+
+func (i inherited) Take(network, address string) *os.File {
+	if i.keeper != nil {
+		if f := i.keeper.Take(network, address); f != nil {
+			return f
+		}
+	}
+	if i.donor != nil {
+		if f := i.donor.Take(network, address); f != nil {
+			if i.keeper != nil {
+				if rc, err := f.SyscallConn(); err == nil {
+					rc.Control(func(fd uintptr) { i.keeper.Keep(network, address, fd) })
+				}
+			}
+			return f
+		}
+	}
+	return nil
+}
+
+func (i inherited) Keep(network, address string, fd uintptr) {
+	if i.keeper != nil {
+		i.keeper.Keep(network, address, fd)
+	}
+}
+
+func (i inherited) Drop(network, address string) {
+	if i.keeper != nil {
+		i.keeper.Drop(network, address)
+	}
+}
+
+func (i inherited) DropRest() {
+	if i.keeper != nil {
+		i.keeper.DropRest()
+	}
+	if i.donor != nil {
+		i.donor.DropRest() // closes this process's copies only
+	}
+}
