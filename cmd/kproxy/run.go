@@ -325,7 +325,10 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 			sockets = k
 		}
 	}
-	succ := newSuccession(o.proxyPortsFile, log)
+	var succ *succession // beside the proxy ports file: the kernel modes
+	if datapath.UsesProxyPorts(o.portalMode) {
+		succ = newSuccession(o.proxyPortsFile, log)
+	}
 	if donor := succ.predecessor(); sockets != nil || donor != nil {
 		cfg.Keeper = inherited{keeper: sockets, donor: donor}
 	}

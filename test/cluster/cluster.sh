@@ -8,6 +8,7 @@
 #   test/cluster/cluster.sh up      build what is missing, start the cluster
 #   test/cluster/cluster.sh smoke   a real pod served through kproxy (below)
 #   test/cluster/cluster.sh rollout the node proxy rolled, undone, reconfigured and killed under load (below)
+#   test/cluster/cluster.sh swap    kube-proxy swapped for kproxy and back under load (PROXY=kube-proxy; below)
 #   test/cluster/cluster.sh e2e     Kubernetes' network e2e tests against it (below)
 #   test/cluster/cluster.sh report  the last e2e run, a line per spec
 #   test/cluster/cluster.sh compare KPROXY.json KUBE-PROXY.json   (below)
@@ -673,8 +674,22 @@ smoke() {
 # the reference, reported only).
 ROLLOUT_SETTLE=${ROLLOUT_SETTLE:-10}
 rollout() {
-	local out=${OUT:-$root/bin} dir="$S/rollout" ds=$PROXY ip i
-	rm -rf "$dir" && mkdir -p "$dir" "$out"
+	local i
+	load_start
+	rollout_event restart rollout_restart "$PROXY"
+	rollout_event undo rollout_undo "$PROXY"
+	rollout_event configmap rollout_configmap "$PROXY"
+	for i in $(seq 1 "$NODES"); do
+		rollout_event "kill-$(node_name "$i")" rollout_kill "$PROXY" "$i"
+	done
+	load_stop "rollout-$PROXY"
+}
+
+# load_start: the check's backend, Service and clients (rollout above),
+# then $ROLLOUT_SETTLE seconds of load before the first event.
+load_start() {
+	local ip
+	rm -rf "$S/rollout" && mkdir -p "$S/rollout"
 	kubectl_ apply -f - >/dev/null <<-EOF
 		apiVersion: apps/v1
 		kind: Deployment
@@ -705,7 +720,7 @@ rollout() {
 		  - {name: stream, port: 82, targetPort: 8082, nodePort: 30092}
 	EOF
 	kubectl_ rollout status deploy/rollout-backend --timeout 120s >/dev/null
-	kubectl_ -n kube-system rollout status "ds/$ds" --timeout 120s >/dev/null
+	kubectl_ -n kube-system rollout status "ds/$PROXY" --timeout 120s >/dev/null
 	ip=$(kubectl_ get svc rollout -o jsonpath='{.spec.clusterIP}')
 	kubectl_ delete pod rollout-client --ignore-not-found >/dev/null
 	kubectl_ apply -f - >/dev/null <<-EOF
@@ -725,15 +740,16 @@ rollout() {
 	kubectl_ wait --for=condition=Ready pod/rollout-client --timeout 120s >/dev/null
 	start rollout-node ip netns exec "$(node_ns 1)" "$S/bin/rolloutload" load -http "node-clusterip=http://$ip/" -stream "node-stream=$ip:82" -cycled-stream "node-cycled=$ip:82"
 	start rollout-outside "$S/bin/rolloutload" load -http "outside-nodeport=http://$(node_ip 2):30090/" -stream "outside-stream=$(node_ip 2):30092" -cycled-stream "outside-cycled=$(node_ip 2):30092"
-	log "rollout: clients started; $ROLLOUT_SETTLE s of load before the first event"
+	log "clients started; $ROLLOUT_SETTLE s of load before the first event"
 	sleep "$ROLLOUT_SETTLE"
-	rollout_event restart rollout_restart "$ds"
-	rollout_event undo rollout_undo "$ds"
-	rollout_event configmap rollout_configmap "$ds"
-	for i in $(seq 1 "$NODES"); do
-		rollout_event "kill-$(node_name "$i")" rollout_kill "$ds" "$i"
-	done
-	# The clients stop and write their summaries.
+}
+
+# load_stop NAME: the clients stop and write their summaries; the report
+# is $OUT/NAME.{md,jsonl}. Fails when kproxy (the node proxy at the end)
+# lost a request or a stream.
+load_stop() {
+	local out=${OUT:-$root/bin} dir="$S/rollout" lost
+	mkdir -p "$out"
 	kubectl_ exec rollout-client -- /rolloutload stop >/dev/null
 	kill -TERM "$(cat "$S/run/rollout-node.pid")" "$(cat "$S/run/rollout-outside.pid")"
 	kubectl_ wait --for=jsonpath='{.status.phase}'=Succeeded pod/rollout-client --timeout 60s >/dev/null
@@ -743,15 +759,81 @@ rollout() {
 	done
 	{ kubectl_ logs rollout-client; cat "$S/run/rollout-node.log" "$S/run/rollout-outside.log"; } | grep '^{' >"$dir/clients.jsonl"
 	kubectl_ delete pod rollout-client --wait=false >/dev/null
-	cat "$dir/events.jsonl" "$dir/clients.jsonl" >"$out/rollout-$PROXY.jsonl"
-	rollout_report "$out/rollout-$PROXY.jsonl" | tee "$out/rollout-$PROXY.md" >&2
-	local lost
-	lost=$(jq -s '[.[] | select(.kind == "summary") | (.failed // 0) + (.broken // 0)] | add' "$out/rollout-$PROXY.jsonl")
+	cat "$dir/events.jsonl" "$dir/clients.jsonl" >"$out/$1.jsonl"
+	rollout_report "$out/$1.jsonl" | tee "$out/$1.md" >&2
+	lost=$(jq -s '[.[] | select(.kind == "summary") | (.failed // 0) + (.broken // 0)] | add' "$out/$1.jsonl")
 	if [ "$PROXY" = kproxy ] && [ "$lost" != 0 ]; then
-		log "rollout: kproxy lost $lost requests or streams"
+		log "$1: kproxy lost $lost requests or streams"
 		return 1
 	fi
-	log "rollout: $PROXY lost $lost requests or streams"
+	log "$1: $PROXY lost $lost requests or streams"
+}
+
+# swap: the node proxy swapped under load, kube-proxy to kproxy and back,
+# as docs/operating.md tells operators to (run on a kube-proxy cluster,
+# PROXY=kube-proxy): kproxy installed and Ready beside kube-proxy (whose
+# rules, older, still take the traffic), kube-proxy's DaemonSet deleted
+# and its rules removed on each node (kube-proxy --cleanup), so kproxy's
+# take over; then kube-proxy installed again and synced, kproxy's
+# DaemonSet deleted and its rules removed (kproxy cleanup). Report:
+# $OUT/swap.{md,jsonl}.
+swap() {
+	load_start
+	rollout_event to-kproxy swap_to_kproxy
+	rollout_event to-kube-proxy swap_to_kube_proxy
+	PROXY=kube-proxy load_stop swap
+}
+
+swap_to_kproxy() {
+	local i kp
+	kp=$(CGO_ENABLED=0 MODULE=node "$root/test/k8s/build-k8s-cmd.sh" kube-proxy --path)
+	kproxy_daemonset
+	rollout_wait kproxy
+	kubectl_ -n kube-system delete ds kube-proxy --wait=true >/dev/null
+	kubectl_ -n kube-system wait --for=delete pod -l k8s-app=kube-proxy --timeout 120s >/dev/null
+	for i in $(seq 1 "$NODES"); do
+		ip netns exec "$(node_ns "$i")" "$kp" --cleanup >/dev/null 2>&1
+	done
+}
+
+# Both proxies' NAT chains hook at priority -100, where the one registered
+# first decides: kproxy's, older, still takes the traffic when kube-proxy
+# has synced. Its rules removed while it runs, kproxy programs them again
+# within its 10 s check, behind kube-proxy's; then its DaemonSet goes and
+# its rules are removed for good.
+swap_to_kube_proxy() {
+	local i
+	kube_proxy_daemonset
+	rollout_wait kube-proxy
+	kube_proxy_synced
+	for i in $(seq 1 "$NODES"); do
+		ip netns exec "$(node_ns "$i")" "$root/bin/image/kproxy" cleanup --portal nftables >/dev/null 2>&1
+	done
+	for i in $(seq 1 "$NODES"); do
+		for _ in $(seq 1 60); do
+			ip netns exec "$(node_ns "$i")" nft list table inet kproxy >/dev/null 2>&1 && break
+			sleep 0.5
+		done
+	done
+	kubectl_ -n kube-system delete ds kproxy --wait=true >/dev/null
+	kubectl_ -n kube-system wait --for=delete pod -l k8s-app=kproxy --timeout 400s >/dev/null
+	for i in $(seq 1 "$NODES"); do
+		ip netns exec "$(node_ns "$i")" "$root/bin/image/kproxy" cleanup --portal nftables >/dev/null 2>&1
+	done
+}
+
+# kube_proxy_synced: until kube-proxy has programmed its rules on every
+# node (its first full sync, kubeproxy_sync_full_proxy_rules_duration_seconds).
+kube_proxy_synced() {
+	local i n
+	for i in $(seq 1 "$NODES"); do
+		for _ in $(seq 1 240); do
+			n=$(ip netns exec "$(node_ns "$i")" curl -s -m 1 127.0.0.1:10249/metrics 2>/dev/null |
+				awk '/^kubeproxy_sync_full_proxy_rules_duration_seconds_count\{ip_family="IPv4"\}/ {print $2}')
+			[ -n "$n" ] && [ "$n" != 0 ] && break
+			sleep 0.5
+		done
+	done
 }
 
 # rollout_event NAME CMD...: runs CMD as the event NAME, then the settle.
@@ -1002,11 +1084,13 @@ suite() {
 	log "$1: $(tail -1 "$out/e2e-$1.txt") in $((SECONDS - start)) s; $out/e2e-$1.txt"
 }
 
-# all: what make e2e runs. The smoke check, the suite with kproxy, again
-# under a crash storm (same cluster), then with kube-proxy on a cluster of
-# its own; the reports in $OUT (default bin/). Fails where kproxy fails a
-# spec kube-proxy passed that is not a documented difference, or fails
-# under the storm a spec it passed without.
+# all: what make e2e runs. The smoke check, the rollout check, the suite
+# with kproxy, again under a crash storm (same cluster), then the rollout
+# check, the suite and the swap with kube-proxy on a cluster of its own;
+# the reports in $OUT (default bin/). Fails where kproxy lost a request or
+# a stream in the rollout check, fails a spec kube-proxy passed that is
+# not a documented difference, or fails under the storm a spec it passed
+# without.
 all() {
 	local out=${OUT:-$root/bin} start
 	mkdir -p "$out"
@@ -1015,6 +1099,8 @@ all() {
 	PROXY=kproxy
 	up
 	smoke
+	local rc=0
+	OUT=$out rollout >"$out/rollout-kproxy.log" 2>&1 || rc=1
 	start=$SECONDS
 	e2e >"$out/e2e-kproxy.log" 2>&1 || true
 	suite kproxy
@@ -1025,11 +1111,16 @@ all() {
 	down
 	PROXY=kube-proxy
 	up
+	OUT=$out rollout >"$out/rollout-kube-proxy.log" 2>&1 || true
 	start=$SECONDS
 	e2e >"$out/e2e-kube-proxy.log" 2>&1 || true
 	suite kube-proxy
+	# Last: it leaves kube-proxy's DaemonSet re-installed over kproxy's.
+	OUT=$out swap >"$out/swap.log" 2>&1 || true
 	down
-	local rc=0
+	log "rollout, kproxy: $(tail -1 "$out/rollout-kproxy.log")"
+	log "rollout, kube-proxy: $(tail -1 "$out/rollout-kube-proxy.log")"
+	log "swap: $(tail -1 "$out/swap.log")"
 	compare "$out/e2e-kproxy.json" "$out/e2e-kube-proxy.json" || rc=1
 	log "under the storm ($(cat "$out/e2e-storm-crashes.txt" | tr '\n' ' ')):"
 	DIFFERENCES=/dev/null compare "$out/e2e-storm.json" "$out/e2e-kproxy.json" "kproxy under the storm" "kproxy" || rc=1
@@ -1069,12 +1160,13 @@ report) report ;;
 compare) compare "$2" "$3" "${4:-}" "${5:-}" ;;
 all) all ;;
 rollout) rollout ;;
+swap) swap ;;
 storm) storm ;;
 conformance) conformance ;;
 table) table "${2:-}" ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|smoke|rollout|e2e|storm|report|compare|table|all|conformance|down|env" >&2
+	echo "usage: $0 up|smoke|rollout|swap|e2e|storm|report|compare|table|all|conformance|down|env" >&2
 	exit 2
 	;;
 esac
