@@ -776,11 +776,12 @@ load_stop() {
 
 # swap: the node proxy swapped under load, kube-proxy to kproxy and back,
 # as docs/operating.md tells operators to (run on a kube-proxy cluster,
-# PROXY=kube-proxy): kproxy installed and Ready beside kube-proxy (whose
-# rules, older, still take the traffic), kube-proxy's DaemonSet deleted
-# and its rules removed on each node (kube-proxy --cleanup), so kproxy's
-# take over; then kube-proxy installed again and synced, kproxy's
-# DaemonSet deleted and its rules removed (kproxy cleanup). Report:
+# PROXY=kube-proxy): kproxy installed and Ready beside kube-proxy (its
+# rules, programmed last, take the new connections), kube-proxy's
+# DaemonSet deleted and its rules removed on each node (kube-proxy
+# --cleanup); then kube-proxy installed again and synced (its rules now
+# last), kproxy's DaemonSet deleted and its rules removed (kproxy
+# cleanup). Report:
 # $OUT/swap.{md,jsonl}.
 swap() {
 	load_start
@@ -802,24 +803,14 @@ swap_to_kproxy() {
 }
 
 # Both proxies' NAT chains hook at priority -100, where the one registered
-# first decides: kproxy's, older, still takes the traffic when kube-proxy
-# has synced. Its rules removed while it runs, kproxy programs them again
-# within its 10 s check, behind kube-proxy's; then its DaemonSet goes and
-# its rules are removed for good.
+# last runs first: kube-proxy's, programmed after kproxy's, take the new
+# connections once kube-proxy has synced; then kproxy's DaemonSet goes and
+# its rules are removed.
 swap_to_kube_proxy() {
 	local i
 	kube_proxy_daemonset
 	rollout_wait kube-proxy
 	kube_proxy_synced
-	for i in $(seq 1 "$NODES"); do
-		ip netns exec "$(node_ns "$i")" "$root/bin/image/kproxy" cleanup --portal nftables >/dev/null 2>&1
-	done
-	for i in $(seq 1 "$NODES"); do
-		for _ in $(seq 1 60); do
-			ip netns exec "$(node_ns "$i")" nft list table inet kproxy >/dev/null 2>&1 && break
-			sleep 0.5
-		done
-	done
 	kubectl_ -n kube-system delete ds kproxy --wait=true >/dev/null
 	kubectl_ -n kube-system wait --for=delete pod -l k8s-app=kproxy --timeout 400s >/dev/null
 	for i in $(seq 1 "$NODES"); do
