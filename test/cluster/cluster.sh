@@ -520,7 +520,7 @@ storm() {
 	kubectl_ -n kube-system get ds kproxy -o json | jq -e '.spec.template.spec.containers[0].args | index("--enable-fault-injection")' >/dev/null ||
 		kubectl_ -n kube-system patch ds kproxy --type json \
 			-p '[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--enable-fault-injection"}]' >/dev/null
-	kubectl_ -n kube-system rollout status ds/kproxy --timeout 180s >/dev/null
+	rollout_wait kproxy # not rollout status: old pods drain long-lived connections
 	rm -rf "$S/storm" && mkdir -p "$S/storm"
 	local pods pod pids=()
 	# The rolled-out pods: running, not on their way out.
@@ -621,7 +621,7 @@ smoke() {
 		  selector: {app: hostname}
 		  ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
 	EOF
-	kubectl_ -n kube-system rollout status "ds/$PROXY" --timeout 120s >/dev/null
+	rollout_wait "$PROXY"
 	kubectl_ rollout status deploy/hostname --timeout 120s >/dev/null
 	local ip fail=0 got
 	ip=$(kubectl_ get svc hostname -o jsonpath='{.spec.clusterIP}')
@@ -725,7 +725,7 @@ load_start() {
 		  - {name: stream, port: 82, targetPort: 8082, nodePort: 30092}
 	EOF
 	kubectl_ rollout status deploy/rollout-backend --timeout 120s >/dev/null
-	kubectl_ -n kube-system rollout status "ds/$PROXY" --timeout 120s >/dev/null
+	rollout_wait "$PROXY"
 	ip=$(kubectl_ get svc rollout -o jsonpath='{.spec.clusterIP}')
 	kubectl_ delete pod rollout-client --ignore-not-found >/dev/null
 	kubectl_ apply -f - >/dev/null <<-EOF
