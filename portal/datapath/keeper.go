@@ -35,15 +35,11 @@ func (s *Listeners) SetKeeper(k SocketKeeper) {
 func (s *Listeners) KeepAll() {
 	s.mu.Lock()
 	k := s.keeper
-	var ls []*Listener
-	for _, h := range s.held {
-		ls = append(ls, h.l)
-	}
 	s.mu.Unlock()
 	if k == nil {
 		return
 	}
-	for _, l := range ls {
+	for _, l := range s.heldWhere(nil) {
 		if !l.closed.Load() {
 			l.keeper = k
 			k.Keep(l.Spec.Network, l.Spec.Address, l.fd)
@@ -80,7 +76,6 @@ func openKept(k SocketKeeper, spec ListenSpec) (*Listener, error) {
 func openFile(spec ListenSpec, f *os.File) (*Listener, error) {
 	defer f.Close()
 	l := &Listener{Spec: spec}
-	var rc syscall.RawConn
 	var err error
 	switch spec.Network {
 	case "tcp":
@@ -92,7 +87,6 @@ func openFile(spec ListenSpec, f *os.File) (*Listener, error) {
 				return nil, fmt.Errorf("take kept socket %s/%s: not TCP", spec.Network, spec.Address)
 			}
 			l.tcp = tl
-			rc, err = tl.SyscallConn()
 		}
 	case "udp":
 		var pc net.PacketConn
@@ -103,13 +97,15 @@ func openFile(spec ListenSpec, f *os.File) (*Listener, error) {
 				return nil, fmt.Errorf("take kept socket %s/%s: not UDP", spec.Network, spec.Address)
 			}
 			l.udp, l.flows = conn, &UDPProxy{pktinfo: enablePktinfo(conn)}
-			rc, err = conn.SyscallConn()
 		}
 	default:
 		return nil, fmt.Errorf("take kept socket %s: %w", spec.Address, ErrUnsupportedProtocol)
 	}
 	if err == nil {
-		err = rc.Control(func(fd uintptr) { l.fd = fd })
+		var rc syscall.RawConn
+		if rc, err = l.rawConn(); err == nil {
+			err = rc.Control(func(fd uintptr) { l.fd = fd })
+		}
 	}
 	if err != nil {
 		if l.tcp != nil || l.udp != nil {
@@ -140,20 +136,8 @@ func hasPort(addr, port string) bool {
 // descriptor (valid for the call: the socket cannot close meanwhile), to
 // share them with a successor; it stops at f's first error.
 func (s *Listeners) EachSocket(f func(network, address string, fd uintptr) error) error {
-	s.mu.Lock()
-	ls := make([]*Listener, 0, len(s.held))
-	for _, h := range s.held {
-		ls = append(ls, h.l)
-	}
-	s.mu.Unlock()
-	for _, l := range ls {
-		var rc syscall.RawConn
-		var err error
-		if l.tcp != nil {
-			rc, err = l.tcp.SyscallConn()
-		} else {
-			rc, err = l.udp.SyscallConn()
-		}
+	for _, l := range s.heldWhere(nil) {
+		rc, err := l.rawConn()
 		if err != nil {
 			continue // closed since
 		}

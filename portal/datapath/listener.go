@@ -124,13 +124,7 @@ func Open(spec ListenSpec) (*Listener, error) {
 	default:
 		return nil, fmt.Errorf("open portal %s: %w", spec.Address, ErrUnsupportedProtocol)
 	}
-	var rc syscall.RawConn
-	var err error
-	if l.tcp != nil {
-		rc, err = l.tcp.SyscallConn()
-	} else {
-		rc, err = l.udp.SyscallConn()
-	}
+	rc, err := l.rawConn()
 	if err == nil {
 		err = rc.Control(func(fd uintptr) { l.fd = fd })
 	}
@@ -582,15 +576,7 @@ func (s *Listeners) Owned(owner string) []*Listener {
 // and leaves the rest to the owners' shutdown. UDP sockets stay: their
 // flows answer clients through them while they drain.
 func (s *Listeners) StopAccepting() {
-	s.mu.Lock()
-	var tcp []*Listener
-	for _, h := range s.held {
-		if h.l.tcp != nil {
-			tcp = append(tcp, h.l)
-		}
-	}
-	s.mu.Unlock()
-	for _, l := range tcp {
+	for _, l := range s.heldWhere(func(l *Listener) bool { return l.tcp != nil }) {
 		// Paused first: its accept loop has returned, and every
 		// connection it accepted is counted as dialing (WaitDialed).
 		l.Pause()
@@ -603,18 +589,32 @@ func (s *Listeners) StopAccepting() {
 // keeper, reads them), while its flows still send their endpoints'
 // replies through it until they end (CloseOwnedAfterFlows).
 func (s *Listeners) StopReading() {
-	s.mu.Lock()
-	var udp []*Listener
-	for _, h := range s.held {
-		if h.l.udp != nil {
-			udp = append(udp, h.l)
-		}
-	}
-	s.mu.Unlock()
-	for _, l := range udp {
+	for _, l := range s.heldWhere(func(l *Listener) bool { return l.udp != nil }) {
 		l.Pause()
 		l.flows.Drain()
 	}
+}
+
+// heldWhere returns the open sockets for which keep is true (every one
+// for nil), as they are now.
+func (s *Listeners) heldWhere(keep func(*Listener) bool) []*Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls := make([]*Listener, 0, len(s.held))
+	for _, h := range s.held {
+		if keep == nil || keep(h.l) {
+			ls = append(ls, h.l)
+		}
+	}
+	return ls
+}
+
+// rawConn is the socket's, for system calls on its descriptor.
+func (l *Listener) rawConn() (syscall.RawConn, error) {
+	if l.tcp != nil {
+		return l.tcp.SyscallConn()
+	}
+	return l.udp.SyscallConn()
 }
 
 // CloseOwnedAfterFlows forgets owner's sockets and closes its TCP ones
