@@ -763,7 +763,10 @@ load_stop() {
 		sleep 0.1
 	done
 	{ kubectl_ logs rollout-client; cat "$S/run/rollout-node.log" "$S/run/rollout-outside.log"; } | grep '^{' >"$dir/clients.jsonl"
+	# The cluster as it was, for what runs next (the e2e suite).
 	kubectl_ delete pod rollout-client --wait=false >/dev/null
+	kubectl_ delete deploy rollout-backend --wait=false >/dev/null
+	kubectl_ delete svc rollout --wait=false >/dev/null
 	cat "$dir/events.jsonl" "$dir/clients.jsonl" >"$out/$1.jsonl"
 	rollout_report "$out/$1.jsonl" | tee "$out/$1.md" >&2
 	lost=$(jq -s '[.[] | select(.kind == "summary") | (.failed // 0) + (.broken // 0)] | add' "$out/$1.jsonl")
