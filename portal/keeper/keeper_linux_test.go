@@ -5,6 +5,7 @@ package keeper
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -48,6 +49,10 @@ func fdOf(t *testing.T, l *net.TCPListener) uintptr {
 // Dropped, it closes for good: a connection is refused.
 func TestKeptSocketOutlivesItsProcess(t *testing.T) {
 	s, path := startKeeper(t, 0)
+	// Its owner's alone: whoever reaches it can hand sockets over.
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("keeper socket %s: %v, %v; want no access for group or others", path, fi.Mode(), err)
+	}
 	first, err := Dial(path, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)

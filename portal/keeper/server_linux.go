@@ -45,7 +45,7 @@ func Listen(path string, o Options) (*Server, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("socket keeper: remove the previous keeper's socket: %w", err)
 	}
-	old := syscall.Umask(0o077) // created 0600: kproxy's user alone may hand sockets over
+	old := syscall.Umask(0o077) // its owner's only: kproxy's user alone may hand sockets over
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	syscall.Umask(old)
 	if err != nil {
