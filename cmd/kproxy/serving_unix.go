@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -47,8 +48,28 @@ func markServing(dir string) (*servingMark, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("serving mark: lock %s: %w", path, err)
 	}
-	f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
+	f.WriteString(strconv.Itoa(os.Getpid()) + "\n" + netNamespace() + "\n")
 	return &servingMark{dir: dir, path: path, f: f}, nil
+}
+
+// netNamespace names this process's network namespace (net:[inode]).
+func netNamespace() string {
+	ns, _ := os.Readlink("/proc/self/ns/net")
+	return ns
+}
+
+// sameNetNamespace reports whether the process that wrote mark serves the
+// same network namespace as this one: sockets of another namespace (a
+// node's /run/kproxy shared by mistake, as test clusters once did) would
+// serve another node's traffic.
+func sameNetNamespace(mark string) bool {
+	raw, err := os.ReadFile(mark)
+	if err != nil {
+		return false
+	}
+	_, ns, _ := strings.Cut(string(raw), "\n")
+	ns = strings.TrimSpace(ns)
+	return ns != "" && ns == netNamespace()
 }
 
 // clear removes the mark: this process no longer serves.

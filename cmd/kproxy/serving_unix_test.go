@@ -27,6 +27,16 @@ func TestServingMarks(t *testing.T) {
 	if got := liveServing(dir, nil); !slices.Equal(got, []string{m.path}) {
 		t.Fatalf("live marks %v, want only %s", got, m.path)
 	}
+	if !sameNetNamespace(m.path) {
+		t.Error("a mark of this network namespace is taken for another's")
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.WriteFile(other, []byte("1\nnet:[1]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sameNetNamespace(other) {
+		t.Error("a mark of another network namespace is taken for this one's")
+	}
 	for _, f := range []string{dead, dead + ".sock"} {
 		if _, err := os.Stat(f); err == nil {
 			t.Errorf("%s of a dead process was not removed", f)

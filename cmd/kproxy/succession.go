@@ -42,6 +42,10 @@ func (s *succession) predecessor() *keeper.Client {
 		return nil
 	}
 	for _, mark := range liveServing(s.dir, nil) {
+		if !sameNetNamespace(mark) {
+			s.log.Warn().Str("mark", mark).Msg("a kproxy of another network namespace serves beside this one (is /run/kproxy shared?); not taking its sockets")
+			continue
+		}
 		d, err := keeper.DialDonor(mark+".sock", s.log)
 		if err != nil {
 			continue
