@@ -24,7 +24,6 @@ import (
 	"github.com/kproxy/kproxy/cmd/kproxy/liveview"
 	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/healthcheck"
-	"github.com/kproxy/kproxy/portal/keeper"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 
@@ -302,35 +301,19 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	}
 	defer stopTracing(context.Background())
 	cfg.Tracer = tracer
+	stages := []string{healthcheck.StageServicePorts}
 	if rules != nil {
-		cfg.Ready = healthcheck.NewReadiness(healthcheck.StageServicePorts, healthcheck.StageRules)
-	} else {
-		cfg.Ready = healthcheck.NewReadiness(healthcheck.StageServicePorts)
+		stages = append(stages, healthcheck.StageRules)
 	}
+	cfg.Ready = healthcheck.NewReadiness(stages...)
 	if o.readyFile != "" {
 		if err := watchReadyFile(o.readyFile, cfg.Ready, log); err != nil {
 			return err
 		}
 	}
-	var sockets *keeper.Client
-	if o.socketKeeper != "" {
-		k, err := dialKeeper(ctx, o.socketKeeper, log)
-		if err != nil {
-			// Proxying goes on; only a kill -9 refuses connections until
-			// the next start, as without a keeper.
-			log.Warn().Err(err).Msg("no socket keeper: its sockets will not outlive this process")
-		} else {
-			defer k.Close()
-			log.Info().Str("socket", o.socketKeeper).Int("kept", k.Waiting()).Msg("socket keeper reached; taking back the sockets it kept")
-			sockets = k
-		}
-	}
-	var succ *succession // beside the proxy ports file: the kernel modes
-	if datapath.UsesProxyPorts(o.portalMode) {
-		succ = newSuccession(o.proxyPortsFile, log)
-	}
-	if donor := succ.predecessor(); sockets != nil || donor != nil {
-		cfg.Keeper = inherited{keeper: sockets, donor: donor}
+	sockets, succ := o.socketSources(ctx, &cfg, log)
+	if sockets != nil {
+		defer sockets.Close()
 	}
 	if datapath.UsesProxyPorts(o.portalMode) {
 		cfg.RecoveredPorts = loadProxyPorts(o.proxyPortsFile, o.nodeName, log)

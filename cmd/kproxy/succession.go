@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/keeper"
@@ -26,6 +27,31 @@ type succession struct {
 	mu        sync.Mutex
 	mark      *servingMark // while ready
 	stopShare context.CancelFunc
+}
+
+// socketSources reaches the socket keeper (--socket-keeper) and, in the
+// kernel modes, the node's serving processes, and gives cfg the sockets
+// they hold. Either may be missing: proxying goes on, and only a kill -9
+// refuses connections until the next start, as without them.
+func (o runOptions) socketSources(ctx context.Context, cfg *actors.Config, log zerolog.Logger) (*keeper.Client, *succession) {
+	var sockets *keeper.Client
+	if o.socketKeeper != "" {
+		k, err := dialKeeper(ctx, o.socketKeeper, log)
+		if err != nil {
+			log.Warn().Err(err).Msg("no socket keeper: its sockets will not outlive this process")
+		} else {
+			log.Info().Str("socket", o.socketKeeper).Int("kept", k.Waiting()).Msg("socket keeper reached; taking back the sockets it kept")
+			sockets = k
+		}
+	}
+	var succ *succession // beside the proxy ports file: the kernel modes
+	if datapath.UsesProxyPorts(o.portalMode) {
+		succ = newSuccession(o.proxyPortsFile, log)
+	}
+	if donor := succ.predecessor(); sockets != nil || donor != nil {
+		cfg.Keeper = inherited{keeper: sockets, donor: donor}
+	}
+	return sockets, succ
 }
 
 // newSuccession returns nil without a proxy ports file (no node directory).
