@@ -168,3 +168,31 @@ func (i inherited) DropRest() {
 		i.donor.DropRest() // closes this process's copies only
 	}
 }
+
+func (i inherited) KeepConn(network, address string, client, endpoint int) string {
+	if i.keeper == nil {
+		return ""
+	}
+	return i.keeper.KeepConn(network, address, client, endpoint)
+}
+
+func (i inherited) DropConn(id string) {
+	if i.keeper != nil {
+		i.keeper.DropConn(id)
+	}
+}
+
+// TakeConns returns the connections the keeper held (a predecessor that
+// shares its sockets keeps and drains its connections itself).
+func (i inherited) TakeConns(network, address string) []datapath.KeptConn {
+	if i.keeper == nil {
+		return nil
+	}
+	var cs []datapath.KeptConn
+	for _, c := range i.keeper.TakeConns(network, address) {
+		cs = append(cs, datapath.KeptConn(c))
+	}
+	return cs
+}
+
+func (i inherited) Detached() bool { return i.keeper != nil && i.keeper.Detached() }

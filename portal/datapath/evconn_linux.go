@@ -28,6 +28,7 @@ type loopConn struct {
 	connecting atomic.Bool
 	clientIP   string
 	endpoint   string
+	keptID     string   // the socket keeper holds copies under this ID ("": none)
 	report     bool     // the Pick asked for the dial's outcome
 	seed       []string // endpoints refused before this one
 	timer      *time.Timer
@@ -216,6 +217,7 @@ func (c *loopConn) finish() {
 	for _, fd := range c.fd {
 		byFD[fd].Store(nil)
 	}
+	c.p.unkeep(c.keptID, int(c.fd[0]), int(c.fd[1]))
 	for _, fd := range c.fd {
 		unix.Close(int(fd)) // leaves the epoll set with it
 	}
@@ -249,7 +251,7 @@ func (c *loopConn) release() {
 func (c *loopConn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closed {
+	if !c.closed && !c.p.leftToKeeper(c.keptID) {
 		for _, fd := range c.fd {
 			unix.Shutdown(int(fd), unix.SHUT_RDWR)
 		}

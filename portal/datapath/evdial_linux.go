@@ -68,6 +68,7 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
 				if pick.Report {
 					p.Picker.Dialed(pick.Endpoint, nil)
 				}
+				c.keptID = p.keepConn(cfd, bfd)
 				c.established()
 			} else {
 				c.startConnecting()
@@ -171,6 +172,7 @@ func (c *loopConn) register(then func()) {
 	c.mu.Unlock()
 	p := c.p
 	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
+	p.unkeep(c.keptID, int(c.fd[1]))
 	resetFD(int(c.fd[0]))
 	unix.Close(int(c.fd[1]))
 	if c.connecting.Load() {
@@ -214,6 +216,7 @@ func (c *loopConn) connectEvent(l *loop, ev unix.EpollEvent) {
 	}
 	c.timer.Stop()
 	c.connecting.Store(false)
+	c.keptID = c.p.keepConn(int(c.fd[0]), int(c.fd[1]))
 	c.mu.Unlock()
 	p := c.p
 	if c.report {
@@ -276,6 +279,56 @@ func (p *TCPProxy) handBack(cfd int, seed dialSeed) {
 		return
 	}
 	workers.Go(task{p: p, conn: nc.(*net.TCPConn), seed: seed})
+}
+
+// adoptOnLoop hands a kept connection to the loops, as one just
+// connected; false when the loops cannot take it.
+func (p *TCPProxy) adoptOnLoop(kc KeptConn) bool {
+	if theLoops() != nil {
+		return false
+	}
+	var fds [2]int32
+	for i, f := range []*os.File{kc.Client, kc.Endpoint} {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return false
+		}
+		fd := -1
+		rc.Control(func(d uintptr) { fd, _ = unix.FcntlInt(d, unix.F_DUPFD_CLOEXEC, 0) })
+		if fd < 0 {
+			if i == 1 {
+				unix.Close(int(fds[0]))
+			}
+			return false
+		}
+		fds[i] = int32(fd)
+	}
+	// The loops own their descriptors; the keeper's copies stay.
+	kc.Client.Close()
+	kc.Endpoint.Close()
+	c := &loopConn{fd: fds, p: p, keptID: kc.ID}
+	if sa, err := unix.Getpeername(int(fds[0])); err == nil {
+		c.clientIP = sockaddrIP(sa)
+	}
+	if sa, err := unix.Getpeername(int(fds[1])); err == nil {
+		if ap := sockaddrAddrPort(sa); ap.IsValid() {
+			c.endpoint = ap.String()
+		}
+	}
+	p.Conns.DialStart()
+	c.established()
+	return true
+}
+
+// sockaddrAddrPort is a socket address as an address and port.
+func sockaddrAddrPort(sa unix.Sockaddr) netip.AddrPort {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	return netip.AddrPort{}
 }
 
 // sockaddrIP is the address of an accepted peer, as the goroutine data

@@ -19,6 +19,27 @@ type SocketKeeper interface {
 	Drop(network, address string)
 	// DropRest drops the kept sockets not taken by the first state.
 	DropRest()
+
+	// KeepConn gives the keeper copies of an established connection's
+	// sockets, served by the listening socket of network and address;
+	// it returns the ID they are kept under ("" when not kept).
+	KeepConn(network, address string, client, endpoint int) string
+	// DropConn makes the keeper close its copies of connection id.
+	DropConn(id string)
+	// TakeConns returns the connections kept with the listening socket
+	// of network and address, once.
+	TakeConns(network, address string) []KeptConn
+	// Detached reports that the process stops leaving its sockets and
+	// connections to the keeper for the next one.
+	Detached() bool
+}
+
+// KeptConn is an established connection a killed predecessor left with
+// the socket keeper: the client's socket and the endpoint's, connected.
+// The keeper still holds copies of both, under ID.
+type KeptConn struct {
+	ID               string
+	Client, Endpoint *os.File
 }
 
 // SetKeeper makes s take its sockets from k where k holds them, and give
@@ -57,6 +78,9 @@ func openKept(k SocketKeeper, spec ListenSpec) (*Listener, error) {
 		l, err := openFile(spec, f)
 		if err == nil {
 			l.keeper = k
+			if l.tcp != nil {
+				l.adopt = k.TakeConns(spec.Network, spec.Address)
+			}
 			return l, nil
 		}
 		// Not a socket of this spec's after all: the keeper's copy goes.

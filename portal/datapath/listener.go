@@ -36,6 +36,9 @@ type Listener struct {
 	fd uintptr
 	// keeper holds a copy of the socket (nil: none).
 	keeper SocketKeeper
+	// adopt are the established connections the keeper held with the
+	// socket (a killed predecessor's), served from the first Serve.
+	adopt []KeptConn
 
 	// ctl makes Serve and Pause one at a time (each waits for a loop to
 	// return); mu guards the serving state and is held only briefly, as
@@ -163,6 +166,11 @@ func (l *Listener) Serve(o ListenerOptions) {
 			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter,
 			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent, EventLoops: o.EventLoops}
 		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
+		tcp.keeper = l.keeper
+		if l.adopt != nil {
+			tcp.adopt(l.adopt)
+			l.adopt = nil
+		}
 		l.proxy = tcp
 		l.loop = func(stop <-chan struct{}) error { return tcp.Serve(l.tcp, stop) }
 	} else {
@@ -298,7 +306,12 @@ func (l *Listener) Close() {
 	unpark(l)
 	l.parked = false
 	proxy := l.proxy
+	adopt := l.adopt
+	l.adopt = nil
 	l.mu.Unlock()
+	if adopt != nil {
+		dropKeptConns(l.keeper, adopt) // never served: their service port went
+	}
 	if l.keeper != nil {
 		// Closed for good: the keeper's copy must not hold it open.
 		l.keeper.Drop(l.Spec.Network, l.Spec.Address)

@@ -67,6 +67,10 @@ type TCPProxy struct {
 	// the event loops (Linux; usesLoops says which).
 	EventLoops bool
 
+	// keeper, when set, keeps a copy of every established connection
+	// served on the loops (adopt.go).
+	keeper SocketKeeper
+
 	acceptor     atomic.Pointer[loopAcceptor] // while served by the loops
 	keepAliveSet bool                         // the listener's keepalive is on: Serve runs again after parking
 	dialersOnce  sync.Once

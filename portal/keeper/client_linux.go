@@ -3,9 +3,12 @@
 package keeper
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,10 +34,16 @@ type Client struct {
 	// which keeps nothing: Keep and Drop do nothing.
 	donor bool
 
-	mu      sync.Mutex
-	c       *net.UnixConn
-	waiting map[string]*os.File // listed at Dial, not yet taken
-	broken  bool                // the last send failed: warn once
+	// Connection IDs: this process's nonce and a counter (a container
+	// restarted has the same PID).
+	nonce string
+	seq   atomic.Uint64
+
+	mu           sync.Mutex
+	c            *net.UnixConn
+	waiting      map[string]*os.File // listed at Dial, not yet taken
+	waitingConns map[string][]Conn   // by their listening socket's key
+	broken       bool                // the last send failed: warn once
 }
 
 // Dial connects to the keeper at path and lists the sockets it holds.
@@ -43,7 +52,10 @@ func Dial(path string, log zerolog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Client{path: path, log: log, c: c, waiting: map[string]*os.File{}}
+	var nonce [6]byte
+	rand.Read(nonce[:])
+	k := &Client{path: path, log: log, c: c, nonce: hex.EncodeToString(nonce[:]),
+		waiting: map[string]*os.File{}, waitingConns: map[string][]Conn{}}
 	if _, _, err := c.WriteMsgUnix([]byte(verbList), nil, nil); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("socket keeper %s: %w", path, err)
@@ -60,6 +72,12 @@ func Dial(path string, log zerolog.Logger) (*Client, error) {
 		verb, key, _ := strings.Cut(string(buf[:n]), " ")
 		if verb == verbEnd {
 			return k, nil
+		}
+		if verb == verbKeptConn && len(fds) == 2 {
+			id, lkey, _ := strings.Cut(key, " ")
+			k.waitingConns[lkey] = append(k.waitingConns[lkey], Conn{ID: id,
+				Client: os.NewFile(uintptr(fds[0]), id), Endpoint: os.NewFile(uintptr(fds[1]), id)})
+			continue
 		}
 		if verb != verbKept || len(fds) != 1 {
 			for _, fd := range fds {
@@ -104,6 +122,17 @@ func (k *Client) Take(network, address string) *os.File {
 	return f
 }
 
+// TakeConns returns the established connections kept with the listening
+// socket of network and address, once.
+func (k *Client) TakeConns(network, address string) []Conn {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := Key(network, address)
+	cs := k.waitingConns[key]
+	delete(k.waitingConns, key)
+	return cs
+}
+
 // Keep gives the keeper a copy of the socket fd.
 func (k *Client) Keep(network, address string, fd uintptr) {
 	if k.donor {
@@ -120,6 +149,33 @@ func (k *Client) Drop(network, address string) {
 	k.send(verbDrop+" "+Key(network, address), -1)
 }
 
+// KeepConn gives the keeper a copy of an established connection's two
+// sockets, served by the listening socket of network and address; it
+// returns the connection's ID ("" when not kept).
+func (k *Client) KeepConn(network, address string, client, endpoint int) string {
+	if k.donor || k.detached.Load() {
+		return ""
+	}
+	id := k.nonce + "-" + strconv.FormatUint(k.seq.Add(1), 36)
+	if !k.send(verbConn+" "+id+" "+Key(network, address), client, endpoint) {
+		return ""
+	}
+	return id
+}
+
+// DropConn makes the keeper close its copies of connection id, which
+// this process has shut down and closed.
+func (k *Client) DropConn(id string) {
+	if id == "" || k.detached.Load() || k.donor {
+		return
+	}
+	k.send(verbUnconn+" "+id, -1)
+}
+
+// Detached reports whether Detach was called: the connections are left
+// to the keeper, not shut down.
+func (k *Client) Detached() bool { return k.detached.Load() }
+
 // Detach leaves every socket with the keeper: from now on closing one
 // here does not drop it (the process stops, and no successor serves the
 // sockets: the next process, or the keeper's SIGTERM, decides).
@@ -132,13 +188,32 @@ func (k *Client) DropRest() {
 	rest := k.waiting
 	k.waiting = map[string]*os.File{}
 	k.mu.Unlock()
+	k.mu.Lock()
+	restConns := k.waitingConns
+	k.waitingConns = map[string][]Conn{}
+	k.mu.Unlock()
 	for key, f := range rest {
 		network, address, _ := strings.Cut(key, "/")
 		k.Drop(network, address)
 		f.Close()
 	}
-	if len(rest) > 0 {
-		k.log.Info().Int("sockets", len(rest)).Msg("socket keeper: sockets of service ports no longer here closed")
+	conns := 0
+	for _, cs := range restConns {
+		for _, c := range cs {
+			// Their service port is gone: shut down as kproxy would
+			// (the keeper's copies hold the sockets open).
+			for _, f := range []*os.File{c.Client, c.Endpoint} {
+				if rc, err := f.SyscallConn(); err == nil {
+					rc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+				}
+			}
+			c.Close()
+			k.DropConn(c.ID)
+			conns++
+		}
+	}
+	if len(rest)+conns > 0 {
+		k.log.Info().Int("sockets", len(rest)).Int("connections", conns).Msg("socket keeper: sockets of service ports no longer here closed")
 	}
 }
 
@@ -152,11 +227,12 @@ func (k *Client) Close() {
 	}
 }
 
-// send sends one message, reconnecting once if the keeper went away.
-func (k *Client) send(msg string, fd int) {
+// send sends one message with the descriptors fds (-1: none),
+// reconnecting once if the keeper went away; false if it could not.
+func (k *Client) send(msg string, fds ...int) bool {
 	var oob []byte
-	if fd >= 0 {
-		oob = syscall.UnixRights(fd)
+	if len(fds) > 0 && fds[0] >= 0 {
+		oob = syscall.UnixRights(fds...)
 	}
 	k.mu.Lock()
 	reconnected := false
@@ -186,4 +262,5 @@ func (k *Client) send(msg string, fd int) {
 	if reconnected && err == nil && resync != nil {
 		resync()
 	}
+	return err == nil
 }

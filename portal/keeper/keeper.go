@@ -14,6 +14,14 @@
 // "list", answered by a "kept KEY" message with each descriptor and "end".
 // A KEY is "network/address" (tcp/0.0.0.0:34327).
 //
+// It holds established TCP connections too: "conn ID KEY" with the
+// client's and the endpoint's sockets, once the endpoint is connected, and
+// "unconn ID" when kproxy has closed them (its own shutdown sent the FINs:
+// the keeper's close frees them). Listed as "keptconn ID KEY", they go to
+// the next kproxy with their listening socket, which moves their bytes on:
+// a killed kproxy breaks no connection either, only the bytes it had read
+// and not yet written (microseconds of a connection's life) are lost.
+//
 // kproxy drops a socket before it closes it for good (a service deleted,
 // or SIGTERM: the next process's sockets share the address and take the
 // queue), so the keeper never holds a socket nobody serves but for the
@@ -23,7 +31,10 @@
 // it closes them at once.
 package keeper
 
-import "errors"
+import (
+	"errors"
+	"os"
+)
 
 // Message verbs.
 const (
@@ -32,6 +43,10 @@ const (
 	verbList = "list"
 	verbKept = "kept"
 	verbEnd  = "end"
+
+	verbConn     = "conn"
+	verbUnconn   = "unconn"
+	verbKeptConn = "keptconn"
 )
 
 // maxMessage bounds a message: a verb, a key (an address is short).
@@ -39,6 +54,19 @@ const maxMessage = 512
 
 // ErrUnsupported is returned where unix descriptor passing is not (not Linux).
 var ErrUnsupported = errors.New("socket keeper: only on Linux")
+
+// Conn is an established connection the keeper held: the client's and
+// the endpoint's sockets.
+type Conn struct {
+	ID               string
+	Client, Endpoint *os.File
+}
+
+// Close closes this process's copies.
+func (c Conn) Close() {
+	c.Client.Close()
+	c.Endpoint.Close()
+}
 
 // Key names a socket.
 func Key(network, address string) string { return network + "/" + address }

@@ -4,9 +4,11 @@ package keeper
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,5 +139,126 @@ func TestKeeperGivesUpAfterHold(t *testing.T) {
 			t.Fatal("the keeper still holds the socket long after its hold time")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func connFD(t *testing.T, c *net.TCPConn) int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	rc.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
+
+// An established connection kept while its process is gone stays open:
+// neither peer sees an end, what the client sends meanwhile queues in the
+// proxy's socket, and the next process takes both sockets back and moves
+// the bytes on. Shut down and dropped, it ends for both peers.
+func TestKeptConnectionOutlivesItsProcess(t *testing.T) {
+	s, path := startKeeper(t, 0)
+	lo := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	backend, err := net.ListenTCP("tcp", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	ln, err := net.ListenTCP("tcp", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	client, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	fromClient, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toBackend, err := net.DialTCP("tcp", nil, backend.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	atBackend, err := backend.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer atBackend.Close()
+
+	first, err := Dial(path, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Keep("tcp", addr, fdOf(t, ln))
+	id := first.KeepConn("tcp", addr, connFD(t, fromClient), connFD(t, toBackend))
+	if id == "" {
+		t.Fatal("KeepConn kept nothing")
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.KeptConns() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the keeper never held the connection")
+		}
+		time.Sleep(time.Millisecond) // a message with no reply
+	}
+	// The process dies: every descriptor of its closes, none shut down.
+	fromClient.Close()
+	toBackend.Close()
+	ln.Close()
+	first.Close()
+	if _, err := client.Write([]byte("sent while no proxy ran;")); err != nil {
+		t.Fatal(err)
+	}
+
+	next, err := Dial(path, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	cs := next.TakeConns("tcp", addr)
+	if len(cs) != 1 || cs[0].ID != id {
+		t.Fatalf("the keeper gave back %d connections (%v), want the one kept as %s", len(cs), cs, id)
+	}
+	if again := next.TakeConns("tcp", addr); len(again) != 0 {
+		t.Fatalf("TakeConns gave the connection twice")
+	}
+	c, err := net.FileConn(cs[0].Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := net.FileConn(cs[0].Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Write([]byte(" and after")); err != nil {
+		t.Fatal(err)
+	}
+	client.CloseWrite()
+	if _, err := io.Copy(e, c); err != nil {
+		t.Fatalf("the next process moving the client's bytes: %v", err)
+	}
+	c.Close()
+	e.Close()
+	// The next process ends the connection as kproxy does: shut down (the
+	// keeper's copies hold the sockets), closed, dropped.
+	for _, f := range []*os.File{cs[0].Client, cs[0].Endpoint} {
+		rc, _ := f.SyscallConn()
+		rc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+	}
+	cs[0].Close()
+	next.DropConn(id)
+	atBackend.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(atBackend)
+	if err != nil || string(got) != "sent while no proxy ran; and after" {
+		t.Fatalf("the endpoint read %q, %v; want every byte the client sent, then the end", got, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.KeptConns() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the keeper still holds a dropped connection")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -32,8 +32,21 @@ type Server struct {
 
 	mu      sync.Mutex
 	kept    map[string]*os.File
+	conns   map[string]keptConn // by connection ID
 	clients int
 	idle    *time.Timer
+}
+
+// keptConn is an established connection held: its listening socket's
+// key and its two sockets.
+type keptConn struct {
+	key string
+	f   [2]*os.File
+}
+
+func (c keptConn) close() {
+	c.f[0].Close()
+	c.f[1].Close()
 }
 
 // Listen opens the keeper's socket at path (replacing a previous
@@ -51,7 +64,7 @@ func Listen(path string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket keeper: %w", err)
 	}
-	return &Server{opts: o, ln: ln, kept: map[string]*os.File{}}, nil
+	return &Server{opts: o, ln: ln, kept: map[string]*os.File{}, conns: map[string]keptConn{}}, nil
 }
 
 // Serve serves kproxy's connections until ctx is done, then closes every
@@ -82,7 +95,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 }
 
-// Kept is how many sockets are held.
+// KeptConns is how many established connections are held.
+func (s *Server) KeptConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Kept is how many listening sockets are held.
 func (s *Server) Kept() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,6 +131,11 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			s.keep(key, os.NewFile(uintptr(fds[0]), key))
 		case verb == verbDrop && len(fds) == 0:
 			s.drop(key)
+		case verb == verbConn && len(fds) == 2:
+			id, lkey, _ := strings.Cut(key, " ")
+			s.keepConn(id, keptConn{key: lkey, f: [2]*os.File{os.NewFile(uintptr(fds[0]), id), os.NewFile(uintptr(fds[1]), id)}})
+		case verb == verbUnconn && len(fds) == 0:
+			s.dropConn(key)
 		case verb == verbList && len(fds) == 0:
 			if err := s.list(c); err != nil {
 				s.opts.Log.Warn().Err(err).Msg("socket keeper: cannot list the sockets kept")
@@ -145,6 +170,26 @@ func (s *Server) drop(key string) {
 	}
 }
 
+func (s *Server) keepConn(id string, c keptConn) {
+	s.mu.Lock()
+	old, had := s.conns[id]
+	s.conns[id] = c
+	s.mu.Unlock()
+	if had {
+		old.close()
+	}
+}
+
+func (s *Server) dropConn(id string) {
+	s.mu.Lock()
+	c, ok := s.conns[id]
+	delete(s.conns, id)
+	s.mu.Unlock()
+	if ok {
+		c.close()
+	}
+}
+
 // list sends every socket kept, then the end.
 func (s *Server) list(c *net.UnixConn) error {
 	// Sent under the lock: a drop cannot close a descriptor being sent.
@@ -152,6 +197,11 @@ func (s *Server) list(c *net.UnixConn) error {
 	defer s.mu.Unlock()
 	for key, f := range s.kept {
 		if err := sendFile(c, verbKept+" "+key, f); err != nil {
+			return err
+		}
+	}
+	for id, kc := range s.conns {
+		if err := sendFiles(c, verbKeptConn+" "+id+" "+kc.key, kc.f[:]...); err != nil {
 			return err
 		}
 	}
@@ -169,8 +219,8 @@ func (s *Server) connected(d int) {
 		s.idle.Stop()
 		s.idle = nil
 	}
-	if s.clients == 0 && s.opts.Hold > 0 && len(s.kept) > 0 {
-		s.opts.Log.Warn().Int("sockets", len(s.kept)).Dur("hold", s.opts.Hold).Msg("socket keeper: kproxy is gone; holding its sockets for the next one")
+	if s.clients == 0 && s.opts.Hold > 0 && len(s.kept)+len(s.conns) > 0 {
+		s.opts.Log.Warn().Int("sockets", len(s.kept)).Int("connections", len(s.conns)).Dur("hold", s.opts.Hold).Msg("socket keeper: kproxy is gone; holding its sockets for the next one")
 		s.idle = time.AfterFunc(s.opts.Hold, func() {
 			s.mu.Lock()
 			gone := s.clients == 0
@@ -184,14 +234,17 @@ func (s *Server) connected(d int) {
 
 func (s *Server) closeAll(why string) {
 	s.mu.Lock()
-	kept := s.kept
-	s.kept = map[string]*os.File{}
+	kept, conns := s.kept, s.conns
+	s.kept, s.conns = map[string]*os.File{}, map[string]keptConn{}
 	s.mu.Unlock()
 	for _, f := range kept {
 		f.Close()
 	}
-	if len(kept) > 0 {
-		s.opts.Log.Info().Int("sockets", len(kept)).Str("why", why).Msg("socket keeper: sockets closed")
+	for _, c := range conns {
+		c.close()
+	}
+	if len(kept)+len(conns) > 0 {
+		s.opts.Log.Info().Int("sockets", len(kept)).Int("connections", len(conns)).Str("why", why).Msg("socket keeper: sockets closed")
 	}
 }
 
@@ -211,19 +264,37 @@ func rights(oob []byte) []int {
 	return fds
 }
 
-// sendFile sends f's descriptor with msg. Not through f.Fd(), which would
-// turn the socket (its open file description, shared with kproxy's
-// descriptors) blocking under kproxy's event loops.
-func sendFile(c *net.UnixConn, msg string, f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
+// sendFile sends f's descriptor with msg.
+func sendFile(c *net.UnixConn, msg string, f *os.File) error { return sendFiles(c, msg, f) }
+
+// sendFiles sends the files' descriptors with msg. Not through f.Fd(),
+// which would turn the socket (its open file description, shared with
+// kproxy's descriptors) blocking under kproxy's event loops.
+func sendFiles(c *net.UnixConn, msg string, files ...*os.File) error {
+	fds := make([]int, 0, len(files))
+	var rcs []syscall.RawConn
+	for _, f := range files {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return err
+		}
+		rcs = append(rcs, rc)
 	}
-	var werr error
-	if err := rc.Control(func(fd uintptr) {
-		_, _, werr = c.WriteMsgUnix([]byte(msg), syscall.UnixRights(int(fd)), nil)
-	}); err != nil {
-		return err
+	// Each descriptor stays valid inside its Control: nest them.
+	var send func(i int) error
+	send = func(i int) error {
+		if i == len(rcs) {
+			_, _, err := c.WriteMsgUnix([]byte(msg), syscall.UnixRights(fds...), nil)
+			return err
+		}
+		var werr error
+		if err := rcs[i].Control(func(fd uintptr) {
+			fds = append(fds, int(fd))
+			werr = send(i + 1)
+		}); err != nil {
+			return err
+		}
+		return werr
 	}
-	return werr
+	return send(0)
 }
