@@ -169,11 +169,11 @@ func (i inherited) DropRest() {
 	}
 }
 
-func (i inherited) KeepConn(network, address string, client, endpoint int) string {
+func (i inherited) KeepConn(network, address, id string, fds ...int) string {
 	if i.keeper == nil {
 		return ""
 	}
-	return i.keeper.KeepConn(network, address, client, endpoint)
+	return i.keeper.KeepConn(network, address, id, fds...)
 }
 
 func (i inherited) DropConn(id string) {

@@ -2,16 +2,34 @@
 
 package datapath
 
+import "net"
+
 // The socket keeper, and so kept connections, exist on Linux only.
 
-func (p *TCPProxy) keepConn(int, int) string { return "" }
-func (p *TCPProxy) unkeep(string, ...int)    {}
-func (p *TCPProxy) leftToKeeper(string) bool { return false }
+func (p *TCPProxy) keepAccepted(*net.TCPConn) string { return "" }
+
 func (p *TCPProxy) adopt(conns []KeptConn) { dropKeptConns(p.keeper, conns) }
 
 func dropKeptConns(_ SocketKeeper, conns []KeptConn) {
 	for _, kc := range conns {
 		kc.Client.Close()
-		kc.Endpoint.Close()
+		if kc.Endpoint != nil {
+			kc.Endpoint.Close()
+		}
 	}
+}
+
+type keptRef struct{ kp [2]*splicePipe }
+
+func newKeptRef(string) *keptRef { return &keptRef{} }
+
+func (*keptRef) keep(*TCPProxy, *net.TCPConn, *net.TCPConn) {}
+func (*keptRef) drop(*TCPProxy)                             {}
+func (*keptRef) reset(_ *TCPProxy, c *net.TCPConn)          { reset(c) }
+
+// keptGuard closes as the connection does (no keeper here).
+type keptGuard struct {
+	*net.TCPConn
+	p   *TCPProxy
+	ref *keptRef
 }

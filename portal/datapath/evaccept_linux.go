@@ -277,11 +277,12 @@ func (p *TCPProxy) acceptedFD(cfd int, sa unix.Sockaddr) {
 	}
 	p.Conns.DialStart()
 	clientIP := sockaddrIP(sa)
+	kept := p.keepConn("", cfd, -1)
 	if q, ok := p.Picker.(PickerNow); ok && !q.CanPickNow() {
 		// The Picker must ask (an actor, which may be restarting): not
 		// on the accepting goroutine, which a Pause waits for.
-		workers.Go(task{fn: func() { p.dialForLoopRecovering(cfd, clientIP) }})
+		workers.Go(task{fn: func() { p.dialForLoopRecovering(cfd, clientIP, kept) }})
 		return
 	}
-	p.dialForLoop(cfd, clientIP)
+	p.dialForLoop(cfd, clientIP, kept)
 }

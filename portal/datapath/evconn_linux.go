@@ -29,6 +29,9 @@ type loopConn struct {
 	clientIP   string
 	endpoint   string
 	keptID     string   // the socket keeper holds copies under this ID ("": none)
+	// kp are the connection's own pipes while the keeper holds it, once
+	// connected: every chunk then goes through them (adopt.go).
+	kp [2]*splicePipe
 	report     bool     // the Pick asked for the dial's outcome
 	seed       []string // endpoints refused before this one
 	timer      *time.Timer
@@ -72,6 +75,12 @@ func (l *loop) pump(c *loopConn, d int) {
 		if f.eof {
 			c.ended(d)
 			return
+		}
+		if kp := c.kp[d]; kp != nil {
+			if !c.spliceIn(f, src, kp) {
+				return
+			}
+			continue
 		}
 		if f.bulk {
 			if p, err := getPipe(); err == nil {
@@ -223,8 +232,14 @@ func (c *loopConn) finish() {
 	}
 	for i := range c.dir {
 		if f := &c.dir[i]; f.pipe != nil {
-			f.pipe.close() // bytes may be left in it: never reuse
+			if !f.pipe.dedicated {
+				f.pipe.close() // bytes may be left in it: never reuse
+			}
 			f.pipe = nil
+		}
+		if c.kp[i] != nil {
+			c.kp[i].close()
+			c.kp[i] = nil
 		}
 	}
 	c.release()

@@ -20,23 +20,24 @@ import (
 
 // dialForLoopRecovering is dialForLoop on a worker: a panic costs this
 // connection only.
-func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP string) {
+func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP, kept string) {
 	settled := false
 	defer func() {
 		if r := recover(); r != nil && !settled {
 			p.event(p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
 			p.Conns.DialDone()
 			p.Limits.ReleaseConn(p.Stats)
-			resetFD(cfd)
+			p.resetKept(cfd, kept)
 		}
 	}()
-	p.dialForLoop(cfd, clientIP)
+	p.dialForLoop(cfd, clientIP, kept)
 	settled = true
 }
 
 // dialForLoop picks endpoints until one connects or is connecting, as
-// dial does for refusals; a connect in progress finishes on a loop.
-func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
+// dial does for refusals; a connect in progress finishes on a loop. The
+// keeper holds the client's socket under kept ("": not kept).
+func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
 	var exclude []string
 	var lastErr error
 	for {
@@ -51,24 +52,24 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
 			p.event(p.log().Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 			p.Conns.DialDone()
 			p.Limits.ReleaseConn(p.Stats)
-			resetFD(cfd)
+			p.resetKept(cfd, kept)
 			return
 		}
 		ap, perr := netip.ParseAddrPort(pick.Endpoint)
 		if perr != nil || ap.Addr().Zone() != "" {
 			// Not a plain address: Go's dialer knows what to do with it.
-			p.handBack(cfd, dialSeed{exclude: exclude, refused: len(exclude), lastErr: lastErr})
+			p.handBack(cfd, dialSeed{exclude: exclude, refused: len(exclude), lastErr: lastErr, kept: kept})
 			return
 		}
 		bfd, connected, err := p.connectRaw(ap)
 		if err == nil {
 			c := &loopConn{fd: [2]int32{int32(cfd), int32(bfd)}, p: p, clientIP: clientIP, endpoint: pick.Endpoint,
-				report: pick.Report, seed: exclude}
+				report: pick.Report, seed: exclude, keptID: kept}
 			if connected {
 				if pick.Report {
 					p.Picker.Dialed(pick.Endpoint, nil)
 				}
-				c.keptID = p.keepConn(cfd, bfd)
+				c.keptID, c.kp = p.keepConnected(kept, cfd, bfd)
 				c.established()
 			} else {
 				c.startConnecting()
@@ -80,7 +81,7 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP string) {
 			p.event(p.log().Warn()).Err(err).Str("client", clientIP).Msg("cannot open a socket to the endpoint, resetting connection")
 			p.Conns.DialDone()
 			p.Limits.ReleaseConn(p.Stats)
-			resetFD(cfd)
+			p.resetKept(cfd, kept)
 			return
 		}
 		p.Picker.Dialed(pick.Endpoint, err)
@@ -172,9 +173,8 @@ func (c *loopConn) register(then func()) {
 	c.mu.Unlock()
 	p := c.p
 	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
-	p.unkeep(c.keptID, int(c.fd[1]))
-	resetFD(int(c.fd[0]))
 	unix.Close(int(c.fd[1]))
+	p.resetKept(int(c.fd[0]), c.keptID)
 	if c.connecting.Load() {
 		p.Conns.DialDone()
 	}
@@ -216,7 +216,7 @@ func (c *loopConn) connectEvent(l *loop, ev unix.EpollEvent) {
 	}
 	c.timer.Stop()
 	c.connecting.Store(false)
-	c.keptID = c.p.keepConn(int(c.fd[0]), int(c.fd[1]))
+	c.keptID, c.kp = c.p.keepConnected(c.keptID, int(c.fd[0]), int(c.fd[1]))
 	c.mu.Unlock()
 	p := c.p
 	if c.report {
@@ -260,9 +260,10 @@ func (c *loopConn) handBackFailed(seed dialSeed) {
 	if c.dir[0].fin && clientGoneFD(int(c.fd[0])) {
 		p.Conns.DialDone()
 		p.Limits.ReleaseConn(p.Stats)
-		resetFD(int(c.fd[0]))
+		p.resetKept(int(c.fd[0]), c.keptID)
 		return
 	}
+	seed.kept = c.keptID
 	p.handBack(int(c.fd[0]), seed)
 }
 
@@ -276,46 +277,48 @@ func (p *TCPProxy) handBack(cfd int, seed dialSeed) {
 		p.event(p.log().Warn()).Err(err).Msg("cannot hand a connection to the goroutine data path, resetting it")
 		p.Conns.DialDone()
 		p.Limits.ReleaseConn(p.Stats)
+		if seed.kept != "" {
+			p.keeper.DropConn(seed.kept)
+		}
 		return
 	}
 	workers.Go(task{p: p, conn: nc.(*net.TCPConn), seed: seed})
 }
 
 // adoptOnLoop hands a kept connection to the loops, as one just
-// connected; false when the loops cannot take it.
+// connected (what its pipes hold is written first), or one just accepted;
+// false when the loops cannot take it.
 func (p *TCPProxy) adoptOnLoop(kc KeptConn) bool {
-	if theLoops() != nil {
+	if theLoops() != nil || kc.Endpoint != nil && len(kc.Pipes) != 4 {
 		return false
 	}
-	var fds [2]int32
-	for i, f := range []*os.File{kc.Client, kc.Endpoint} {
-		rc, err := f.SyscallConn()
-		if err != nil {
-			return false
-		}
-		fd := -1
-		rc.Control(func(d uintptr) { fd, _ = unix.FcntlInt(d, unix.F_DUPFD_CLOEXEC, 0) })
-		if fd < 0 {
-			if i == 1 {
-				unix.Close(int(fds[0]))
-			}
-			return false
-		}
-		fds[i] = int32(fd)
+	fds, ok := dupFiles(kc.files()) // the loops own their descriptors; the keeper's copies stay
+	if !ok {
+		p.Limits.ReleaseConn(p.Stats)
+		p.dropID(kc.ID)
+		return true
 	}
-	// The loops own their descriptors; the keeper's copies stay.
-	kc.Client.Close()
-	kc.Endpoint.Close()
-	c := &loopConn{fd: fds, p: p, keptID: kc.ID}
-	if sa, err := unix.Getpeername(int(fds[0])); err == nil {
-		c.clientIP = sockaddrIP(sa)
+	clientIP := ""
+	if sa, err := unix.Getpeername(fds[0]); err == nil {
+		clientIP = sockaddrIP(sa)
 	}
-	if sa, err := unix.Getpeername(int(fds[1])); err == nil {
+	p.Conns.DialStart()
+	if kc.Endpoint == nil {
+		// Accepted, never connected: dialed now, as if just accepted.
+		workers.Go(task{fn: func() { p.dialForLoopRecovering(fds[0], clientIP, kc.ID) }})
+		return true
+	}
+	c := &loopConn{fd: [2]int32{int32(fds[0]), int32(fds[1])}, p: p, keptID: kc.ID, clientIP: clientIP, kp: pipesOf(fds[2:])}
+	if sa, err := unix.Getpeername(fds[1]); err == nil {
 		if ap := sockaddrAddrPort(sa); ap.IsValid() {
 			c.endpoint = ap.String()
 		}
 	}
-	p.Conns.DialStart()
+	for d := range c.dir {
+		if n := c.kp[d].held(); n > 0 {
+			c.dir[d].pipe, c.dir[d].inPipe = c.kp[d], n
+		}
+	}
 	c.established()
 	return true
 }

@@ -46,6 +46,9 @@ type pair struct {
 	wg          sync.WaitGroup
 	toBackend   int64
 	clientFirst bool
+	// kp are the connection's own pipes, client to backend first, when
+	// the socket keeper holds it (adopt.go); else nil.
+	kp [2]*splicePipe
 }
 
 // Sweeping reports whether the reaper tracks connections at all.

@@ -20,10 +20,13 @@ type SocketKeeper interface {
 	// DropRest drops the kept sockets not taken by the first state.
 	DropRest()
 
-	// KeepConn gives the keeper copies of an established connection's
-	// sockets, served by the listening socket of network and address;
-	// it returns the ID they are kept under ("" when not kept).
-	KeepConn(network, address string, client, endpoint int) string
+	// KeepConn gives the keeper a copy of a connection's descriptors,
+	// served by the listening socket of network and address: the
+	// client's socket once accepted; under the same id once the endpoint
+	// is connected, the client's socket, the endpoint's and both ends of
+	// its two pipes (client to endpoint first). It returns the
+	// connection's ID (new when id is ""), "" when not kept.
+	KeepConn(network, address, id string, fds ...int) string
 	// DropConn makes the keeper close its copies of connection id.
 	DropConn(id string)
 	// TakeConns returns the connections kept with the listening socket
@@ -34,12 +37,24 @@ type SocketKeeper interface {
 	Detached() bool
 }
 
-// KeptConn is an established connection a killed predecessor left with
-// the socket keeper: the client's socket and the endpoint's, connected.
-// The keeper still holds copies of both, under ID.
+// KeptConn is a connection a killed predecessor left with the socket
+// keeper: the client's socket and, when its endpoint was connected, the
+// endpoint's and its pipes (read and write ends, client to endpoint
+// first), which may hold bytes read and not yet written. Without an
+// endpoint it is dialed anew: no byte of the client's was read before.
+// The keeper still holds copies, under ID.
 type KeptConn struct {
 	ID               string
 	Client, Endpoint *os.File
+	Pipes            []*os.File
+}
+
+// files are all of kc's descriptors.
+func (kc KeptConn) files() []*os.File {
+	if kc.Endpoint == nil {
+		return []*os.File{kc.Client}
+	}
+	return append([]*os.File{kc.Client, kc.Endpoint}, kc.Pipes...)
 }
 
 // SetKeeper makes s take its sockets from k where k holds them, and give

@@ -33,7 +33,11 @@ const smallCopySize = 16 << 10
 // costs its two sockets and no memory. When no fd is left for a pipe it
 // copies through the buffer, so connections already proxied keep working
 // under fd exhaustion.
-func spliceCopy(dst, src *net.TCPConn) (int64, error) {
+//
+// via, when set, is the connection's own pipe (the socket keeper holds
+// it too: adopt.go), and every chunk goes through it, so that no byte is
+// ever only in this process; bytes already in it are written first.
+func spliceCopy(dst, src *net.TCPConn, via *splicePipe) (int64, error) {
 	srcRC, err := src.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -42,7 +46,12 @@ func spliceCopy(dst, src *net.TCPConn) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c := copier{dst: dst, dstRC: dstRC}
+	c := copier{dst: dst, dstRC: dstRC, via: via}
+	if via != nil {
+		if err := c.flushVia(); err != nil {
+			return c.total, err
+		}
+	}
 	// One RawConn.Read for the whole copy: its callback moves chunks until
 	// src would block, and returns false to wait for src's readiness.
 	err = srcRC.Read(c.run)
@@ -62,6 +71,7 @@ type copier struct {
 	inq      inqReader             // reads small chunks
 	bulk     bool                  // the last chunk was large: splice the next
 	pipe     *splicePipe           // holds the chunk read (spliced)
+	via      *splicePipe           // the connection's own pipe, for every chunk (nil: none)
 	n        int64                 // the chunk's size
 	left     int64                 // what of it is still to be written
 	total    int64
@@ -93,6 +103,9 @@ func (c *copier) run(fd uintptr) bool {
 // into a pipe when the direction is bulk and a pipe can be had. wait:
 // src had nothing.
 func (c *copier) chunk(fd int) (wait, done bool) {
+	if c.via != nil {
+		return c.spliceChunk(fd, c.via)
+	}
 	if c.bulk {
 		p, err := getPipe()
 		if err == nil {
@@ -191,7 +204,9 @@ func (c *copier) spliceChunk(fd int, p *splicePipe) (wait, done bool) {
 	c.total += n - c.left
 	c.pipe = nil
 	if err != nil {
-		p.close() // bytes may be left in it: never reuse
+		if !p.dedicated {
+			p.close() // bytes may be left in it: never reuse
+		}
 		c.err = err
 		return false, true
 	}
@@ -249,7 +264,12 @@ func rawWrite(fd int, buf []byte) (int, error) {
 	return int(r), nil
 }
 
-type splicePipe struct{ r, w int }
+// splicePipe is a pipe: pooled, or dedicated to one kept connection
+// (never pooled, not counted against the bound: the connection owns it).
+type splicePipe struct {
+	r, w      int
+	dedicated bool
+}
 
 var pipes sync.Pool
 
@@ -274,13 +294,55 @@ func getPipe() (*splicePipe, error) {
 	return p, nil
 }
 
-func putPipe(p *splicePipe) { pipes.Put(p) }
+func putPipe(p *splicePipe) {
+	if !p.dedicated {
+		pipes.Put(p)
+	}
+}
 
 func (p *splicePipe) close() {
-	runtime.SetFinalizer(p, nil)
 	unix.Close(p.r)
 	unix.Close(p.w)
-	livePipes.Add(-1)
+	if !p.dedicated {
+		runtime.SetFinalizer(p, nil)
+		livePipes.Add(-1)
+	}
+}
+
+// newDedicatedPipe opens a pipe of a kept connection's own.
+func newDedicatedPipe() (*splicePipe, error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	return &splicePipe{r: fds[0], w: fds[1], dedicated: true}, nil
+}
+
+// held is how many bytes the pipe holds.
+func (p *splicePipe) held() int64 {
+	n, err := unix.IoctlGetInt(p.r, unix.TIOCINQ) // FIONREAD
+	if err != nil {
+		return 0
+	}
+	return int64(n)
+}
+
+// flushVia writes what the connection's own pipe holds (bytes a killed
+// predecessor had read and not yet written).
+func (c *copier) flushVia() error {
+	n := c.via.held()
+	if n == 0 {
+		return nil
+	}
+	c.pipe, c.left = c.via, n
+	c.write = c.writeFunc()
+	err := c.dstRC.Write(c.write)
+	if err == nil {
+		err = c.opErr
+	}
+	c.total += n - c.left
+	c.pipe = nil
+	return err
 }
 
 // splice64 is splice(2)'s count as an int64, whichever type x/sys gives

@@ -8,4 +8,7 @@ import (
 )
 
 // spliceCopy is io.Copy where the kernel has no splice.
-func spliceCopy(dst, src *net.TCPConn) (int64, error) { return io.Copy(dst, src) }
+func spliceCopy(dst, src *net.TCPConn, _ *splicePipe) (int64, error) { return io.Copy(dst, src) }
+
+// splicePipe exists on Linux only.
+type splicePipe struct{}

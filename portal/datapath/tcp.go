@@ -174,7 +174,7 @@ func (p *TCPProxy) Serve(ln *net.TCPListener, stop <-chan struct{}) error {
 		// that stopped this loop (Listeners.StopAccepting) then waits for
 		// every connection it accepted to have its endpoint.
 		p.Conns.DialStart()
-		workers.Go(task{p: p, conn: conn})
+		workers.Go(task{p: p, conn: conn, seed: dialSeed{kept: p.keepAccepted(conn)}})
 	}
 }
 
@@ -206,6 +206,7 @@ func (p *TCPProxy) accept(ln *net.TCPListener) (*net.TCPConn, error) {
 // its dial goes on from seed (endpoints an event loop tried already).
 func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 	dialing := true
+	ref := newKeptRef(seed.kept)
 	defer func() {
 		if dialing {
 			p.Conns.DialDone()
@@ -213,9 +214,10 @@ func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 		if r := recover(); r != nil {
 			p.event(p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
 			client.Close()
+			ref.drop(p)
 		}
 	}()
-	defer p.Conns.Track(client).Release()
+	defer p.Conns.Track(keptGuard{client, p, ref}).Release()
 	defer p.Limits.ReleaseConn(p.Stats) // acquired by Serve
 
 	clientIP := ""
@@ -229,23 +231,25 @@ func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 	if err != nil {
 		p.event(p.log().Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 		ct.failed(err)
-		reset(client)
+		ref.reset(p, client)
 		return
 	}
 	ct.established(backend)
-	defer p.Conns.Track(backend).Release()
+	defer p.Conns.Track(keptGuard{backend, p, ref}).Release()
 	if p.ProxyProtocol != 0 {
 		if err := p.sendProxyHeader(client, backend); err != nil {
 			p.event(p.log().Warn()).Err(err).Str("client", clientIP).Msg("PROXY header not sent, resetting connection")
-			reset(client)
+			ref.reset(p, client)
 			backend.Close()
 			return
 		}
 	}
+	ref.keep(p, client, backend)
 	pr := p.Reaper.Track(client, backend, p.lazyKeepAlive())
-	pr.proxy = p
+	pr.proxy, pr.kp = p, ref.kp
 	defer p.Reaper.Untrack(pr)
 	toBackend, toClient, clientFirst := splicePair(pr)
+	ref.drop(p)
 	p.Stats.copied(toBackend, toClient)
 	ct.closed(toBackend, toClient, clientFirst)
 }
@@ -366,6 +370,7 @@ type dialSeed struct {
 	refused int
 	rung    int
 	lastErr error
+	kept    string // the socket keeper holds the client's socket under this ID ("": not kept)
 }
 
 // splicePair copies both ways between a proxied connection's two sockets
@@ -377,7 +382,7 @@ type dialSeed struct {
 func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
 	p.wg.Add(1)
 	workers.Go(task{pair: p})
-	toClient = copyHalf(p.client, p.backend, func() bool { return p.halfClosed.Swap(true) })
+	toClient = copyHalf(p.client, p.backend, p.kp[1], func() bool { return p.halfClosed.Swap(true) })
 	p.wg.Wait()
 	p.client.Close()
 	p.backend.Close()
@@ -389,7 +394,7 @@ func splicePair(p *pair) (toBackend, toClient int64, clientFirst bool) {
 // more is allocated for them).
 func (p *pair) copyToBackend() {
 	defer p.wg.Done()
-	p.toBackend = copyHalf(p.backend, p.client, func() bool {
+	p.toBackend = copyHalf(p.backend, p.client, p.kp[0], func() bool {
 		p.clientFirst = !p.halfClosed.Swap(true)
 		return !p.clientFirst
 	})
@@ -401,8 +406,8 @@ func (p *pair) copyToBackend() {
 // reports whether the other direction had ended already: then both sockets
 // are about to be closed, which sends dst its FIN, and a shutdown first
 // would only cost a system call.
-func copyHalf(dst, src *net.TCPConn, ended func() (last bool)) int64 {
-	n, err := spliceCopy(dst, src)
+func copyHalf(dst, src *net.TCPConn, via *splicePipe, ended func() (last bool)) int64 {
+	n, err := spliceCopy(dst, src, via)
 	last := ended()
 	if err != nil {
 		// An error one way (reset) ends both ways.

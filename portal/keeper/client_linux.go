@@ -61,7 +61,7 @@ func Dial(path string, log zerolog.Logger) (*Client, error) {
 		return nil, fmt.Errorf("socket keeper %s: %w", path, err)
 	}
 	buf := make([]byte, maxMessage)
-	oob := make([]byte, syscall.CmsgSpace(4*4))
+	oob := make([]byte, syscall.CmsgSpace(connFiles*4))
 	for {
 		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
 		if err != nil {
@@ -73,10 +73,9 @@ func Dial(path string, log zerolog.Logger) (*Client, error) {
 		if verb == verbEnd {
 			return k, nil
 		}
-		if verb == verbKeptConn && len(fds) == 2 {
+		if verb == verbKeptConn && (len(fds) == 1 || len(fds) == connFiles) {
 			id, lkey, _ := strings.Cut(key, " ")
-			k.waitingConns[lkey] = append(k.waitingConns[lkey], Conn{ID: id,
-				Client: os.NewFile(uintptr(fds[0]), id), Endpoint: os.NewFile(uintptr(fds[1]), id)})
+			k.waitingConns[lkey] = append(k.waitingConns[lkey], connOf(id, fds))
 			continue
 		}
 		if verb != verbKept || len(fds) != 1 {
@@ -146,30 +145,40 @@ func (k *Client) Drop(network, address string) {
 	if k.detached.Load() || k.donor {
 		return
 	}
-	k.send(verbDrop+" "+Key(network, address), -1)
+	k.send(verbDrop + " " + Key(network, address))
 }
 
-// KeepConn gives the keeper a copy of an established connection's two
-// sockets, served by the listening socket of network and address; it
-// returns the connection's ID ("" when not kept).
-func (k *Client) KeepConn(network, address string, client, endpoint int) string {
-	if k.donor || k.detached.Load() {
+// KeepConn gives the keeper a copy of a connection's descriptors, served
+// by the listening socket of network and address: the client's socket as
+// soon as it is accepted, and once the endpoint is connected, under the
+// same id, the client's, the endpoint's and both ends of the two pipes
+// its bytes move through (client to endpoint first). It returns the
+// connection's ID (a new one when id is ""), or "" when not kept.
+func (k *Client) KeepConn(network, address, id string, fds ...int) string {
+	// Detached, no new connection is kept (none is accepted), but one
+	// dialed meanwhile is: the next process must not dial it again.
+	if k.donor || id == "" && k.detached.Load() {
 		return ""
 	}
-	id := k.nonce + "-" + strconv.FormatUint(k.seq.Add(1), 36)
-	if !k.send(verbConn+" "+id+" "+Key(network, address), client, endpoint) {
+	if id == "" {
+		id = k.nonce + "-" + strconv.FormatUint(k.seq.Add(1), 36)
+	}
+	if len(fds) != 1 && len(fds) != connFiles {
+		return ""
+	}
+	if !k.send(verbConn+" "+id+" "+Key(network, address), fds...) {
 		return ""
 	}
 	return id
 }
 
 // DropConn makes the keeper close its copies of connection id, which
-// this process has shut down and closed.
+// this process has shut down and closed (detached too: it ended).
 func (k *Client) DropConn(id string) {
-	if id == "" || k.detached.Load() || k.donor {
+	if id == "" || k.donor {
 		return
 	}
-	k.send(verbUnconn+" "+id, -1)
+	k.send(verbUnconn + " " + id)
 }
 
 // Detached reports whether Detach was called: the connections are left
@@ -203,6 +212,9 @@ func (k *Client) DropRest() {
 			// Their service port is gone: shut down as kproxy would
 			// (the keeper's copies hold the sockets open).
 			for _, f := range []*os.File{c.Client, c.Endpoint} {
+				if f == nil {
+					continue
+				}
 				if rc, err := f.SyscallConn(); err == nil {
 					rc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 				}
@@ -227,11 +239,11 @@ func (k *Client) Close() {
 	}
 }
 
-// send sends one message with the descriptors fds (-1: none),
+// send sends one message with the descriptors fds,
 // reconnecting once if the keeper went away; false if it could not.
 func (k *Client) send(msg string, fds ...int) bool {
 	var oob []byte
-	if len(fds) > 0 && fds[0] >= 0 {
+	if len(fds) > 0 {
 		oob = syscall.UnixRights(fds...)
 	}
 	k.mu.Lock()

@@ -14,10 +14,14 @@
 // "list", answered by a "kept KEY" message with each descriptor and "end".
 // A KEY is "network/address" (tcp/0.0.0.0:34327).
 //
-// It holds established TCP connections too: "conn ID KEY" with the
-// client's and the endpoint's sockets, once the endpoint is connected, and
-// "unconn ID" when kproxy has closed them (its own shutdown sent the FINs:
-// the keeper's close frees them). Listed as "keptconn ID KEY", they go to
+// It holds TCP connections too: "conn ID KEY" with the client's socket
+// as soon as kproxy accepted it; again, once the endpoint is connected,
+// with the client's socket, the endpoint's and the two pipes (both ends
+// of each) through which kproxy moves every byte of the connection; and
+// "unconn ID" when kproxy has closed them (its own shutdown sent the
+// FINs, or its reset set SO_LINGER: the keeper's close is the last).
+// Every byte is always in a socket or in a pipe the keeper holds, so a
+// connection taken over after a kill goes on exactly where it was. Listed as "keptconn ID KEY", they go to
 // the next kproxy with their listening socket, which moves their bytes on:
 // a killed kproxy breaks no connection either, only the bytes it had read
 // and not yet written (microseconds of a connection's life) are lost.
@@ -55,17 +59,42 @@ const maxMessage = 512
 // ErrUnsupported is returned where unix descriptor passing is not (not Linux).
 var ErrUnsupported = errors.New("socket keeper: only on Linux")
 
-// Conn is an established connection the keeper held: the client's and
-// the endpoint's sockets.
+// Conn is a connection the keeper held: the client's socket and, when
+// its endpoint was connected, the endpoint's (else nil) and the pipes
+// its bytes move through: read and write ends, client to endpoint first.
 type Conn struct {
 	ID               string
 	Client, Endpoint *os.File
+	Pipes            []*os.File
 }
+
+// connFiles is how many descriptors a connected connection has.
+const connFiles = 6
 
 // Close closes this process's copies.
 func (c Conn) Close() {
-	c.Client.Close()
-	c.Endpoint.Close()
+	for _, f := range c.files() {
+		f.Close()
+	}
+}
+
+func (c Conn) files() []*os.File {
+	if c.Endpoint == nil {
+		return []*os.File{c.Client}
+	}
+	return append([]*os.File{c.Client, c.Endpoint}, c.Pipes...)
+}
+
+// connOf makes a Conn of the descriptors received with it (1 or connFiles).
+func connOf(id string, fds []int) Conn {
+	c := Conn{ID: id, Client: os.NewFile(uintptr(fds[0]), id)}
+	if len(fds) == connFiles {
+		c.Endpoint = os.NewFile(uintptr(fds[1]), id)
+		for _, fd := range fds[2:] {
+			c.Pipes = append(c.Pipes, os.NewFile(uintptr(fd), id))
+		}
+	}
+	return c
 }
 
 // Key names a socket.

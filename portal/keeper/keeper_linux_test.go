@@ -194,9 +194,24 @@ func TestKeptConnectionOutlivesItsProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Keep("tcp", addr, fdOf(t, ln))
-	id := first.KeepConn("tcp", addr, connFD(t, fromClient), connFD(t, toBackend))
+	// Kept from its accept, then with the endpoint and its two pipes.
+	id := first.KeepConn("tcp", addr, "", connFD(t, fromClient))
 	if id == "" {
 		t.Fatal("KeepConn kept nothing")
+	}
+	var pipes [4]int
+	for i := 0; i < 4; i += 2 {
+		if err := syscall.Pipe2(pipes[i:i+2], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again := first.KeepConn("tcp", addr, id, connFD(t, fromClient), connFD(t, toBackend), pipes[0], pipes[1], pipes[2], pipes[3]); again != id {
+		t.Fatalf("kept again as %q, want %q", again, id)
+	}
+	// Bytes the process had read from the client into the pipe, not yet
+	// written to the endpoint.
+	if _, err := syscall.Write(pipes[1], []byte("in the pipe;")); err != nil {
+		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); s.KeptConns() != 1; {
 		if time.Now().After(deadline) {
@@ -207,6 +222,9 @@ func TestKeptConnectionOutlivesItsProcess(t *testing.T) {
 	// The process dies: every descriptor of its closes, none shut down.
 	fromClient.Close()
 	toBackend.Close()
+	for _, fd := range pipes {
+		syscall.Close(fd)
+	}
 	ln.Close()
 	first.Close()
 	if _, err := client.Write([]byte("sent while no proxy ran;")); err != nil {
@@ -219,8 +237,8 @@ func TestKeptConnectionOutlivesItsProcess(t *testing.T) {
 	}
 	defer next.Close()
 	cs := next.TakeConns("tcp", addr)
-	if len(cs) != 1 || cs[0].ID != id {
-		t.Fatalf("the keeper gave back %d connections (%v), want the one kept as %s", len(cs), cs, id)
+	if len(cs) != 1 || cs[0].ID != id || cs[0].Endpoint == nil || len(cs[0].Pipes) != 4 {
+		t.Fatalf("the keeper gave back %d connections (%v), want the one kept as %s with its endpoint and pipes", len(cs), cs, id)
 	}
 	if again := next.TakeConns("tcp", addr); len(again) != 0 {
 		t.Fatalf("TakeConns gave the connection twice")
@@ -237,6 +255,15 @@ func TestKeptConnectionOutlivesItsProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	client.CloseWrite()
+	// First what the pipe holds, then what queued in the socket.
+	held := make([]byte, 100)
+	n, err := cs[0].Pipes[0].Read(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Write(held[:n]); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := io.Copy(e, c); err != nil {
 		t.Fatalf("the next process moving the client's bytes: %v", err)
 	}
@@ -252,7 +279,7 @@ func TestKeptConnectionOutlivesItsProcess(t *testing.T) {
 	next.DropConn(id)
 	atBackend.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got, err := io.ReadAll(atBackend)
-	if err != nil || string(got) != "sent while no proxy ran; and after" {
+	if err != nil || string(got) != "in the pipe;sent while no proxy ran; and after" {
 		t.Fatalf("the endpoint read %q, %v; want every byte the client sent, then the end", got, err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); s.KeptConns() != 0; {

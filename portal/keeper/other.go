@@ -39,10 +39,10 @@ func (*Client) DropRest()                    {}
 func (*Client) Detach()                      {}
 func (*Client) Close()                       {}
 
-func (*Client) TakeConns(string, string) []Conn          { return nil }
-func (*Client) KeepConn(string, string, int, int) string { return "" }
-func (*Client) DropConn(string)                          {}
-func (*Client) Detached() bool                           { return false }
+func (*Client) TakeConns(string, string) []Conn                { return nil }
+func (*Client) KeepConn(string, string, string, ...int) string { return "" }
+func (*Client) DropConn(string)                                {}
+func (*Client) Detached() bool                                 { return false }
 
 // Waiting is none.
 func (*Client) Waiting() int { return 0 }

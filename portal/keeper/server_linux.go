@@ -34,19 +34,20 @@ type Server struct {
 	kept    map[string]*os.File
 	conns   map[string]keptConn // by connection ID
 	clients int
-	idle    *time.Timer
+	// changed is broadcast when clients changes (list waits on it).
+	changed  *sync.Cond
+	timedOut bool
+	idle     *time.Timer
 }
 
-// keptConn is an established connection held: its listening socket's
-// key and its two sockets.
+// listSettle bounds list's wait for the other connections to end (a
+// live process may hold one: a hand-over in the same pod, a test).
+const listSettle = 2 * time.Second
+
+// keptConn is a connection held, with its listening socket's key.
 type keptConn struct {
 	key string
-	f   [2]*os.File
-}
-
-func (c keptConn) close() {
-	c.f[0].Close()
-	c.f[1].Close()
+	Conn
 }
 
 // Listen opens the keeper's socket at path (replacing a previous
@@ -64,7 +65,9 @@ func Listen(path string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket keeper: %w", err)
 	}
-	return &Server{opts: o, ln: ln, kept: map[string]*os.File{}, conns: map[string]keptConn{}}, nil
+	s := &Server{opts: o, ln: ln, kept: map[string]*os.File{}, conns: map[string]keptConn{}}
+	s.changed = sync.NewCond(&s.mu)
+	return s, nil
 }
 
 // Serve serves kproxy's connections until ctx is done, then closes every
@@ -118,7 +121,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		c.Close()
 	}()
 	buf := make([]byte, maxMessage)
-	oob := make([]byte, syscall.CmsgSpace(4*4))
+	oob := make([]byte, syscall.CmsgSpace(connFiles*4))
 	for {
 		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 && oobn == 0 {
@@ -131,9 +134,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			s.keep(key, os.NewFile(uintptr(fds[0]), key))
 		case verb == verbDrop && len(fds) == 0:
 			s.drop(key)
-		case verb == verbConn && len(fds) == 2:
+		case verb == verbConn && (len(fds) == 1 || len(fds) == connFiles):
 			id, lkey, _ := strings.Cut(key, " ")
-			s.keepConn(id, keptConn{key: lkey, f: [2]*os.File{os.NewFile(uintptr(fds[0]), id), os.NewFile(uintptr(fds[1]), id)}})
+			s.keepConn(id, keptConn{key: lkey, Conn: connOf(id, fds)})
 		case verb == verbUnconn && len(fds) == 0:
 			s.dropConn(key)
 		case verb == verbList && len(fds) == 0:
@@ -176,7 +179,7 @@ func (s *Server) keepConn(id string, c keptConn) {
 	s.conns[id] = c
 	s.mu.Unlock()
 	if had {
-		old.close()
+		old.Close()
 	}
 }
 
@@ -186,22 +189,38 @@ func (s *Server) dropConn(id string) {
 	delete(s.conns, id)
 	s.mu.Unlock()
 	if ok {
-		c.close()
+		c.Close()
 	}
 }
 
-// list sends every socket kept, then the end.
+// list sends every socket kept, then the end. It first waits (up to
+// listSettle) for the other connections to end: a process that died may
+// have left messages in its connection (a connection connected), which
+// must be read before its successor is told what is kept.
 func (s *Server) list(c *net.UnixConn) error {
 	// Sent under the lock: a drop cannot close a descriptor being sent.
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.clients > 1 {
+		t := time.AfterFunc(listSettle, func() {
+			s.mu.Lock()
+			s.timedOut = true
+			s.changed.Broadcast()
+			s.mu.Unlock()
+		})
+		for s.clients > 1 && !s.timedOut {
+			s.changed.Wait()
+		}
+		t.Stop()
+		s.timedOut = false
+	}
 	for key, f := range s.kept {
 		if err := sendFile(c, verbKept+" "+key, f); err != nil {
 			return err
 		}
 	}
 	for id, kc := range s.conns {
-		if err := sendFiles(c, verbKeptConn+" "+id+" "+kc.key, kc.f[:]...); err != nil {
+		if err := sendFiles(c, verbKeptConn+" "+id+" "+kc.key, kc.files()...); err != nil {
 			return err
 		}
 	}
@@ -215,6 +234,7 @@ func (s *Server) connected(d int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clients += d
+	s.changed.Broadcast()
 	if s.idle != nil {
 		s.idle.Stop()
 		s.idle = nil
@@ -241,7 +261,7 @@ func (s *Server) closeAll(why string) {
 		f.Close()
 	}
 	for _, c := range conns {
-		c.close()
+		c.Close()
 	}
 	if len(kept)+len(conns) > 0 {
 		s.opts.Log.Info().Int("sockets", len(kept)).Int("connections", len(conns)).Str("why", why).Msg("socket keeper: sockets closed")
