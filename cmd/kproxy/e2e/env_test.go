@@ -31,6 +31,9 @@ type env struct {
 	adminAt   string   // the admin address of the next kproxy started ("": binarytest.AdminAddress)
 	path      string   // kproxy's $PATH when set
 	wrap      []string // a command kproxy runs under (setpriv ...) when set
+	// noFaults starts kproxy without fault injection, whose connections
+	// all take the goroutine data path: then they take the event loops.
+	noFaults bool
 
 	backendNames []string // what the backends answer: their addresses
 	mu           sync.Mutex

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,6 +33,9 @@ func (e *env) start(t *testing.T, extra ...string) *proc {
 		"--log-format", "json", "--enable-fault-injection", "--admin-address", e.adminAddr(), "--admin-token-file", e.tokenFile,
 		"--file-poll-interval", "100ms", "--proxy-ports-file", filepath.Join(e.dir, "proxy-ports.json"),
 		"--shutdown-grace-period", "2s"}, extra...)
+	if e.noFaults {
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "--enable-fault-injection" })
+	}
 	cmd := e.tp.Node.Command(context.Background(), e.bin, args...)
 	if len(e.wrap) > 0 {
 		cmd = e.tp.Node.Command(context.Background(), e.wrap[0], append(append(e.wrap[1:len(e.wrap):len(e.wrap)], e.bin), args...)...)
