@@ -3,6 +3,7 @@
 package datapath
 
 import (
+	"io"
 	"net"
 	"os"
 	"sync/atomic"
@@ -168,6 +169,15 @@ type keptGuard struct {
 	ref *keptRef
 }
 
+// guard is c as the connection tracker closes it: c itself without a
+// keeper.
+func (p *TCPProxy) guard(c *net.TCPConn, ref *keptRef) io.Closer {
+	if p.keeper == nil {
+		return c
+	}
+	return keptGuard{c, p, ref}
+}
+
 func (c keptGuard) Close() error {
 	if c.ref.left(c.p) {
 		return nil
@@ -302,8 +312,8 @@ func (p *TCPProxy) adoptOnGoroutines(kc KeptConn) {
 		client.Close()
 		return
 	}
-	defer p.Conns.Track(keptGuard{client, p, ref}).Release()
-	defer p.Conns.Track(keptGuard{backend, p, ref}).Release()
+	defer p.Conns.Track(p.guard(client, ref)).Release()
+	defer p.Conns.Track(p.guard(backend, ref)).Release()
 	pr := p.Reaper.Track(client, backend, p.lazyKeepAlive())
 	pr.proxy, pr.kp = p, ref.kp
 	defer p.Reaper.Untrack(pr)

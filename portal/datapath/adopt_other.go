@@ -27,9 +27,4 @@ func (*keptRef) keep(*TCPProxy, *net.TCPConn, *net.TCPConn) {}
 func (*keptRef) drop(*TCPProxy)                             {}
 func (*keptRef) reset(_ *TCPProxy, c *net.TCPConn)          { reset(c) }
 
-// keptGuard closes as the connection does (no keeper here).
-type keptGuard struct {
-	*net.TCPConn
-	p   *TCPProxy
-	ref *keptRef
-}
+func (p *TCPProxy) guard(c *net.TCPConn, _ *keptRef) *net.TCPConn { return c }

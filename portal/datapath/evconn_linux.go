@@ -28,13 +28,13 @@ type loopConn struct {
 	connecting atomic.Bool
 	clientIP   string
 	endpoint   string
-	keptID     string   // the socket keeper holds copies under this ID ("": none)
+	keptID     string // the socket keeper holds copies under this ID ("": none)
 	// kp are the connection's own pipes while the keeper holds it, once
 	// connected: every chunk then goes through them (adopt.go).
-	kp [2]*splicePipe
-	report     bool     // the Pick asked for the dial's outcome
-	seed       []string // endpoints refused before this one
-	timer      *time.Timer
+	kp     [2]*splicePipe
+	report bool     // the Pick asked for the dial's outcome
+	seed   []string // endpoints refused before this one
+	timer  *time.Timer
 
 	// mu orders the loop's finish with Close and the connect timeout
 	// from other goroutines: a descriptor is only shut down, or taken

@@ -217,7 +217,7 @@ func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 			ref.drop(p)
 		}
 	}()
-	defer p.Conns.Track(keptGuard{client, p, ref}).Release()
+	defer p.Conns.Track(p.guard(client, ref)).Release()
 	defer p.Limits.ReleaseConn(p.Stats) // acquired by Serve
 
 	clientIP := ""
@@ -235,7 +235,7 @@ func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 		return
 	}
 	ct.established(backend)
-	defer p.Conns.Track(keptGuard{backend, p, ref}).Release()
+	defer p.Conns.Track(p.guard(backend, ref)).Release()
 	if p.ProxyProtocol != 0 {
 		if err := p.sendProxyHeader(client, backend); err != nil {
 			p.event(p.log().Warn()).Err(err).Str("client", clientIP).Msg("PROXY header not sent, resetting connection")

@@ -395,8 +395,10 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 	old := start(0)
 	e.waitRules(t, []string{webCluster4}, nil)
 	load := e.startLoad(t, svcAddr(webCluster4, webTCP), 4, 4)
+	bulk := startBulkStream(t, e.tp.Client.DialContext, svcAddr(webCluster4, webTCP).String(), 45)
 	for i := 1; i <= 6; i++ {
 		load.waitProgress(t)
+		bulk.waitEchoed(t, 1<<20)
 		// SIGKILL, or SIGTERM with no successor beside it (the container
 		// alone restarted: a liveness probe, crictl stop): the process
 		// leaves its sockets to the keeper and exits at once.
@@ -411,9 +413,15 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 		old = next
 	}
 	load.waitProgress(t)
+	bulk.waitEchoed(t, 1<<20)
 	ok, failed, kaOK, kaFailed := load.stop(t)
-	t.Logf("3 kill -9 and 3 SIGTERM with a socket keeper: %d requests, %d failed; keep-alive: %d exchanges, %d failed", ok, failed, kaOK, kaFailed)
+	checked, bulkErr := bulk.stop()
+	t.Logf("3 kill -9 and 3 SIGTERM with a socket keeper: %d requests, %d failed; keep-alive: %d exchanges, %d failed; bulk: %d MiB echoed and checked",
+		ok, failed, kaOK, kaFailed, checked>>20)
 	if failed > 0 || kaFailed > 0 {
 		t.Errorf("%d of %d connection-per-request requests and %d keep-alive connections failed across kill -9 and restart, want 0", failed, ok+failed, kaFailed)
+	}
+	if bulkErr != "" {
+		t.Errorf("bulk stream across kill -9 and restart: %s; want every byte echoed in order", bulkErr)
 	}
 }
