@@ -221,6 +221,8 @@ func TestManifestsAgree(t *testing.T) {
 		bound      = map[string]bool{} // "ns/name" of ServiceAccount subjects
 		roles      = map[string]bool{}
 		roleRefs   = map[string]rbacv1.RoleRef{} // by where
+		nsRoles    = map[string]bool{}           // "ns/name" of Roles
+		nsRoleRefs = map[string]string{}         // by where: the "ns/name" of the Role a RoleBinding binds
 		configMaps = map[string]*corev1.ConfigMap{}
 		daemonSets []*appsv1.DaemonSet
 	)
@@ -246,6 +248,20 @@ func TestManifestsAgree(t *testing.T) {
 					bound[s.Namespace+"/"+s.Name] = true
 				}
 			}
+		case "Role":
+			nsRoles[d.obj.GetNamespace()+"/"+d.obj.GetName()] = true
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			typed(&b)
+			if b.RoleRef.Kind != "Role" {
+				t.Errorf("%s: binds %s %q, want a Role of its namespace", d.where, b.RoleRef.Kind, b.RoleRef.Name)
+			}
+			nsRoleRefs[d.where] = b.Namespace + "/" + b.RoleRef.Name
+			for _, s := range b.Subjects {
+				if s.Kind == rbacv1.ServiceAccountKind && !accounts[s.Namespace+"/"+s.Name] {
+					t.Errorf("%s: binds service account %s/%s, not one of deploy/ (or not before it)", d.where, s.Namespace, s.Name)
+				}
+			}
 		case "ConfigMap":
 			var cm corev1.ConfigMap
 			typed(&cm)
@@ -257,6 +273,11 @@ func TestManifestsAgree(t *testing.T) {
 		}
 	}
 
+	for where, ref := range nsRoleRefs {
+		if !nsRoles[ref] {
+			t.Errorf("%s: binds Role %s, not a Role of deploy/", where, ref)
+		}
+	}
 	for where, ref := range roleRefs {
 		if ref.Kind != "ClusterRole" || !roles[ref.Name] {
 			t.Errorf("%s: binds %s %q, not a ClusterRole of deploy/", where, ref.Kind, ref.Name)

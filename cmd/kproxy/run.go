@@ -64,6 +64,8 @@ type runOptions struct {
 	proxyPortsFile string
 	readyFile      string
 	socketKeeper   string
+	podName        string // this process's pod, to tell its deletion from a restart in place
+	podNamespace   string
 	tracing        tracingFlags
 
 	enableFaultInjection  bool
@@ -106,6 +108,8 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
 	fs.StringVar(&o.readyFile, "ready-file", "", "a file kept present while this process serves (every service port of the first state listening, its rules programmed, not draining), for a readiness probe that must ask this process: kproxy check-ready; empty turns it off")
 	fs.StringVar(&o.socketKeeper, "socket-keeper", "", "the unix socket of a kproxy keep-sockets beside this process: it holds the listening sockets while no kproxy runs (killed, restarting), and the next process takes them back; empty turns it off")
+	fs.StringVar(&o.podName, "pod-name", defaultPodName(), "this process's pod (default $POD_NAME): on SIGTERM with --socket-keeper and no successor, --source kube asks the API server whether the pod is being deleted (then the connections drain for --shutdown-grace-period) or only its container restarts (then they are left to the keeper for the next process); empty: always the latter")
+	fs.StringVar(&o.podNamespace, "pod-namespace", defaultPodNamespace(), "the namespace of --pod-name (default $POD_NAMESPACE, else kube-system)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "after SIGTERM, how long established connections may go on once the listeners are closed (new connections go to the next kproxy, whose sockets share the ports); a second signal ends it at once")
 	fs.StringVar(&o.proxyPortsFile, "proxy-ports-file", defaultProxyPortsFile, "where kproxy records its proxy ports, so the next process (an upgrade, a restart, after kill -9) takes the same ones and the kernel rules left in place stay right; empty turns it off")
 	o.tracing.register(fs)
@@ -400,12 +404,16 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	log.Info().Msg("shutting down")
 	grace := o.shutdownGrace
 	if sockets != nil && !succ.successorServing() {
-		// A restart in place: the keeper holds the listening sockets and
-		// queues what comes until the next process takes them; this one
-		// must exit for the kubelet to start it, so it drains only briefly.
-		sockets.Detach()
-		grace = min(grace, restartGrace)
-		log.Info().Dur("grace", grace).Msg("no successor serves: the socket keeper keeps the listening sockets for the next process")
+		if o.podEnding(log) {
+			log.Info().Dur("grace", grace).Msg("no successor serves and the pod is being deleted: draining the connections")
+		} else {
+			// A restart in place: the keeper holds the sockets and the
+			// connections, and queues what comes until the next process
+			// takes them; this one must exit for the kubelet to start it.
+			sockets.Detach()
+			grace = min(grace, restartGrace)
+			log.Info().Dur("grace", grace).Msg("no successor serves: the socket keeper keeps the listening sockets and the connections for the next process")
+		}
 	}
 	cfg.Ready.Drain()
 	// The health-check node ports stop accepting with the service ports
@@ -494,6 +502,23 @@ func (o runOptions) operatorEndpoints(ctx context.Context, cfg *actors.Config, s
 
 // defaultShutdownGrace fits in a pod's default 30 s termination grace.
 const defaultShutdownGrace = 20 * time.Second
+
+// podEnding reports whether this process's pod is being deleted (see
+// podending.go); false when it cannot tell.
+func (o runOptions) podEnding(log zerolog.Logger) bool {
+	if o.podName == "" || !o.sourceFlags.isKube() {
+		return false
+	}
+	client, err := o.sourceFlags.kubeClient()
+	if err == nil {
+		var ending bool
+		if ending, err = podEnding(context.Background(), client, o.podNamespace, o.podName); err == nil {
+			return ending
+		}
+	}
+	log.Warn().Err(err).Msg("cannot tell whether the pod is being deleted: taking SIGTERM for a restart in place")
+	return false
+}
 
 // restartGrace is the drain of a process stopping with no successor but a
 // socket keeper (its container restarted): the requests in its hands may
