@@ -695,6 +695,10 @@ rollout() {
 load_start() {
 	local ip
 	rm -rf "$S/rollout" && mkdir -p "$S/rollout"
+	# A previous check's objects, deleted without waiting, must be gone:
+	# its backend pods, terminating, still match the new Service.
+	kubectl_ delete pod/rollout-client deploy/rollout-backend svc/rollout --ignore-not-found --wait=true --timeout=120s >/dev/null
+	kubectl_ wait --for=delete pod -l app=rollout-backend --timeout=120s >/dev/null 2>&1 || true
 	kubectl_ apply -f - >/dev/null <<-EOF
 		apiVersion: apps/v1
 		kind: Deployment
