@@ -206,6 +206,21 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("stop actors: %w", ctx.Err())
 	}
+	// A UDP socket no longer read closes as soon as its flows have their
+	// answers, not at the end of the TCP drain: it is in its address's
+	// SO_REUSEPORT group, and a socket the next process opens there later
+	// (a service created meanwhile that gets the same proxy port) would
+	// share its datagrams with this unread one.
+	var udpClosed sync.WaitGroup
+	gctx, gcancel := context.WithTimeout(ctx, o.Grace)
+	defer gcancel()
+	for _, l := range udp {
+		udpClosed.Add(1)
+		go func() {
+			defer udpClosed.Done()
+			l.CloseWhenDrained(gctx)
+		}()
+	}
 	if o.Grace > 0 {
 		if n := p.Conns.Len(); n > 0 {
 			p.cfg.Log.Info().Int("open", n).Dur("grace", o.Grace).Msg("listeners closed; draining established connections and flows")
@@ -217,10 +232,8 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 			p.cfg.Log.Warn().Int("closed", left).Msg("grace period over: closing the connections and flows left")
 		}
 	}
-	for _, l := range udp {
-		l.Close()
-		l.CloseFlows()
-	}
+	gcancel()
+	udpClosed.Wait()
 	p.System.Root.StopFuture(p.supervisor).Wait()
 	p.cfg.Reaper.Stop()
 	p.Conns.CloseAll()

@@ -106,16 +106,29 @@ type keptRef struct {
 	kp   [2]*splicePipe
 }
 
-func newKeptRef(id string) *keptRef {
+// keptRef returns the place of a connection kept under id ("": not yet),
+// nil without a keeper (a nil *keptRef does nothing).
+func (p *TCPProxy) keptRef(id string) *keptRef {
+	if p.keeper == nil {
+		return nil
+	}
 	r := &keptRef{id: id}
 	r.kept.Store(id != "")
 	return r
 }
 
+// pipes are the connection's own pipes (none when not kept).
+func (r *keptRef) pipes() [2]*splicePipe {
+	if r == nil {
+		return [2]*splicePipe{}
+	}
+	return r.kp
+}
+
 // keep keeps the connection once its endpoint is connected; its copies
 // then go through r.kp.
 func (r *keptRef) keep(p *TCPProxy, client, backend *net.TCPConn) {
-	if p.keeper == nil {
+	if r == nil {
 		return
 	}
 	rc, err1 := client.SyscallConn()
@@ -138,7 +151,9 @@ func (r *keptRef) keep(p *TCPProxy, client, backend *net.TCPConn) {
 // reset resets client, kept or not.
 func (r *keptRef) reset(p *TCPProxy, client *net.TCPConn) {
 	reset(client) // SO_LINGER 0: the last close, ours or the keeper's, resets
-	r.drop(p)
+	if r != nil {
+		r.drop(p)
+	}
 }
 
 // drop makes the keeper close its copies once the sockets are closed
@@ -146,6 +161,9 @@ func (r *keptRef) reset(p *TCPProxy, client *net.TCPConn) {
 // sends), unless the connection is left to the next process; the pipes
 // close here either way (the keeper's copies keep what they hold).
 func (r *keptRef) drop(p *TCPProxy) {
+	if r == nil {
+		return
+	}
 	if r.kept.Load() && !p.leftToKeeper(r.id) {
 		p.keeper.DropConn(r.id)
 	}
@@ -158,7 +176,7 @@ func (r *keptRef) drop(p *TCPProxy) {
 }
 
 // left reports whether the connection is left to the next process.
-func (r *keptRef) left(p *TCPProxy) bool { return r.kept.Load() && p.leftToKeeper(r.id) }
+func (r *keptRef) left(p *TCPProxy) bool { return r != nil && r.kept.Load() && p.leftToKeeper(r.id) }
 
 // keptGuard is a kept connection's socket as a drain or the idle reaper
 // closes it: not at all while the connection is left to the next
@@ -299,7 +317,7 @@ func (p *TCPProxy) adoptOnGoroutines(kc KeptConn) {
 		return
 	}
 	defer p.Limits.ReleaseConn(p.Stats)
-	ref := newKeptRef(kc.ID)
+	ref := p.keptRef(kc.ID)
 	ref.kp = pipesOf(fds[2:])
 	defer func() {
 		if r := recover(); r != nil {

@@ -353,6 +353,20 @@ func (l *Listener) CloseFlows() {
 	}
 }
 
+// CloseWhenDrained closes a UDP socket and its flows once the flows have
+// ended (after StopReading: at most UDPDrainIdle idle each), or when ctx
+// ends; a TCP socket at once.
+func (l *Listener) CloseWhenDrained(ctx context.Context) {
+	if l.flows != nil {
+		select {
+		case <-l.flows.Drained():
+		case <-ctx.Done():
+		}
+	}
+	l.Close()
+	l.CloseFlows()
+}
+
 // Listeners keeps the sockets of every service port, by owner (the
 // service port's record, which outlives its actors) and address.
 type Listeners struct {

@@ -206,7 +206,7 @@ func (p *TCPProxy) accept(ln *net.TCPListener) (*net.TCPConn, error) {
 // its dial goes on from seed (endpoints an event loop tried already).
 func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 	dialing := true
-	ref := newKeptRef(seed.kept)
+	ref := p.keptRef(seed.kept)
 	defer func() {
 		if dialing {
 			p.Conns.DialDone()
@@ -246,7 +246,7 @@ func (p *TCPProxy) handle(client *net.TCPConn, seed dialSeed) {
 	}
 	ref.keep(p, client, backend)
 	pr := p.Reaper.Track(client, backend, p.lazyKeepAlive())
-	pr.proxy, pr.kp = p, ref.kp
+	pr.proxy, pr.kp = p, ref.pipes()
 	defer p.Reaper.Untrack(pr)
 	toBackend, toClient, clientFirst := splicePair(pr)
 	ref.drop(p)

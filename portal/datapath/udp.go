@@ -37,6 +37,31 @@ type UDPProxy struct {
 	// idle this long: their clients' next datagrams go to the next
 	// process, and they only wait for their endpoints' answers.
 	drainIdle atomic.Int64
+	// drained, made by Drain, is closed once no flow is left.
+	drained chan struct{}
+}
+
+// noteEmptied closes drained once the last flow is gone; p.mu is held.
+func (p *UDPProxy) noteEmptied() {
+	if p.drained != nil && len(p.flows) == 0 {
+		select {
+		case <-p.drained:
+		default:
+			close(p.drained)
+		}
+	}
+}
+
+// Drained is closed once Drain was called and every flow has ended: the
+// socket, no longer read, is of no more use here.
+func (p *UDPProxy) Drained() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drained == nil {
+		p.drained = make(chan struct{})
+		p.noteEmptied()
+	}
+	return p.drained
 }
 
 // UDPDrainIdle is how long a flow of a socket no longer read waits for its
@@ -49,6 +74,10 @@ func (p *UDPProxy) Drain() {
 	p.drainIdle.Store(int64(UDPDrainIdle))
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.drained == nil {
+		p.drained = make(chan struct{})
+	}
+	p.noteEmptied()
 	for _, f := range p.flows {
 		f.backend.SetReadDeadline(time.Unix(0, f.lastUsed.Load()).Add(UDPDrainIdle))
 	}
@@ -314,6 +343,7 @@ func (p *UDPProxy) evictUnassured(stats *Stats) bool {
 	if victim != nil {
 		delete(p.flows, victim.client)
 		victim.handedOver.Store(true)
+		p.noteEmptied()
 	}
 	p.mu.Unlock()
 	if victim == nil {
@@ -403,6 +433,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 		p.mu.Lock()
 		if p.flows[f.client] == f {
 			delete(p.flows, f.client)
+			p.noteEmptied()
 		}
 		p.mu.Unlock()
 		f.backend.Close()
@@ -471,6 +502,7 @@ func (p *UDPProxy) RetainEndpoints(keep func(endpoint string) bool) {
 			ended = append(ended, f)
 		}
 	}
+	p.noteEmptied()
 	p.mu.Unlock()
 	for _, f := range ended {
 		f.backend.Close()

@@ -256,3 +256,43 @@ func TestUDPFlowLimitEvictsUnassured(t *testing.T) {
 		t.Fatal("a new client was answered while every held flow is assured")
 	}
 }
+
+// A UDP socket no longer read (a hand-over's drain) is done once its
+// flows have ended, not at the end of the TCP drain: Drained says when,
+// so the socket leaves its SO_REUSEPORT group at once (a socket the next
+// process binds there later must not share datagrams with an unread one).
+func TestUDPDrainedOnceFlowsEnd(t *testing.T) {
+	echo := udpEcho(t)
+	picker := PickerFunc(func(string, []string, bool) (string, error) { return echo.LocalAddr().String(), nil })
+	var addr *net.UDPAddr
+	p := serveUDP(t, picker, nil, nil, func(a *net.UDPAddr) { addr = a })
+	c, err := net.DialUDP("udp", nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(numbered(0)); err != nil {
+		t.Fatal(err)
+	}
+	expectEchoes(t, c, 1) // the flow exists
+	p.Drain()
+	select {
+	case <-p.Drained():
+		t.Fatal("drained while a flow waits")
+	default:
+	}
+	p.CloseFlows() // the flow ends (as after UDPDrainIdle without answers)
+	select {
+	case <-p.Drained():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not drained after its last flow ended")
+	}
+
+	idle := &UDPProxy{}
+	idle.Drain()
+	select {
+	case <-idle.Drained():
+	default:
+		t.Fatal("a socket without flows is not drained at once")
+	}
+}
