@@ -1166,8 +1166,6 @@ report) report ;;
 compare) compare "$2" "$3" "${4:-}" "${5:-}" ;;
 all) all ;;
 rollout) rollout ;;
-load_start) load_start ;;
-load_stop) load_stop "rollout-$PROXY" ;;
 swap) swap ;;
 storm) storm ;;
 conformance) conformance ;;
