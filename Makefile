@@ -76,7 +76,7 @@ test: export KPROXY_KWOK = $(shell test/build-kwok.sh --path)
 # from deploy/ with make image's image. make e2e-smoke serves real pods
 # through it from a node, another host and a pod (about 30 s warm);
 # make e2e-conformance rolls kproxy's DaemonSet under load (restart, undo,
-# a ConfigMap change: nothing may be lost) and runs the [Conformance] specs
+# a ConfigMap change, a kill on each node: nothing may be lost) and runs the [Conformance] specs
 # of Kubernetes' network e2e tests against it (what CI runs); make e2e runs
 # the rollout check (kills included) and the whole suite against kproxy,
 # the suite under a crash storm, the rollout check, the suite and the swap

@@ -673,8 +673,7 @@ smoke() {
 # Fails when kproxy lost a request or a stream (kube-proxy's figures are
 # the reference, reported only).
 ROLLOUT_SETTLE=${ROLLOUT_SETTLE:-10}
-# ROLLOUT_KILLS=0 leaves the kills out (CI's short form: the rolling
-# events, where kproxy loses nothing).
+# ROLLOUT_KILLS=0 leaves the kills out.
 ROLLOUT_KILLS=${ROLLOUT_KILLS:-1}
 rollout() {
 	local i
@@ -1129,9 +1128,8 @@ all() {
 	return $rc
 }
 
-# conformance: what CI runs. The smoke check, the rollout check without
-# the kills, and the suite's [Conformance] specs against kproxy; fails if
-# any fails. The report in $OUT/e2e-conformance.*.
+# conformance: what CI runs. The smoke check, the rollout check, and the
+# suite's [Conformance] specs against kproxy; fails if any fails. The report in $OUT/e2e-conformance.*.
 conformance() {
 	local out=${OUT:-$root/bin} start
 	mkdir -p "$out"
@@ -1139,9 +1137,9 @@ conformance() {
 	PROXY=kproxy
 	up
 	smoke
-	# The rollout check's short form: rolled, undone and reconfigured under
-	# load, nothing lost.
-	ROLLOUT_KILLS=0 OUT=$out rollout
+	# The rollout check: rolled, undone, reconfigured and killed on each
+	# node under load, nothing lost.
+	OUT=$out rollout
 	start=$SECONDS
 	E2E_LABELS=Conformance e2e >"$out/e2e-conformance.log" 2>&1 || true
 	suite conformance
