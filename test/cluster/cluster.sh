@@ -730,6 +730,12 @@ load_start() {
 	kubectl_ rollout status deploy/rollout-backend --timeout 120s >/dev/null
 	rollout_wait "$PROXY"
 	ip=$(kubectl_ get svc rollout -o jsonpath='{.spec.clusterIP}')
+	# The node proxies serve the new Service before any client starts.
+	for _ in $(seq 1 120); do
+		ip netns exec "$(node_ns 1)" curl -s -m 1 -o /dev/null "http://$ip/" &&
+			curl -s -m 1 -o /dev/null "http://$(node_ip 2):30090/" && break
+		sleep 0.5
+	done
 	kubectl_ delete pod rollout-client --ignore-not-found >/dev/null
 	kubectl_ apply -f - >/dev/null <<-EOF
 		apiVersion: v1
@@ -786,14 +792,15 @@ load_stop() {
 # rules, programmed last, take the new connections), kube-proxy's
 # DaemonSet deleted and its rules removed on each node (kube-proxy
 # --cleanup); then kube-proxy installed again and synced (its rules now
-# last), kproxy's DaemonSet deleted and its rules removed (kproxy
-# cleanup). Report:
+# last), kproxy's DaemonSet deleted (its pods drain what they carry) and,
+# once its pods are gone, its rules removed (kproxy cleanup). Report:
 # $OUT/swap.{md,jsonl}.
 swap() {
 	load_start
 	rollout_event to-kproxy swap_to_kproxy
 	rollout_event to-kube-proxy swap_to_kube_proxy
 	PROXY=kube-proxy load_stop swap
+	kproxy_gone
 }
 
 swap_to_kproxy() {
@@ -817,7 +824,16 @@ swap_to_kube_proxy() {
 	kube_proxy_daemonset
 	rollout_wait kube-proxy
 	kube_proxy_synced
-	kubectl_ -n kube-system delete ds kproxy --wait=true >/dev/null
+	# Its pods drain the connections they carry for up to
+	# --shutdown-grace-period (their pod is being deleted: no process
+	# follows); kube-proxy's rules take every new one meanwhile.
+	kubectl_ -n kube-system delete ds kproxy --wait=false >/dev/null
+}
+
+# kproxy_gone: once kproxy's pods have drained and exited, its rules are
+# removed on each node (kproxy cleanup, as docs/operating.md says).
+kproxy_gone() {
+	local i
 	kubectl_ -n kube-system wait --for=delete pod -l k8s-app=kproxy --timeout 400s >/dev/null
 	for i in $(seq 1 "$NODES"); do
 		ip netns exec "$(node_ns "$i")" "$root/bin/image/kproxy" cleanup --portal nftables >/dev/null 2>&1
