@@ -60,13 +60,14 @@ type runOptions struct {
 	syncPeriod         time.Duration
 
 	// Hand-over to the next process.
-	shutdownGrace  time.Duration
-	proxyPortsFile string
-	readyFile      string
-	socketKeeper   string
-	podName        string // this process's pod, to tell its deletion from a restart in place
-	podNamespace   string
-	tracing        tracingFlags
+	shutdownGrace   time.Duration
+	proxyPortsFile  string
+	readyFile       string
+	socketKeeper    string
+	keepConnections bool
+	podName         string // this process's pod, to tell its deletion from a restart in place
+	podNamespace    string
+	tracing         tracingFlags
 
 	enableFaultInjection  bool
 	adminAddress          string
@@ -108,6 +109,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.DurationVar(&o.syncPeriod, "sync-period", defaultSyncPeriod, "kube-proxy's sync period: /healthz turns unhealthy when queued changes are not applied within twice this")
 	fs.StringVar(&o.readyFile, "ready-file", "", "a file kept present while this process serves (every service port of the first state listening, its rules programmed, not draining), for a readiness probe that must ask this process: kproxy check-ready; empty turns it off")
 	fs.StringVar(&o.socketKeeper, "socket-keeper", "", "the unix socket of a kproxy keep-sockets beside this process: it holds the listening sockets while no kproxy runs (killed, restarting), and the next process takes them back; empty turns it off")
+	fs.BoolVar(&o.keepConnections, "socket-keeper-connections", true, "with --socket-keeper, the keeper holds every TCP connection too (its sockets and the pipes its bytes cross), so a killed kproxy breaks none; false: only the listening sockets (a connection then costs no message to the keeper)")
 	fs.StringVar(&o.podName, "pod-name", defaultPodName(), "this process's pod (default $POD_NAME): on SIGTERM with --socket-keeper and no successor, --source kube asks the API server whether the pod is being deleted (then the connections drain for --shutdown-grace-period) or only its container restarts (then they are left to the keeper for the next process); empty: always the latter")
 	fs.StringVar(&o.podNamespace, "pod-namespace", defaultPodNamespace(), "the namespace of --pod-name (default $POD_NAMESPACE, else kube-system)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "after SIGTERM, how long established connections may go on once the listeners are closed (new connections go to the next kproxy, whose sockets share the ports); a second signal ends it at once")

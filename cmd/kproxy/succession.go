@@ -49,7 +49,7 @@ func (o runOptions) socketSources(ctx context.Context, cfg *actors.Config, log z
 		succ = newSuccession(o.proxyPortsFile, log)
 	}
 	if donor := succ.predecessor(); sockets != nil || donor != nil {
-		cfg.Keeper = inherited{keeper: sockets, donor: donor}
+		cfg.Keeper = inherited{keeper: sockets, donor: donor, noConns: !o.keepConnections}
 	}
 	return sockets, succ
 }
@@ -127,6 +127,7 @@ func (s *succession) successorServing() bool {
 // every socket this process holds. It is the Listeners' SocketKeeper.
 type inherited struct {
 	keeper, donor *keeper.Client // either may be nil
+	noConns       bool           // the keeper holds listening sockets only (--socket-keeper-connections=false)
 }
 
 func (i inherited) Take(network, address string) *os.File {
@@ -196,3 +197,5 @@ func (i inherited) TakeConns(network, address string) []datapath.KeptConn {
 }
 
 func (i inherited) Detached() bool { return i.keeper != nil && i.keeper.Detached() }
+
+func (i inherited) KeepsConns() bool { return i.keeper != nil && !i.noConns }

@@ -27,7 +27,7 @@ import (
 // returns the ID they are kept under, "" when there is no keeper or it
 // did not take them.
 func (p *TCPProxy) keepConn(id string, fds ...int) string {
-	if p.keeper == nil {
+	if !p.keepsConns {
 		return ""
 	}
 	return p.keeper.KeepConn("tcp", p.Listen, id, fds...)
@@ -38,7 +38,8 @@ func (p *TCPProxy) keepConn(id string, fds ...int) string {
 // when it is not kept (then the client's entry, id, is dropped).
 func (p *TCPProxy) keepConnected(id string, client, endpoint int) (string, [2]*splicePipe) {
 	var kp [2]*splicePipe
-	if p.keeper == nil {
+	if !p.keepsConns {
+		p.dropID(id) // an adopted client's, when this process keeps none
 		return "", kp
 	}
 	for i := range kp {
@@ -109,7 +110,7 @@ type keptRef struct {
 // keptRef returns the place of a connection kept under id ("": not yet),
 // nil without a keeper (a nil *keptRef does nothing).
 func (p *TCPProxy) keptRef(id string) *keptRef {
-	if p.keeper == nil {
+	if p.keeper == nil || !p.keepsConns && id == "" {
 		return nil
 	}
 	r := &keptRef{id: id}
@@ -206,7 +207,7 @@ func (c keptGuard) Close() error {
 // keepAccepted gives the keeper the client's socket of a connection just
 // accepted on the goroutine path; the ID rides in its dial seed.
 func (p *TCPProxy) keepAccepted(conn *net.TCPConn) string {
-	if p.keeper == nil {
+	if !p.keepsConns {
 		return ""
 	}
 	rc, err := conn.SyscallConn()
@@ -288,7 +289,14 @@ func pipesOf(fds []int) [2]*splicePipe {
 	if len(fds) != 4 {
 		return [2]*splicePipe{}
 	}
-	return [2]*splicePipe{{r: fds[0], w: fds[1], dedicated: true}, {r: fds[2], w: fds[3], dedicated: true}}
+	kp := [2]*splicePipe{{r: fds[0], w: fds[1], dedicated: true}, {r: fds[2], w: fds[3], dedicated: true}}
+	for _, p := range kp {
+		p.size = dedicatedPipeSize
+		if n, err := unix.FcntlInt(uintptr(p.w), unix.F_GETPIPE_SZ, 0); err == nil {
+			p.size = int64(n)
+		}
+	}
+	return kp
 }
 
 // adoptOnGoroutines serves a kept connection the goroutine way.

@@ -80,6 +80,13 @@ func (l *loop) pump(c *loopConn, d int) {
 			if !c.spliceIn(f, src, kp) {
 				return
 			}
+			if f.inPipe < kp.size && !f.fin {
+				// Short: the socket is drained (more data, or the FIN,
+				// raises a new edge), as a short read below.
+				c.flush(f, dst)
+				return
+			}
+			kp.grow(f.inPipe)
 			continue
 		}
 		if f.bulk {

@@ -35,6 +35,9 @@ type SocketKeeper interface {
 	// Detached reports that the process stops leaving its sockets and
 	// connections to the keeper for the next one.
 	Detached() bool
+	// KeepsConns reports whether connections are kept (KeepConn), not
+	// only listening sockets.
+	KeepsConns() bool
 }
 
 // KeptConn is a connection a killed predecessor left with the socket

@@ -167,6 +167,7 @@ func (l *Listener) Serve(o ListenerOptions) {
 			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent, EventLoops: o.EventLoops}
 		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
 		tcp.keeper = l.keeper
+		tcp.keepsConns = l.keeper != nil && l.keeper.KeepsConns()
 		if l.adopt != nil {
 			tcp.adopt(l.adopt)
 			l.adopt = nil

@@ -104,7 +104,9 @@ func (c *copier) run(fd uintptr) bool {
 // src had nothing.
 func (c *copier) chunk(fd int) (wait, done bool) {
 	if c.via != nil {
-		return c.spliceChunk(fd, c.via)
+		wait, done = c.spliceChunk(fd, c.via)
+		c.via.grow(c.n)
+		return wait, done
 	}
 	if c.bulk {
 		p, err := getPipe()
@@ -269,7 +271,14 @@ func rawWrite(fd int, buf []byte) (int, error) {
 type splicePipe struct {
 	r, w      int
 	dedicated bool
+	size      int64 // a dedicated pipe's capacity
 }
+
+// dedicatedPipeSize is a dedicated pipe's capacity at first: the kernel's
+// default, 16 pages. One that a chunk fills grows to maxSpliceSize (grow):
+// most connections never move a bulk chunk, and a pipe's ring costs
+// kernel memory by its size.
+const dedicatedPipeSize = 64 << 10
 
 var pipes sync.Pool
 
@@ -315,7 +324,20 @@ func newDedicatedPipe() (*splicePipe, error) {
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return nil, err
 	}
-	return &splicePipe{r: fds[0], w: fds[1], dedicated: true}, nil
+	return &splicePipe{r: fds[0], w: fds[1], dedicated: true, size: dedicatedPipeSize}, nil
+}
+
+// grow makes a dedicated pipe that a chunk of n bytes filled as large as
+// a pooled one, once (a pipe that cannot grow stays as it is).
+func (p *splicePipe) grow(n int64) {
+	if !p.dedicated || n < p.size || p.size >= maxSpliceSize {
+		return
+	}
+	if got, err := unix.FcntlInt(uintptr(p.w), unix.F_SETPIPE_SZ, maxSpliceSize); err == nil {
+		p.size = int64(got)
+	} else {
+		p.size = maxSpliceSize // do not try again
+	}
 }
 
 // held is how many bytes the pipe holds.

@@ -67,9 +67,10 @@ type TCPProxy struct {
 	// the event loops (Linux; usesLoops says which).
 	EventLoops bool
 
-	// keeper, when set, keeps a copy of every established connection
-	// served on the loops (adopt.go).
-	keeper SocketKeeper
+	// keeper, when set, holds the listening socket; keepsConns: every
+	// connection too (adopt.go).
+	keeper     SocketKeeper
+	keepsConns bool
 
 	acceptor     atomic.Pointer[loopAcceptor] // while served by the loops
 	keepAliveSet bool                         // the listener's keepalive is on: Serve runs again after parking
@@ -410,12 +411,18 @@ func copyHalf(dst, src *net.TCPConn, via *splicePipe, ended func() (last bool)) 
 	n, err := spliceCopy(dst, src, via)
 	last := ended()
 	if err != nil {
-		// An error one way (reset) ends both ways.
+		// An error one way (reset) ends both ways. A kept connection's
+		// sockets are shut down first: the socket keeper's copies hold
+		// them open past these closes.
+		if via != nil {
+			dst.CloseWrite()
+			src.CloseWrite()
+		}
 		dst.Close()
 		src.Close()
 		return n
 	}
-	if !last {
+	if !last || via != nil {
 		dst.CloseWrite()
 	}
 	return n

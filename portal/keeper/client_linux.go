@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -38,6 +39,12 @@ type Client struct {
 	// restarted has the same PID).
 	nonce string
 	seq   atomic.Uint64
+
+	// unconns are connection IDs to drop, sent together (unconnDelay).
+	unconnMu    sync.Mutex
+	unconns     []string
+	unconnBytes int
+	unconnTimer *time.Timer
 
 	mu           sync.Mutex
 	c            *net.UnixConn
@@ -173,13 +180,52 @@ func (k *Client) KeepConn(network, address, id string, fds ...int) string {
 }
 
 // DropConn makes the keeper close its copies of connection id, which
-// this process has shut down and closed (detached too: it ended).
+// this process has shut down and closed (detached too: it ended). The IDs
+// go together, within unconnDelay: the peers had their FINs from the
+// shutdown, and the keeper's copies only hold descriptors until then.
 func (k *Client) DropConn(id string) {
 	if id == "" || k.donor {
 		return
 	}
-	k.send(verbUnconn + " " + id)
+	k.unconnMu.Lock()
+	k.unconns = append(k.unconns, id)
+	k.unconnBytes += len(id) + 1
+	full := len(verbUnconn)+k.unconnBytes > maxMessage-64
+	if !full && k.unconnTimer == nil {
+		k.unconnTimer = time.AfterFunc(unconnDelay, k.flushUnconns)
+	}
+	k.unconnMu.Unlock()
+	if full {
+		k.flushUnconns()
+	}
 }
+
+// unconnDelay bounds how long a dropped connection's IDs wait to go.
+const unconnDelay = 5 * time.Millisecond
+
+// flushUnconns sends the IDs waiting, in messages of at most maxMessage.
+func (k *Client) flushUnconns() {
+	k.unconnMu.Lock()
+	ids := k.unconns
+	k.unconns, k.unconnBytes = nil, 0
+	if k.unconnTimer != nil {
+		k.unconnTimer.Stop()
+		k.unconnTimer = nil
+	}
+	k.unconnMu.Unlock()
+	for len(ids) > 0 {
+		msg := verbUnconn
+		i := 0
+		for ; i < len(ids) && len(msg)+1+len(ids[i]) <= maxMessage; i++ {
+			msg += " " + ids[i]
+		}
+		k.send(msg)
+		ids = ids[i:]
+	}
+}
+
+// KeepsConns is true: a keeper holds connections too.
+func (k *Client) KeepsConns() bool { return true }
 
 // Detached reports whether Detach was called: the connections are left
 // to the keeper, not shut down.
@@ -231,6 +277,7 @@ func (k *Client) DropRest() {
 
 // Close closes the connection; the keeper keeps what it holds.
 func (k *Client) Close() {
+	k.flushUnconns()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.c != nil {

@@ -42,6 +42,7 @@ func (*Client) Close()                       {}
 func (*Client) TakeConns(string, string) []Conn                { return nil }
 func (*Client) KeepConn(string, string, string, ...int) string { return "" }
 func (*Client) DropConn(string)                                {}
+func (*Client) KeepsConns() bool                               { return false }
 func (*Client) Detached() bool                                 { return false }
 
 // Waiting is none.

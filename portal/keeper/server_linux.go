@@ -44,10 +44,20 @@ type Server struct {
 // live process may hold one: a hand-over in the same pod, a test).
 const listSettle = 2 * time.Second
 
-// keptConn is a connection held, with its listening socket's key.
+// keptConn is a connection held: its listening socket's key and its
+// descriptors, raw (an os.File of a non-blocking socket would register it
+// in Go's poller and out again: two epoll_ctl per descriptor, six
+// descriptors per connection, for descriptors the keeper never reads).
 type keptConn struct {
 	key string
-	Conn
+	fds []int
+}
+
+// Close closes the keeper's copies.
+func (c keptConn) Close() {
+	for _, fd := range c.fds {
+		syscall.Close(fd)
+	}
 }
 
 // Listen opens the keeper's socket at path (replacing a previous
@@ -136,9 +146,11 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			s.drop(key)
 		case verb == verbConn && (len(fds) == 1 || len(fds) == connFiles):
 			id, lkey, _ := strings.Cut(key, " ")
-			s.keepConn(id, keptConn{key: lkey, Conn: connOf(id, fds)})
+			s.keepConn(id, keptConn{key: lkey, fds: fds})
 		case verb == verbUnconn && len(fds) == 0:
-			s.dropConn(key)
+			for _, id := range strings.Fields(key) {
+				s.dropConn(id)
+			}
 		case verb == verbList && len(fds) == 0:
 			if err := s.list(c); err != nil {
 				s.opts.Log.Warn().Err(err).Msg("socket keeper: cannot list the sockets kept")
@@ -220,7 +232,7 @@ func (s *Server) list(c *net.UnixConn) error {
 		}
 	}
 	for id, kc := range s.conns {
-		if err := sendFiles(c, verbKeptConn+" "+id+" "+kc.key, kc.files()...); err != nil {
+		if _, _, err := c.WriteMsgUnix([]byte(verbKeptConn+" "+id+" "+kc.key), syscall.UnixRights(kc.fds...), nil); err != nil {
 			return err
 		}
 	}
@@ -284,37 +296,19 @@ func rights(oob []byte) []int {
 	return fds
 }
 
-// sendFile sends f's descriptor with msg.
-func sendFile(c *net.UnixConn, msg string, f *os.File) error { return sendFiles(c, msg, f) }
-
-// sendFiles sends the files' descriptors with msg. Not through f.Fd(),
-// which would turn the socket (its open file description, shared with
-// kproxy's descriptors) blocking under kproxy's event loops.
-func sendFiles(c *net.UnixConn, msg string, files ...*os.File) error {
-	fds := make([]int, 0, len(files))
-	var rcs []syscall.RawConn
-	for _, f := range files {
-		rc, err := f.SyscallConn()
-		if err != nil {
-			return err
-		}
-		rcs = append(rcs, rc)
+// sendFile sends f's descriptor with msg. Not through f.Fd(), which would
+// turn the socket (its open file description, shared with kproxy's
+// descriptors) blocking under kproxy's event loops.
+func sendFile(c *net.UnixConn, msg string, f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
 	}
-	// Each descriptor stays valid inside its Control: nest them.
-	var send func(i int) error
-	send = func(i int) error {
-		if i == len(rcs) {
-			_, _, err := c.WriteMsgUnix([]byte(msg), syscall.UnixRights(fds...), nil)
-			return err
-		}
-		var werr error
-		if err := rcs[i].Control(func(fd uintptr) {
-			fds = append(fds, int(fd))
-			werr = send(i + 1)
-		}); err != nil {
-			return err
-		}
-		return werr
+	var werr error
+	if err := rc.Control(func(fd uintptr) {
+		_, _, werr = c.WriteMsgUnix([]byte(msg), syscall.UnixRights(int(fd)), nil)
+	}); err != nil {
+		return err
 	}
-	return send(0)
+	return werr
 }
