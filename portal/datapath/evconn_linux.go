@@ -80,12 +80,9 @@ func (l *loop) pump(c *loopConn, d int) {
 			if !c.spliceIn(f, src, kp) {
 				return
 			}
-			if f.inPipe < kp.size && !f.fin {
-				// Short: the socket is drained (more data, or the FIN,
-				// raises a new edge), as a short read below.
-				c.flush(f, dst)
-				return
-			}
+			// A short splice does not say the socket is drained (it
+			// stops at the pipe's 16 slots, one per segment): splice
+			// again until it says EAGAIN.
 			kp.grow(f.inPipe)
 			continue
 		}
