@@ -277,7 +277,7 @@ func (p *TCPProxy) acceptedFD(cfd int, sa unix.Sockaddr) {
 	}
 	p.Conns.DialStart()
 	clientIP := sockaddrIP(sa)
-	kept := p.keepConn("", cfd, -1)
+	kept := p.keepConn("", cfd)
 	if q, ok := p.Picker.(PickerNow); ok && !q.CanPickNow() {
 		// The Picker must ask (an actor, which may be restarting): not
 		// on the accepting goroutine, which a Pause waits for.
