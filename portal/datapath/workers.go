@@ -41,7 +41,7 @@ type task struct {
 	conn *net.TCPConn
 	pair *pair
 	seed dialSeed // where conn's dial starts
-	fn   func()   // any other work (tests)
+	fn   func()   // any other work: a dial that must not run on the accepting goroutine, tests
 }
 
 func (t task) run() {

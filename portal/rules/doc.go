@@ -16,7 +16,7 @@
 //
 // The modes are its subpackages nftables, iptables and netsh, one per
 // kernel mode as in kube-proxy's pkg/proxy; conntrack clears the UDP flows
-// their changes make stale, and rulestest is what the modes' tests share.
+// their changes make stale. What the modes' tests share is test/rulestest.
 // None of them imports the data path (package datapath): what both sides
 // must agree on is portal/steer.
 package rules

@@ -19,7 +19,4 @@
 //   - scope.go: which endpoints a service port's second (external) proxy
 //     port serves, which the rules' short circuit and the Balancer's
 //     endpoints must agree on.
-//
-// Package portal re-exports every name here, so its callers need not know
-// about this package.
 package steer
