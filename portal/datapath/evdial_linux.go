@@ -25,9 +25,7 @@ func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP, kept string) {
 	defer func() {
 		if r := recover(); r != nil && !settled {
 			p.event(p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
-			p.Conns.DialDone()
-			p.Limits.ReleaseConn(p.Stats)
-			p.resetKept(cfd, kept)
+			p.refuse(cfd, kept)
 		}
 	}()
 	p.dialForLoop(cfd, clientIP, kept)
@@ -50,9 +48,7 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
 				err = fmt.Errorf("%w (last dial error: %v)", err, lastErr)
 			}
 			p.event(p.log().Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
-			p.Conns.DialDone()
-			p.Limits.ReleaseConn(p.Stats)
-			p.resetKept(cfd, kept)
+			p.refuse(cfd, kept)
 			return
 		}
 		ap, perr := netip.ParseAddrPort(pick.Endpoint)
@@ -79,9 +75,7 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
 		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ENOMEM) {
 			// The node's trouble, not the endpoint's.
 			p.event(p.log().Warn()).Err(err).Str("client", clientIP).Msg("cannot open a socket to the endpoint, resetting connection")
-			p.Conns.DialDone()
-			p.Limits.ReleaseConn(p.Stats)
-			p.resetKept(cfd, kept)
+			p.refuse(cfd, kept)
 			return
 		}
 		p.Picker.Dialed(pick.Endpoint, err)
@@ -258,9 +252,7 @@ func (c *loopConn) handBackFailed(seed dialSeed) {
 	p.event(p.log().Debug()).Err(seed.lastErr).Str("endpoint", c.endpoint).Msg("dial endpoint failed, trying next")
 	c.tracked.Release()
 	if c.dir[0].fin && clientGoneFD(int(c.fd[0])) {
-		p.Conns.DialDone()
-		p.Limits.ReleaseConn(p.Stats)
-		p.resetKept(int(c.fd[0]), c.keptID)
+		p.refuse(int(c.fd[0]), c.keptID)
 		return
 	}
 	seed.kept = c.keptID
@@ -321,6 +313,14 @@ func (p *TCPProxy) adoptOnLoop(kc KeptConn) bool {
 	}
 	c.established()
 	return true
+}
+
+// refuse resets an accepted client that gets no endpoint, and gives back
+// what its accept took (its dial, its connection's place).
+func (p *TCPProxy) refuse(cfd int, kept string) {
+	p.Conns.DialDone()
+	p.Limits.ReleaseConn(p.Stats)
+	p.resetKept(cfd, kept)
 }
 
 // sockaddrAddrPort is a socket address as an address and port.
