@@ -148,13 +148,14 @@ func (c *Core) Stop() {
 	c.rs.stop()
 }
 
-// subscription is one backend's: its node's tracker and the protocol state.
+// subscription is one backend's protocol state; what its node's view
+// holds is the core's NodesTracker's, under the subscription's key.
 type subscription struct {
+	key     string // the subscriber's PID
 	pid     *actor.PID
 	node    string
 	client  string
 	session string
-	tracker *watcher.Tracker
 	// seq is the last message sent, acked the last the backend applied.
 	seq, acked uint64
 	lastAck    time.Time
@@ -162,8 +163,6 @@ type subscription struct {
 	// Snapshot once it acknowledges everything sent.
 	behind  bool
 	resyncs int64
-	// waiting: changes that need no pacing wait for an acknowledgement.
-	waiting bool
 	// For the core's page: what was sent, since when it is subscribed, and
 	// since when a message waits for its acknowledgement (zero: none).
 	deltas, snapshots int64
@@ -179,9 +178,12 @@ func (s *subscription) sent(now time.Time) {
 	}
 }
 
-func (s *subscription) stats() *messages.SubscriptionStats {
+// inFlight is how many messages s has not acknowledged.
+func (s *subscription) inFlight() uint64 { return s.seq - s.acked }
+
+func (s *subscription) stats(ports int) *messages.SubscriptionStats {
 	return &messages.SubscriptionStats{NodeName: s.node, Subscriber: s.pid.GetAddress() + "/" + s.pid.GetId(), Session: s.session, Client: s.client,
-		Seq: s.seq, Acked: s.acked, ServicePorts: int32(len(s.tracker.State())), Resyncs: s.resyncs,
+		Seq: s.seq, Acked: s.acked, ServicePorts: int32(ports), Resyncs: s.resyncs,
 		Deltas: s.deltas, Snapshots: s.snapshots, Behind: s.behind,
 		SubscribedUnixNano: s.subscribed.UnixNano(), LastAckUnixNano: s.lastAck.UnixNano(), UnackedSinceUnixNano: unixNano(s.unackedSince)}
 }
@@ -194,7 +196,10 @@ func unixNano(t time.Time) int64 {
 }
 
 type coreActor struct {
-	cfg      *CoreConfig
+	cfg *CoreConfig
+	// nodes holds every subscription's view, each change built once per
+	// class of nodes that see it alike.
+	nodes    *watcher.NodesTracker
 	id       string
 	synced   bool
 	pace     *watcher.BoundedFrequency
@@ -209,7 +214,7 @@ type coreActor struct {
 func newCoreActor(cfg *CoreConfig) *coreActor {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{},
+	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}, nodes: watcher.NewNodesTracker(cfg.Views),
 		pace: watcher.NewBoundedFrequency(cfg.MinSyncPeriod, watcher.DefaultSyncBurst)}
 }
 
@@ -226,14 +231,13 @@ func (c *coreActor) Receive(ctx actor.Context) {
 	case *messages.Subscribe:
 		c.subscribe(ctx, m)
 	case *watcher.Event:
-		// Applied once to the source's objects, then marked in the views
-		// of the nodes it concerns.
-		services := watcher.Affected(c.cfg.Views, *m)
-		for _, s := range c.subs {
-			if m.Node == "" || m.Node == s.node {
-				for _, svc := range services {
-					s.tracker.Mark(svc)
-				}
+		// Applied once to the source's objects, then marked once: a
+		// Node's own change (its zone) concerns only that node's views.
+		for _, svc := range watcher.Affected(c.cfg.Views, *m) {
+			if svc == "" && m.Node != "" {
+				c.nodes.MarkNode(m.Node)
+			} else {
+				c.nodes.Mark(svc)
 			}
 		}
 		// As the Watcher: endpoint-only changes at once, with every event
@@ -244,21 +248,13 @@ func (c *coreActor) Receive(ctx actor.Context) {
 		}
 	case flushUnpaced:
 		c.unpaced = false
-		held := false
-		for _, s := range c.subs {
-			held = c.flushUnpaced(ctx, s) || held
-		}
-		if held {
+		if _, held := c.flush(ctx, true); held {
 			c.arm(ctx)
 		}
 	case *messages.FlushChanges:
 		c.pace.Flushing(time.Now())
 		c.flushes++
-		sent := false
-		for _, s := range c.subs {
-			sent = c.flush(ctx, s) || sent
-		}
-		if !sent {
+		if sent, _ := c.flush(ctx, false); !sent {
 			c.pace.Unused()
 		}
 	case *messages.SubscriptionAck:
@@ -268,7 +264,7 @@ func (c *coreActor) Receive(ctx actor.Context) {
 	case *messages.GetCoreStats:
 		st := &messages.CoreStats{Flushes: c.flushes, Resyncs: c.resyncs}
 		for _, s := range c.subs {
-			st.Subscriptions = append(st.Subscriptions, s.stats())
+			st.Subscriptions = append(st.Subscriptions, s.stats(c.nodes.Ports(s.key)))
 		}
 		ctx.Respond(st)
 	}
@@ -289,22 +285,44 @@ func (c *coreActor) arm(ctx actor.Context) {
 	}
 }
 
-// flushUnpaced sends s its endpoint-only changes and says whether some
-// changes wait for the paced flush. While s has half its MaxInFlight
-// unacknowledged, they wait in its tracker instead, and go with its next
-// acknowledgement: the Deltas on the wire grow with the backend's lag
-// instead of their count, so a backend that keeps up never falls behind
-// (a full Snapshot) from changes that need no pacing.
-func (c *coreActor) flushUnpaced(ctx actor.Context, s *subscription) bool {
-	if s.seq-s.acked >= uint64(max(c.cfg.MaxInFlight/2, 1)) && !s.behind {
-		s.waiting = true
-		return false
+// flush sends every subscription what changed in its view, each change
+// built once for the nodes that see it alike and encoded once for the
+// subscriptions that get the same. It says whether anything was sent, and
+// whether a change waits for the paced flush.
+//
+// The unpaced flush sends only endpoint-only changes, and not to a
+// backend with half its MaxInFlight unacknowledged: its changes wait in
+// the tracker, owed, and go with its next acknowledgement, so the Deltas
+// on the wire grow with a backend's lag instead of their count and a
+// backend that keeps up never falls behind (a full Snapshot) from changes
+// that need no pacing. The paced flush sends everything; a backend with
+// MaxInFlight unacknowledged falls behind instead.
+func (c *coreActor) flush(ctx actor.Context, unpaced bool) (sent, held bool) {
+	limit := uint64(c.cfg.MaxInFlight)
+	if unpaced {
+		limit = uint64(max(c.cfg.MaxInFlight/2, 1))
 	}
-	s.waiting = false
-	ch, held := s.tracker.FlushUnpaced()
-	c.logErrors(s, ch)
-	c.send(ctx, s, ch)
-	return held
+	f := c.nodes.Flush(unpaced, func(key string) bool {
+		s := c.subs[key]
+		return s == nil || s.behind || s.inFlight() >= limit
+	})
+	c.logErrors(f.Errors)
+	enc := newEncoder()
+	for key, pieces := range f.Members {
+		if s := c.subs[key]; s != nil {
+			c.sendDelta(ctx, s, enc.delta(pieces), pieces)
+		}
+	}
+	if !unpaced {
+		for _, s := range c.subs {
+			if !s.behind && c.nodes.Owes(s.key) {
+				s.behind = true
+				c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", s.key).Uint64("unacknowledged", s.inFlight()).
+					Msg("backend is slow: holding its changes back; it gets a full snapshot once it catches up")
+			}
+		}
+	}
+	return len(f.Members) > 0, f.Held
 }
 
 func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
@@ -330,66 +348,42 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 		return // the backend re-subscribes; nothing is served before the source is complete
 	}
 	c.sessions++
-	s := &subscription{pid: from, node: m.GetNodeName(), client: m.GetClient(), session: fmt.Sprintf("%s-%d", c.id, c.sessions),
-		tracker: watcher.NewTracker(c.cfg.Views.ViewFor(m.GetNodeName())), lastAck: time.Now(), subscribed: time.Now()}
-	_, again := c.subs[from.String()]
-	c.subs[from.String()] = s
+	key := from.String()
+	s := &subscription{key: key, pid: from, node: m.GetNodeName(), client: m.GetClient(), session: fmt.Sprintf("%s-%d", c.id, c.sessions),
+		lastAck: time.Now(), subscribed: time.Now()}
+	_, again := c.subs[key]
+	c.subs[key] = s
 	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
-	s.tracker.Mark("")
-	c.logErrors(s, s.tracker.Flush())
-	c.snapshot(ctx, s)
-	c.cfg.Log.Info().Str("node", s.node).Str("subscriber", from.String()).Str("client", s.client).Str("session", s.session).
-		Bool("resubscribed", again).Int("servicePorts", len(s.tracker.State())).Int("subscriptions", len(c.subs)).Msg("backend subscribed")
+	c.sendSnapshot(ctx, s, c.nodes.Add(key, s.node))
+	c.cfg.Log.Info().Str("node", s.node).Str("subscriber", key).Str("client", s.client).Str("session", s.session).
+		Bool("resubscribed", again).Int("servicePorts", c.nodes.Ports(key)).Int("subscriptions", len(c.subs)).Msg("backend subscribed")
 }
 
-func (c *coreActor) logErrors(s *subscription, ch watcher.Changes) {
-	for _, err := range ch.Errors {
-		c.cfg.Log.Warn().Err(err).Str("node", s.node).Msg("service rejected; its previous state is kept")
+func (c *coreActor) logErrors(errs []error) {
+	for _, err := range errs {
+		c.cfg.Log.Warn().Err(err).Msg("service rejected; every node keeps its previous state of it")
 	}
 }
 
-// snapshot sends s its node's whole view.
-func (c *coreActor) snapshot(ctx actor.Context, s *subscription) {
+// sendSnapshot sends s its node's whole view.
+func (c *coreActor) sendSnapshot(ctx actor.Context, s *subscription, views []*watcher.ClassView) {
 	s.sent(time.Now())
 	s.behind = false
 	s.snapshots++
 	c.cfg.counters.Snapshots.Add(1)
-	ctx.Send(s.pid, &messages.Snapshot{Session: s.session, Seq: s.seq, ServicePorts: s.tracker.State(), NodeName: s.node,
-		SentUnixNano: time.Now().UnixNano()})
+	m := &messages.Snapshot{Session: s.session, Seq: s.seq, NodeName: s.node, SentUnixNano: time.Now().UnixNano()}
+	m.ProtoReflect().SetUnknown(snapshotBody(views))
+	ctx.Send(s.pid, m)
 }
 
-// flush sends s what changed in its view, unless it is behind, and says
-// whether anything changed.
-func (c *coreActor) flush(ctx actor.Context, s *subscription) bool {
-	if !s.tracker.Pending() {
-		return false
-	}
-	ch := s.tracker.Flush()
-	c.logErrors(s, ch)
-	return c.send(ctx, s, ch)
-}
-
-// send sends s a flush's changes, unless it is behind, and says whether
-// anything changed.
-func (c *coreActor) send(ctx actor.Context, s *subscription, ch watcher.Changes) bool {
-	if len(ch.Upserts) == 0 && len(ch.Deletes) == 0 {
-		return false
-	}
-	if s.behind {
-		return true // a backend behind gets it all in its Snapshot
-	}
-	if s.seq-s.acked >= uint64(c.cfg.MaxInFlight) {
-		s.behind = true
-		c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", s.pid.String()).Uint64("unacknowledged", s.seq-s.acked).
-			Msg("backend is slow: holding its changes back; it gets a full snapshot once it catches up")
-		return true
-	}
+// sendDelta sends s one flush's changes, encoded.
+func (c *coreActor) sendDelta(ctx actor.Context, s *subscription, body []byte, pieces []*watcher.Piece) {
 	s.sent(time.Now())
 	s.deltas++
 	c.cfg.counters.Deltas.Add(1)
-	ctx.Send(s.pid, &messages.Delta{Session: s.session, Seq: s.seq, Upserts: ch.Upserts, Deletes: ch.Deletes, SentUnixNano: time.Now().UnixNano(),
-		TriggerUnixNano: c.triggers(ch)})
-	return true
+	m := &messages.Delta{Session: s.session, Seq: s.seq, SentUnixNano: time.Now().UnixNano()}
+	m.ProtoReflect().SetUnknown(body)
+	ctx.Send(s.pid, m)
 }
 
 func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
@@ -408,8 +402,8 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 	if s.acked >= s.seq {
 		s.unackedSince = time.Time{}
 	}
-	if s.waiting && !s.behind {
-		if c.flushUnpaced(ctx, s) {
+	if !s.behind && c.nodes.Owes(s.key) && s.inFlight() < uint64(max(c.cfg.MaxInFlight/2, 1)) {
+		if _, held := c.flush(ctx, true); held {
 			c.arm(ctx)
 		}
 	}
@@ -418,7 +412,7 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 		c.resyncs++
 		c.cfg.counters.Resyncs.Add(1)
 		c.cfg.Log.Info().Str("node", s.node).Str("subscriber", s.pid.String()).Msg("slow backend caught up: full snapshot")
-		c.snapshot(ctx, s)
+		c.sendSnapshot(ctx, s, c.nodes.Snapshot(s.key))
 	}
 }
 
@@ -428,6 +422,7 @@ func (c *coreActor) tick(ctx actor.Context) {
 	for key, s := range c.subs {
 		if now.Sub(s.lastAck) > c.cfg.Lease {
 			delete(c.subs, key)
+			c.nodes.Remove(key)
 			c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
 			c.cfg.counters.Dropped.Add(1)
 			c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", key).Dur("silent", now.Sub(s.lastAck).Round(time.Millisecond)).
@@ -436,27 +431,4 @@ func (c *coreActor) tick(ctx actor.Context) {
 		}
 		ctx.Send(s.pid, &messages.Heartbeat{Session: s.session, Seq: s.seq})
 	}
-}
-
-// triggers are the upserted services' EndpointSlice trigger times, when
-// the source knows them (the Kubernetes source), for the backends'
-// network programming latency.
-func (c *coreActor) triggers(ch watcher.Changes) map[string]int64 {
-	if len(ch.Triggers) == 0 {
-		return nil
-	}
-	var out map[string]int64
-	for _, spe := range ch.Upserts {
-		svc := spe.GetServicePort().GetKey().Service()
-		if _, done := out[svc]; done {
-			continue
-		}
-		if t, ok := ch.Triggers[svc]; ok {
-			if out == nil {
-				out = map[string]int64{}
-			}
-			out[svc] = t.UnixNano()
-		}
-	}
-	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/messages"
@@ -295,6 +296,7 @@ func (s *subscriber) changed(services []string) {
 }
 
 func (s *subscriber) applySnapshot(ctx actor.Context, m *messages.Snapshot) {
+	carried(m)
 	wasLost := !s.lostSince.IsZero()
 	changed := s.store.Replace(m.GetServicePorts(), nil, false)
 	s.changed(changed)
@@ -320,6 +322,7 @@ func (s *subscriber) applyDelta(ctx actor.Context, m *messages.Delta) {
 		s.resync(ctx, fmt.Sprintf("delta %d after %d", m.GetSeq(), s.seq))
 		return
 	}
+	carried(m)
 	s.setTriggers(m.GetTriggerUnixNano())
 	s.changed(s.store.Apply(m.GetUpserts(), m.GetDeletes()))
 	s.seq, s.lastHeard = m.GetSeq(), time.Now()
@@ -335,5 +338,20 @@ func (s *subscriber) observe(sentUnixNano int64, snapshot bool) {
 	}
 	if s.cfg.Applied != nil {
 		s.cfg.Applied(sent, snapshot)
+	}
+}
+
+// carried decodes the fields a core's message carries pre-encoded
+// (encode.go) when it arrives without a trip through the wire (a core and
+// a backend in one actor system); from the wire they are decoded already.
+func carried(m proto.Message) {
+	r := m.ProtoReflect()
+	raw := r.GetUnknown()
+	if len(raw) == 0 {
+		return
+	}
+	r.SetUnknown(nil)
+	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(raw, m); err != nil {
+		r.SetUnknown(raw) // not ours: left as it came
 	}
 }

@@ -142,8 +142,13 @@ func (v *fedViews) notify(e watcher.Event) {
 	}
 }
 
-func (v *fedViews) Stop()                       {}
-func (v *fedViews) ViewFor(string) watcher.View { return timedStore{v.store, v} }
+// Every node sees the churn's services alike (watcher.Classifier): the
+// core builds each change once.
+func (v *fedViews) ServiceNames() []string         { return v.store.ServiceNames() }
+func (v *fedViews) Classes(string) watcher.Classes { return watcher.Classes{} }
+func (v *fedViews) Zone(string) string             { return "" }
+func (v *fedViews) Stop()                          {}
+func (v *fedViews) ViewFor(string) watcher.View    { return timedStore{v.store, v} }
 
 // timedStore is the store with the churn's trigger times, which the
 // core's trackers hand on with each change (watcher.TriggerTimer).
