@@ -49,21 +49,34 @@ func localIPs(t *testing.T, v watcher.View) []string {
 	return out
 }
 
-// TestNodesFileSourceBuildsEachNodesView: one read of the manifests, a
-// view per node, each with its own endpoints Local; a reload notifies each
-// node's changed services with the node named.
+// TestNodesFileSourceBuildsEachNodesView: one read of the manifests hands
+// the objects over once, each node's view built from them with its own
+// endpoints Local; a reload hands over only the objects that changed.
 func TestNodesFileSourceBuildsEachNodesView(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.yaml")
 	if err := os.WriteFile(path, []byte(twoNodes), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	src := NewNodesFileSource(path, watcher.Options{}, 10*time.Millisecond, zerolog.Nop())
+	// The consumer applies the events, on its goroutine, as a core does.
 	var mu sync.Mutex
 	events := make(chan watcher.Event, 16)
-	if err := src.Start(context.Background(), func(e watcher.Event) { events <- e }); err != nil {
+	if err := src.Start(context.Background(), func(e watcher.Event) {
+		mu.Lock()
+		watcher.Affected(src, e)
+		mu.Unlock()
+		events <- e
+	}); err != nil {
 		t.Fatal(err)
 	}
 	defer src.Stop()
+	if n := len(events); n != 2 {
+		t.Fatalf("%d events for the first read, want 2 (the Service and its slice)", n)
+	}
+	for range 2 {
+		<-events
+	}
+	mu.Lock()
 	a, b := src.ViewFor("node-a"), src.ViewFor("node-b")
 	if got := localIPs(t, a); len(got) != 1 || got[0] != "10.1.0.1" {
 		t.Fatalf("node-a Local endpoints %v", got)
@@ -71,10 +84,11 @@ func TestNodesFileSourceBuildsEachNodesView(t *testing.T) {
 	if got := localIPs(t, b); len(got) != 1 || got[0] != "10.1.0.2" {
 		t.Fatalf("node-b Local endpoints %v", got)
 	}
-	if src.ViewFor("node-a") != a {
-		t.Fatal("a second ViewFor made a new view")
+	if c := src.Classes("default/web"); !c.Nodes["node-a"] || !c.Nodes["node-b"] || len(c.Nodes) != 2 {
+		t.Fatalf("classes %v: want node-a and node-b each their own", c)
 	}
-	// Move node-b's endpoint to node-a: both views change, each notified.
+	mu.Unlock()
+	// Move node-b's endpoint to node-a: the slice alone is handed over.
 	moved := strings.Replace(twoNodes, "nodeName: node-b", "nodeName: node-a", 1)
 	if err := os.WriteFile(path+".tmp", []byte(moved), 0o644); err != nil {
 		t.Fatal(err)
@@ -82,25 +96,24 @@ func TestNodesFileSourceBuildsEachNodesView(t *testing.T) {
 	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
-	for len(seen) < 2 {
-		select {
-		case e := <-events:
-			mu.Lock()
-			seen[e.Node] = e.Service == "default/web"
-			mu.Unlock()
-		case <-time.After(10 * time.Second):
-			t.Fatalf("events seen %v, want node-a and node-b", seen)
+	select {
+	case e := <-events:
+		if e.Kind != "EndpointSlice" || e.Op != watcher.Updated {
+			t.Fatalf("event after the move: %s %s, want the EndpointSlice updated", e.Kind, e.Op)
 		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event after the move")
 	}
-	if !seen["node-a"] || !seen["node-b"] {
-		t.Fatalf("events %v", seen)
-	}
+	mu.Lock()
+	defer mu.Unlock()
 	if got := localIPs(t, a); len(got) != 2 {
 		t.Fatalf("node-a Local endpoints after the move %v", got)
 	}
 	if got := localIPs(t, b); len(got) != 0 {
 		t.Fatalf("node-b Local endpoints after the move %v", got)
+	}
+	if n := len(events); n != 0 {
+		t.Fatalf("%d more events: the unchanged Service was handed over again", n)
 	}
 }
 
