@@ -10,6 +10,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,8 +58,8 @@ func TestHollowNodes(t *testing.T) {
 	services := envInt("KPROXY_HOLLOW_SERVICES", 10000)
 	rate := envInt("KPROXY_HOLLOW_RATE", 100)
 	seconds := envInt("KPROXY_HOLLOW_SECONDS", 60)
-	t.Logf("| nodes | services | changes | p50 | p99 | max | lost | core CPU per change | core RSS | RSS per node |")
-	t.Logf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	t.Logf("| nodes | services | changes | p50 | p99 | max | lost | core CPU per change | core RSS | core heap in use | RSS per node |")
+	t.Logf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, f := range strings.Split(spec, ",") {
 		n, err := strconv.Atoi(f)
 		if err != nil {
@@ -170,6 +173,17 @@ func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 	// Churn: rate endpoint changes/s, each a random service's slice.
 	last := map[int]time.Time{}
 	versions := make([]int, services)
+	if dir := os.Getenv("KPROXY_HOLLOW_PROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("core-%d.cpu.pprof", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cpu0 := cpuTime()
 	began := time.Now()
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -207,12 +221,23 @@ func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 	cpu := cpuTime() - cpu0
 	elapsed := time.Since(began)
 	rss := rssBytes()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if dir := os.Getenv("KPROXY_HOLLOW_PROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("core-%d.heap.pprof", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = pprof.WriteHeapProfile(f)
+		f.Close()
+	}
 	us := func(q float64) time.Duration {
 		return (time.Duration(all.ValueAtQuantile(q)) * time.Microsecond).Round(100 * time.Microsecond)
 	}
-	t.Logf("| %d | %d | %d in %v | %v | %v | %v | %d | %v | %d MiB | %.0f KiB |", n, services, changes, elapsed.Round(time.Second),
+	t.Logf("| %d | %d | %d in %v | %v | %v | %v | %d | %v | %d MiB | %d MiB | %.0f KiB |", n, services, changes, elapsed.Round(time.Second),
 		us(50), us(99), (time.Duration(all.Max()) * time.Microsecond).Round(time.Millisecond), lost,
-		(cpu / time.Duration(changes)).Round(time.Microsecond), rss>>20, float64(rss)/1024/float64(n))
+		(cpu / time.Duration(changes)).Round(time.Microsecond), rss>>20, ms.HeapInuse>>20, float64(rss)/1024/float64(n))
 	if lost > 0 {
 		t.Errorf("%d nodes × services did not get their last change", lost)
 	}

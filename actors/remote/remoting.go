@@ -175,7 +175,12 @@ func startRemote(rc Config, component string) (*remoteSystem, error) {
 	if rc.ServerTLS != nil {
 		server = append(server, grpc.Creds(loggedHandshakes{TransportCredentials: credentials.NewTLS(rc.ServerTLS), log: log}))
 	}
-	opts := []protoremote.ConfigOption{protoremote.WithServerOptions(server...), protoremote.WithDialOptions(dial...)}
+	// protoactor's queues start at a million slots each (16 MB of pointers
+	// the garbage collector scans on every cycle), one per peer: a core
+	// with 1,000 backends held 15 GB of them. They grow when full; start
+	// them small.
+	opts := []protoremote.ConfigOption{protoremote.WithServerOptions(server...), protoremote.WithDialOptions(dial...),
+		protoremote.WithEndpointWriterQueueSize(remoteQueueSize), protoremote.WithEndpointManagerQueueSize(remoteQueueSize)}
 	if rc.Advertise != "" {
 		opts = append(opts, protoremote.WithAdvertisedHost(rc.Advertise))
 	}
@@ -191,6 +196,9 @@ func startRemote(rc Config, component string) (*remoteSystem, error) {
 	}
 	return &remoteSystem{system: system, remote: r, identities: ids}, nil
 }
+
+// remoteQueueSize is the first size of protoactor's remoting queues.
+const remoteQueueSize = 1024
 
 // startRemoteServer turns protoactor's panic on listen into an error.
 func startRemoteServer(r *protoremote.Remote) (err error) {
