@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,14 +33,58 @@ const coreUIStreamPeriod = 250 * time.Millisecond
 // coreStatsTimeout bounds one question to the core's actor.
 const coreStatsTimeout = 2 * time.Second
 
-// coreView is GET /api/core: the core and each subscription.
+// coreView is GET /api/core: the core, a summary of every subscription,
+// and one page of those the filter matches (a core may serve thousands).
 type coreView struct {
-	Address     string           `json:"address"`
-	Source      string           `json:"source"`
-	Started     time.Time        `json:"started"`
-	Now         time.Time        `json:"now"`
-	Counters    coreCountersView `json:"counters"`
+	Address  string           `json:"address"`
+	Source   string           `json:"source"`
+	Started  time.Time        `json:"started"`
+	Now      time.Time        `json:"now"`
+	Counters coreCountersView `json:"counters"`
+	Summary  coreSummary      `json:"summary"`
+	// Matched is how many subscriptions the filter matches; Subscribers
+	// holds those from Offset, at most a page's limit, by node.
+	Matched     int              `json:"matched"`
+	Offset      int              `json:"offset"`
 	Subscribers []subscriberView `json:"subscribers"`
+}
+
+// coreSummary is every subscription at a glance.
+type coreSummary struct {
+	InSync   int `json:"inSync"`
+	Applying int `json:"applying"`
+	Behind   int `json:"behind"`
+	// MaxLagSeconds is the longest any subscriber has had messages
+	// unacknowledged without catching up, and whose.
+	MaxLagSeconds float64 `json:"maxLagSeconds"`
+	MaxLagNode    string  `json:"maxLagNode,omitempty"`
+}
+
+// coreQuery is a page of the subscriptions: ?q=FILTER&offset=N&limit=N.
+type coreQuery struct {
+	filter        string
+	offset, limit int
+}
+
+// Page sizes of the core's page.
+const (
+	coreUIDefaultLimit = 100
+	coreUIMaxLimit     = 1000
+)
+
+func parseCoreQuery(r *http.Request) coreQuery {
+	q := coreQuery{filter: strings.ToLower(strings.TrimSpace(r.URL.Query().Get("q"))), limit: coreUIDefaultLimit}
+	if n, err := strconv.Atoi(r.URL.Query().Get("offset")); err == nil && n > 0 {
+		q.offset = n
+	}
+	if n, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && n > 0 {
+		q.limit = min(n, coreUIMaxLimit)
+	}
+	return q
+}
+
+func (q coreQuery) matches(s subscriberView) bool {
+	return q.filter == "" || strings.Contains(strings.ToLower(s.Node+" "+s.Client+" "+s.Subscriber), q.filter)
 }
 
 type coreCountersView struct {
@@ -85,7 +130,7 @@ type coreUI struct {
 	stop <-chan struct{}
 }
 
-func (u *coreUI) view(now time.Time) (*coreView, error) {
+func (u *coreUI) view(now time.Time, q coreQuery) (*coreView, error) {
 	st, err := u.core.Stats(coreStatsTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("ask the core for its subscriptions: %w", err)
@@ -95,13 +140,40 @@ func (u *coreUI) view(now time.Time) (*coreView, error) {
 		Counters: coreCountersView{Subscriptions: c.Subscriptions.Load(), Snapshots: c.Snapshots.Load(), Deltas: c.Deltas.Load(),
 			Resyncs: c.Resyncs.Load(), Dropped: c.Dropped.Load(), Refused: c.Refused.Load(), Flushes: st.GetFlushes()},
 		Subscribers: []subscriberView{}}
-	for _, s := range st.GetSubscriptions() {
-		v.Subscribers = append(v.Subscribers, subscriberOf(s, now))
+	v.page(st.GetSubscriptions(), now, q)
+	return v, nil
+}
+
+// page fills in the summary of subs and the page of them q asks for.
+func (v *coreView) page(subs []*messages.SubscriptionStats, now time.Time, q coreQuery) {
+	var matched []subscriberView
+	for _, s := range subs {
+		sv := subscriberOf(s, now)
+		v.Summary.add(sv)
+		if q.matches(sv) {
+			matched = append(matched, sv)
+		}
 	}
-	slices.SortFunc(v.Subscribers, func(a, b subscriberView) int {
+	slices.SortFunc(matched, func(a, b subscriberView) int {
 		return strings.Compare(a.Node+"\x00"+a.Subscriber, b.Node+"\x00"+b.Subscriber)
 	})
-	return v, nil
+	v.Matched = len(matched)
+	v.Offset = min(q.offset, len(matched))
+	v.Subscribers = append(v.Subscribers, matched[v.Offset:min(len(matched), v.Offset+q.limit)]...)
+}
+
+func (s *coreSummary) add(v subscriberView) {
+	switch {
+	case v.Behind:
+		s.Behind++
+	case v.Unacknowledged > 0:
+		s.Applying++
+	default:
+		s.InSync++
+	}
+	if v.LagSeconds > s.MaxLagSeconds {
+		s.MaxLagSeconds, s.MaxLagNode = v.LagSeconds, v.Node
+	}
 }
 
 func subscriberOf(s *messages.SubscriptionStats, now time.Time) subscriberView {
@@ -125,8 +197,8 @@ func (u *coreUI) handler(guardHost bool) http.Handler {
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
 		w.Write(coreUIPage)
 	})
-	mux.HandleFunc("GET /api/core", func(w http.ResponseWriter, _ *http.Request) {
-		v, err := u.view(time.Now().UTC())
+	mux.HandleFunc("GET /api/core", func(w http.ResponseWriter, r *http.Request) {
+		v, err := u.view(time.Now().UTC(), parseCoreQuery(r))
 		if err != nil {
 			httpError(w, http.StatusServiceUnavailable, err)
 			return
@@ -140,8 +212,9 @@ func (u *coreUI) handler(guardHost bool) http.Handler {
 	return loopbackHostGuard(mux)
 }
 
-// events streams the view as server-sent events: at once, then whenever
-// a figure changed, until the client goes or the core stops.
+// events streams the view (the page the query asks for) as server-sent
+// events: at once, then whenever a figure changed, until the client goes
+// or the core stops.
 func (u *coreUI) events(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -150,12 +223,13 @@ func (u *coreUI) events(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
+	q := parseCoreQuery(r)
 	var last []byte
 	tick := time.NewTicker(coreUIStreamPeriod)
 	defer tick.Stop()
 	for {
 		now := time.Now().UTC()
-		v, err := u.view(now)
+		v, err := u.view(now, q)
 		if err == nil {
 			// Compare without the clock, so an idle core sends nothing.
 			v.Now = time.Time{}

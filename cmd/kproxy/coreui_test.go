@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/test/browsertest"
 )
 
@@ -170,6 +172,54 @@ func TestCoreUIAddressChecked(t *testing.T) {
 		err := watchCommand(c.args, &strings.Builder{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want one saying %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestCoreUIPagesThousands: with 5,000 subscribers the page gets a summary
+// of all of them and one page of those its filter matches.
+func TestCoreUIPagesThousands(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	var subs []*messages.SubscriptionStats
+	for i := range 5000 {
+		s := &messages.SubscriptionStats{NodeName: fmt.Sprintf("node-%d", i), Client: "kproxy run", Subscriber: fmt.Sprintf("127.0.0.1:%d/sub", 20000+i),
+			Seq: 10, Acked: 10, SubscribedUnixNano: now.UnixNano(), LastAckUnixNano: now.UnixNano()}
+		switch {
+		case i%1000 == 7:
+			s.Behind, s.Acked, s.UnackedSinceUnixNano = true, 2, now.Add(-9*time.Second).UnixNano()
+		case i%100 == 3:
+			s.Acked, s.UnackedSinceUnixNano = 9, now.Add(-time.Second).UnixNano()
+		}
+		subs = append(subs, s)
+	}
+	for _, c := range []struct {
+		query           string
+		matched, offset int
+		first           string
+		rows            int
+	}{
+		{"", 5000, 0, "node-0", coreUIDefaultLimit},
+		{"offset=4950", 5000, 4950, "node-954", 50}, // by name: node-999 is last
+		{"q=NODE-42&limit=20", 111, 0, "node-42", 20},
+		{"q=node-42&offset=100&limit=20", 111, 100, "node-429", 11}, // by name: node-429 comes before node-4290
+		{"q=nobody", 0, 0, "", 0},
+		{"offset=9999&limit=100000", 5000, 5000, "", 0},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/api/core?"+c.query, nil)
+		v := &coreView{Subscribers: []subscriberView{}}
+		v.page(subs, now, parseCoreQuery(r))
+		if v.Matched != c.matched || v.Offset != c.offset || len(v.Subscribers) != c.rows {
+			t.Errorf("%q: matched %d, offset %d, %d rows; want %d, %d, %d", c.query, v.Matched, v.Offset, len(v.Subscribers), c.matched, c.offset, c.rows)
+			continue
+		}
+		if c.rows > 0 && v.Subscribers[0].Node != c.first {
+			t.Errorf("%q: first row %s, want %s", c.query, v.Subscribers[0].Node, c.first)
+		}
+		if sum := v.Summary; sum.Behind != 5 || sum.Applying != 50 || sum.InSync != 4945 || sum.MaxLagSeconds != 9 || sum.MaxLagNode != "node-7" {
+			t.Errorf("%q: summary %+v, want 4945 in sync, 50 applying, 5 behind, longest lag 9 s on node-7", c.query, sum)
+		}
+		if b, _ := json.Marshal(v); len(b) > 100_000 {
+			t.Errorf("%q: a page of %d bytes", c.query, len(b))
 		}
 	}
 }
