@@ -30,8 +30,13 @@ func (f *feedViews) Start(_ context.Context, notify func(watcher.Event)) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *feedViews) Stop()                       {}
-func (f *feedViews) ViewFor(string) watcher.View { return f.store }
+func (f *feedViews) Stop() {}
+
+// Every node sees the fan-out's services alike (watcher.Classifier).
+func (f *feedViews) ServiceNames() []string         { return f.store.ServiceNames() }
+func (f *feedViews) Classes(string) watcher.Classes { return watcher.Classes{} }
+func (f *feedViews) Zone(string) string             { return "" }
+func (f *feedViews) ViewFor(string) watcher.View    { return f.store }
 
 func (f *feedViews) set(svc, version int) {
 	for _, s := range f.store.Apply([]*messages.ServicePortEndpoints{fanoutPort(svc, version)}, nil) {
