@@ -55,6 +55,7 @@ func TestHollowNodes(t *testing.T) {
 	if spec == "" {
 		t.Skip("set KPROXY_HOLLOW=N[,N...] to measure a core with N hollow nodes")
 	}
+	raiseFDLimit()
 	services := envInt("KPROXY_HOLLOW_SERVICES", 10000)
 	rate := envInt("KPROXY_HOLLOW_RATE", 100)
 	seconds := envInt("KPROXY_HOLLOW_SECONDS", 60)
@@ -256,9 +257,12 @@ type hollowChild struct {
 	out *bufio.Reader
 }
 
-func startHollowChild(core string, nodes []string) (*hollowChild, error) {
+// startHollowChild starts a host of nodes, following the core at core,
+// or each watching the API server itself with env's kubeconfig.
+func startHollowChild(core string, nodes []string, env ...string) (*hollowChild, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHollowNodes$")
 	cmd.Env = append(os.Environ(), "KPROXY_HOLLOW_HOST=1", "KPROXY_HOLLOW_CORE="+core, "KPROXY_HOLLOW_NODES="+strings.Join(nodes, ","))
+	cmd.Env = append(cmd.Env, env...)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -303,24 +307,49 @@ func (h *hollowChild) stop() {
 	_ = h.cmd.Wait()
 }
 
-// hollowHost runs this process's hollow nodes: one Source each, recording
-// change → store from each change's trigger time.
+// hollowNode is one hollow node's source: a core's view of it over
+// remoting, or its own informers on the API server (as kube-proxy on
+// every node).
+type hollowNode interface {
+	Start(ctx context.Context, notify func(watcher.Event)) error
+	Stop()
+	TriggerTime(service string) time.Time
+}
+
+// hollowHost runs this process's hollow nodes, recording change → store
+// from each change's trigger time. With KPROXY_HOLLOW_KUBECONFIG each
+// watches the API server itself; otherwise each follows the core.
 func hollowHost(t *testing.T) {
-	core := os.Getenv("KPROXY_HOLLOW_CORE")
+	core, kubeconfig := os.Getenv("KPROXY_HOLLOW_CORE"), os.Getenv("KPROXY_HOLLOW_KUBECONFIG")
 	nodes := strings.Split(os.Getenv("KPROXY_HOLLOW_NODES"), ",")
 	var mu sync.Mutex
 	cond := sync.NewCond(&mu)
 	hist := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
-	srcs := make([]*remote.Source, len(nodes))
+	srcs := make([]hollowNode, len(nodes))
 	for i, node := range nodes {
-		src := remote.NewSource(remote.SourceConfig{Core: core, NodeName: node, Client: "hollow",
-			Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
+		var src hollowNode
+		var record func(e watcher.Event) []string
+		if kubeconfig != "" {
+			ks, err := hollowInformers(kubeconfig, node)
+			if err != nil {
+				t.Fatalf("hollow node %s: %v", node, err)
+			}
+			src = ks
+			// The consumer applies the objects (under mu: informers call
+			// from their own goroutines).
+			record = func(e watcher.Event) []string { return watcher.Affected(ks, e) }
+		} else {
+			src = remote.NewSource(remote.SourceConfig{Core: core, NodeName: node, Client: "hollow",
+				Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
+			record = func(e watcher.Event) []string { return []string{e.Service} }
+		}
 		ready := false
 		if err := src.Start(context.Background(), func(e watcher.Event) {
-			at := src.TriggerTime(e.Service)
 			mu.Lock()
-			if ready && !at.IsZero() {
-				_ = hist.RecordValue(int64(time.Since(at) / time.Microsecond))
+			for _, svc := range record(e) {
+				if at := src.TriggerTime(svc); ready && !at.IsZero() {
+					_ = hist.RecordValue(int64(time.Since(at) / time.Microsecond))
+				}
 			}
 			mu.Unlock()
 			cond.Broadcast()
@@ -355,7 +384,8 @@ func hollowHost(t *testing.T) {
 		lost = 0
 		for _, src := range srcs {
 			for svc, at := range expect {
-				if src.TriggerTime(svc).Before(at) {
+				// Trigger times go through RFC 3339 text: compare to the microsecond.
+				if src.TriggerTime(svc).Before(at.Truncate(time.Microsecond)) {
 					lost++
 				}
 			}
@@ -372,6 +402,17 @@ func hollowHost(t *testing.T) {
 		src.Stop()
 	}
 	os.Exit(0)
+}
+
+// raiseFDLimit lifts the open files limit as far as the kernel allows
+// (root only; otherwise the hard limit stands): the core holds a few
+// sockets per node, and a host a few per node it runs.
+func raiseFDLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Max < 1<<20 {
+		l.Cur, l.Max = 1<<20, 1<<20
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
 }
 
 func cpuTime() time.Duration {

@@ -56,6 +56,8 @@ type Source struct {
 	// downSince is when the API server last stopped answering the
 	// monitor's probe (unix nanoseconds), 0 while it answers.
 	downSince atomic.Int64
+	// stop ends what Start started, whether or not its context ended.
+	stop context.CancelFunc
 }
 
 // ServiceSelector is kube-proxy's label selector for Services: without a
@@ -180,6 +182,7 @@ func (s *Source) Start(ctx context.Context, notify func(watcher.Event)) error {
 		}
 		s.synced = append(s.synced, inf.HasSynced)
 	}
+	ctx, s.stop = context.WithCancel(ctx)
 	// The probe runs from the start: an APIGate closed by a failed
 	// first list opens only when the probe gets an answer.
 	go s.monitor(ctx)
@@ -236,8 +239,12 @@ func (s *Source) APIDownFor() time.Duration {
 	return 0
 }
 
-// Stop shuts the informers down.
+// Stop shuts the informers down (a factory's Shutdown waits for its
+// informers, which end with Start's context: Stop ends it first).
 func (s *Source) Stop() {
+	if s.stop != nil {
+		s.stop()
+	}
 	for _, f := range s.factories {
 		f.Shutdown()
 	}
