@@ -310,7 +310,7 @@ func (c *coreActor) flush(ctx actor.Context, unpaced bool) (sent, held bool) {
 	enc := newEncoder()
 	for key, pieces := range f.Members {
 		if s := c.subs[key]; s != nil {
-			c.sendDelta(ctx, s, enc.delta(pieces), pieces)
+			c.sendDelta(ctx, s, enc.delta(pieces))
 		}
 	}
 	if !unpaced {
@@ -377,7 +377,7 @@ func (c *coreActor) sendSnapshot(ctx actor.Context, s *subscription, views []*wa
 }
 
 // sendDelta sends s one flush's changes, encoded.
-func (c *coreActor) sendDelta(ctx actor.Context, s *subscription, body []byte, pieces []*watcher.Piece) {
+func (c *coreActor) sendDelta(ctx actor.Context, s *subscription, body []byte) {
 	s.sent(time.Now())
 	s.deltas++
 	c.cfg.counters.Deltas.Add(1)
