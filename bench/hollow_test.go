@@ -165,10 +165,12 @@ func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 		defer h.stop()
 		hosts = append(hosts, h)
 	}
-	for _, h := range hosts {
+	ready := newProgress(t, "hollow nodes ready", n)
+	for i, h := range hosts {
 		if err := h.expectLine("ready"); err != nil {
 			t.Fatalf("hollow host: %v", err)
 		}
+		ready.at(min(n, (i+1)*perHost))
 	}
 
 	// Churn: rate endpoint changes/s, each a random service's slice.
@@ -189,7 +191,9 @@ func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 	began := time.Now()
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	changes := int(churn.Seconds()) * rate
-	for range changes {
+	made := newProgress(t, "changes made", changes)
+	for k := range changes {
+		made.at(k)
 		<-tick.C
 		i := c.r.IntN(services)
 		versions[i]++
@@ -402,6 +406,27 @@ func hollowHost(t *testing.T) {
 		src.Stop()
 	}
 	os.Exit(0)
+}
+
+// progress logs how far a long phase is, every 10 s: hollow runs take
+// minutes.
+type progress struct {
+	t     *testing.T
+	what  string
+	total int
+	last  time.Time
+}
+
+func newProgress(t *testing.T, what string, total int) *progress {
+	return &progress{t: t, what: what, total: total, last: time.Now()}
+}
+
+func (p *progress) at(done int) {
+	p.t.Helper()
+	if time.Since(p.last) >= 10*time.Second {
+		p.t.Logf("%s: %d of %d", p.what, done, p.total)
+		p.last = time.Now()
+	}
 }
 
 // raiseFDLimit lifts the open files limit as far as the kernel allows

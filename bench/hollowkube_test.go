@@ -61,7 +61,9 @@ func TestHollowNodesKube(t *testing.T) {
 		ns, maxNodes = append(ns, n), max(maxNodes, n)
 	}
 	c := &hollowCluster{r: rand.New(rand.NewPCG(7, 1)), nodes: maxNodes}
+	created := newProgress(t, "Nodes created", maxNodes)
 	for i := range maxNodes {
+		created.at(i)
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i),
 			Labels: map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("zone-%d", i%3), "type": "kwok"}}}
 		if _, err := s.Admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
@@ -72,7 +74,9 @@ func TestHollowNodesKube(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now().Add(-time.Hour)
+	created = newProgress(t, "Services and EndpointSlices created", services)
 	for i := range services {
+		created.at(i)
 		svc := c.service(i)
 		svc.Spec.ClusterIP = ""
 		if _, err := s.Admin.CoreV1().Services("hollow").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
@@ -133,10 +137,12 @@ func hollowKubeRound(t *testing.T, s *kubetest.Server, c *hollowCluster, n, serv
 		defer h.stop()
 		hosts = append(hosts, h)
 	}
-	for _, h := range hosts {
+	ready := newProgress(t, "hollow nodes ready", n)
+	for i, h := range hosts {
 		if err := h.expectLine("ready"); err != nil {
 			t.Fatalf("hollow host: %v", err)
 		}
+		ready.at(min(n, (i+1)*perHost))
 	}
 	watches := apiserverWatches(t, s)
 	api0, cpu0 := procCPU(t, s.PID()), cpuTime()
@@ -144,7 +150,9 @@ func hollowKubeRound(t *testing.T, s *kubetest.Server, c *hollowCluster, n, serv
 	last := map[int]time.Time{}
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	changes := int(churn.Seconds()) * rate
+	made := newProgress(t, "changes made", changes)
 	for k := range changes {
+		made.at(k)
 		<-tick.C
 		i := c.r.IntN(services)
 		now := time.Now()
