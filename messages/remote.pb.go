@@ -6,7 +6,7 @@
 // and Heartbeats while nothing changes. The backend acknowledges each one
 // (SubscriptionAck): the core keeps at most a bounded number of messages
 // unacknowledged per backend, and a backend that falls behind gets one
-// full Snapshot once it has caught up instead of an unbounded backlog.
+// Delta of what it missed once it has caught up, not a growing backlog.
 // Authentication (a shared token, optionally TLS) is checked on the gRPC
 // connection itself, before any of these messages is read.
 

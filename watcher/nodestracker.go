@@ -299,6 +299,26 @@ func (t *NodesTracker) Flush(unpaced bool, skip func(id string) bool) Flushed {
 	return out
 }
 
+// FlushOwed gives member id, at once, the changes it is owed (it was
+// skipped while slow): from the views it holds to its class's as members
+// of the class hold them now, paced or not. A service changed since is
+// still dirty, and the next Flush moves it on with the others.
+func (t *NodesTracker) FlushOwed(id string) []*Piece {
+	m := t.members[id]
+	if m == nil {
+		return nil
+	}
+	out := Flushed{Members: map[string][]*Piece{}}
+	for _, svc := range slices.Sorted(maps.Keys(m.owed)) {
+		from := m.owed[svc]
+		delete(m.owed, svc)
+		// current may owe svc again: a dirty service's view built for m
+		// alone, which m then holds.
+		m.take(id, t.piece(svc, from, t.current(svc, m)), &out)
+	}
+	return out.Members[id]
+}
+
 // flushService builds one service's new views, member by member, and
 // gives each member the piece from the view it holds to its new one.
 func (t *NodesTracker) flushService(svc string, ids []string, unpaced bool, skip func(string) bool, out *Flushed) {

@@ -48,8 +48,8 @@ type CoreConfig struct {
 	// for this long (it re-subscribes when it notices).
 	Lease time.Duration
 	// MaxInFlight is how many Deltas a backend may leave unacknowledged;
-	// beyond, the core stops sending it changes and sends one Snapshot
-	// once it has caught up (a bounded queue per backend).
+	// beyond, the core stops sending it changes and sends one Delta of
+	// what it missed once it has caught up (a bounded queue per backend).
 	MaxInFlight int
 	Remote      Config
 	Log         zerolog.Logger
@@ -159,8 +159,8 @@ type subscription struct {
 	// seq is the last message sent, acked the last the backend applied.
 	seq, acked uint64
 	lastAck    time.Time
-	// behind: the backend had MaxInFlight unacknowledged; it gets a
-	// Snapshot once it acknowledges everything sent.
+	// behind: the backend had MaxInFlight unacknowledged; it gets what
+	// it missed in one Delta once it acknowledges everything sent.
 	behind  bool
 	resyncs int64
 	// For the core's page: what was sent, since when it is subscribed, and
@@ -318,7 +318,7 @@ func (c *coreActor) flush(ctx actor.Context, unpaced bool) (sent, held bool) {
 			if !s.behind && c.nodes.Owes(s.key) {
 				s.behind = true
 				c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", s.key).Uint64("unacknowledged", s.inFlight()).
-					Msg("backend is slow: holding its changes back; it gets a full snapshot once it catches up")
+					Msg("backend is slow: holding its changes back; it gets what it missed in one delta once it catches up")
 			}
 		}
 	}
@@ -408,11 +408,20 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 		}
 	}
 	if s.behind && s.acked == s.seq {
+		// What it missed, in one Delta: the views it holds to its
+		// class's now, which costs what changed meanwhile, not a
+		// Snapshot of every service (many slow backends catching up at
+		// once would each be sent everything).
+		s.behind = false
 		s.resyncs++
 		c.resyncs++
 		c.cfg.counters.Resyncs.Add(1)
-		c.cfg.Log.Info().Str("node", s.node).Str("subscriber", s.pid.String()).Msg("slow backend caught up: full snapshot")
-		c.sendSnapshot(ctx, s, c.nodes.Snapshot(s.key))
+		pieces := c.nodes.FlushOwed(s.key)
+		c.cfg.Log.Info().Str("node", s.node).Str("subscriber", s.pid.String()).Int("services", len(pieces)).
+			Msg("slow backend caught up: what it missed in one delta")
+		if len(pieces) > 0 {
+			c.sendDelta(ctx, s, newEncoder().delta(pieces))
+		}
 	}
 }
 

@@ -57,12 +57,13 @@ func webPort(version int) *messages.ServicePortEndpoints {
 		Endpoints: []*messages.Endpoint{{Ips: []string{fmt.Sprintf("10.0.%d.%d", version/250, version%250+1)}, Port: 8080, Ready: true}}}
 }
 
-// TestCoreSlowBackendGetsSnapshotNotBacklog: a backend that stops
+// TestCoreSlowBackendCatchesUpNotBacklog: a backend that stops
 // acknowledging gets at most MaxInFlight Deltas, then nothing while 100
-// changes go by (no backlog), and one Snapshot of the latest state once it
-// has acknowledged what it got; a fast backend beside it gets every
-// change as it happens.
-func TestCoreSlowBackendGetsSnapshotNotBacklog(t *testing.T) {
+// changes go by (no backlog), and one Delta from what it holds to the
+// latest state once it has acknowledged what it got (not a Snapshot of
+// every service); a fast backend beside it gets every change as it
+// happens.
+func TestCoreSlowBackendCatchesUpNotBacklog(t *testing.T) {
 	store := watcher.NewStore()
 	store.Replace([]*messages.ServicePortEndpoints{webPort(0)}, nil, false)
 	cfg := &CoreConfig{Views: storeViews{store}, MaxInFlight: 4, Heartbeat: time.Hour, Lease: time.Hour, Log: zerolog.Nop()}
@@ -128,12 +129,12 @@ func TestCoreSlowBackendGetsSnapshotNotBacklog(t *testing.T) {
 	}
 	last := deltas[len(deltas)-1]
 	ack(slowPID, last.GetSession(), last.GetSeq())
-	snap, ok := next(t, slow.got).(*messages.Snapshot)
+	caught, ok := next(t, slow.got).(*messages.Delta)
 	if !ok {
-		t.Fatal("slow backend: after catching up, want a Snapshot")
+		t.Fatal("slow backend: after catching up, want a Delta")
 	}
-	if snap.GetSeq() != last.GetSeq()+1 || len(snap.GetServicePorts()) != 1 || !proto.Equal(snap.GetServicePorts()[0], webPort(changes)) {
-		t.Fatalf("slow backend's snapshot %v, want seq %d and the latest state", snap, last.GetSeq()+1)
+	if caught.GetSeq() != last.GetSeq()+1 || len(caught.GetUpserts()) != 1 || !proto.Equal(caught.GetUpserts()[0], webPort(changes)) {
+		t.Fatalf("slow backend's catch-up %v, want seq %d and the latest state", caught, last.GetSeq()+1)
 	}
 	r, err := system.Root.RequestFuture(core, &messages.GetCoreStats{}, 5*time.Second).Result()
 	if err != nil {

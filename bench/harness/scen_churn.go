@@ -187,9 +187,9 @@ func runChurn(ctx context.Context, e *env, res *ScenarioResult) error {
 			"s", true, map[string]float64{TargetKproxy: (self1 - self0).Seconds()}))
 	}
 	if r, ok := src.(*remoteChurn); ok {
-		// A backend that fell MaxInFlight deltas behind gets a whole
-		// snapshot instead: how often that happened says whether kproxy
-		// kept up with the deltas.
+		// A backend that fell MaxInFlight deltas behind gets what it
+		// missed in one delta: how often that happened says whether
+		// kproxy kept up with the deltas.
 		c := r.core.Counters()
 		res.Figures = append(res.Figures,
 			figure(fmt.Sprintf("remote source, %d services, %.0f changes/s: core's deltas sent", len(addrs), o.ChurnRate), "", false, map[string]float64{TargetKproxy: float64(c.Deltas.Load())}),

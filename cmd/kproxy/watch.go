@@ -59,7 +59,7 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.apiOutageLimit, "serve-api-outage-limit", time.Minute, "with --serve and --source kube: /healthz is unhealthy once the API server has not answered for this long (kube-proxy's healthz allows 2 x its 30 s sync period)")
 	fs.StringVar(&o.uiAddress, "ui-address", "", "with --serve: host:port for the core's read-only web page (its subscribers, their nodes, deltas sent, lag) at / and its JSON at /api/core; loopback unless --ui-allow-non-loopback; empty turns it off")
 	fs.BoolVar(&o.uiAllowNonLoopback, "ui-allow-non-loopback", false, "allow a non-loopback --ui-address (the page then answers any Host)")
-	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", remote.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets a full snapshot once it catches up instead of a growing backlog")
+	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", remote.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets what it missed in one delta once it catches up instead of a growing backlog")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -254,7 +254,7 @@ func coreHandler(h *coreHealth) http.Handler {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Subsystem: "kproxy", Name: "core_subscriptions", Help: "Backends subscribed now."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Subscriptions })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_snapshots_total", Help: "Full snapshots sent (subscriptions and resyncs)."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Snapshots })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_deltas_total", Help: "Deltas sent."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Deltas })),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_resyncs_total", Help: "Slow backends sent a snapshot instead of their backlog."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Resyncs })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_resyncs_total", Help: "Slow backends sent what they missed in one delta instead of their backlog."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Resyncs })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_dropped_total", Help: "Subscriptions dropped after their lease (a backend gone)."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Dropped })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_subscriptions_refused_total", Help: "Subscriptions refused (a node its certificate does not name)."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Refused })),
 	)
