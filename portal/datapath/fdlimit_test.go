@@ -37,6 +37,9 @@ func TestHelperFDLimitedProxy(t *testing.T) {
 	go p.Serve(ln.(*net.TCPListener), nil)
 	fmt.Printf("ADDR %s\n", ln.Addr())
 	io.Copy(io.Discard, os.Stdin) // serve until the parent closes stdin
+	// Done: not on to TestMain's second pass, whose switch to the event
+	// loops would race with this proxy's goroutines.
+	os.Exit(0)
 }
 
 // fd exhaustion in the proxy: connections already proxied keep working,
