@@ -150,28 +150,8 @@ func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 		views.send(watcher.Event{Kind: "EndpointSlice", Op: watcher.Added, Object: c.slice(i, 0, start)})
 	}
 
-	// Hollow hosts: 100 nodes per process.
-	const perHost = 100
-	var hosts []*hollowChild
-	for first := 0; first < n; first += perHost {
-		var names []string
-		for i := first; i < min(n, first+perHost); i++ {
-			names = append(names, fmt.Sprintf("node-%d", i))
-		}
-		h, err := startHollowChild(core.Address(), names)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.stop()
-		hosts = append(hosts, h)
-	}
-	ready := newProgress(t, "hollow nodes ready", n)
-	for i, h := range hosts {
-		if err := h.expectLine("ready"); err != nil {
-			t.Fatalf("hollow host: %v", err)
-		}
-		ready.at(min(n, (i+1)*perHost))
-	}
+	hosts := startHollowHosts(t, n, core.Address())
+	defer stopHollow(hosts)
 
 	// Churn: rate endpoint changes/s, each a random service's slice.
 	last := map[int]time.Time{}
@@ -202,27 +182,7 @@ func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 		views.send(watcher.Event{Kind: "EndpointSlice", Op: watcher.Updated, Object: c.slice(i, versions[i], now)})
 	}
 	tick.Stop()
-	// Every node must hold each changed service's last change.
-	for _, h := range hosts {
-		for i, at := range last {
-			fmt.Fprintf(h.in, "expect hollow/svc-%d %d\n", i, at.UnixNano())
-		}
-		fmt.Fprintln(h.in, "end")
-	}
-	all := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
-	lost := 0
-	for _, h := range hosts {
-		line, err := h.line()
-		if err != nil {
-			t.Fatalf("hollow host: %v", err)
-		}
-		var res hollowResult
-		if err := json.Unmarshal([]byte(line), &res); err != nil {
-			t.Fatalf("hollow host's result %q: %v", line, err)
-		}
-		all.Merge(hdrhistogram.Import(res.Hist))
-		lost += res.Lost
-	}
+	all, lost := collectHollow(t, hosts, last)
 	cpu := cpuTime() - cpu0
 	elapsed := time.Since(began)
 	rss := rssBytes()
@@ -246,6 +206,73 @@ func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 	if lost > 0 {
 		t.Errorf("%d nodes × services did not get their last change", lost)
 	}
+}
+
+// startHollowHosts starts n hollow nodes, 100 per child process, following
+// the core at core (or, with env's kubeconfig, each watching the API
+// server), and returns once every one has its first state; they stop
+// when the caller calls stopHollow.
+func startHollowHosts(t *testing.T, n int, core string, env ...string) []*hollowChild {
+	const perHost = 100
+	var hosts []*hollowChild
+	for first := 0; first < n; first += perHost {
+		var names []string
+		for i := first; i < min(n, first+perHost); i++ {
+			names = append(names, fmt.Sprintf("node-%d", i))
+		}
+		h, err := startHollowChild(core, names, env...)
+		if err != nil {
+			stopHollow(hosts)
+			t.Fatal(err)
+		}
+		hosts = append(hosts, h)
+	}
+	ready := newProgress(t, "hollow nodes ready", n)
+	for i, h := range hosts {
+		if err := h.expectLine("ready"); err != nil {
+			stopHollow(hosts)
+			t.Fatalf("hollow host: %v", err)
+		}
+		ready.at(min(n, (i+1)*perHost))
+	}
+	return hosts
+}
+
+// stopHollow ends the hosts' processes: a round's nodes must not load
+// the next round.
+func stopHollow(hosts []*hollowChild) {
+	for _, h := range hosts {
+		h.stop()
+	}
+}
+
+// collectHollow tells every host which change of each service came last,
+// and returns the hosts' change → store latencies (µs) and how many node ×
+// service pairs did not get their last change.
+func collectHollow(t *testing.T, hosts []*hollowChild, last map[int]time.Time) (*hdrhistogram.Histogram, int) {
+	for _, h := range hosts {
+		w := bufio.NewWriter(h.in)
+		for i, at := range last {
+			fmt.Fprintf(w, "expect hollow/svc-%d %d\n", i, at.UnixNano())
+		}
+		fmt.Fprintln(w, "end")
+		w.Flush()
+	}
+	all := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
+	lost := 0
+	for _, h := range hosts {
+		line, err := h.line()
+		if err != nil {
+			t.Fatalf("hollow host: %v", err)
+		}
+		var res hollowResult
+		if err := json.Unmarshal([]byte(line), &res); err != nil {
+			t.Fatalf("hollow host's result %q: %v", line, err)
+		}
+		all.Merge(hdrhistogram.Import(res.Hist))
+		lost += res.Lost
+	}
+	return all, lost
 }
 
 // hollowResult is a host's report: its nodes' change → store latencies

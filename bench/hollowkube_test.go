@@ -3,9 +3,7 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,27 +120,8 @@ func hollowKubeRound(t *testing.T, s *kubetest.Server, c *hollowCluster, n, serv
 	} else {
 		env = []string{"KPROXY_HOLLOW_KUBECONFIG=" + s.KproxyKubeconfig}
 	}
-	const perHost = 100
-	var hosts []*hollowChild
-	for first := 0; first < n; first += perHost {
-		var names []string
-		for i := first; i < min(n, first+perHost); i++ {
-			names = append(names, fmt.Sprintf("node-%d", i))
-		}
-		h, err := startHollowChild(coreAddr, names, env...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.stop()
-		hosts = append(hosts, h)
-	}
-	ready := newProgress(t, "hollow nodes ready", n)
-	for i, h := range hosts {
-		if err := h.expectLine("ready"); err != nil {
-			t.Fatalf("hollow host: %v", err)
-		}
-		ready.at(min(n, (i+1)*perHost))
-	}
+	hosts := startHollowHosts(t, n, coreAddr, env...)
+	defer stopHollow(hosts)
 	watches := apiserverWatches(t, s)
 	api0, cpu0 := procCPU(t, s.PID()), cpuTime()
 	began := time.Now()
@@ -168,28 +146,7 @@ func hollowKubeRound(t *testing.T, s *kubetest.Server, c *hollowCluster, n, serv
 		}
 	}
 	tick.Stop()
-	for _, h := range hosts {
-		w := bufio.NewWriter(h.in)
-		for i, at := range last {
-			fmt.Fprintf(w, "expect hollow/svc-%d %d\n", i, at.UnixNano())
-		}
-		fmt.Fprintln(w, "end")
-		w.Flush()
-	}
-	all := hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3)
-	lost := 0
-	for _, h := range hosts {
-		line, err := h.line()
-		if err != nil {
-			t.Fatalf("hollow host: %v", err)
-		}
-		var res hollowResult
-		if err := json.Unmarshal([]byte(line), &res); err != nil {
-			t.Fatalf("hollow host's result %q: %v", line, err)
-		}
-		all.Merge(hdrhistogram.Import(res.Hist))
-		lost += res.Lost
-	}
+	all, lost := collectHollow(t, hosts, last)
 	api, cpu := procCPU(t, s.PID())-api0, cpuTime()-cpu0
 	us := func(q float64) time.Duration {
 		return (time.Duration(all.ValueAtQuantile(q)) * time.Microsecond).Round(100 * time.Microsecond)
