@@ -41,7 +41,14 @@ type Subscribe struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	NodeName string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// What the backend is, for the core's logs ("kproxy run", "kproxy watch").
-	Client        string `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
+	Client string `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`
+	// routed: a core replica sent the backend here (SubscribeRedirect): the
+	// replica serves it rather than looking up the node's replica again.
+	Routed bool `protobuf:"varint,3,opt,name=routed,proto3" json:"routed,omitempty"`
+	// The replica that served this backend until it went away, if any: a
+	// replica that still counts it as a member holds the Subscribe until the
+	// cluster agrees it left (placement would name it again).
+	LostReplica   string `protobuf:"bytes,4,opt,name=lost_replica,json=lostReplica,proto3" json:"lost_replica,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -90,6 +97,67 @@ func (x *Subscribe) GetClient() string {
 	return ""
 }
 
+func (x *Subscribe) GetRouted() bool {
+	if x != nil {
+		return x.Routed
+	}
+	return false
+}
+
+func (x *Subscribe) GetLostReplica() string {
+	if x != nil {
+		return x.LostReplica
+	}
+	return ""
+}
+
+// SubscribeRedirect tells a backend which core replica serves its node
+// (placement by protoactor's cluster): subscribe there, routed. Without a
+// replica, the node moved: subscribe again through any replica.
+type SubscribeRedirect struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replica       string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRedirect) Reset() {
+	*x = SubscribeRedirect{}
+	mi := &file_messages_remote_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRedirect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRedirect) ProtoMessage() {}
+
+func (x *SubscribeRedirect) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_remote_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRedirect.ProtoReflect.Descriptor instead.
+func (*SubscribeRedirect) Descriptor() ([]byte, []int) {
+	return file_messages_remote_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SubscribeRedirect) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
 // SubscribeRefused tells a backend why its Subscribe was not accepted.
 type SubscribeRefused struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -100,7 +168,7 @@ type SubscribeRefused struct {
 
 func (x *SubscribeRefused) Reset() {
 	*x = SubscribeRefused{}
-	mi := &file_messages_remote_proto_msgTypes[1]
+	mi := &file_messages_remote_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -112,7 +180,7 @@ func (x *SubscribeRefused) String() string {
 func (*SubscribeRefused) ProtoMessage() {}
 
 func (x *SubscribeRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[1]
+	mi := &file_messages_remote_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -125,7 +193,7 @@ func (x *SubscribeRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRefused.ProtoReflect.Descriptor instead.
 func (*SubscribeRefused) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{1}
+	return file_messages_remote_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SubscribeRefused) GetReason() string {
@@ -145,14 +213,17 @@ type Snapshot struct {
 	ServicePorts []*ServicePortEndpoints `protobuf:"bytes,3,rep,name=service_ports,json=servicePorts,proto3" json:"service_ports,omitempty"`
 	NodeName     string                  `protobuf:"bytes,4,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// When the core sent it (Unix nanoseconds), for delivery latency.
-	SentUnixNano  int64 `protobuf:"varint,5,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	SentUnixNano int64 `protobuf:"varint,5,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// The remoting addresses of every core replica, this one first, for the
+	// backend to subscribe to another when this one goes away.
+	Replicas      []string `protobuf:"bytes,6,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_messages_remote_proto_msgTypes[2]
+	mi := &file_messages_remote_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -164,7 +235,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[2]
+	mi := &file_messages_remote_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -177,7 +248,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{2}
+	return file_messages_remote_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Snapshot) GetSession() string {
@@ -215,6 +286,13 @@ func (x *Snapshot) GetSentUnixNano() int64 {
 	return 0
 }
 
+func (x *Snapshot) GetReplicas() []string {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 // Delta is one flush of changes: seq is the previous message's seq + 1.
 type Delta struct {
 	state        protoimpl.MessageState  `protogen:"open.v1"`
@@ -233,7 +311,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_messages_remote_proto_msgTypes[3]
+	mi := &file_messages_remote_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +323,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[3]
+	mi := &file_messages_remote_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +336,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{3}
+	return file_messages_remote_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Delta) GetSession() string {
@@ -315,7 +393,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_messages_remote_proto_msgTypes[4]
+	mi := &file_messages_remote_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +405,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[4]
+	mi := &file_messages_remote_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +418,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{4}
+	return file_messages_remote_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Heartbeat) GetSession() string {
@@ -368,7 +446,7 @@ type SubscriptionAck struct {
 
 func (x *SubscriptionAck) Reset() {
 	*x = SubscriptionAck{}
-	mi := &file_messages_remote_proto_msgTypes[5]
+	mi := &file_messages_remote_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +458,7 @@ func (x *SubscriptionAck) String() string {
 func (*SubscriptionAck) ProtoMessage() {}
 
 func (x *SubscriptionAck) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[5]
+	mi := &file_messages_remote_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +471,7 @@ func (x *SubscriptionAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionAck.ProtoReflect.Descriptor instead.
 func (*SubscriptionAck) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{5}
+	return file_messages_remote_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubscriptionAck) GetSession() string {
@@ -419,7 +497,7 @@ type CoreTick struct {
 
 func (x *CoreTick) Reset() {
 	*x = CoreTick{}
-	mi := &file_messages_remote_proto_msgTypes[6]
+	mi := &file_messages_remote_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +509,7 @@ func (x *CoreTick) String() string {
 func (*CoreTick) ProtoMessage() {}
 
 func (x *CoreTick) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[6]
+	mi := &file_messages_remote_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +522,7 @@ func (x *CoreTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoreTick.ProtoReflect.Descriptor instead.
 func (*CoreTick) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{6}
+	return file_messages_remote_proto_rawDescGZIP(), []int{7}
 }
 
 // SubscriberTick is a backend subscriber's timer: core liveness, re-subscribe.
@@ -456,7 +534,7 @@ type SubscriberTick struct {
 
 func (x *SubscriberTick) Reset() {
 	*x = SubscriberTick{}
-	mi := &file_messages_remote_proto_msgTypes[7]
+	mi := &file_messages_remote_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +546,7 @@ func (x *SubscriberTick) String() string {
 func (*SubscriberTick) ProtoMessage() {}
 
 func (x *SubscriberTick) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[7]
+	mi := &file_messages_remote_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +559,7 @@ func (x *SubscriberTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriberTick.ProtoReflect.Descriptor instead.
 func (*SubscriberTick) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{7}
+	return file_messages_remote_proto_rawDescGZIP(), []int{8}
 }
 
 // GetCoreStats asks the core for its subscriptions (tests, the core's page).
@@ -493,7 +571,7 @@ type GetCoreStats struct {
 
 func (x *GetCoreStats) Reset() {
 	*x = GetCoreStats{}
-	mi := &file_messages_remote_proto_msgTypes[8]
+	mi := &file_messages_remote_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +583,7 @@ func (x *GetCoreStats) String() string {
 func (*GetCoreStats) ProtoMessage() {}
 
 func (x *GetCoreStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[8]
+	mi := &file_messages_remote_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +596,7 @@ func (x *GetCoreStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCoreStats.ProtoReflect.Descriptor instead.
 func (*GetCoreStats) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{8}
+	return file_messages_remote_proto_rawDescGZIP(), []int{9}
 }
 
 type CoreStats struct {
@@ -532,7 +610,7 @@ type CoreStats struct {
 
 func (x *CoreStats) Reset() {
 	*x = CoreStats{}
-	mi := &file_messages_remote_proto_msgTypes[9]
+	mi := &file_messages_remote_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +622,7 @@ func (x *CoreStats) String() string {
 func (*CoreStats) ProtoMessage() {}
 
 func (x *CoreStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[9]
+	mi := &file_messages_remote_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +635,7 @@ func (x *CoreStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoreStats.ProtoReflect.Descriptor instead.
 func (*CoreStats) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{9}
+	return file_messages_remote_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CoreStats) GetSubscriptions() []*SubscriptionStats {
@@ -613,7 +691,7 @@ type SubscriptionStats struct {
 
 func (x *SubscriptionStats) Reset() {
 	*x = SubscriptionStats{}
-	mi := &file_messages_remote_proto_msgTypes[10]
+	mi := &file_messages_remote_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +703,7 @@ func (x *SubscriptionStats) String() string {
 func (*SubscriptionStats) ProtoMessage() {}
 
 func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[10]
+	mi := &file_messages_remote_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +716,7 @@ func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionStats.ProtoReflect.Descriptor instead.
 func (*SubscriptionStats) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{10}
+	return file_messages_remote_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubscriptionStats) GetNodeName() string {
@@ -743,18 +821,23 @@ var File_messages_remote_proto protoreflect.FileDescriptor
 
 const file_messages_remote_proto_rawDesc = "" +
 	"\n" +
-	"\x15messages/remote.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"@\n" +
+	"\x15messages/remote.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"{\n" +
 	"\tSubscribe\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x16\n" +
-	"\x06client\x18\x02 \x01(\tR\x06client\"*\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\x12\x16\n" +
+	"\x06routed\x18\x03 \x01(\bR\x06routed\x12!\n" +
+	"\flost_replica\x18\x04 \x01(\tR\vlostReplica\"-\n" +
+	"\x11SubscribeRedirect\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\tR\areplica\"*\n" +
 	"\x10SubscribeRefused\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xbf\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xdb\x01\n" +
 	"\bSnapshot\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12D\n" +
 	"\rservice_ports\x18\x03 \x03(\v2\x1f.kproxy.v1.ServicePortEndpointsR\fservicePorts\x12\x1b\n" +
 	"\tnode_name\x18\x04 \x01(\tR\bnodeName\x12$\n" +
-	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\"\xe0\x02\n" +
+	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\x12\x1a\n" +
+	"\breplicas\x18\x06 \x03(\tR\breplicas\"\xe0\x02\n" +
 	"\x05Delta\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x129\n" +
@@ -810,29 +893,30 @@ func file_messages_remote_proto_rawDescGZIP() []byte {
 	return file_messages_remote_proto_rawDescData
 }
 
-var file_messages_remote_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_messages_remote_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_messages_remote_proto_goTypes = []any{
 	(*Subscribe)(nil),            // 0: kproxy.v1.Subscribe
-	(*SubscribeRefused)(nil),     // 1: kproxy.v1.SubscribeRefused
-	(*Snapshot)(nil),             // 2: kproxy.v1.Snapshot
-	(*Delta)(nil),                // 3: kproxy.v1.Delta
-	(*Heartbeat)(nil),            // 4: kproxy.v1.Heartbeat
-	(*SubscriptionAck)(nil),      // 5: kproxy.v1.SubscriptionAck
-	(*CoreTick)(nil),             // 6: kproxy.v1.CoreTick
-	(*SubscriberTick)(nil),       // 7: kproxy.v1.SubscriberTick
-	(*GetCoreStats)(nil),         // 8: kproxy.v1.GetCoreStats
-	(*CoreStats)(nil),            // 9: kproxy.v1.CoreStats
-	(*SubscriptionStats)(nil),    // 10: kproxy.v1.SubscriptionStats
-	nil,                          // 11: kproxy.v1.Delta.TriggerUnixNanoEntry
-	(*ServicePortEndpoints)(nil), // 12: kproxy.v1.ServicePortEndpoints
-	(*ServicePortKey)(nil),       // 13: kproxy.v1.ServicePortKey
+	(*SubscribeRedirect)(nil),    // 1: kproxy.v1.SubscribeRedirect
+	(*SubscribeRefused)(nil),     // 2: kproxy.v1.SubscribeRefused
+	(*Snapshot)(nil),             // 3: kproxy.v1.Snapshot
+	(*Delta)(nil),                // 4: kproxy.v1.Delta
+	(*Heartbeat)(nil),            // 5: kproxy.v1.Heartbeat
+	(*SubscriptionAck)(nil),      // 6: kproxy.v1.SubscriptionAck
+	(*CoreTick)(nil),             // 7: kproxy.v1.CoreTick
+	(*SubscriberTick)(nil),       // 8: kproxy.v1.SubscriberTick
+	(*GetCoreStats)(nil),         // 9: kproxy.v1.GetCoreStats
+	(*CoreStats)(nil),            // 10: kproxy.v1.CoreStats
+	(*SubscriptionStats)(nil),    // 11: kproxy.v1.SubscriptionStats
+	nil,                          // 12: kproxy.v1.Delta.TriggerUnixNanoEntry
+	(*ServicePortEndpoints)(nil), // 13: kproxy.v1.ServicePortEndpoints
+	(*ServicePortKey)(nil),       // 14: kproxy.v1.ServicePortKey
 }
 var file_messages_remote_proto_depIdxs = []int32{
-	12, // 0: kproxy.v1.Snapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
-	12, // 1: kproxy.v1.Delta.upserts:type_name -> kproxy.v1.ServicePortEndpoints
-	13, // 2: kproxy.v1.Delta.deletes:type_name -> kproxy.v1.ServicePortKey
-	11, // 3: kproxy.v1.Delta.trigger_unix_nano:type_name -> kproxy.v1.Delta.TriggerUnixNanoEntry
-	10, // 4: kproxy.v1.CoreStats.subscriptions:type_name -> kproxy.v1.SubscriptionStats
+	13, // 0: kproxy.v1.Snapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
+	13, // 1: kproxy.v1.Delta.upserts:type_name -> kproxy.v1.ServicePortEndpoints
+	14, // 2: kproxy.v1.Delta.deletes:type_name -> kproxy.v1.ServicePortKey
+	12, // 3: kproxy.v1.Delta.trigger_unix_nano:type_name -> kproxy.v1.Delta.TriggerUnixNanoEntry
+	11, // 4: kproxy.v1.CoreStats.subscriptions:type_name -> kproxy.v1.SubscriptionStats
 	5,  // [5:5] is the sub-list for method output_type
 	5,  // [5:5] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
@@ -852,7 +936,7 @@ func file_messages_remote_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_remote_proto_rawDesc), len(file_messages_remote_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

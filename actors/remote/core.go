@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 
@@ -53,11 +54,15 @@ type CoreConfig struct {
 	MaxInFlight int
 	Remote      Config
 	Log         zerolog.Logger
+	// Replicas, when set, makes this core one replica of several on
+	// protoactor's cluster (replicas.go); nil serves alone.
+	Replicas *Replicas
 
 	// identities, with client certificates required, names the node each
 	// backend's certificate is for: it may subscribe to that node only.
 	identities *identities
 	counters   *CoreCounters
+	cluster    *cluster.Cluster
 }
 
 func (c *CoreConfig) defaults() {
@@ -81,8 +86,11 @@ func (c *CoreConfig) defaults() {
 // Core is a running core: its source, actor system and remoting.
 type Core struct {
 	rs  *remoteSystem
-	pid *actor.PID
+	pid atomic.Pointer[actor.PID]
 	cfg CoreConfig
+	// members is the cluster's latest membership (replicas only), kept
+	// until the core actor is there to take it.
+	members atomic.Pointer[topology]
 }
 
 // CoreCounters are a core's running totals, for its metrics.
@@ -100,26 +108,36 @@ func (c *Core) Counters() *CoreCounters { return c.cfg.counters }
 // cfg.Remote.Listen until ctx ends or Stop.
 func StartCore(ctx context.Context, cfg CoreConfig) (*Core, error) {
 	cfg.defaults()
-	rs, err := startRemote(cfg.Remote, "core")
+	c := &Core{cfg: cfg}
+	var err error
+	if cfg.Replicas != nil {
+		c.rs, err = startMember(cfg.Remote, cfg.Replicas, c.topologyChanged)
+	} else {
+		c.rs, err = startRemote(cfg.Remote, "core")
+	}
 	if err != nil {
 		return nil, err
 	}
-	c := &Core{rs: rs, cfg: cfg}
-	c.cfg.identities = rs.identities
-	c.pid, err = rs.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(&c.cfg) },
+	rs := c.rs
+	c.cfg.identities, c.cfg.cluster = rs.identities, rs.cluster
+	pid, err := rs.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(&c.cfg) },
 		actor.WithGuardian(supervision.Default)), CoreActorName)
 	if err != nil {
 		rs.stop()
 		return nil, err
 	}
+	c.pid.Store(pid)
 	root := rs.system.Root
+	if t := c.members.Load(); t != nil {
+		root.Send(pid, *t) // what the cluster agreed on before the actor was there
+	}
 	if err := cfg.Views.Start(ctx, func(e watcher.Event) {
-		root.Send(c.pid, &e)
+		root.Send(pid, &e)
 	}); err != nil {
 		c.Stop()
 		return nil, err
 	}
-	root.Send(c.pid, &messages.SourceSynced{})
+	root.Send(pid, &messages.SourceSynced{})
 	cfg.Log.Info().Str("address", rs.address()).Bool("token", cfg.Remote.Token != "").Bool("tls", cfg.Remote.ServerTLS != nil).
 		Msg("core serving node-local views over protoactor remoting")
 	return c, nil
@@ -128,9 +146,17 @@ func StartCore(ctx context.Context, cfg CoreConfig) (*Core, error) {
 // Address is the core's remoting address (what backends dial).
 func (c *Core) Address() string { return c.rs.address() }
 
+// topologyChanged hands the cluster's membership to the core actor.
+func (c *Core) topologyChanged(t topology) {
+	c.members.Store(&t)
+	if pid := c.pid.Load(); pid != nil {
+		c.rs.system.Root.Send(pid, t)
+	}
+}
+
 // Stats asks the core for its subscriptions.
 func (c *Core) Stats(timeout time.Duration) (*messages.CoreStats, error) {
-	r, err := c.rs.system.Root.RequestFuture(c.pid, &messages.GetCoreStats{}, timeout).Result()
+	r, err := c.rs.system.Root.RequestFuture(c.pid.Load(), &messages.GetCoreStats{}, timeout).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +169,7 @@ func (c *Core) Stats(timeout time.Duration) (*messages.CoreStats, error) {
 
 // Stop stops the core's actors, remoting and source.
 func (c *Core) Stop() {
-	_ = c.rs.system.Root.StopFuture(c.pid).Wait()
+	_ = c.rs.system.Root.StopFuture(c.pid.Load()).Wait()
 	c.cfg.Views.Stop()
 	c.rs.stop()
 }
@@ -209,12 +235,16 @@ type coreActor struct {
 	flushes  int64
 	resyncs  int64
 	stopTick scheduler.CancelFunc
+	// Replicas only: the cluster's members (remoting addresses, sorted),
+	// and Subscribes held until a lost replica leaves them.
+	members []string
+	held    map[string][]heldSubscribe
 }
 
 func newCoreActor(cfg *CoreConfig) *coreActor {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}, nodes: watcher.NewNodesTracker(cfg.Views),
+	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}, nodes: watcher.NewNodesTracker(cfg.Views), held: map[string][]heldSubscribe{},
 		pace: watcher.NewBoundedFrequency(cfg.MinSyncPeriod, watcher.DefaultSyncBurst)}
 }
 
@@ -230,6 +260,12 @@ func (c *coreActor) Receive(ctx actor.Context) {
 		c.synced = true
 	case *messages.Subscribe:
 		c.subscribe(ctx, m)
+	case topology:
+		c.topology(ctx, m)
+	case releaseHeld:
+		c.release(ctx, m.lost)
+	case *nodeMoved:
+		c.moved(ctx, m.node)
 	case *watcher.Event:
 		// Applied once to the source's objects, then marked once: a
 		// Node's own change (its zone) concerns only that node's views.
@@ -344,6 +380,10 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 			return
 		}
 	}
+	if c.cfg.cluster != nil && !m.GetRouted() {
+		c.route(ctx, m, from)
+		return
+	}
 	if !c.synced {
 		return // the backend re-subscribes; nothing is served before the source is complete
 	}
@@ -371,9 +411,9 @@ func (c *coreActor) sendSnapshot(ctx actor.Context, s *subscription, views []*wa
 	s.behind = false
 	s.snapshots++
 	c.cfg.counters.Snapshots.Add(1)
-	m := &messages.Snapshot{Session: s.session, Seq: s.seq, NodeName: s.node, SentUnixNano: time.Now().UnixNano()}
+	m := &messages.Snapshot{Session: s.session, Seq: s.seq, NodeName: s.node, SentUnixNano: time.Now().UnixNano(), Replicas: c.replicas(ctx)}
 	m.ProtoReflect().SetUnknown(snapshotBody(views))
-	ctx.Send(s.pid, m)
+	ctx.Request(s.pid, m) // from this core: a backend sent here by another replica learns who serves it
 }
 
 // sendDelta sends s one flush's changes, encoded.

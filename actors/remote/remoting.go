@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	protoremote "github.com/asynkron/protoactor-go/remote"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
@@ -54,6 +55,8 @@ type remoteSystem struct {
 	// identities is set when peers must present client certificates: who
 	// each peer's certificate names, by the remoting address it declares.
 	identities *identities
+	// cluster is set on a core replica (replicas.go).
+	cluster *cluster.Cluster
 }
 
 // identities maps a peer's remoting address, as its connection declares it
@@ -134,28 +137,42 @@ const unauthenticatedMessage = "kproxy remote: missing or wrong token (the core 
 
 // startRemote builds an actor system and starts remoting on rc.Listen.
 func startRemote(rc Config, component string) (*remoteSystem, error) {
+	rs, cfg, err := prepareRemote(rc, component)
+	if err != nil {
+		return nil, err
+	}
+	rs.remote = protoremote.NewRemote(rs.system, cfg)
+	if err := startRemoteServer(rs.remote.Start); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// prepareRemote builds an actor system and the remoting configuration to
+// start on it (by startRemote, or by protoactor's cluster as a member).
+func prepareRemote(rc Config, component string) (*remoteSystem, *protoremote.Config, error) {
 	if rc.Listen == "" {
 		rc.Listen = "127.0.0.1:0"
 	}
 	host, portStr, err := net.SplitHostPort(rc.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("remote listen address %q: %w", rc.Listen, err)
+		return nil, nil, fmt.Errorf("remote listen address %q: %w", rc.Listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("remote listen address %q: %w", rc.Listen, err)
+		return nil, nil, fmt.Errorf("remote listen address %q: %w", rc.Listen, err)
 	}
 	// Bind here, so a port in use is an error rather than protoactor's
 	// panic, and port 0 resolves to the port protoactor will bind.
 	if port == 0 {
 		l, err := net.Listen("tcp", rc.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("remote listen: %w", err)
+			return nil, nil, fmt.Errorf("remote listen: %w", err)
 		}
 		port = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 	} else if l, err := net.Listen("tcp", rc.Listen); err != nil {
-		return nil, fmt.Errorf("remote listen: %w", err)
+		return nil, nil, fmt.Errorf("remote listen: %w", err)
 	} else {
 		l.Close()
 	}
@@ -190,30 +207,30 @@ func startRemote(rc Config, component string) (*remoteSystem, error) {
 	// subscriber re-subscribes on its own schedule), and a returning
 	// core is reached within one retry.
 	cfg.MaxRetryCount = 1
-	r := protoremote.NewRemote(system, cfg)
-	if err := startRemoteServer(r); err != nil {
-		return nil, err
-	}
-	return &remoteSystem{system: system, remote: r, identities: ids}, nil
+	return &remoteSystem{system: system, identities: ids}, cfg, nil
 }
 
 // remoteQueueSize is the first size of protoactor's remoting queues.
 const remoteQueueSize = 1024
 
 // startRemoteServer turns protoactor's panic on listen into an error.
-func startRemoteServer(r *protoremote.Remote) (err error) {
+func startRemoteServer(start func()) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("remote listen: %v", p)
 		}
 	}()
-	r.Start()
+	start()
 	return nil
 }
 
 func (rs *remoteSystem) address() string { return rs.system.Address() }
 
 func (rs *remoteSystem) stop() {
+	if rs.cluster != nil {
+		rs.cluster.Shutdown(true) // leaves the cluster, then stops remoting and the system
+		return
+	}
 	rs.remote.Shutdown(false)
 	rs.system.Shutdown()
 }

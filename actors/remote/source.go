@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	protoremote "github.com/asynkron/protoactor-go/remote"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
@@ -21,7 +25,10 @@ import (
 // SourceConfig configures a backend's source: a core's view of
 // NodeName, over protoactor remoting.
 type SourceConfig struct {
-	// Core is the core's remoting address (host:port).
+	// Core is the core's remoting address (host:port), or several core
+	// replicas' separated by commas: the backend subscribes through any,
+	// is sent to the one serving its node, learns the rest from it, and
+	// moves to another when that one goes away.
 	Core     string
 	NodeName string
 	// Client names the backend in the core's logs.
@@ -48,6 +55,8 @@ type Source struct {
 	cfg SourceConfig
 	rs  *remoteSystem
 	pid *actor.PID
+	// gone tells the subscriber of lost remoting connections.
+	gone *eventstream.Subscription
 
 	stats remoteCounters
 
@@ -121,7 +130,11 @@ func (s *Source) Start(ctx context.Context, notify func(watcher.Event)) error {
 		return err
 	}
 	s.rs = rs
-	if err := checkCore(ctx, s.cfg.Core, s.cfg.Remote); errors.Is(err, ErrRefused) {
+	addrs := coreAddresses(s.cfg.Core)
+	if len(addrs) == 0 {
+		return errors.New("remote source: no core address")
+	}
+	if err := checkCore(ctx, addrs[0], s.cfg.Remote); errors.Is(err, ErrRefused) {
 		s.cfg.Log.Error().Err(err).Msg("the core refused this backend's credentials")
 		s.Stop()
 		return err
@@ -129,9 +142,17 @@ func (s *Source) Start(ctx context.Context, notify func(watcher.Event)) error {
 		s.cfg.Log.Warn().Err(err).Msg("core not reachable yet; subscribing until it is")
 	}
 	ready := make(chan error, 1)
-	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, core: actor.NewPID(s.cfg.Core, CoreActorName), ready: ready, stats: &s.stats,
-		setTriggers: s.setTriggers}
+	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, addrs: addrs, target: addrs[0], core: actor.NewPID(addrs[0], CoreActorName),
+		ready: ready, stats: &s.stats, setTriggers: s.setTriggers}
 	s.pid = rs.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sub }, actor.WithGuardian(supervision.Default)))
+	// A core killed closes its connections: act on that at once rather
+	// than after three silent heartbeats.
+	root, pid := rs.system.Root, s.pid
+	s.gone = rs.system.EventStream.Subscribe(func(ev any) {
+		if t, ok := ev.(*protoremote.EndpointTerminatedEvent); ok {
+			root.Send(pid, coreGone{address: t.Address})
+		}
+	})
 	s.cfg.Log.Info().Str("core", s.cfg.Core).Str("node", s.cfg.NodeName).Str("address", rs.address()).Msg("subscribing to the core")
 	select {
 	case err := <-ready:
@@ -158,6 +179,9 @@ func (s *Source) Stop() {
 	if s.rs == nil {
 		return
 	}
+	if s.gone != nil {
+		s.rs.system.EventStream.Unsubscribe(s.gone)
+	}
 	if s.pid != nil {
 		_ = s.rs.system.Root.StopFuture(s.pid).Wait()
 	}
@@ -172,7 +196,16 @@ type subscriber struct {
 	cfg    *SourceConfig
 	store  *watcher.Store
 	notify func(watcher.Event)
+	// core is the replica serving this backend (the last Snapshot's
+	// sender); addrs every core address known, entry the one subscribed
+	// through next, target where the next Subscribe goes, routed whether a
+	// replica sent it there, and lost the replica that went away.
 	core   *actor.PID
+	addrs  []string
+	entry  int
+	target string
+	routed bool
+	lost   string
 	ready  chan error
 	once   sync.Once
 	stats  *remoteCounters
@@ -191,7 +224,10 @@ type subscriber struct {
 }
 
 // authChecked is the result of a credentials check run off the actor.
-type authChecked struct{ err error }
+type authChecked struct {
+	address string
+	err     error
+}
 
 func (s *subscriber) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -218,17 +254,82 @@ func (s *subscriber) Receive(ctx actor.Context) {
 		}
 		s.lastHeard = time.Now()
 		ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})
+	case *messages.SubscribeRedirect:
+		s.redirected(ctx, m)
+	case coreGone:
+		if s.subscribed && m.address == s.core.Address {
+			s.lose(time.Now(), "its connection closed")
+			s.check(ctx)
+		}
 	case *messages.SubscribeRefused:
-		s.cfg.Log.Error().Str("core", s.cfg.Core).Str("reason", m.GetReason()).Msg("the core refused the subscription")
+		s.cfg.Log.Error().Str("core", s.target).Str("reason", m.GetReason()).Msg("the core refused the subscription")
 		s.once.Do(func() { s.ready <- fmt.Errorf("%w: %s", ErrRefused, m.GetReason()) })
 	case *authChecked:
-		s.checked(ctx, m.err)
+		s.checked(ctx, m)
 	}
 }
 
 func (s *subscriber) subscribe(ctx actor.Context) {
 	s.lastAsked = time.Now()
-	ctx.Request(s.core, &messages.Subscribe{NodeName: s.cfg.NodeName, Client: s.cfg.Client})
+	ctx.Request(actor.NewPID(s.target, CoreActorName),
+		&messages.Subscribe{NodeName: s.cfg.NodeName, Client: s.cfg.Client, Routed: s.routed, LostReplica: s.lost})
+}
+
+// coreGone: remoting lost its connection to address.
+type coreGone struct{ address string }
+
+// coreAddresses splits a comma-separated list of core addresses.
+func coreAddresses(list string) []string {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// lose notes that the serving replica is gone (silent, or its connection
+// closed): the next Subscribe goes through another replica, naming it.
+func (s *subscriber) lose(now time.Time, why string) {
+	s.subscribed = false
+	s.stats.connected.Store(false)
+	s.stats.resubscribes.Add(1)
+	s.lostSince = now
+	s.lost, s.routed = s.core.Address, false
+	s.lastAsked = time.Time{} // a lost core answers no Subscribe
+	s.next(s.lost)
+	s.cfg.Log.Warn().Str("core", s.lost).Str("why", why).Str("next", s.target).
+		Msg("lost the core; serving the last known state and re-subscribing")
+}
+
+// next moves the entry to the next known address that is not avoid.
+func (s *subscriber) next(avoid string) {
+	for range s.addrs {
+		s.entry = (s.entry + 1) % len(s.addrs)
+		if s.addrs[s.entry] != avoid {
+			break
+		}
+	}
+	s.target = s.addrs[s.entry]
+}
+
+// redirected follows a replica to the one serving this node; without one,
+// the node moved: subscribe again through the replica that said so.
+func (s *subscriber) redirected(ctx actor.Context, m *messages.SubscribeRedirect) {
+	if s.subscribed && (ctx.Sender() == nil || ctx.Sender().Address != s.core.Address) {
+		return // an answer to an earlier Subscribe
+	}
+	if m.GetReplica() != "" {
+		s.target, s.routed = m.GetReplica(), true
+	} else {
+		s.target, s.routed = s.core.Address, false
+		s.subscribed = false
+		s.stats.connected.Store(false)
+		s.stats.resubscribes.Add(1)
+	}
+	s.cfg.Log.Info().Str("replica", s.target).Bool("moved", m.GetReplica() == "").Msg("core replica serving this node")
+	s.subscribe(ctx)
 }
 
 // tick notices a silent core and, until one answers again, checks every
@@ -241,33 +342,35 @@ func (s *subscriber) subscribe(ctx actor.Context) {
 func (s *subscriber) tick(ctx actor.Context) {
 	now := time.Now()
 	if s.subscribed && now.Sub(s.lastHeard) > 3*s.cfg.Heartbeat {
-		s.subscribed = false
-		s.stats.connected.Store(false)
-		s.stats.resubscribes.Add(1)
-		s.lostSince = now
-		s.cfg.Log.Warn().Str("core", s.cfg.Core).Dur("silent", now.Sub(s.lastHeard).Round(time.Millisecond)).
-			Msg("lost the core; serving the last known state and re-subscribing")
+		s.lose(now, "silent for "+now.Sub(s.lastHeard).Round(time.Millisecond).String())
 	}
+	s.check(ctx)
+}
+
+// check runs the credentials check of the next Subscribe's address, unless
+// subscribed or one runs.
+func (s *subscriber) check(ctx actor.Context) {
 	if s.subscribed || s.checking {
 		return
 	}
 	s.checking = true
-	self, root, core, rc := ctx.Self(), ctx.ActorSystem().Root, s.cfg.Core, s.cfg.Remote
+	self, root, core, rc := ctx.Self(), ctx.ActorSystem().Root, s.target, s.cfg.Remote
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
 				root.Send(self, &authChecked{err: fmt.Errorf("credentials check: %v", p)})
 			}
 		}()
-		root.Send(self, &authChecked{err: checkCore(context.Background(), core, rc)})
+		root.Send(self, &authChecked{address: core, err: checkCore(context.Background(), core, rc)})
 	}()
 }
 
 // checked acts on a credentials check: subscribe to a core that answers,
 // unless a Subscribe may still be answered (a core busy with a large
 // snapshot would otherwise make a new one per tick).
-func (s *subscriber) checked(ctx actor.Context, err error) {
+func (s *subscriber) checked(ctx actor.Context, m *authChecked) {
 	s.checking = false
+	err := m.err
 	switch {
 	case errors.Is(err, ErrRefused):
 		if msg := err.Error(); msg != s.refused {
@@ -277,11 +380,15 @@ func (s *subscriber) checked(ctx actor.Context, err error) {
 		s.once.Do(func() { s.ready <- err })
 	case err == nil && !s.subscribed && time.Since(s.lastAsked) >= 2*s.cfg.Heartbeat:
 		s.subscribe(ctx)
+	case err != nil && !s.subscribed && m.address == s.target && len(s.addrs) > 1:
+		s.routed = false // unreachable: through the next replica
+		s.next(s.target)
 	}
 }
 
 func (s *subscriber) resync(ctx actor.Context, why string) {
-	s.cfg.Log.Warn().Str("core", s.cfg.Core).Str("why", why).Msg("out of step with the core; re-subscribing for a full snapshot")
+	s.cfg.Log.Warn().Str("core", s.core.Address).Str("why", why).Msg("out of step with the core; re-subscribing for a full snapshot")
+	s.target, s.routed = s.core.Address, true // the replica serving it still does
 	s.subscribed = false
 	s.stats.connected.Store(false)
 	s.stats.resubscribes.Add(1)
@@ -297,12 +404,17 @@ func (s *subscriber) changed(services []string) {
 
 func (s *subscriber) applySnapshot(ctx actor.Context, m *messages.Snapshot) {
 	carried(m)
+	if from := ctx.Sender(); from != nil {
+		s.core = from
+	}
+	s.learn(m.GetReplicas())
+	s.lost = ""
 	wasLost := !s.lostSince.IsZero()
 	changed := s.store.Replace(m.GetServicePorts(), nil, false)
 	s.changed(changed)
 	s.session, s.seq, s.subscribed, s.lastHeard, s.refused = m.GetSession(), m.GetSeq(), true, time.Now(), ""
 	ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})
-	ev := s.cfg.Log.Info().Str("core", s.cfg.Core).Str("session", s.session).Int("servicePorts", len(m.GetServicePorts())).Int("changedServices", len(changed))
+	ev := s.cfg.Log.Info().Str("core", s.core.Address).Str("session", s.session).Int("servicePorts", len(m.GetServicePorts())).Int("changedServices", len(changed))
 	if wasLost {
 		ev = ev.Dur("lostFor", time.Since(s.lostSince).Round(time.Millisecond))
 		s.lostSince = time.Time{}
@@ -312,6 +424,15 @@ func (s *subscriber) applySnapshot(ctx actor.Context, m *messages.Snapshot) {
 	s.stats.snapshots.Add(1)
 	s.observe(m.GetSentUnixNano(), true)
 	s.once.Do(func() { s.ready <- nil })
+}
+
+// learn adds the replicas a core names to the addresses known.
+func (s *subscriber) learn(replicas []string) {
+	for _, a := range replicas {
+		if !slices.Contains(s.addrs, a) {
+			s.addrs = append(s.addrs, a)
+		}
+	}
 }
 
 func (s *subscriber) applyDelta(ctx actor.Context, m *messages.Delta) {

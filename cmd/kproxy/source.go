@@ -50,7 +50,7 @@ type sourceFlags struct {
 
 func (f *sourceFlags) register(fs *flag.FlagSet) {
 	nodeName := defaultNodeName()
-	fs.StringVar(&f.source, "source", "", "where services come from: kube (the Kubernetes API), file:PATH (a YAML/JSON file or directory of Service and EndpointSlice manifests) or remote:ADDR (a core, kproxy watch --serve, over protoactor remoting)")
+	fs.StringVar(&f.source, "source", "", "where services come from: kube (the Kubernetes API), file:PATH (a YAML/JSON file or directory of Service and EndpointSlice manifests) or remote:ADDR[,ADDR...] (a core, kproxy watch --serve, over protoactor remoting; several core replicas' addresses, comma-separated)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig for --source kube (default $KUBECONFIG, else in-cluster)")
 	fs.StringVar(&f.master, "master", "", "API server address, overriding the kubeconfig's")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", 5, "queries per second to the API server")
@@ -80,8 +80,14 @@ func (f *sourceFlags) validate() error {
 		return errors.New("--source is required: kube, file:PATH or remote:ADDR")
 	case f.source == "kube":
 	case f.isRemote():
-		if _, _, err := net.SplitHostPort(f.remoteAddr()); err != nil {
-			return fmt.Errorf("--source %q: %w", f.source, err)
+		addrs := splitList(f.remoteAddr())
+		if len(addrs) == 0 {
+			return fmt.Errorf("--source %q: no core address", f.source)
+		}
+		for _, a := range addrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("--source %q: %w", f.source, err)
+			}
 		}
 		if err := f.remote.checkListen("--remote-listen", f.remote.listen); err != nil {
 			return err

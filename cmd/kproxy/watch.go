@@ -44,6 +44,7 @@ type watchOptions struct {
 	// uiAddress serves the core's read-only page (with --serve).
 	uiAddress          string
 	uiAllowNonLoopback bool
+	replicas           replicaFlags
 }
 
 func watchCommand(args []string, stdout io.Writer) error {
@@ -59,6 +60,7 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.apiOutageLimit, "serve-api-outage-limit", time.Minute, "with --serve and --source kube: /healthz is unhealthy once the API server has not answered for this long (kube-proxy's healthz allows 2 x its 30 s sync period)")
 	fs.StringVar(&o.uiAddress, "ui-address", "", "with --serve: host:port for the core's read-only web page (its subscribers, their nodes, deltas sent, lag) at / and its JSON at /api/core; loopback unless --ui-allow-non-loopback; empty turns it off")
 	fs.BoolVar(&o.uiAllowNonLoopback, "ui-allow-non-loopback", false, "allow a non-loopback --ui-address (the page then answers any Host)")
+	o.replicas.register(fs)
 	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", remote.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets what it missed in one delta once it catches up instead of a growing backlog")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,6 +84,9 @@ func watchCommand(args []string, stdout io.Writer) error {
 		if err := o.remote.checkListen("--serve", o.serve); err != nil {
 			return err
 		}
+		if err := o.replicas.validate(&o.remote); err != nil {
+			return err
+		}
 		if o.uiAddress != "" {
 			loopback, err := loopbackAddress("--ui-address", o.uiAddress)
 			if err != nil {
@@ -96,6 +101,8 @@ func watchCommand(args []string, stdout io.Writer) error {
 		}
 	} else if o.uiAddress != "" {
 		return errors.New("--ui-address needs --serve: the page shows a core's subscribers")
+	} else if o.replicas.provider != "" {
+		return errors.New("--serve-cluster needs --serve: replicas are cores")
 	}
 	if !o.json && o.callout == "" {
 		o.json = true
@@ -123,6 +130,10 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 	if err != nil {
 		return err
 	}
+	replicas, err := o.replicas.replicas()
+	if err != nil {
+		return err
+	}
 	// /healthz answers from the start: unhealthy, saying why, until the
 	// source has synced.
 	health := &coreHealth{views: views, limit: o.apiOutageLimit}
@@ -130,7 +141,7 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 		serveHTTP(ctx, "core metrics (/metrics, /healthz)", o.serveMetrics, coreHandler(health), log)
 	}
 	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight,
-		Remote: rc, Log: log})
+		Remote: rc, Log: log, Replicas: replicas})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
