@@ -115,8 +115,11 @@ func (x *Subscribe) GetLostReplica() string {
 // (placement by protoactor's cluster): subscribe there, routed. Without a
 // replica, the node moved: subscribe again through any replica.
 type SubscribeRedirect struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Replica       string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Replica string                 `protobuf:"bytes,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	// leaving: the replica serving the backend is stopping; subscribe
+	// through another, naming it lost.
+	Leaving       bool `protobuf:"varint,2,opt,name=leaving,proto3" json:"leaving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +159,13 @@ func (x *SubscribeRedirect) GetReplica() string {
 		return x.Replica
 	}
 	return ""
+}
+
+func (x *SubscribeRedirect) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
 }
 
 // SubscribeRefused tells a backend why its Subscribe was not accepted.
@@ -826,9 +836,10 @@ const file_messages_remote_proto_rawDesc = "" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x16\n" +
 	"\x06routed\x18\x03 \x01(\bR\x06routed\x12!\n" +
-	"\flost_replica\x18\x04 \x01(\tR\vlostReplica\"-\n" +
+	"\flost_replica\x18\x04 \x01(\tR\vlostReplica\"G\n" +
 	"\x11SubscribeRedirect\x12\x18\n" +
-	"\areplica\x18\x01 \x01(\tR\areplica\"*\n" +
+	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
+	"\aleaving\x18\x02 \x01(\bR\aleaving\"*\n" +
 	"\x10SubscribeRefused\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xdb\x01\n" +
 	"\bSnapshot\x12\x18\n" +

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,6 +92,7 @@ type Core struct {
 	// members is the cluster's latest membership (replicas only), kept
 	// until the core actor is there to take it.
 	members atomic.Pointer[topology]
+	stop    sync.Once
 }
 
 // CoreCounters are a core's running totals, for its metrics.
@@ -167,8 +169,14 @@ func (c *Core) Stats(timeout time.Duration) (*messages.CoreStats, error) {
 	return st, nil
 }
 
-// Stop stops the core's actors, remoting and source.
-func (c *Core) Stop() {
+// Stop stops the core's actors, remoting and source. A replica first
+// sends its backends to the others.
+func (c *Core) Stop() { c.stop.Do(c.stopOnce) }
+
+func (c *Core) stopOnce() {
+	if c.cfg.cluster != nil {
+		_, _ = c.rs.system.Root.RequestFuture(c.pid.Load(), leaving{}, 5*time.Second).Result()
+	}
 	_ = c.rs.system.Root.StopFuture(c.pid.Load()).Wait()
 	c.cfg.Views.Stop()
 	c.rs.stop()
@@ -266,6 +274,8 @@ func (c *coreActor) Receive(ctx actor.Context) {
 		c.release(ctx, m.lost)
 	case *nodeMoved:
 		c.moved(ctx, m.node)
+	case leaving:
+		c.leave(ctx)
 	case *watcher.Event:
 		// Applied once to the source's objects, then marked once: a
 		// Node's own change (its zone) concerns only that node's views.

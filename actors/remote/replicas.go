@@ -157,6 +157,23 @@ func (c *coreActor) moved(ctx actor.Context, node string) {
 	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
 }
 
+// leaving: this replica is stopping (Core.Stop).
+type leaving struct{}
+
+// leave sends every backend to the other replicas, naming this one lost so
+// that they wait for the cluster to drop it rather than be placed here
+// again, and answers once they are told.
+func (c *coreActor) leave(ctx actor.Context) {
+	for key, s := range c.subs {
+		ctx.Request(s.pid, &messages.SubscribeRedirect{Leaving: true})
+		delete(c.subs, key)
+		c.nodes.Remove(key)
+	}
+	c.cfg.counters.Subscriptions.Store(0)
+	c.cfg.Log.Info().Msg("core replica leaving: its backends subscribe through the others")
+	ctx.Respond(true)
+}
+
 // replicas is every replica's address, this one first (no cluster: none).
 func (c *coreActor) replicas(ctx actor.Context) []string {
 	if len(c.members) == 0 {

@@ -25,14 +25,11 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startReplicas starts n cores as one protoactor cluster (automanaged
-// over loopback health endpoints), each watching its own views.
-func startReplicas(t *testing.T, ctx context.Context, views []*feedViews) []*Core {
+// startReplicas starts a core per views as one protoactor cluster
+// (automanaged over the loopback health endpoints health, the first
+// len(views) theirs; the rest may join later).
+func startReplicas(t *testing.T, ctx context.Context, views []*feedViews, health []string) []*Core {
 	t.Helper()
-	health := make([]string, len(views))
-	for i := range health {
-		health[i] = freeAddr(t)
-	}
 	cores := make([]*Core, len(views))
 	var wg sync.WaitGroup
 	errs := make([]error, len(views))
@@ -40,13 +37,7 @@ func startReplicas(t *testing.T, ctx context.Context, views []*feedViews) []*Cor
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := Automanaged(health[i], health, 100*time.Millisecond)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			cores[i], errs[i] = StartCore(ctx, CoreConfig{Views: views[i], MinSyncPeriod: 10 * time.Millisecond, Heartbeat: 500 * time.Millisecond,
-				Remote: Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop(), Replicas: &Replicas{Name: "test", Provider: p}})
+			cores[i], errs[i] = startReplica(ctx, views[i], health[i], health)
 		}()
 	}
 	wg.Wait()
@@ -58,27 +49,105 @@ func startReplicas(t *testing.T, ctx context.Context, views []*feedViews) []*Cor
 	return cores
 }
 
-// TestCoreReplicasPlaceAndFailOver: three core replicas on protoactor's
-// cluster; backends that know only the first replica's address are each
-// sent to the replica placement names for their node, and learn the
-// others; the replica serving most of them dies during churn: each of
-// its backends is served by another within 5 s, and every backend ends
-// holding every change.
-func TestCoreReplicasPlaceAndFailOver(t *testing.T) {
-	if raceEnabled {
-		t.Skip("protoactor sets gRPC's global logger as each remoting starts: several in one process race (cmd/kproxy's TestCoreReplicaKilledUnderLoad runs replicas as processes)")
+func startReplica(ctx context.Context, views *feedViews, health string, peers []string) (*Core, error) {
+	p, err := Automanaged(health, peers, 100*time.Millisecond)
+	if err != nil {
+		return nil, err
 	}
-	const services, nodes = 20, 12
-	views := make([]*feedViews, 3)
+	return StartCore(ctx, CoreConfig{Views: views, MinSyncPeriod: 10 * time.Millisecond, Heartbeat: 500 * time.Millisecond,
+		Remote: Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop(), Replicas: &Replicas{Name: "test", Provider: p}})
+}
+
+// healthAddrs is n free loopback addresses for replicas' health endpoints.
+func healthAddrs(t *testing.T, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = freeAddr(t)
+	}
+	return out
+}
+
+// newFeeds is n sources of the same services, one per replica.
+func newFeeds(n, services int) []*feedViews {
+	views := make([]*feedViews, n)
 	for i := range views {
 		views[i] = &feedViews{store: watcher.NewStore()}
 		for s := range services {
 			views[i].store.Apply([]*messages.ServicePortEndpoints{fanoutPort(s, 1)}, nil)
 		}
 	}
+	return views
+}
+
+// servedBy is which replica (its index) serves each node, as the replicas
+// say; skip leaves some out.
+func servedBy(t *testing.T, cores []*Core, skip map[int]bool) map[string]int {
+	out := map[string]int{}
+	for i, c := range cores {
+		if skip[i] {
+			continue
+		}
+		st, err := c.Stats(5 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st.GetSubscriptions() {
+			out[s.GetNodeName()] = i
+		}
+	}
+	return out
+}
+
+// waitMembers waits until each core counts n replicas.
+func waitMembers(t *testing.T, cores []*Core, n int) {
+	waitFor(t, 10*time.Second, fmt.Sprintf("%d replicas in each one's topology", n), func() bool {
+		for _, c := range cores {
+			if t := c.members.Load(); t == nil || len(t.members) != n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// startBackends subscribes a Source per node through core.
+func startBackends(t *testing.T, ctx context.Context, core string, nodes int) []*Source {
+	out := make([]*Source, nodes)
+	for i := range out {
+		src := NewSource(SourceConfig{Core: core, NodeName: fmt.Sprintf("node-%d", i), Heartbeat: 500 * time.Millisecond,
+			Remote: Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
+		if err := src.Start(ctx, func(watcher.Event) {}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(src.Stop)
+		out[i] = src
+	}
+	return out
+}
+
+// TestCoreReplicasPlaceAndFailOver: three core replicas on protoactor's
+// cluster; backends that know only the first replica's address are each
+// sent to the replica placement names for their node, and learn the
+// others; the replica serving most of them dies (or stops) during churn:
+// each of its backends is served by another within 5 s, and every backend
+// ends holding every change.
+func TestCoreReplicasPlaceAndFailOver(t *testing.T) {
+	if raceEnabled {
+		t.Skip("protoactor sets gRPC's global logger as each remoting starts: several in one process race (cmd/kproxy/e2e's TestCoreReplicaKilledUnderLoad runs replicas as processes)")
+	}
+	t.Run("killed", func(t *testing.T) { replicaFailOver(t, true) })
+	t.Run("stopped", func(t *testing.T) { replicaFailOver(t, false) })
+}
+
+// replicaFailOver runs TestCoreReplicasPlaceAndFailOver with the victim
+// killed (its sockets closed, nobody told) or stopped (Core.Stop: it sends
+// its backends to the others and leaves the cluster).
+func replicaFailOver(t *testing.T, killed bool) {
+	const services, nodes = 20, 12
+	views := newFeeds(3, services)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cores := startReplicas(t, ctx, views)
+	cores := startReplicas(t, ctx, views, healthAddrs(t, 3))
 	stopped := map[int]bool{}
 	defer func() {
 		for _, c := range cores {
@@ -86,44 +155,10 @@ func TestCoreReplicasPlaceAndFailOver(t *testing.T) {
 		}
 	}()
 	// Every replica agrees on three members before backends arrive.
-	waitFor(t, 10*time.Second, "three replicas in each one's topology", func() bool {
-		for _, c := range cores {
-			if t := c.members.Load(); t == nil || len(t.members) != 3 {
-				return false
-			}
-		}
-		return true
-	})
-
-	backends := make([]*Source, nodes)
-	for i := range backends {
-		src := NewSource(SourceConfig{Core: cores[0].Address(), NodeName: fmt.Sprintf("node-%d", i), Heartbeat: 500 * time.Millisecond,
-			Remote: Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
-		if err := src.Start(ctx, func(watcher.Event) {}); err != nil {
-			t.Fatal(err)
-		}
-		defer src.Stop()
-		backends[i] = src
-	}
-	// Who serves whom, from the replicas themselves.
-	servedBy := func() map[string]int {
-		out := map[string]int{}
-		for i, c := range cores {
-			if stopped[i] {
-				continue
-			}
-			st, err := c.Stats(5 * time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range st.GetSubscriptions() {
-				out[s.GetNodeName()] = i
-			}
-		}
-		return out
-	}
+	waitMembers(t, cores, 3)
+	backends := startBackends(t, ctx, cores[0].Address(), nodes)
 	var by map[string]int
-	waitFor(t, 10*time.Second, "every node served by one replica", func() bool { by = servedBy(); return len(by) == nodes })
+	waitFor(t, 10*time.Second, "every node served by one replica", func() bool { by = servedBy(t, cores, nil); return len(by) == nodes })
 	count := map[int]int{}
 	for _, i := range by {
 		count[i]++
@@ -156,12 +191,16 @@ func TestCoreReplicasPlaceAndFailOver(t *testing.T) {
 	}
 	stopAt := time.Now()
 	stopped[victim] = true
-	kill(cores[victim])
+	if killed {
+		kill(cores[victim])
+	} else {
+		go cores[victim].Stop()
+	}
 	for k := range 20 {
 		churn(k)
 	}
 	waitFor(t, 5*time.Second, "the victim's nodes served by the others", func() bool {
-		by := servedBy()
+		by := servedBy(t, cores, stopped)
 		for n, i := range by {
 			if i == victim {
 				delete(by, n)
@@ -202,4 +241,56 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestCoreReplicaJoinTakesItsNodes: a fourth replica joins three serving
+// twelve nodes: placement moves some nodes to it, and their backends,
+// told by the replicas that served them, subscribe there; the others stay.
+func TestCoreReplicaJoinTakesItsNodes(t *testing.T) {
+	if raceEnabled {
+		t.Skip("protoactor sets gRPC's global logger as each remoting starts: several in one process race")
+	}
+	const services, nodes = 5, 12
+	views := newFeeds(4, services)
+	health := healthAddrs(t, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cores := startReplicas(t, ctx, views[:3], health)
+	defer func() {
+		for _, c := range cores {
+			c.Stop()
+		}
+	}()
+	waitMembers(t, cores, 3)
+	startBackends(t, ctx, cores[0].Address(), nodes)
+	var before map[string]int
+	waitFor(t, 10*time.Second, "every node served", func() bool { before = servedBy(t, cores, nil); return len(before) == nodes })
+
+	joined, err := startReplica(ctx, views[3], health[3], health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cores = append(cores, joined)
+	waitMembers(t, cores, 4)
+	var after map[string]int
+	waitFor(t, 10*time.Second, "some nodes served by the new replica, every node by one", func() bool {
+		after = servedBy(t, cores, nil)
+		n := 0
+		for _, i := range after {
+			if i == 3 {
+				n++
+			}
+		}
+		return n > 0 && len(after) == nodes
+	})
+	moved := 0
+	for node, i := range after {
+		if i != before[node] {
+			moved++
+			if i != 3 {
+				t.Errorf("%s moved from replica %d to %d, not to the one that joined", node, before[node], i)
+			}
+		}
+	}
+	t.Logf("%d of %d nodes moved to the replica that joined", moved, nodes)
 }

@@ -320,6 +320,13 @@ func (s *subscriber) redirected(ctx actor.Context, m *messages.SubscribeRedirect
 	if s.subscribed && (ctx.Sender() == nil || ctx.Sender().Address != s.core.Address) {
 		return // an answer to an earlier Subscribe
 	}
+	if m.GetLeaving() {
+		if s.subscribed {
+			s.lose(time.Now(), "the replica is leaving the cluster")
+			s.check(ctx)
+		}
+		return
+	}
 	if m.GetReplica() != "" {
 		s.target, s.routed = m.GetReplica(), true
 	} else {
