@@ -35,6 +35,10 @@
 // node-local endpoints, TCP and UDP, with the cleanup of its marks and
 // policy routing (transparent_test.go); what each costs per connection
 // beside the plain path is measured by kproxy-bench client-address.
+// Core replicas (corereplicas_test.go): two node proxies on --source
+// remote: with the nftables portal serve from three core replicas on
+// protoactor's cluster, in a namespace of their own; the one serving them
+// is killed during churn and under load, and they resync from the others.
 //
 // The shared setup: the topology, its backends and the requests that expect
 // a backend's answer (env_test.go), the services kproxy reads
