@@ -130,6 +130,10 @@ func (c *hollowCluster) slice(i, version int, at time.Time) *discoveryv1.Endpoin
 	return sl
 }
 
+// alikeOnly (KPROXY_HOLLOW_CHURN=alike) changes only services that every
+// node sees alike, to compare a change's cost across node counts.
+var alikeOnly = os.Getenv("KPROXY_HOLLOW_CHURN") == "alike"
+
 func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 	c := &hollowCluster{r: rand.New(rand.NewPCG(uint64(n), 1)), nodes: n}
 	views := &hollowViews{Objects: watcher.NewObjects(watcher.Options{}, zerolog.Nop())}
@@ -176,6 +180,9 @@ func hollowRound(t *testing.T, n, services, rate int, churn time.Duration) {
 		made.at(k)
 		<-tick.C
 		i := c.r.IntN(services)
+		if alikeOnly && i%10 == 0 {
+			i++ // a service every node sees alike (Cluster policy)
+		}
 		versions[i]++
 		now := time.Now()
 		last[i] = now

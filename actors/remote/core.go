@@ -202,11 +202,15 @@ type subscription struct {
 	deltas, snapshots int64
 	subscribed        time.Time
 	unackedSince      time.Time
+	// lastSent is when it was last sent a Snapshot or Delta (an idle
+	// subscription is sent a heartbeat instead).
+	lastSent time.Time
 }
 
 // sent notes a message sent to s: the first one unacknowledged starts its lag.
 func (s *subscription) sent(now time.Time) {
 	s.seq++
+	s.lastSent = now
 	if s.unackedSince.IsZero() {
 		s.unackedSince = now
 	}
@@ -216,7 +220,7 @@ func (s *subscription) sent(now time.Time) {
 func (s *subscription) inFlight() uint64 { return s.seq - s.acked }
 
 func (s *subscription) stats(ports int) *messages.SubscriptionStats {
-	return &messages.SubscriptionStats{NodeName: s.node, Subscriber: s.pid.GetAddress() + "/" + s.pid.GetId(), Session: s.session, Client: s.client,
+	return &messages.SubscriptionStats{NodeName: s.node, Subscriber: s.key, Session: s.session, Client: s.client,
 		Seq: s.seq, Acked: s.acked, ServicePorts: int32(ports), Resyncs: s.resyncs,
 		Deltas: s.deltas, Snapshots: s.snapshots, Behind: s.behind,
 		SubscribedUnixNano: s.subscribed.UnixNano(), LastAckUnixNano: s.lastAck.UnixNano(), UnackedSinceUnixNano: unixNano(s.unackedSince)}
@@ -237,7 +241,8 @@ type coreActor struct {
 	id       string
 	synced   bool
 	pace     *watcher.BoundedFrequency
-	unpaced  bool // a flushUnpaced is in the mailbox
+	unpaced  bool // a flushUnpaced is in the mailbox or scheduled
+	budget   flushBudget
 	sessions int64
 	subs     map[string]*subscription // by the subscriber's PID
 	flushes  int64
@@ -287,13 +292,19 @@ func (c *coreActor) Receive(ctx actor.Context) {
 			}
 		}
 		// As the Watcher: endpoint-only changes at once, with every event
-		// already queued (a message to itself, behind them); the rest paced.
+		// already queued (a message to itself, behind them), unless the
+		// last flush's cost says wait; the rest paced.
 		if !c.unpaced {
 			c.unpaced = true
-			ctx.Send(ctx.Self(), flushUnpaced{})
+			if wait := c.budget.wait(time.Now()); wait > 0 {
+				scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(wait, ctx.Self(), flushUnpaced{})
+			} else {
+				ctx.Send(ctx.Self(), flushUnpaced{})
+			}
 		}
 	case flushUnpaced:
 		c.unpaced = false
+		c.budget.started(time.Now())
 		if _, held := c.flush(ctx, true); held {
 			c.arm(ctx)
 		}
@@ -315,6 +326,10 @@ func (c *coreActor) Receive(ctx actor.Context) {
 		ctx.Respond(st)
 	}
 }
+
+// pidKey names a subscriber by its PID (PID.String formats it as text
+// protobuf, which showed in the core's profile on every acknowledgement).
+func pidKey(p *actor.PID) string { return p.GetAddress() + "/" + p.GetId() }
 
 // flushUnpaced is the core's message to itself to send at once what needs
 // no pacing (only endpoints changed), as the Watcher's.
@@ -378,7 +393,7 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 	}
 	if m.GetNodeName() == "" {
 		ctx.Send(from, &messages.SubscribeRefused{Reason: "Subscribe without a node name (--node-name)"})
-		c.cfg.Log.Warn().Str("subscriber", from.String()).Msg("subscription refused: no node name")
+		c.cfg.Log.Warn().Str("subscriber", pidKey(from)).Msg("subscription refused: no node name")
 		return
 	}
 	if ids := c.cfg.identities; ids != nil {
@@ -386,7 +401,7 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 			reason := fmt.Sprintf("node %q asked for by a client certificate for %q: a backend gets only the view of the node its certificate names", m.GetNodeName(), id)
 			ctx.Send(from, &messages.SubscribeRefused{Reason: reason})
 			c.cfg.counters.Refused.Add(1)
-			c.cfg.Log.Warn().Str("subscriber", from.String()).Str("node", m.GetNodeName()).Str("certificate", id).Msg("subscription refused: " + reason)
+			c.cfg.Log.Warn().Str("subscriber", pidKey(from)).Str("node", m.GetNodeName()).Str("certificate", id).Msg("subscription refused: " + reason)
 			return
 		}
 	}
@@ -398,7 +413,7 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 		return // the backend re-subscribes; nothing is served before the source is complete
 	}
 	c.sessions++
-	key := from.String()
+	key := pidKey(from)
 	s := &subscription{key: key, pid: from, node: m.GetNodeName(), client: m.GetClient(), session: fmt.Sprintf("%s-%d", c.id, c.sessions),
 		lastAck: time.Now(), subscribed: time.Now()}
 	_, again := c.subs[key]
@@ -441,7 +456,7 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 	if from == nil {
 		return
 	}
-	s := c.subs[from.String()]
+	s := c.subs[pidKey(from)]
 	if s == nil || s.session != m.GetSession() {
 		return // an old session's
 	}
@@ -467,7 +482,7 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 		c.resyncs++
 		c.cfg.counters.Resyncs.Add(1)
 		pieces := c.nodes.FlushOwed(s.key)
-		c.cfg.Log.Info().Str("node", s.node).Str("subscriber", s.pid.String()).Int("services", len(pieces)).
+		c.cfg.Log.Info().Str("node", s.node).Str("subscriber", s.key).Int("services", len(pieces)).
 			Msg("slow backend caught up: what it missed in one delta")
 		if len(pieces) > 0 {
 			c.sendDelta(ctx, s, newEncoder().delta(pieces))
@@ -487,6 +502,9 @@ func (c *coreActor) tick(ctx actor.Context) {
 			c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", key).Dur("silent", now.Sub(s.lastAck).Round(time.Millisecond)).
 				Msg("backend lost: no acknowledgement within the lease; subscription dropped (it re-subscribes when it returns)")
 			continue
+		}
+		if now.Sub(s.lastSent) < c.cfg.Heartbeat {
+			continue // it heard from this session within the interval
 		}
 		ctx.Send(s.pid, &messages.Heartbeat{Session: s.session, Seq: s.seq})
 	}

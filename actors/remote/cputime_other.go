@@ -1,0 +1,8 @@
+//go:build !unix
+
+package remote
+
+import "time"
+
+// processCPU is unknown here: flushes are not paced by their cost.
+func processCPU() time.Duration { return 0 }
