@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kproxy/kproxy/actors/remote"
+	"github.com/kproxy/kproxy/bench/harness"
 	"github.com/kproxy/kproxy/test/kubetest"
 	"github.com/kproxy/kproxy/watcher"
 	"github.com/kproxy/kproxy/watcher/kubesource"
@@ -42,7 +42,7 @@ func TestHollowNodesKube(t *testing.T) {
 	if spec == "" {
 		t.Skip("set KPROXY_HOLLOW_KUBE=N[,N...] (and KPROXY_APISERVER) to measure a core against direct watches through an API server")
 	}
-	raiseFDLimit()
+	harness.RaiseFDLimit()
 	services := envInt("KPROXY_HOLLOW_SERVICES", 1000)
 	rate := envInt("KPROXY_HOLLOW_RATE", 20)
 	seconds := envInt("KPROXY_HOLLOW_SECONDS", 30)
@@ -57,12 +57,12 @@ func TestHollowNodesKube(t *testing.T) {
 		}
 		ns, maxNodes = append(ns, n), max(maxNodes, n)
 	}
-	c := &hollowCluster{r: rand.New(rand.NewPCG(7, 1)), nodes: maxNodes}
-	created := newProgress(t, "Nodes created", maxNodes)
+	c := harness.NewHollowCluster(7, maxNodes)
+	created := harness.NewPhaseProgress(t.Output(), "Nodes created", maxNodes)
 	for i := range maxNodes {
-		created.at(i)
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i),
-			Labels: map[string]string{corev1.LabelTopologyZone: fmt.Sprintf("zone-%d", i%3), "type": "kwok"}}}
+		created.At(i)
+		n := c.Node(i)
+		n.Labels["type"] = "kwok"
 		if _, err := s.Admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -71,15 +71,15 @@ func TestHollowNodesKube(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now().Add(-time.Hour)
-	created = newProgress(t, "Services and EndpointSlices created", services)
+	created = harness.NewPhaseProgress(t.Output(), "Services and EndpointSlices created", services)
 	for i := range services {
-		created.at(i)
-		svc := c.service(i)
+		created.At(i)
+		svc := c.Service(i)
 		svc.Spec.ClusterIP = ""
 		if _, err := s.Admin.CoreV1().Services("hollow").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Admin.DiscoveryV1().EndpointSlices("hollow").Create(ctx, c.slice(i, 0, before), metav1.CreateOptions{}); err != nil {
+		if _, err := s.Admin.DiscoveryV1().EndpointSlices("hollow").Create(ctx, c.Slice(i, 0, before), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestHollowNodesKube(t *testing.T) {
 	}
 }
 
-func hollowKubeRound(t *testing.T, s *kubetest.Server, c *hollowCluster, n, services, rate int, churn time.Duration, mode string) {
+func hollowKubeRound(t *testing.T, s *kubetest.Server, c *harness.HollowCluster, n, services, rate int, churn time.Duration, mode string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var coreAddr string
@@ -120,22 +120,25 @@ func hollowKubeRound(t *testing.T, s *kubetest.Server, c *hollowCluster, n, serv
 	} else {
 		env = []string{"KPROXY_HOLLOW_KUBECONFIG=" + s.KproxyKubeconfig}
 	}
-	hosts := startHollowHosts(t, n, coreAddr, env...)
-	defer stopHollow(hosts)
+	hosts, err := harness.StartHollowHosts(hollowHostCommand, n, coreAddr, t.Output(), env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hosts.Stop()
 	watches := apiserverWatches(t, s)
-	api0, cpu0 := procCPU(t, s.PID()), cpuTime()
+	api0, cpu0 := procCPU(t, s.PID()), harness.SelfCPU()
 	began := time.Now()
 	last := map[int]time.Time{}
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	changes := int(churn.Seconds()) * rate
-	made := newProgress(t, "changes made", changes)
+	made := harness.NewPhaseProgress(t.Output(), "changes made", changes)
 	for k := range changes {
-		made.at(k)
+		made.At(k)
 		<-tick.C
-		i := c.r.IntN(services)
+		i := c.Pick(services)
 		now := time.Now()
 		last[i] = now
-		sl := c.slice(i, k+1, now)
+		sl := c.Slice(i, k+1, now)
 		cur, err := s.Admin.DiscoveryV1().EndpointSlices("hollow").Get(ctx, sl.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -146,28 +149,29 @@ func hollowKubeRound(t *testing.T, s *kubetest.Server, c *hollowCluster, n, serv
 		}
 	}
 	tick.Stop()
-	all, lost := collectHollow(t, hosts, last)
-	api, cpu := procCPU(t, s.PID())-api0, cpuTime()-cpu0
-	us := func(q float64) time.Duration {
-		return (time.Duration(all.ValueAtQuantile(q)) * time.Microsecond).Round(100 * time.Microsecond)
+	stores, err := hosts.Collect(last)
+	if err != nil {
+		t.Fatal(err)
 	}
+	api, cpu := procCPU(t, s.PID())-api0, harness.SelfCPU()-cpu0
 	coreCPU, coreRSS := "", ""
 	if mode == "core" {
 		coreCPU = (cpu / time.Duration(changes)).Round(time.Microsecond).String()
-		coreRSS = fmt.Sprintf("%d MiB", rssBytes()>>20)
+		rss, _ := harness.ProcessRSS(os.Getpid())
+		coreRSS = fmt.Sprintf("%d MiB", rss>>20)
 	}
 	t.Logf("| %d | %s | %d in %v | %v | %v | %v | %d | %v | %d | %s | %s |", n, mode, changes, time.Since(began).Round(time.Second),
-		us(50), us(99), (time.Duration(all.Max()) * time.Microsecond).Round(time.Millisecond), lost,
+		stores.P50, stores.P99, stores.Max, stores.Lost,
 		(api / time.Duration(changes)).Round(time.Microsecond), watches, coreCPU, coreRSS)
-	if lost > 0 {
-		t.Errorf("%d nodes × services did not get their last change", lost)
+	if stores.Lost > 0 {
+		t.Errorf("%d nodes × services did not get their last change", stores.Lost)
 	}
 }
 
 // hollowInformers is a hollow node watching the API server itself: its
 // own client and connection, informers for Services, EndpointSlices and
 // its own Node, as kube-proxy runs on every node.
-func hollowInformers(kubeconfig, node string) (*kubesource.Source, error) {
+func hollowInformers(kubeconfig, node string) (harness.HollowNode, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, err
@@ -177,8 +181,18 @@ func hollowInformers(kubeconfig, node string) (*kubesource.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kubesource.New(client, kubesource.Options{Options: watcher.Options{NodeName: node}, Log: zerolog.Nop()})
+	src, err := kubesource.New(client, kubesource.Options{Options: watcher.Options{NodeName: node}, Log: zerolog.Nop()})
+	if err != nil {
+		return nil, err
+	}
+	return informerNode{src}, nil
 }
+
+// informerNode is a hollow node on its own informers: the consumer
+// applies the objects, and an event changes the services it affects.
+type informerNode struct{ *kubesource.Source }
+
+func (n informerNode) Changed(e watcher.Event) []string { return watcher.Affected(n.Source, e) }
 
 // apiserverWatches is how many watches the API server is serving
 // (apiserver_longrunning_requests, verb WATCH).
@@ -201,14 +215,9 @@ func apiserverWatches(t *testing.T, s *kubetest.Server) int {
 
 // procCPU is a process's CPU time so far (user and system).
 func procCPU(t *testing.T, pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	cpu, err := harness.ProcessCPU(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fields after the command (which may hold spaces) : utime is the 14th field.
-	rest := string(b)[strings.LastIndexByte(string(b), ')')+2:]
-	f := strings.Fields(rest)
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	return cpu
 }

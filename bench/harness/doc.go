@@ -10,5 +10,8 @@
 // they never share an address. The exception is client-address, which
 // needs a kernel portal: it runs kproxy with the nftables portal in a node
 // network namespace it creates (client, node and pod namespaces on
-// documentation addresses, removed when it ends).
+// documentation addresses, removed when it ends). The hollow scenario
+// measures no kproxy process: a core in the harness's own process serves
+// hollow nodes run by child processes (hollow.go), as kubemark's hollow
+// nodes measure kube-proxy.
 package harness

@@ -12,3 +12,14 @@ func fdLimit() int64 {
 	}
 	return int64(min(r.Cur, 1<<40))
 }
+
+// RaiseFDLimit lifts this process's open-file limit as far as the kernel
+// allows (root only; otherwise the hard limit stands): a hollow round's
+// core holds a few sockets per node, and a host a few per node it runs.
+func RaiseFDLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Max < 1<<20 {
+		l.Cur, l.Max = 1<<20, 1<<20
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}

@@ -17,3 +17,9 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	st, err := readProc(pid)
 	return st.CPU, err
 }
+
+// ProcessRSS is a process's resident bytes (from /proc).
+func ProcessRSS(pid int) (int64, error) {
+	st, err := readProc(pid)
+	return st.RSS, err
+}

@@ -85,3 +85,30 @@ func (p *progress) stop() {
 	close(p.stopc)
 	<-p.done
 }
+
+// PhaseProgress writes how far a long phase is, a line every 10 s, where
+// a bar is not drawn (a test's log): hollow rounds take minutes. Nil
+// writes nothing.
+type PhaseProgress struct {
+	w     io.Writer
+	what  string
+	total int
+	last  time.Time
+}
+
+// NewPhaseProgress is the progress of what, total steps; w nil: none.
+func NewPhaseProgress(w io.Writer, what string, total int) *PhaseProgress {
+	if w == nil {
+		return nil
+	}
+	return &PhaseProgress{w: w, what: what, total: total, last: time.Now()}
+}
+
+// At says done steps are done.
+func (p *PhaseProgress) At(done int) {
+	if p == nil || time.Since(p.last) < 10*time.Second {
+		return
+	}
+	fmt.Fprintf(p.w, "%s: %d of %d\n", p.what, done, p.total)
+	p.last = time.Now()
+}

@@ -40,6 +40,13 @@ Scenarios:
            through the nftables portal in network namespaces it creates (root):
            connections/s and keep-alive requests/s (modes conn, keepalive), kproxy's
            CPU per connection and request and its ratio to plain, in interleaved rounds
+  hollow   a core in this process serving N hollow nodes (--hollow-nodes), as kubemark's
+           hollow nodes serve kube-proxy: real backend sources, 100 per child process
+           (kproxy-bench hollow-host), endpoint changes at --churn-rate across
+           --services for --duration (hollow defaults: 10000 services, 100/s, 60s);
+           change-to-store p50/p99/max over every node, lost changes, the core's CPU
+           per change, deltas per node per change, RSS and heap, as a markdown table
+           row per N. It runs alone and needs no kproxy binary
 
 The kproxy under test runs as its own process (the --kproxy binary, by
 default the kproxy next to this one) with the bind portal on loopback:
@@ -59,15 +66,15 @@ func benchCommand(args []string, stdout io.Writer) error {
 	sweep := fs.String("sweep-clients", "", "ports: also run each TCP mode at each of these concurrencies, comma-separated (e.g. 16,256,2000)")
 	modes := fs.String("modes", "keepalive,conn,udp,bulk", "ports: load modes (keepalive: requests over a connection; conn: a connection per request; udp: a datagram and its echo; bulk: streams to a sink, 1 MiB a request)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "interleaved rounds per target (medians are reported); startup: starts per proxy")
-	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "one round of load; the churn and the storm last as long")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "one round of load; the churn and the storm last as long (hollow's churn: 60s unless set)")
 	fs.IntVar(&o.Size, "size", 64, "bytes per request (echoed)")
 	fs.BoolVar(&o.UDPGSO, "udp-gso", false, "udp: a client sends each burst in UDP_SEGMENT sends (one system call for up to 64 datagrams, as QUIC stacks send) rather than a datagram per call (Linux)")
 	fs.IntVar(&o.UDPBurst, "udp-burst", 1, "udp: datagrams a client sends to a port before it reads their echoes (1: one at a time); each echo is a request")
 	fs.IntVar(&o.PerConn, "requests-per-conn", 100, "keepalive and bulk: requests per connection before the client moves to its next port")
 	fs.Int64Var(&o.MaxRequests, "max-requests", 10_000_000, "one round ends after this many requests if its duration has not passed")
 	compare := fs.String("compare", "", "also measure: direct (clients to the backends), kernel (root: nftables DNAT to the backends, no process), haproxy (tcp mode, 2 threads, the same frontends), haproxy-tuned (the same with splice-auto, tcp-smart-accept and tcp-smart-connect, as HAProxy's manual tunes a TCP forwarder), nginx (udp: nginx's stream proxy, a worker per CPU), relay (udp: a bare Go UDP relay, its own process), baseline (the --baseline-kproxy binary), comma-separated")
-	fs.IntVar(&o.Services, "services", 0, "churn: S services (default: --ports)")
-	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn: endpoint changes per second")
+	fs.IntVar(&o.Services, "services", 0, "churn and hollow: S services (default: churn --ports, hollow 10000)")
+	fs.Float64Var(&o.ChurnRate, "churn-rate", 20, "churn and hollow: endpoint changes per second (hollow: 100 unless set)")
 	fs.StringVar(&o.ChurnVia, "churn-via", harness.ChurnFile, "churn: how the changes reach kproxy: file (manifests its file source reads) or remote (a core in the harness's process, fed each change directly; kproxy run --source remote: follows it)")
 	fs.Float64Var(&o.LoadRate, "load-rate", 1000, "churn and chaos: requests per second of the background load (0: as fast as it goes)")
 	fs.Float64Var(&o.ChaosRate, "chaos-rate", 20, "chaos: crashes per second (at most 100)")
@@ -87,6 +94,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	workDir := fs.String("work-dir", "", "keep manifests, configs and logs here (default: a temporary directory, removed afterwards)")
 	short := fs.Bool("short", false, "a short run of each scenario (make bench): 200 ports, 2 s rounds, unless set")
 	quiet := fs.Bool("quiet", false, "no progress bar or step lines, only the table")
+	hollow := addHollowFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(os.Stderr, benchUsage)
 		fs.PrintDefaults()
@@ -112,6 +120,12 @@ func benchCommand(args []string, stdout io.Writer) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if slices.Contains(scenarios, harness.ScenarioHollow) {
+		if len(scenarios) > 1 {
+			return errors.New("hollow runs alone: it measures a core in this process, with a table of its own")
+		}
+		return runHollow(hollow, o, set, *quiet, stdout)
+	}
 	if *short {
 		shortDefaults(&o, set)
 	}

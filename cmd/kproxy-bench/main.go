@@ -27,6 +27,8 @@ func benchMain(args []string, stdout io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		err = harness.ServeRelay(ctx, args[1])
+	case len(args) == 1 && args[0] == hollowHostCommand: // a host of the hollow scenario's nodes, its child process
+		err = harness.ServeHollowHost(os.Stdin, stdout, nil)
 	case len(args) == 1 && (args[0] == "version" || args[0] == "--version"):
 		fmt.Fprintln(stdout, "kproxy-bench", version)
 	default:

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestBenchHollowSmoke runs the hollow scenario through the real command,
+// tiny: a core serving 20 hollow nodes in one child process (this test
+// binary as kproxy-bench hollow-host), every node gets every change.
+func TestBenchHollowSmoke(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the harness reads /proc")
+	}
+	t.Setenv(asBenchEnv, "1") // inherited by the hollow host, this test binary
+	var out bytes.Buffer
+	code := benchMain([]string{"hollow", "--hollow-nodes", "20", "--services", "200", "--churn-rate", "20", "--duration", "3s", "--quiet"}, &out)
+	if code != 0 {
+		t.Fatalf("kproxy-bench hollow: exit %d\n%s", code, out.String())
+	}
+	t.Logf("\n%s", out.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want the head, its rule and a row", len(lines))
+	}
+	cells := strings.Split(strings.Trim(lines[2], "| "), " | ")
+	if len(cells) != 12 || cells[0] != "20" || cells[1] != "200" || !strings.HasPrefix(cells[2], "60 in ") || cells[6] != "0" {
+		t.Errorf("row %q: want 20 nodes, 200 services, 60 changes, 0 lost", lines[2])
+	}
+}
