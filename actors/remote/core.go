@@ -291,17 +291,7 @@ func (c *coreActor) Receive(ctx actor.Context) {
 				c.nodes.Mark(svc)
 			}
 		}
-		// As the Watcher: endpoint-only changes at once, with every event
-		// already queued (a message to itself, behind them), unless the
-		// last flush's cost says wait; the rest paced.
-		if !c.unpaced {
-			c.unpaced = true
-			if wait := c.budget.wait(time.Now()); wait > 0 {
-				scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(wait, ctx.Self(), flushUnpaced{})
-			} else {
-				ctx.Send(ctx.Self(), flushUnpaced{})
-			}
-		}
+		c.requestFlush(ctx)
 	case flushUnpaced:
 		c.unpaced = false
 		c.budget.started(time.Now())
@@ -330,6 +320,21 @@ func (c *coreActor) Receive(ctx actor.Context) {
 // pidKey names a subscriber by its PID (PID.String formats it as text
 // protobuf, which showed in the core's profile on every acknowledgement).
 func pidKey(p *actor.PID) string { return p.GetAddress() + "/" + p.GetId() }
+
+// requestFlush asks for an unpaced flush, as the Watcher: endpoint-only
+// changes at once, with every event already queued (a message to itself,
+// behind them), unless the last flush's cost says wait; the rest paced.
+func (c *coreActor) requestFlush(ctx actor.Context) {
+	if c.unpaced {
+		return
+	}
+	c.unpaced = true
+	if wait := c.budget.wait(time.Now()); wait > 0 {
+		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(wait, ctx.Self(), flushUnpaced{})
+	} else {
+		ctx.Send(ctx.Self(), flushUnpaced{})
+	}
+}
 
 // flushUnpaced is the core's message to itself to send at once what needs
 // no pacing (only endpoints changed), as the Watcher's.
@@ -468,9 +473,10 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 		s.unackedSince = time.Time{}
 	}
 	if !s.behind && c.nodes.Owes(s.key) && s.inFlight() < uint64(max(c.cfg.MaxInFlight/2, 1)) {
-		if _, held := c.flush(ctx, true); held {
-			c.arm(ctx)
-		}
+		// Its changes go with the next flush, not one of their own: a
+		// flush per acknowledgement sent every dirty service to every
+		// node once per node.
+		c.requestFlush(ctx)
 	}
 	if s.behind && s.acked == s.seq {
 		// What it missed, in one Delta: the views it holds to its

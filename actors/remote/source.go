@@ -219,6 +219,7 @@ type subscriber struct {
 	lostSince  time.Time
 	lastAsked  time.Time
 	checking   bool
+	probing    bool // a coreProbed is on its way
 	refused    string
 	stopTick   scheduler.CancelFunc
 }
@@ -257,8 +258,18 @@ func (s *subscriber) Receive(ctx actor.Context) {
 	case *messages.SubscribeRedirect:
 		s.redirected(ctx, m)
 	case coreGone:
-		if s.subscribed && m.address == s.core.Address {
-			s.lose(time.Now(), "its connection closed")
+		// protoactor reports any error on the connection, a transient one
+		// too (its writer dials again): the core counts as gone only if
+		// it does not answer now.
+		if s.subscribed && m.address == s.core.Address && !s.probing {
+			s.probing = true
+			self, root, rc := ctx.Self(), ctx.ActorSystem().Root, s.cfg.Remote
+			go func() { root.Send(self, coreProbed{address: m.address, err: checkCore(context.Background(), m.address, rc)}) }()
+		}
+	case coreProbed:
+		s.probing = false
+		if m.err != nil && s.subscribed && m.address == s.core.Address {
+			s.lose(time.Now(), "its connection closed and it does not answer: "+m.err.Error())
 			s.check(ctx)
 		}
 	case *messages.SubscribeRefused:
@@ -277,6 +288,13 @@ func (s *subscriber) subscribe(ctx actor.Context) {
 
 // coreGone: remoting lost its connection to address.
 type coreGone struct{ address string }
+
+// coreProbed: whether the core at address answered after its connection
+// was lost (nil: it did).
+type coreProbed struct {
+	address string
+	err     error
+}
 
 // coreAddresses splits a comma-separated list of core addresses.
 func coreAddresses(list string) []string {

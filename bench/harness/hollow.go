@@ -95,20 +95,23 @@ type HollowResult struct {
 	// DeltasPerNodePerChange is the core's deltas sent over nodes and
 	// changes: 1 when every node gets every change once.
 	DeltasPerNodePerChange float64
+	// Resyncs is how many snapshots the core sent during the churn:
+	// nodes that re-subscribed (0 when every node kept up).
+	Resyncs                int64
 	CoreRSS, CoreHeapInUse int64   // bytes, after the churn
 	RSSPerNode             float64 // the core's bytes per node
 }
 
 // WriteHollowHeader writes the table's head.
 func WriteHollowHeader(w io.Writer) {
-	fmt.Fprintln(w, "| nodes | services | changes | p50 | p99 | max | lost | core CPU per change | deltas per node per change | core RSS | core heap in use | RSS per node |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| nodes | services | changes | p50 | p99 | max | lost | core CPU per change | deltas per node per change | snapshots | core RSS | core heap in use | RSS per node |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 }
 
 // WriteRow writes the round's row of the table.
 func (r HollowResult) WriteRow(w io.Writer) {
-	fmt.Fprintf(w, "| %d | %d | %d in %v | %v | %v | %v | %d | %v | %.2f | %d MiB | %d MiB | %.0f KiB |\n", r.Nodes, r.Services, r.Changes, r.Elapsed.Round(time.Second),
-		r.P50, r.P99, r.Max, r.Lost, r.CoreCPUPerChange.Round(time.Microsecond), r.DeltasPerNodePerChange, r.CoreRSS>>20, r.CoreHeapInUse>>20, r.RSSPerNode/1024)
+	fmt.Fprintf(w, "| %d | %d | %d in %v | %v | %v | %v | %d | %v | %.2f | %d | %d MiB | %d MiB | %.0f KiB |\n", r.Nodes, r.Services, r.Changes, r.Elapsed.Round(time.Second),
+		r.P50, r.P99, r.Max, r.Lost, r.CoreCPUPerChange.Round(time.Microsecond), r.DeltasPerNodePerChange, r.Resyncs, r.CoreRSS>>20, r.CoreHeapInUse>>20, r.RSSPerNode/1024)
 }
 
 // RunHollow runs a round per node count, writing the table to table as
@@ -141,7 +144,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	views := &hollowViews{Objects: watcher.NewObjects(watcher.Options{}, zerolog.Nop())}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})
+	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: hollowLog()})
 	if err != nil {
 		return HollowResult{}, fmt.Errorf("start the core: %w", err)
 	}
@@ -171,7 +174,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	// Churn: Rate endpoint changes/s, each a random service's slice.
 	last := map[int]time.Time{}
 	versions := make([]int, o.Services)
-	cpu0, deltas0 := SelfCPU(), core.Counters().Deltas.Load()
+	cpu0, deltas0, snapshots0 := SelfCPU(), core.Counters().Deltas.Load(), core.Counters().Snapshots.Load()
 	began := time.Now()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / o.Rate))
 	defer tick.Stop()
@@ -218,6 +221,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	return HollowResult{Nodes: n, Services: o.Services, Changes: changes, Elapsed: elapsed, HollowStores: stores,
 		CoreCPUPerChange:       cpu / time.Duration(changes),
 		DeltasPerNodePerChange: float64(core.Counters().Deltas.Load()-deltas0) / float64(changes) / float64(n),
+		Resyncs:                core.Counters().Snapshots.Load() - snapshots0,
 		CoreRSS:                st.RSS, CoreHeapInUse: int64(ms.HeapInuse), RSSPerNode: float64(st.RSS) / float64(n)}, nil
 }
 

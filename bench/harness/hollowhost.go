@@ -88,7 +88,7 @@ func ServeHollowHost(in io.Reader, out io.Writer, newNode NewHollowNode) error {
 		}
 		newNode = func(node string) (HollowNode, error) {
 			return remoteNode{remote.NewSource(remote.SourceConfig{Core: core, NodeName: node, Client: "hollow",
-				Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop()})}, nil
+				Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: hollowLog().With().Str("node", node).Logger()})}, nil
 		}
 	}
 	var mu sync.Mutex
@@ -183,4 +183,14 @@ func readExpected(in io.Reader) (map[string]time.Time, error) {
 		return nil, fmt.Errorf("hollow host: read the expected changes: %w", err)
 	}
 	return nil, errors.New("hollow host: the parent went away before its end line")
+}
+
+// hollowLog is where the core and the hollow nodes log: nowhere, or their
+// warnings to standard error with KPROXY_HOLLOW_LOG=1 (why nodes
+// re-subscribed, a backend the core dropped).
+func hollowLog() zerolog.Logger {
+	if os.Getenv("KPROXY_HOLLOW_LOG") == "" {
+		return zerolog.Nop()
+	}
+	return zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 }
