@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,6 +133,13 @@ func ServeHollowHost(in io.Reader, out io.Writer, newNode NewHollowNode) error {
 	expect, err := readExpected(in)
 	if err != nil {
 		return err
+	}
+	if dir := os.Getenv("KPROXY_HOLLOW_PROFILE"); dir != "" {
+		// What a host's nodes hold, after the churn.
+		runtime.GC()
+		if err := writeHeapProfile(filepath.Join(dir, fmt.Sprintf("host-%d.heap.pprof", os.Getpid()))); err != nil {
+			return err
+		}
 	}
 	// Wait (up to a minute) for every node to hold every last change.
 	deadline := time.Now().Add(time.Minute)

@@ -31,14 +31,6 @@ func StartHollowHosts(host []string, n int, core string, progress io.Writer, env
 		return nil, errors.New("hollow hosts: no command to run them")
 	}
 	var hosts HollowHosts
-	if os.Getenv("GOGC") == "" {
-		// Every hollow node holds every service: at 1,000 nodes of 10,000
-		// services hosts left at the default (a heap twice the live one)
-		// filled the machine's 24 GiB in a minute of churn. A GOMEMLIMIT
-		// near the live heap instead stalled them in the collector for
-		// seconds (nodes lost their core by the hundred).
-		env = append([]string{"GOGC=50"}, env...)
-	}
 	for first := 0; first < n; first += hollowPerHost {
 		var names []string
 		for i := first; i < min(n, first+hollowPerHost); i++ {
