@@ -261,15 +261,13 @@ func (s *subscriber) Receive(ctx actor.Context) {
 		// protoactor reports any error on the connection, a transient one
 		// too (its writer dials again): the core counts as gone only if
 		// it does not answer now.
-		if s.subscribed && m.address == s.core.Address && !s.probing {
-			s.probing = true
-			self, root, rc := ctx.Self(), ctx.ActorSystem().Root, s.cfg.Remote
-			go func() { root.Send(self, coreProbed{address: m.address, err: checkCore(context.Background(), m.address, rc)}) }()
+		if s.subscribed && m.address == s.core.Address {
+			s.probe(ctx, m.address)
 		}
 	case coreProbed:
 		s.probing = false
 		if m.err != nil && s.subscribed && m.address == s.core.Address {
-			s.lose(time.Now(), "its connection closed and it does not answer: "+m.err.Error())
+			s.lose(time.Now(), "it does not answer: "+m.err.Error())
 			s.check(ctx)
 		}
 	case *messages.SubscribeRefused:
@@ -366,10 +364,31 @@ func (s *subscriber) redirected(ctx actor.Context, m *messages.SubscribeRedirect
 // credentials (a rotated token) is reported rather than silently retried.
 func (s *subscriber) tick(ctx actor.Context) {
 	now := time.Now()
-	if s.subscribed && now.Sub(s.lastHeard) > 3*s.cfg.Heartbeat {
-		s.lose(now, "silent for "+now.Sub(s.lastHeard).Round(time.Millisecond).String())
+	switch silent := now.Sub(s.lastHeard); {
+	case s.subscribed && silent > busyCoreHeartbeats*s.cfg.Heartbeat:
+		s.lose(now, "silent for "+silent.Round(time.Millisecond).String()+", though it answers")
+	case s.subscribed && silent > 3*s.cfg.Heartbeat:
+		// A core that answers is busy (thousands of nodes subscribing at
+		// once), not gone: re-subscribing would add a snapshot to its
+		// work. One that does not answer is lost.
+		s.probe(ctx, s.core.Address)
 	}
 	s.check(ctx)
+}
+
+// busyCoreHeartbeats is how many heartbeats a backend waits for a core
+// that is silent but answers: as long as the core's default lease, after
+// which it drops a backend it has not heard from.
+const busyCoreHeartbeats = 10
+
+// probe checks, off the actor, whether the core at address answers.
+func (s *subscriber) probe(ctx actor.Context, address string) {
+	if s.probing {
+		return
+	}
+	s.probing = true
+	self, root, rc := ctx.Self(), ctx.ActorSystem().Root, s.cfg.Remote
+	go func() { root.Send(self, coreProbed{address: address, err: checkCore(context.Background(), address, rc)}) }()
 }
 
 // check runs the credentials check of the next Subscribe's address, unless
