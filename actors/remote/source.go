@@ -388,7 +388,9 @@ func (s *subscriber) probe(ctx actor.Context, address string) {
 	}
 	s.probing = true
 	self, root, rc := ctx.Self(), ctx.ActorSystem().Root, s.cfg.Remote
-	go func() { root.Send(self, coreProbed{address: address, err: checkCore(context.Background(), address, rc)}) }()
+	go func() {
+		root.Send(self, coreProbed{address: address, err: checkCore(context.Background(), address, rc)})
+	}()
 }
 
 // check runs the credentials check of the next Subscribe's address, unless
