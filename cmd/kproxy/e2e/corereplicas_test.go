@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/test/binarytest"
 	"github.com/kproxy/kproxy/test/netnstest"
 )
@@ -47,7 +50,8 @@ func nodeLinkIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{203, 0, 113, 
 // a node namespace with a client and backends of its own). Under a
 // connection-per-request load through the cluster IP from each node's
 // client, and while the endpoints change five times a second, the replica
-// serving the nodes (or node-a's, if they differ) is killed with SIGKILL.
+// serving node-a is killed with SIGKILL (node-b is named so that placement
+// puts it on another replica: it must not notice).
 // Each node it served applies a snapshot from another replica (its log's
 // "core") within 5 s of the kill, and that replica logged its
 // subscription; no request fails, before, during or after; once the
@@ -75,7 +79,7 @@ func TestCoreReplicaKilledUnderLoad(t *testing.T) {
 	// Two nodes, each a topology of its own (client, node, backend). Their
 	// backends have the same addresses, so one manifest serves both.
 	nodes := []*env{newEnv(t, bin, "nftables"), newEnv(t, bin, "nftables")}
-	names := []string{"node-a", "node-b"}
+	names := nodesOnTwoReplicas()
 	ep0, ep1 := nodes[0].be.IPs4[0], nodes[0].be.IPs4[1]
 	svc := svcAddr(webCluster4, webTCP)
 	src := nodes[0] // the replicas read node-a's env's manifest file (node-b's is unused)
@@ -236,8 +240,17 @@ func TestCoreReplicaKilledUnderLoad(t *testing.T) {
 		}
 	}
 	for i := range nodes {
-		if !slices.Contains(affected, i) {
-			t.Logf("%s, not served by the killed replica, is served by %s", names[i], servedBy(procs[i]))
+		if slices.Contains(affected, i) {
+			continue
+		}
+		// Crash isolation: a node served by another replica does not
+		// notice the kill.
+		t.Logf("%s, not served by the killed replica, is served by %s", names[i], servedBy(procs[i]))
+		if n := countIn(procs[i].Log, "lost the core"); n != 0 {
+			t.Errorf("%s, served by a surviving replica, lost its core %d times", names[i], n)
+		}
+		if n := countIn(procs[i].Log, snapshotApplied); n != 1 {
+			t.Errorf("%s, served by a surviving replica, applied %d snapshots, want its first only", names[i], n)
 		}
 	}
 	for _, l := range loads {
@@ -401,4 +414,24 @@ func watchLog(stop <-chan struct{}, cond func() bool) <-chan time.Time {
 		}
 	}()
 	return ch
+}
+
+// nodesOnTwoReplicas names two nodes that protoactor's placement puts on
+// different replicas (rendezvous hashing over the replicas' addresses, as
+// disthash does), so that killing one's replica leaves the other's alone.
+func nodesOnTwoReplicas() []string {
+	rdv := cluster.NewRendezvous()
+	var members cluster.Members
+	for i := range 3 {
+		members = append(members, &cluster.Member{Id: fmt.Sprint(i), Host: replicaIP(i).String(), Port: replicaPort, Kinds: []string{remote.NodeKind}})
+	}
+	rdv.UpdateMembers(members)
+	owner := func(node string) string {
+		return rdv.GetByClusterIdentity(cluster.NewClusterIdentity(node, remote.NodeKind))
+	}
+	for i := 0; ; i++ {
+		if b := fmt.Sprintf("node-b%d", i); owner(b) != owner("node-a") {
+			return []string{"node-a", b}
+		}
+	}
 }
