@@ -23,8 +23,9 @@ import (
 //	  go test -run TestHollowNodes -v -timeout 60m ./bench/
 //
 // KPROXY_HOLLOW_SECONDS is the churn's length (60), KPROXY_HOLLOW_CHURN=alike
-// changes only services every node sees alike, KPROXY_HOLLOW_PROFILE=DIR
-// writes the core's profiles there.
+// changes only services every node sees alike, KPROXY_HOLLOW_REPLICAS=3
+// serves them from three core replicas, KPROXY_HOLLOW_PROFILE=DIR writes
+// the core's profiles there.
 func TestHollowNodes(t *testing.T) {
 	if os.Getenv(harness.EnvHollowHost) != "" {
 		serveHollowHost(t)
@@ -39,6 +40,7 @@ func TestHollowNodes(t *testing.T) {
 		Rate:       float64(envInt("KPROXY_HOLLOW_RATE", 100)),
 		Duration:   time.Duration(envInt("KPROXY_HOLLOW_SECONDS", 60)) * time.Second,
 		Churn:      harness.HollowChurnAll,
+		Replicas:   envInt("KPROXY_HOLLOW_REPLICAS", 1),
 		ProfileDir: os.Getenv("KPROXY_HOLLOW_PROFILE"),
 		Host:       hollowHostCommand,
 		Progress:   t.Output(),

@@ -148,6 +148,15 @@ func StartCore(ctx context.Context, cfg CoreConfig) (*Core, error) {
 // Address is the core's remoting address (what backends dial).
 func (c *Core) Address() string { return c.rs.address() }
 
+// Members is how many replicas this one counts in its cluster (1 serving
+// alone).
+func (c *Core) Members() int {
+	if t := c.members.Load(); t != nil {
+		return len(t.members)
+	}
+	return 1
+}
+
 // topologyChanged hands the cluster's membership to the core actor.
 func (c *Core) topologyChanged(t topology) {
 	c.members.Store(&t)

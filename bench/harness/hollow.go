@@ -11,9 +11,6 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/watcher"
 )
 
@@ -48,6 +45,9 @@ type HollowOptions struct {
 	Rate     float64       // endpoint changes per second
 	Duration time.Duration // of the churn
 	Churn    string        // HollowChurnAll or HollowChurnAlike
+	// Replicas is how many cores serve the nodes: more than one form a
+	// protoactor cluster (in this process; figures are over all of them).
+	Replicas int
 	// ProfileDir, when set, gets the core's CPU and heap profiles of each
 	// round (core-N.cpu.pprof, core-N.heap.pprof).
 	ProfileDir string
@@ -141,14 +141,13 @@ func RunHollow(ctx context.Context, o HollowOptions, table io.Writer) error {
 // process.
 func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, error) {
 	c := NewHollowCluster(uint64(n), n)
-	views := &hollowViews{Objects: watcher.NewObjects(watcher.Options{}, zerolog.Nop())}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: hollowLog()})
+	views, err := startHollowCores(ctx, max(o.Replicas, 1))
 	if err != nil {
-		return HollowResult{}, fmt.Errorf("start the core: %w", err)
+		return HollowResult{}, err
 	}
-	defer core.Stop()
+	defer views.stop()
 	for i := range n {
 		views.send(watcher.NodeEvent(watcher.Added, c.Node(i)))
 	}
@@ -158,7 +157,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 		views.send(watcher.Event{Kind: "EndpointSlice", Op: watcher.Added, Object: c.Slice(i, 0, start)})
 	}
 
-	hosts, err := StartHollowHosts(o.Host, n, core.Address(), o.Progress)
+	hosts, err := StartHollowHosts(o.Host, n, views.addresses(), o.Progress)
 	if err != nil {
 		return HollowResult{}, err
 	}
@@ -174,7 +173,8 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	// Churn: Rate endpoint changes/s, each a random service's slice.
 	last := map[int]time.Time{}
 	versions := make([]int, o.Services)
-	cpu0, deltas0, snapshots0 := SelfCPU(), core.Counters().Deltas.Load(), core.Counters().Snapshots.Load()
+	deltas0, snapshots0 := views.counts()
+	cpu0 := SelfCPU()
 	began := time.Now()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / o.Rate))
 	defer tick.Stop()
@@ -208,6 +208,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 		return HollowResult{}, err
 	}
 	cpu := SelfCPU() - cpu0
+	deltas, snapshots := views.counts()
 	elapsed := time.Since(began)
 	st, _ := readProc(os.Getpid()) // no RSS without Linux /proc
 	runtime.GC()
@@ -220,8 +221,8 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	}
 	return HollowResult{Nodes: n, Services: o.Services, Changes: changes, Elapsed: elapsed, HollowStores: stores,
 		CoreCPUPerChange:       cpu / time.Duration(changes),
-		DeltasPerNodePerChange: float64(core.Counters().Deltas.Load()-deltas0) / float64(changes) / float64(n),
-		Resyncs:                core.Counters().Snapshots.Load() - snapshots0,
+		DeltasPerNodePerChange: float64(deltas-deltas0) / float64(changes) / float64(n),
+		Resyncs:                snapshots - snapshots0,
 		CoreRSS:                st.RSS, CoreHeapInUse: int64(ms.HeapInuse), RSSPerNode: float64(st.RSS) / float64(n)}, nil
 }
 
