@@ -261,12 +261,14 @@ type coreActor struct {
 	// and Subscribes held until a lost replica leaves them.
 	members []string
 	held    map[string][]heldSubscribe
+	// waiting: Subscribes that came before the source was complete.
+	waiting map[string]heldSubscribe // by subscriber
 }
 
 func newCoreActor(cfg *CoreConfig) *coreActor {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}, nodes: watcher.NewNodesTracker(cfg.Views), held: map[string][]heldSubscribe{},
+	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}, nodes: watcher.NewNodesTracker(cfg.Views), held: map[string][]heldSubscribe{}, waiting: map[string]heldSubscribe{},
 		pace: watcher.NewBoundedFrequency(cfg.MinSyncPeriod, watcher.DefaultSyncBurst)}
 }
 
@@ -280,8 +282,13 @@ func (c *coreActor) Receive(ctx actor.Context) {
 		}
 	case *messages.SourceSynced:
 		c.synced = true
+		waiting := c.waiting
+		c.waiting = map[string]heldSubscribe{}
+		for _, w := range waiting {
+			c.subscribe(ctx, w.m, w.from)
+		}
 	case *messages.Subscribe:
-		c.subscribe(ctx, m)
+		c.subscribe(ctx, m, ctx.Sender())
 	case topology:
 		c.topology(ctx, m)
 	case releaseHeld:
@@ -400,8 +407,7 @@ func (c *coreActor) flush(ctx actor.Context, unpaced bool) (sent, held bool) {
 	return len(f.Members) > 0, f.Held
 }
 
-func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
-	from := ctx.Sender()
+func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe, from *actor.PID) {
 	if from == nil {
 		return
 	}
@@ -424,7 +430,10 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe) {
 		return
 	}
 	if !c.synced {
-		return // the backend re-subscribes; nothing is served before the source is complete
+		// Nothing is served before the source is complete: served once
+		// it is (a backend asking again meanwhile would double the work).
+		c.waiting[pidKey(from)] = heldSubscribe{m: m, from: from}
+		return
 	}
 	c.sessions++
 	key := pidKey(from)

@@ -28,12 +28,17 @@ type probe struct {
 	core *actor.PID
 	node string
 	got  chan proto.Message
+	// asked, when set, is closed once the Subscribe is sent.
+	asked chan struct{}
 }
 
 func (p *probe) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.Request(p.core, &messages.Subscribe{NodeName: p.node, Client: "probe"})
+		if p.asked != nil {
+			close(p.asked)
+		}
 	case *messages.Snapshot, *messages.Delta, *messages.Heartbeat:
 		carried(m.(proto.Message)) // local: no trip through the wire decodes the pre-encoded fields
 		p.got <- m.(proto.Message)
@@ -142,5 +147,33 @@ func TestCoreSlowBackendCatchesUpNotBacklog(t *testing.T) {
 	}
 	if st := r.(*messages.CoreStats); st.GetResyncs() != 1 || len(st.GetSubscriptions()) != 2 {
 		t.Fatalf("core stats %v, want 1 resync and 2 subscriptions", st)
+	}
+}
+
+// TestCoreServesSubscribesThatCameBeforeSync: a Subscribe that reaches
+// the core before its source is complete is answered once it is, without
+// the backend asking again (each ask would be one more snapshot to send).
+func TestCoreServesSubscribesThatCameBeforeSync(t *testing.T) {
+	store := watcher.NewStore()
+	store.Replace([]*messages.ServicePortEndpoints{webPort(0)}, nil, false)
+	cfg := &CoreConfig{Views: storeViews{store}, Heartbeat: time.Hour, Lease: time.Hour, Log: zerolog.Nop()}
+	cfg.defaults()
+	system := actor.NewActorSystem()
+	core, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(cfg) }), "core")
+	defer system.Root.Stop(core)
+	p := &probe{core: core, node: "early", got: make(chan proto.Message, 10), asked: make(chan struct{})}
+	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+	<-p.asked // the Subscribe is in the core's mailbox before what follows
+	st, err := system.Root.RequestFuture(core, &messages.GetCoreStats{}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(st.(*messages.CoreStats).GetSubscriptions()); n != 0 {
+		t.Fatalf("%d subscriptions before the source synced, want none", n)
+	}
+	system.Root.Send(core, &messages.SourceSynced{})
+	snap, ok := next(t, p.got).(*messages.Snapshot)
+	if !ok || len(snap.GetServicePorts()) != 1 {
+		t.Fatalf("after the sync: %v, want a Snapshot of the one service port", snap)
 	}
 }

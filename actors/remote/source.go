@@ -218,10 +218,15 @@ type subscriber struct {
 	lastHeard  time.Time
 	lostSince  time.Time
 	lastAsked  time.Time
-	checking   bool
-	probing    bool // a coreProbed is on its way
-	refused    string
-	stopTick   scheduler.CancelFunc
+	// askAgain is how long an unanswered Subscribe is given before the
+	// next: 2 heartbeats, doubling up to busyCoreHeartbeats while a core
+	// that answers checks has not sent the snapshot (each Subscribe it
+	// serves is one more snapshot to send).
+	askAgain time.Duration
+	checking bool
+	probing  bool // a coreProbed is on its way
+	refused  string
+	stopTick scheduler.CancelFunc
 }
 
 // authChecked is the result of a credentials check run off the actor.
@@ -424,7 +429,10 @@ func (s *subscriber) checked(ctx actor.Context, m *authChecked) {
 			s.cfg.Log.Error().Err(err).Msg("the core refused this backend's credentials; serving the last known state")
 		}
 		s.once.Do(func() { s.ready <- err })
-	case err == nil && !s.subscribed && time.Since(s.lastAsked) >= 2*s.cfg.Heartbeat:
+	case err == nil && !s.subscribed && time.Since(s.lastAsked) >= max(s.askAgain, 2*s.cfg.Heartbeat):
+		if !s.lastAsked.IsZero() { // the last Subscribe went unanswered
+			s.askAgain = min(2*max(s.askAgain, 2*s.cfg.Heartbeat), busyCoreHeartbeats*s.cfg.Heartbeat)
+		}
 		s.subscribe(ctx)
 	case err != nil && !s.subscribed && m.address == s.target && len(s.addrs) > 1:
 		s.routed = false // unreachable: through the next replica
@@ -458,7 +466,7 @@ func (s *subscriber) applySnapshot(ctx actor.Context, m *messages.Snapshot) {
 	wasLost := !s.lostSince.IsZero()
 	changed := s.store.Replace(m.GetServicePorts(), nil, false)
 	s.changed(changed)
-	s.session, s.seq, s.subscribed, s.lastHeard, s.refused = m.GetSession(), m.GetSeq(), true, time.Now(), ""
+	s.session, s.seq, s.subscribed, s.lastHeard, s.refused, s.askAgain = m.GetSession(), m.GetSeq(), true, time.Now(), "", 0
 	ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})
 	ev := s.cfg.Log.Info().Str("core", s.core.Address).Str("session", s.session).Int("servicePorts", len(m.GetServicePorts())).Int("changedServices", len(changed))
 	if wasLost {
