@@ -92,7 +92,10 @@ type Core struct {
 	// members is the cluster's latest membership (replicas only), kept
 	// until the core actor is there to take it.
 	members atomic.Pointer[topology]
-	stop    sync.Once
+	// changed is closed, and replaced, each time members changes.
+	changedMu sync.Mutex
+	changed   chan struct{}
+	stop      sync.Once
 }
 
 // CoreCounters are a core's running totals, for its metrics.
@@ -110,7 +113,7 @@ func (c *Core) Counters() *CoreCounters { return c.cfg.counters }
 // cfg.Remote.Listen until ctx ends or Stop.
 func StartCore(ctx context.Context, cfg CoreConfig) (*Core, error) {
 	cfg.defaults()
-	c := &Core{cfg: cfg}
+	c := &Core{cfg: cfg, changed: make(chan struct{})}
 	var err error
 	if cfg.Replicas != nil {
 		c.rs, err = startMember(cfg.Remote, cfg.Replicas, c.topologyChanged)
@@ -157,9 +160,31 @@ func (c *Core) Members() int {
 	return 1
 }
 
+// WaitMembers returns once this replica counts n replicas in its
+// cluster, or with ctx's error.
+func (c *Core) WaitMembers(ctx context.Context, n int) error {
+	for {
+		c.changedMu.Lock()
+		changed := c.changed
+		c.changedMu.Unlock()
+		if c.Members() == n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // topologyChanged hands the cluster's membership to the core actor.
 func (c *Core) topologyChanged(t topology) {
 	c.members.Store(&t)
+	c.changedMu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.changedMu.Unlock()
 	if pid := c.pid.Load(); pid != nil {
 		c.rs.system.Root.Send(pid, t)
 	}

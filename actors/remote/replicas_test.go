@@ -100,14 +100,13 @@ func servedBy(t *testing.T, cores []*Core, skip map[int]bool) map[string]int {
 
 // waitMembers waits until each core counts n replicas.
 func waitMembers(t *testing.T, cores []*Core, n int) {
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d replicas in each one's topology", n), func() bool {
-		for _, c := range cores {
-			if t := c.members.Load(); t == nil || len(t.members) != n {
-				return false
-			}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range cores {
+		if err := c.WaitMembers(ctx, n); err != nil {
+			t.Fatalf("%d replicas in each one's topology: %v", n, err)
 		}
-		return true
-	})
+	}
 }
 
 // startBackends subscribes a Source per node through core.

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -28,12 +27,11 @@ func startHollowCores(ctx context.Context, n int) (*hollowCores, error) {
 	var health []string
 	if n > 1 {
 		for range n {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
+			addr, err := freePort()
 			if err != nil {
 				return nil, fmt.Errorf("a replica's health address: %w", err)
 			}
-			health = append(health, l.Addr().String())
-			l.Close()
+			health = append(health, addr)
 		}
 	}
 	for i := range n {
@@ -56,17 +54,12 @@ func startHollowCores(ctx context.Context, n int) (*hollowCores, error) {
 	}
 	// Backends placed before the replicas know each other would all be
 	// placed on the first, then moved.
-	for deadline := time.Now().Add(30 * time.Second); n > 1; time.Sleep(50 * time.Millisecond) {
-		agreed := true
-		for _, c := range h.cores {
-			agreed = agreed && c.Members() == n
-		}
-		if agreed {
-			break
-		}
-		if time.Now().After(deadline) {
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, c := range h.cores {
+		if err := c.WaitMembers(wait, n); err != nil {
 			h.stop()
-			return nil, fmt.Errorf("%d core replicas did not find each other within 30 s", n)
+			return nil, fmt.Errorf("%d core replicas did not find each other: %w", n, err)
 		}
 	}
 	return h, nil
