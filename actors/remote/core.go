@@ -33,6 +33,10 @@ const (
 	DefaultCoreHeartbeat     = time.Second
 	DefaultCoreLease         = 10 * time.Second
 	DefaultCoreMaxInFlight   = 32
+	// DefaultCoreMaxSnapshotsInFlight bounds the snapshots sent and not
+	// yet acknowledged, so that thousands of nodes subscribing at once
+	// are served in turn, each within its lease.
+	DefaultCoreMaxSnapshotsInFlight = 16
 )
 
 // CoreConfig configures a core: one source watched once, served to many
@@ -53,7 +57,10 @@ type CoreConfig struct {
 	// beyond, the core stops sending it changes and sends one Delta of
 	// what it missed once it has caught up (a bounded queue per backend).
 	MaxInFlight int
-	Remote      Config
+	// MaxSnapshotsInFlight is how many snapshots may wait for their
+	// acknowledgement; further Subscribes queue in the order they came.
+	MaxSnapshotsInFlight int
+	Remote               Config
 	Log         zerolog.Logger
 	// Replicas, when set, makes this core one replica of several on
 	// protoactor's cluster (replicas.go); nil serves alone.
@@ -79,6 +86,9 @@ func (c *CoreConfig) defaults() {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultCoreMaxInFlight
 	}
+	if c.MaxSnapshotsInFlight <= 0 {
+		c.MaxSnapshotsInFlight = DefaultCoreMaxSnapshotsInFlight
+	}
 	if c.counters == nil {
 		c.counters = &CoreCounters{}
 	}
@@ -101,6 +111,8 @@ type Core struct {
 // CoreCounters are a core's running totals, for its metrics.
 type CoreCounters struct {
 	Subscriptions                       atomic.Int64
+	// Queued is how many Subscribes wait for a snapshot slot.
+	Queued                              atomic.Int64
 	Snapshots, Deltas, Resyncs, Dropped atomic.Int64
 	Refused                             atomic.Int64
 }
@@ -239,6 +251,8 @@ type subscription struct {
 	// lastSent is when it was last sent a Snapshot or Delta (an idle
 	// subscription is sent a heartbeat instead).
 	lastSent time.Time
+	// snapshotSeq is the seq of its snapshot until acknowledged (0 after).
+	snapshotSeq uint64
 }
 
 // sent notes a message sent to s: the first one unacknowledged starts its lag.
@@ -288,12 +302,16 @@ type coreActor struct {
 	held    map[string][]heldSubscribe
 	// waiting: Subscribes that came before the source was complete.
 	waiting map[string]heldSubscribe // by subscriber
+	// queue: Subscribes waiting for one of the snapshots in flight
+	// (snapshotting of MaxSnapshotsInFlight) to be acknowledged.
+	queue        *subscribeQueue
+	snapshotting int
 }
 
 func newCoreActor(cfg *CoreConfig) *coreActor {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}, nodes: watcher.NewNodesTracker(cfg.Views), held: map[string][]heldSubscribe{}, waiting: map[string]heldSubscribe{},
+	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}, nodes: watcher.NewNodesTracker(cfg.Views), held: map[string][]heldSubscribe{}, waiting: map[string]heldSubscribe{}, queue: newSubscribeQueue(),
 		pace: watcher.NewBoundedFrequency(cfg.MinSyncPeriod, watcher.DefaultSyncBurst)}
 }
 
@@ -460,16 +478,61 @@ func (c *coreActor) subscribe(ctx actor.Context, m *messages.Subscribe, from *ac
 		c.waiting[pidKey(from)] = heldSubscribe{m: m, from: from}
 		return
 	}
+	key := pidKey(from)
+	_, again := c.subs[key]
+	c.forget(key)
+	if c.snapshotting >= c.cfg.MaxSnapshotsInFlight {
+		c.queue.put(key, heldSubscribe{m: m, from: from}, time.Now())
+		c.cfg.counters.Queued.Store(int64(c.queue.len()))
+		c.cfg.Log.Debug().Str("node", m.GetNodeName()).Str("subscriber", key).Int("queued", c.queue.len()).
+			Msg("subscription queued: as many snapshots as allowed wait for their acknowledgement")
+		return
+	}
+	c.serve(ctx, m, from, again)
+}
+
+// serve subscribes from: a new session and its node's whole view.
+func (c *coreActor) serve(ctx actor.Context, m *messages.Subscribe, from *actor.PID, again bool) {
 	c.sessions++
 	key := pidKey(from)
 	s := &subscription{key: key, pid: from, node: m.GetNodeName(), client: m.GetClient(), session: fmt.Sprintf("%s-%d", c.id, c.sessions),
 		lastAck: time.Now(), subscribed: time.Now()}
-	_, again := c.subs[key]
 	c.subs[key] = s
 	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
 	c.sendSnapshot(ctx, s, c.nodes.Add(key, s.node))
+	s.snapshotSeq = s.seq
+	c.snapshotting++
 	c.cfg.Log.Info().Str("node", s.node).Str("subscriber", key).Str("client", s.client).Str("session", s.session).
 		Bool("resubscribed", again).Int("servicePorts", c.nodes.Ports(key)).Int("subscriptions", len(c.subs)).Msg("backend subscribed")
+}
+
+// forget ends key's subscription, if any, and its place in the queue.
+func (c *coreActor) forget(key string) {
+	c.queue.remove(key)
+	c.cfg.counters.Queued.Store(int64(c.queue.len()))
+	s := c.subs[key]
+	if s == nil {
+		return
+	}
+	delete(c.subs, key)
+	c.nodes.Remove(key)
+	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
+	if s.snapshotSeq != 0 {
+		s.snapshotSeq = 0
+		c.snapshotting--
+	}
+}
+
+// admit serves queued Subscribes while snapshots may be sent.
+func (c *coreActor) admit(ctx actor.Context) {
+	for c.snapshotting < c.cfg.MaxSnapshotsInFlight {
+		h, ok := c.queue.pop()
+		if !ok {
+			break
+		}
+		c.serve(ctx, h.m, h.from, false)
+	}
+	c.cfg.counters.Queued.Store(int64(c.queue.len()))
 }
 
 func (c *coreActor) logErrors(errs []error) {
@@ -515,6 +578,11 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 	if s.acked >= s.seq {
 		s.unackedSince = time.Time{}
 	}
+	if s.snapshotSeq != 0 && s.acked >= s.snapshotSeq {
+		s.snapshotSeq = 0
+		c.snapshotting--
+		c.admit(ctx)
+	}
 	if !s.behind && c.nodes.Owes(s.key) && s.inFlight() < uint64(max(c.cfg.MaxInFlight/2, 1)) {
 		// Its changes go with the next flush, not one of their own: a
 		// flush per acknowledgement sent every dirty service to every
@@ -544,9 +612,7 @@ func (c *coreActor) tick(ctx actor.Context) {
 	now := time.Now()
 	for key, s := range c.subs {
 		if now.Sub(s.lastAck) > c.cfg.Lease {
-			delete(c.subs, key)
-			c.nodes.Remove(key)
-			c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
+			c.forget(key)
 			c.cfg.counters.Dropped.Add(1)
 			c.cfg.Log.Warn().Str("node", s.node).Str("subscriber", key).Dur("silent", now.Sub(s.lastAck).Round(time.Millisecond)).
 				Msg("backend lost: no acknowledgement within the lease; subscription dropped (it re-subscribes when it returns)")
@@ -557,4 +623,10 @@ func (c *coreActor) tick(ctx actor.Context) {
 		}
 		ctx.Send(s.pid, &messages.Heartbeat{Session: s.session, Seq: s.seq})
 	}
+	// A queued backend asks again at least once a lease (its Subscribe
+	// unanswered); one that stopped asking is gone.
+	if n := c.queue.expire(now.Add(-2 * c.cfg.Lease)); n > 0 {
+		c.cfg.Log.Info().Int("subscriptions", n).Msg("queued subscriptions dropped: their backends stopped asking")
+	}
+	c.admit(ctx)
 }

@@ -177,3 +177,77 @@ func TestCoreServesSubscribesThatCameBeforeSync(t *testing.T) {
 		t.Fatalf("after the sync: %v, want a Snapshot of the one service port", snap)
 	}
 }
+
+// TestCoreQueuesSubscribesBeyondMaxSnapshots: with MaxSnapshotsInFlight
+// snapshots unacknowledged, further Subscribes wait in turn (a core
+// starting with thousands of nodes subscribing would otherwise send every
+// snapshot at once, none acknowledged within the lease); each
+// acknowledgement lets one more through, and a queued backend asking
+// again is not served twice.
+func TestCoreQueuesSubscribesBeyondMaxSnapshots(t *testing.T) {
+	store := watcher.NewStore()
+	store.Replace([]*messages.ServicePortEndpoints{webPort(0)}, nil, false)
+	cfg := &CoreConfig{Views: storeViews{store}, MaxSnapshotsInFlight: 2, Heartbeat: time.Hour, Lease: time.Hour, Log: zerolog.Nop()}
+	cfg.defaults()
+	system := actor.NewActorSystem()
+	core, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(cfg) }), "core")
+	defer system.Root.Stop(core)
+	system.Root.Send(core, &messages.SourceSynced{})
+
+	got := make(chan proto.Message, 100)
+	pids := map[string]*actor.PID{}
+	for i := range 5 {
+		p := &probe{core: core, node: fmt.Sprintf("node-%d", i), got: got, asked: make(chan struct{})}
+		pids[p.node] = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+		<-p.asked
+	}
+	subscriptions := func() int {
+		t.Helper()
+		r, err := system.Root.RequestFuture(core, &messages.GetCoreStats{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r.(*messages.CoreStats).GetSubscriptions())
+	}
+	if n, q := subscriptions(), cfg.counters.Queued.Load(); n != 2 || q != 3 {
+		t.Fatalf("%d subscriptions served and %d queued, want 2 and 3", n, q)
+	}
+	served := map[string]*messages.Snapshot{}
+	for range 2 {
+		s := next(t, got).(*messages.Snapshot)
+		served[s.GetNodeName()] = s
+	}
+	// A queued backend asks again: still one place, no snapshot yet.
+	var queued string
+	for node := range pids {
+		if served[node] == nil {
+			queued = node
+			break
+		}
+	}
+	system.Root.RequestWithCustomSender(core, &messages.Subscribe{NodeName: queued, Client: "probe"}, pids[queued])
+	if n, q := subscriptions(), cfg.counters.Queued.Load(); n != 2 || q != 3 || len(got) != 0 {
+		t.Fatalf("after a queued backend asked again: %d served, %d queued, %d messages; want 2, 3, 0", n, q, len(got))
+	}
+	// Each acknowledged snapshot lets the next one go.
+	for want := 3; want <= 5; want++ {
+		var acked *messages.Snapshot
+		for _, s := range served {
+			acked = s
+			break
+		}
+		delete(served, acked.GetNodeName())
+		system.Root.RequestWithCustomSender(core, &messages.SubscriptionAck{Session: acked.GetSession(), Seq: acked.GetSeq()}, pids[acked.GetNodeName()])
+		s := next(t, got).(*messages.Snapshot)
+		if _, dup := served[s.GetNodeName()]; dup {
+			t.Fatalf("%s got a second snapshot", s.GetNodeName())
+		}
+		served[s.GetNodeName()] = s
+		if n := subscriptions(); n != want {
+			t.Fatalf("after %d acknowledgements %d subscriptions, want %d", want-2, n, want)
+		}
+	}
+	if q := cfg.counters.Queued.Load(); q != 0 || len(got) != 0 {
+		t.Fatalf("%d still queued and %d more messages, want none", q, len(got))
+	}
+}

@@ -162,20 +162,15 @@ func prepareRemote(rc Config, component string) (*remoteSystem, *protoremote.Con
 	if err != nil {
 		return nil, nil, fmt.Errorf("remote listen address %q: %w", rc.Listen, err)
 	}
-	// Bind here, so a port in use is an error rather than protoactor's
-	// panic, and port 0 resolves to the port protoactor will bind.
-	if port == 0 {
-		l, err := net.Listen("tcp", rc.Listen)
-		if err != nil {
-			return nil, nil, fmt.Errorf("remote listen: %w", err)
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	} else if l, err := net.Listen("tcp", rc.Listen); err != nil {
+	// Bind here, so an address in use or not ours is an error rather
+	// than protoactor's panic. Port 0 stays 0: protoactor binds a free
+	// port and advertises the one it got (resolving it here and binding
+	// it again raced with other processes doing the same).
+	l, err := net.Listen("tcp", rc.Listen)
+	if err != nil {
 		return nil, nil, fmt.Errorf("remote listen: %w", err)
-	} else {
-		l.Close()
 	}
+	l.Close()
 	log := rc.Log.With().Str("component", component).Logger()
 	system := actor.NewActorSystem(actorlog.Option(log))
 	var ids *identities

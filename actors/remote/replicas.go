@@ -149,12 +149,17 @@ func (c *coreActor) moved(ctx actor.Context, node string) {
 		if s.node != node {
 			continue
 		}
-		delete(c.subs, key)
-		c.nodes.Remove(key)
+		c.forget(key)
 		ctx.Request(s.pid, &messages.SubscribeRedirect{}) // from this core: the backend checks who says so
 		c.cfg.Log.Info().Str("node", node).Str("subscriber", key).Msg("node moved to another core replica; its backend subscribes there")
 	}
-	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
+	for key, h := range c.queue.byKey {
+		if h.m.GetNodeName() == node {
+			c.forget(key)
+			ctx.Request(h.from, &messages.SubscribeRedirect{})
+		}
+	}
+	c.admit(ctx)
 }
 
 // leaving: this replica is stopping (Core.Stop).
@@ -166,10 +171,12 @@ type leaving struct{}
 func (c *coreActor) leave(ctx actor.Context) {
 	for key, s := range c.subs {
 		ctx.Request(s.pid, &messages.SubscribeRedirect{Leaving: true})
-		delete(c.subs, key)
-		c.nodes.Remove(key)
+		c.forget(key)
 	}
-	c.cfg.counters.Subscriptions.Store(0)
+	for key, h := range c.queue.byKey {
+		ctx.Request(h.from, &messages.SubscribeRedirect{Leaving: true})
+		c.forget(key)
+	}
 	c.cfg.Log.Info().Msg("core replica leaving: its backends subscribe through the others")
 	ctx.Respond(true)
 }

@@ -37,6 +37,7 @@ type watchOptions struct {
 	// node's view served over protoactor remoting on this address.
 	serve        string
 	maxInFlight  int
+	maxSnapshots int
 	serveMetrics string
 	// apiOutageLimit is how long the API server may not answer before the
 	// core's /healthz says unhealthy.
@@ -62,6 +63,7 @@ func watchCommand(args []string, stdout io.Writer) error {
 	fs.BoolVar(&o.uiAllowNonLoopback, "ui-allow-non-loopback", false, "allow a non-loopback --ui-address (the page then answers any Host)")
 	o.replicas.register(fs)
 	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", remote.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets what it missed in one delta once it catches up instead of a growing backlog")
+	fs.IntVar(&o.maxSnapshots, "serve-max-snapshots-in-flight", remote.DefaultCoreMaxSnapshotsInFlight, "with --serve: full snapshots sent and not yet acknowledged; further subscriptions wait in turn (thousands of nodes subscribing at once are each served within their lease)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -140,7 +142,7 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 	if o.serveMetrics != "" {
 		serveHTTP(ctx, "core metrics (/metrics, /healthz)", o.serveMetrics, coreHandler(health), log)
 	}
-	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight,
+	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight, MaxSnapshotsInFlight: o.maxSnapshots,
 		Remote: rc, Log: log, Replicas: replicas})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -263,6 +265,7 @@ func coreHandler(h *coreHealth) http.Handler {
 	}
 	m.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Subsystem: "kproxy", Name: "core_subscriptions", Help: "Backends subscribed now."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Subscriptions })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Subsystem: "kproxy", Name: "core_subscriptions_queued", Help: "Subscriptions waiting for a snapshot slot (--serve-max-snapshots-in-flight)."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Queued })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_snapshots_total", Help: "Full snapshots sent (subscriptions and resyncs)."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Snapshots })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_deltas_total", Help: "Deltas sent."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Deltas })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Subsystem: "kproxy", Name: "core_resyncs_total", Help: "Slow backends sent what they missed in one delta instead of their backlog."}, f(func(c *remote.CoreCounters) *atomic.Int64 { return &c.Resyncs })),
