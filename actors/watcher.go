@@ -5,10 +5,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kproxy/kproxy/actors/flushing"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -25,17 +25,15 @@ import (
 // removed or redefined) is paced as kube-proxy's minSyncPeriod paces rule
 // programming: applied at once when the Watcher has been quiet, at most
 // one flush per Config.MinSyncPeriod after a burst under sustained
-// changes (watcher.BoundedFrequency, kube-proxy's BoundedFrequencyRunner).
-// Its watcher.Tracker rebuilds only the services that changed.
+// changes (kube-proxy's BoundedFrequencyRunner). watcher.Flushes decides
+// when, as it does for a core and kproxy watch. Its watcher.Tracker rebuilds only the services that changed.
 type Watcher struct {
 	cfg     *Config
 	proxier *actor.PID
 	*tracked
-	pace *watcher.BoundedFrequency
+	pacing *watcher.Flushes
 	// period paces the changes that need it; 0 when the source paces them.
 	period time.Duration
-	// unpaced: a flushUnpaced is in the mailbox.
-	unpaced bool
 	// traced is, per service, the trace of the first source event of
 	// the open coalescing window (tracing only).
 	traced map[string]*pendingTrace
@@ -66,7 +64,7 @@ func newWatcher(cfg *Config, proxier *actor.PID) *actor.Props {
 		period = 0 // flushes follow the source's own pacing
 	}
 	return cfg.propsFor(func() actor.Actor {
-		return &Watcher{cfg: cfg, proxier: proxier, tracked: st, period: period, pace: watcher.NewBoundedFrequency(period, watcher.DefaultSyncBurst)}
+		return &Watcher{cfg: cfg, proxier: proxier, tracked: st, period: period, pacing: watcher.NewFlushes(period, nil)}
 	})
 }
 
@@ -109,18 +107,7 @@ func (w *Watcher) Receive(ctx actor.Context) {
 		w.cfg.Metrics.Queued(m.Kind)
 		w.tracker.Handle(m.Event)
 		w.trace(m)
-		w.armUnpaced(ctx)
-	case flushUnpaced:
-		w.unpaced = false
-		if w.period <= 0 {
-			w.flush(ctx) // nothing is paced: one flush takes all
-			return
-		}
-		ch, held := w.tracker.FlushUnpaced()
-		w.apply(ctx, ch, time.Now())
-		if held {
-			w.arm(ctx)
-		}
+		w.request(ctx, watcher.Unpaced)
 	case *messages.SourceSynced:
 		w.synced = true
 		w.tracker.Mark("")
@@ -130,44 +117,36 @@ func (w *Watcher) Receive(ctx actor.Context) {
 			ctx.Send(w.proxier, &messages.FlushApplied{Generation: w.generation})
 		}
 	case *messages.FlushChanges:
-		w.pace.Flushing(time.Now())
-		if !w.flush(ctx) {
-			w.pace.Unused()
-		}
+		w.flushDue(ctx, flushing.Lane(m))
 	case *messages.GetWatcherStats:
 		ctx.Respond(&messages.WatcherStats{Flushes: w.generation, Events: w.tracker.Events, Changes: w.tracker.Changes})
 	}
 }
 
-// flushUnpaced is the Watcher's message to itself to apply at once what
-// needs no pacing: it comes after the events already in the mailbox, so
-// one flush takes them all, with no timer.
-type flushUnpaced struct{}
-
-// armUnpaced sends flushUnpaced unless one is in the mailbox or the source
-// is not synced yet (nothing is programmed before).
-func (w *Watcher) armUnpaced(ctx actor.Context) {
-	if !w.synced || w.unpaced {
-		return
+// request arranges lane's flush, unless the source is not synced yet
+// (nothing is programmed before).
+func (w *Watcher) request(ctx actor.Context, lane watcher.Lane) {
+	if w.synced {
+		flushing.Request(ctx, w.pacing, lane)
 	}
-	w.unpaced = true
-	ctx.Send(ctx.Self(), flushUnpaced{})
 }
 
-// arm schedules a paced flush unless one is pending or the source is not
-// synced yet. A flush due at once is a message to itself, so it comes
-// after the events already in the mailbox and takes them all.
-func (w *Watcher) arm(ctx actor.Context) {
-	if !w.synced {
+// flushDue runs lane's flush: the unpaced one applies what needs no
+// pacing and leaves the rest to the paced one; with nothing paced (the
+// source paces) one flush takes all.
+func (w *Watcher) flushDue(ctx actor.Context, lane watcher.Lane) {
+	now := time.Now()
+	w.pacing.Flushing(lane, now)
+	if lane == watcher.Unpaced && w.period > 0 {
+		ch, held := w.tracker.FlushUnpaced()
+		w.apply(ctx, ch, now)
+		if held {
+			w.request(ctx, watcher.Paced)
+		}
 		return
 	}
-	schedule, after := w.pace.Changed(time.Now())
-	switch {
-	case !schedule:
-	case after <= 0:
-		ctx.Send(ctx.Self(), &messages.FlushChanges{})
-	default:
-		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(after, ctx.Self(), &messages.FlushChanges{})
+	if !w.flush(ctx) {
+		w.pacing.Unused(lane)
 	}
 }
 

@@ -1622,9 +1622,13 @@ func (*SourceSynced) Descriptor() ([]byte, []int) {
 	return file_messages_protocol_proto_rawDescGZIP(), []int{23}
 }
 
-// FlushChanges is the Watcher's timer tick that ends a coalescing window.
+// FlushChanges is a coalescing actor's message to itself (the Watcher's,
+// a core's) that ends a coalescing window: watcher.Flushes said when.
 type FlushChanges struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// unpaced: the flush of changes that need no pacing (endpoints only);
+	// otherwise the paced flush of everything.
+	Unpaced       bool `protobuf:"varint,1,opt,name=unpaced,proto3" json:"unpaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1657,6 +1661,13 @@ func (x *FlushChanges) ProtoReflect() protoreflect.Message {
 // Deprecated: Use FlushChanges.ProtoReflect.Descriptor instead.
 func (*FlushChanges) Descriptor() ([]byte, []int) {
 	return file_messages_protocol_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *FlushChanges) GetUnpaced() bool {
+	if x != nil {
+		return x.Unpaced
+	}
+	return false
 }
 
 // GetWatcherStats asks the Watcher for WatcherStats.
@@ -2393,8 +2404,9 @@ const file_messages_protocol_proto_rawDesc = "" +
 	"\rservice_ports\x18\x01 \x03(\v2\x1b.kproxy.v1.ServicePortStateR\fservicePorts\"%\n" +
 	"\vInjectCrash\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x0e\n" +
-	"\fSourceSynced\"\x0e\n" +
-	"\fFlushChanges\"\x11\n" +
+	"\fSourceSynced\"(\n" +
+	"\fFlushChanges\x12\x18\n" +
+	"\aunpaced\x18\x01 \x01(\bR\aunpaced\"\x11\n" +
 	"\x0fGetWatcherStats\"Z\n" +
 	"\fWatcherStats\x12\x16\n" +
 	"\x06events\x18\x01 \x01(\x03R\x06events\x12\x18\n" +

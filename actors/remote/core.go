@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/rs/zerolog"
 
+	"github.com/kproxy/kproxy/actors/flushing"
 	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/messages"
 	"github.com/kproxy/kproxy/watcher"
@@ -288,9 +289,7 @@ type coreActor struct {
 	nodes    *watcher.NodesTracker
 	id       string
 	synced   bool
-	pace     *watcher.BoundedFrequency
-	unpaced  bool // a flushUnpaced is in the mailbox or scheduled
-	budget   flushBudget
+	pacing   *watcher.Flushes
 	sessions int64
 	subs     map[string]*subscription // by the subscriber's PID
 	flushes  int64
@@ -312,7 +311,7 @@ func newCoreActor(cfg *CoreConfig) *coreActor {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return &coreActor{cfg: cfg, id: hex.EncodeToString(b), subs: map[string]*subscription{}, nodes: watcher.NewNodesTracker(cfg.Views), held: map[string][]heldSubscribe{}, waiting: map[string]heldSubscribe{}, queue: newSubscribeQueue(),
-		pace: watcher.NewBoundedFrequency(cfg.MinSyncPeriod, watcher.DefaultSyncBurst)}
+		pacing: watcher.NewFlushes(cfg.MinSyncPeriod, &watcher.CPUBudget{Share: coreFlushShare})}
 }
 
 func (c *coreActor) Receive(ctx actor.Context) {
@@ -350,19 +349,9 @@ func (c *coreActor) Receive(ctx actor.Context) {
 				c.nodes.Mark(svc)
 			}
 		}
-		c.requestFlush(ctx)
-	case flushUnpaced:
-		c.unpaced = false
-		c.budget.started(time.Now())
-		if _, held := c.flush(ctx, true); held {
-			c.arm(ctx)
-		}
+		flushing.Request(ctx, c.pacing, watcher.Unpaced)
 	case *messages.FlushChanges:
-		c.pace.Flushing(time.Now())
-		c.flushes++
-		if sent, _ := c.flush(ctx, false); !sent {
-			c.pace.Unused()
-		}
+		c.flushDue(ctx, flushing.Lane(m))
 	case *messages.SubscriptionAck:
 		c.ack(ctx, m)
 	case *messages.CoreTick:
@@ -380,33 +369,26 @@ func (c *coreActor) Receive(ctx actor.Context) {
 // protobuf, which showed in the core's profile on every acknowledgement).
 func pidKey(p *actor.PID) string { return p.GetAddress() + "/" + p.GetId() }
 
-// requestFlush asks for an unpaced flush, as the Watcher: endpoint-only
-// changes at once, with every event already queued (a message to itself,
-// behind them), unless the last flush's cost says wait; the rest paced.
-func (c *coreActor) requestFlush(ctx actor.Context) {
-	if c.unpaced {
-		return
-	}
-	c.unpaced = true
-	if wait := c.budget.wait(time.Now()); wait > 0 {
-		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(wait, ctx.Self(), flushUnpaced{})
-	} else {
-		ctx.Send(ctx.Self(), flushUnpaced{})
-	}
-}
+// coreFlushShare is the share of one CPU a core's flushes may use under
+// sustained churn (watcher.CPUBudget): building, encoding and sending
+// them, and the acknowledgements coming back. Changes then coalesce the
+// more nodes there are, so a change costs about the same whatever their
+// number.
+const coreFlushShare = 0.5
 
-// flushUnpaced is the core's message to itself to send at once what needs
-// no pacing (only endpoints changed), as the Watcher's.
-type flushUnpaced struct{}
-
-// arm schedules a paced flush, as the Watcher's: at once after a quiet
-// period (a message to itself, behind the events already queued), spaced
-// under load.
-func (c *coreActor) arm(ctx actor.Context) {
-	if schedule, after := c.pace.Changed(time.Now()); schedule && after <= 0 {
-		ctx.Send(ctx.Self(), &messages.FlushChanges{})
-	} else if schedule {
-		scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(after, ctx.Self(), &messages.FlushChanges{})
+// flushDue runs lane's flush, as the Watcher's: the unpaced one sends
+// endpoint-only changes and leaves the rest to the paced one.
+func (c *coreActor) flushDue(ctx actor.Context, lane watcher.Lane) {
+	c.pacing.Flushing(lane, time.Now())
+	if lane == watcher.Paced {
+		c.flushes++
+	}
+	sent, held := c.flush(ctx, lane == watcher.Unpaced)
+	if !sent {
+		c.pacing.Unused(lane)
+	}
+	if held && lane == watcher.Unpaced {
+		flushing.Request(ctx, c.pacing, watcher.Paced)
 	}
 }
 
@@ -587,7 +569,7 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 		// Its changes go with the next flush, not one of their own: a
 		// flush per acknowledgement sent every dirty service to every
 		// node once per node.
-		c.requestFlush(ctx)
+		flushing.Request(ctx, c.pacing, watcher.Unpaced)
 	}
 	if s.behind && s.acked == s.seq {
 		// What it missed, in one Delta: the views it holds to its

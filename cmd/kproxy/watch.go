@@ -193,17 +193,17 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 		return err
 	}
 	defer src.Stop()
-	// The same coalescing as the Watcher actor: events mark services dirty,
-	// and a flush rebuilds only those. Every flush emits the whole state
-	// (a callout reads all of it), as a full sync would, so every change
-	// is paced as the Watcher paces those that need rules: at once after
-	// a quiet period, at most one flush per --min-sync-period after a
-	// burst. A core's deltas are paced by the core already.
+	// The same coalescing and flush scheduler as the Watcher actor: events
+	// mark services dirty, and a flush rebuilds only those. Every flush
+	// emits the whole state (a callout reads all of it), as a full sync
+	// would, so every change takes the paced lane: at once after a quiet
+	// period, at most one flush per --min-sync-period after a burst. A
+	// core's deltas are paced by the core already.
 	period := o.minSyncPeriod
 	if o.isRemote() {
 		period = 0
 	}
-	pace := watcher.NewBoundedFrequency(period, watcher.DefaultSyncBurst)
+	pacing := watcher.NewFlushes(period, nil)
 	var mu sync.Mutex
 	tracker := watcher.NewTracker(src)
 	wake := make(chan struct{}, 1)
@@ -233,21 +233,21 @@ func watch(ctx context.Context, o watchOptions, stdout io.Writer, log zerolog.Lo
 			log.Warn().Err(err).Msg("service rejected")
 		}
 		if !emit(state) && !first {
-			pace.Unused() // nothing changed: the next change must not wait for it
+			pacing.Unused(watcher.Paced) // nothing changed: the next change must not wait for it
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
 		}
-		if _, after := pace.Changed(time.Now()); after > 0 {
+		if _, after := pacing.Request(watcher.Paced, time.Now()); after > 0 {
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(after):
 			}
 		}
-		pace.Flushing(time.Now())
+		pacing.Flushing(watcher.Paced, time.Now())
 	}
 }
 
