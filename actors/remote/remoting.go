@@ -173,6 +173,7 @@ func prepareRemote(rc Config, component string) (*remoteSystem, *protoremote.Con
 	l.Close()
 	log := rc.Log.With().Str("component", component).Logger()
 	system := actor.NewActorSystem(actorlog.Option(log))
+	shrinkRegistry(system)
 	var ids *identities
 	if rc.ServerTLS != nil && rc.ServerTLS.ClientAuth == tls.RequireAndVerifyClientCert {
 		ids = &identities{m: map[string]string{}}
