@@ -35,9 +35,9 @@ run: build
 
 test: vet test-deps apiserver control-plane kwok jaeger
 	$(GO) test -race -count=1 -timeout 20m ./...
-	# Core replicas in one process: each remoting sets gRPC's global logger
+	# Several remotings in one process (replicas, a core and its backend): each sets gRPC's global logger
 	# as it starts, which -race reports, so these run without it.
-	$(GO) test -count=1 -timeout 5m -run 'TestCoreReplica' ./actors/remote
+	$(GO) test -count=1 -timeout 5m -run 'TestCoreReplica|TestBackendTakesCoresHeartbeat' ./actors/remote
 
 # Each fuzz target for FUZZTIME (CI runs it after the tests). Minimizing
 # a new input is capped, or one slow minimization eats the whole budget.

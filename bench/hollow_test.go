@@ -41,6 +41,7 @@ func TestHollowNodes(t *testing.T) {
 		Duration:   time.Duration(envInt("KPROXY_HOLLOW_SECONDS", 60)) * time.Second,
 		Churn:      harness.HollowChurnAll,
 		Replicas:   envInt("KPROXY_HOLLOW_REPLICAS", 1),
+		Heartbeat:  time.Duration(envInt("KPROXY_HOLLOW_HEARTBEAT_MS", 0)) * time.Millisecond,
 		ProfileDir: os.Getenv("KPROXY_HOLLOW_PROFILE"),
 		Host:       hollowHostCommand,
 		Progress:   t.Output(),

@@ -226,9 +226,12 @@ type Snapshot struct {
 	SentUnixNano int64 `protobuf:"varint,5,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
 	// The remoting addresses of every core replica, this one first, for the
 	// backend to subscribe to another when this one goes away.
-	Replicas      []string `protobuf:"bytes,6,rep,name=replicas,proto3" json:"replicas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replicas []string `protobuf:"bytes,6,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// The core's heartbeat interval (milliseconds): the backend counts the
+	// core lost after 3 silent ones. 0: its own default.
+	HeartbeatMillis int64 `protobuf:"varint,7,opt,name=heartbeat_millis,json=heartbeatMillis,proto3" json:"heartbeat_millis,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -301,6 +304,13 @@ func (x *Snapshot) GetReplicas() []string {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *Snapshot) GetHeartbeatMillis() int64 {
+	if x != nil {
+		return x.HeartbeatMillis
+	}
+	return 0
 }
 
 // Delta is one flush of changes: seq is the previous message's seq + 1.
@@ -841,14 +851,15 @@ const file_messages_remote_proto_rawDesc = "" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aleaving\x18\x02 \x01(\bR\aleaving\"*\n" +
 	"\x10SubscribeRefused\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xdb\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x86\x02\n" +
 	"\bSnapshot\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12D\n" +
 	"\rservice_ports\x18\x03 \x03(\v2\x1f.kproxy.v1.ServicePortEndpointsR\fservicePorts\x12\x1b\n" +
 	"\tnode_name\x18\x04 \x01(\tR\bnodeName\x12$\n" +
 	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\x12\x1a\n" +
-	"\breplicas\x18\x06 \x03(\tR\breplicas\"\xe0\x02\n" +
+	"\breplicas\x18\x06 \x03(\tR\breplicas\x12)\n" +
+	"\x10heartbeat_millis\x18\a \x01(\x03R\x0fheartbeatMillis\"\xe0\x02\n" +
 	"\x05Delta\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x129\n" +

@@ -49,10 +49,13 @@ type CoreConfig struct {
 	// at once, and none waits longer than this.
 	MinSyncPeriod time.Duration
 	// Heartbeat is how often an idle subscription hears from the core;
-	// backends treat 3 missed heartbeats as the core lost.
+	// backends, told it in their snapshot, treat 3 missed heartbeats as
+	// the core lost. Each idle node costs the core a heartbeat and its
+	// acknowledgement per interval.
 	Heartbeat time.Duration
 	// Lease drops a subscription whose backend has acknowledged nothing
-	// for this long (it re-subscribes when it notices).
+	// for this long (it re-subscribes when it notices); 10 heartbeats
+	// unless set.
 	Lease time.Duration
 	// MaxInFlight is how many Deltas a backend may leave unacknowledged;
 	// beyond, the core stops sending it changes and sends one Delta of
@@ -82,7 +85,9 @@ func (c *CoreConfig) defaults() {
 		c.Heartbeat = DefaultCoreHeartbeat
 	}
 	if c.Lease <= 0 {
-		c.Lease = DefaultCoreLease
+		// As many heartbeats as the default: a longer heartbeat (thousands
+		// of nodes) must not drop backends between two of them.
+		c.Lease = DefaultCoreLease / DefaultCoreHeartbeat * c.Heartbeat
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultCoreMaxInFlight
@@ -529,7 +534,8 @@ func (c *coreActor) sendSnapshot(ctx actor.Context, s *subscription, views []*wa
 	s.behind = false
 	s.snapshots++
 	c.cfg.counters.Snapshots.Add(1)
-	m := &messages.Snapshot{Session: s.session, Seq: s.seq, NodeName: s.node, SentUnixNano: time.Now().UnixNano(), Replicas: c.replicas(ctx)}
+	m := &messages.Snapshot{Session: s.session, Seq: s.seq, NodeName: s.node, SentUnixNano: time.Now().UnixNano(), Replicas: c.replicas(ctx),
+		HeartbeatMillis: c.cfg.Heartbeat.Milliseconds()}
 	m.ProtoReflect().SetUnknown(snapshotBody(views))
 	ctx.Request(s.pid, m) // from this core: a backend sent here by another replica learns who serves it
 }

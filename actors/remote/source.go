@@ -33,9 +33,9 @@ type SourceConfig struct {
 	NodeName string
 	// Client names the backend in the core's logs.
 	Client string
-	// Heartbeat is the core's heartbeat interval; the core counts as lost
-	// after 3 without a message, and the backend re-subscribes every
-	// Heartbeat until it is back.
+	// Heartbeat is how often the backend checks on its core, and the
+	// core's heartbeat interval until a snapshot gives the core's own:
+	// the core counts as lost after 3 of those without a message.
 	Heartbeat time.Duration
 	Remote    Config
 	Log       zerolog.Logger
@@ -143,7 +143,7 @@ func (s *Source) Start(ctx context.Context, notify func(watcher.Event)) error {
 	}
 	ready := make(chan error, 1)
 	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, addrs: addrs, target: addrs[0], core: actor.NewPID(addrs[0], CoreActorName),
-		ready: ready, stats: &s.stats, setTriggers: s.setTriggers}
+		ready: ready, stats: &s.stats, setTriggers: s.setTriggers, heartbeat: s.cfg.Heartbeat}
 	s.pid = rs.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sub }, actor.WithGuardian(supervision.Default)))
 	// A core killed closes its connections: act on that at once rather
 	// than after three silent heartbeats.
@@ -223,7 +223,10 @@ type subscriber struct {
 	// that answers checks has not sent the snapshot (each Subscribe it
 	// serves is one more snapshot to send).
 	askAgain time.Duration
-	checking bool
+	// heartbeat is the core's interval, as its last snapshot said
+	// (SourceConfig.Heartbeat until one does).
+	heartbeat time.Duration
+	checking  bool
 	probing  bool // a coreProbed is on its way
 	refused  string
 	stopTick scheduler.CancelFunc
@@ -370,9 +373,9 @@ func (s *subscriber) redirected(ctx actor.Context, m *messages.SubscribeRedirect
 func (s *subscriber) tick(ctx actor.Context) {
 	now := time.Now()
 	switch silent := now.Sub(s.lastHeard); {
-	case s.subscribed && silent > busyCoreHeartbeats*s.cfg.Heartbeat:
+	case s.subscribed && silent > busyCoreHeartbeats*s.heartbeat:
 		s.lose(now, "silent for "+silent.Round(time.Millisecond).String()+", though it answers")
-	case s.subscribed && silent > 3*s.cfg.Heartbeat:
+	case s.subscribed && silent > 3*s.heartbeat:
 		// A core that answers is busy (thousands of nodes subscribing at
 		// once), not gone: re-subscribing would add a snapshot to its
 		// work. One that does not answer is lost.
@@ -429,9 +432,9 @@ func (s *subscriber) checked(ctx actor.Context, m *authChecked) {
 			s.cfg.Log.Error().Err(err).Msg("the core refused this backend's credentials; serving the last known state")
 		}
 		s.once.Do(func() { s.ready <- err })
-	case err == nil && !s.subscribed && time.Since(s.lastAsked) >= max(s.askAgain, 2*s.cfg.Heartbeat):
+	case err == nil && !s.subscribed && time.Since(s.lastAsked) >= max(s.askAgain, 2*s.heartbeat):
 		if !s.lastAsked.IsZero() { // the last Subscribe went unanswered
-			s.askAgain = min(2*max(s.askAgain, 2*s.cfg.Heartbeat), busyCoreHeartbeats*s.cfg.Heartbeat)
+			s.askAgain = min(2*max(s.askAgain, 2*s.heartbeat), busyCoreHeartbeats*s.heartbeat)
 		}
 		s.subscribe(ctx)
 	case err != nil && !s.subscribed && m.address == s.target && len(s.addrs) > 1:
@@ -462,6 +465,9 @@ func (s *subscriber) applySnapshot(ctx actor.Context, m *messages.Snapshot) {
 		s.core = from
 	}
 	s.learn(m.GetReplicas())
+	if hb := time.Duration(m.GetHeartbeatMillis()) * time.Millisecond; hb > 0 {
+		s.heartbeat = hb
+	}
 	s.lost = ""
 	wasLost := !s.lostSince.IsZero()
 	changed := s.store.Replace(m.GetServicePorts(), nil, false)

@@ -48,6 +48,8 @@ type HollowOptions struct {
 	// Replicas is how many cores serve the nodes: more than one form a
 	// protoactor cluster (in this process; figures are over all of them).
 	Replicas int
+	// Heartbeat is the core's heartbeat interval (0: its default).
+	Heartbeat time.Duration
 	// ProfileDir, when set, gets the core's CPU and heap profiles of each
 	// round (core-N.cpu.pprof, core-N.heap.pprof).
 	ProfileDir string
@@ -97,20 +99,25 @@ type HollowResult struct {
 	DeltasPerNodePerChange float64
 	// Resyncs is how many snapshots the core sent during the churn:
 	// nodes that re-subscribed (0 when every node kept up).
-	Resyncs                int64
+	Resyncs int64
+	// Ready is how long every node took to subscribe and hold its
+	// snapshot; IdleCPUPerNode the core's CPU per node and second before
+	// the churn (heartbeats and their acknowledgements).
+	Ready, IdleCPUPerNode  time.Duration
 	CoreRSS, CoreHeapInUse int64   // bytes, after the churn
 	RSSPerNode             float64 // the core's bytes per node
 }
 
 // WriteHollowHeader writes the table's head.
 func WriteHollowHeader(w io.Writer) {
-	fmt.Fprintln(w, "| nodes | services | changes | p50 | p99 | max | lost | core CPU per change | deltas per node per change | snapshots | core RSS | core heap in use | RSS per node |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| nodes | services | all subscribed in | idle core CPU per node | changes | p50 | p99 | max | lost | core CPU per change | deltas per node per change | snapshots | core RSS | core heap in use | RSS per node |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 }
 
 // WriteRow writes the round's row of the table.
 func (r HollowResult) WriteRow(w io.Writer) {
-	fmt.Fprintf(w, "| %d | %d | %d in %v | %v | %v | %v | %d | %v | %.2f | %d | %d MiB | %d MiB | %.0f KiB |\n", r.Nodes, r.Services, r.Changes, r.Elapsed.Round(time.Second),
+	fmt.Fprintf(w, "| %d | %d | %v | %v/s | %d in %v | %v | %v | %v | %d | %v | %.2f | %d | %d MiB | %d MiB | %.0f KiB |\n", r.Nodes, r.Services,
+		r.Ready.Round(100*time.Millisecond), r.IdleCPUPerNode.Round(100*time.Nanosecond), r.Changes, r.Elapsed.Round(time.Second),
 		r.P50, r.P99, r.Max, r.Lost, r.CoreCPUPerChange.Round(time.Microsecond), r.DeltasPerNodePerChange, r.Resyncs, r.CoreRSS>>20, r.CoreHeapInUse>>20, r.RSSPerNode/1024)
 }
 
@@ -143,7 +150,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	c := NewHollowCluster(uint64(n), n)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	views, err := startHollowCores(ctx, max(o.Replicas, 1))
+	views, err := startHollowCores(ctx, max(o.Replicas, 1), o.Heartbeat)
 	if err != nil {
 		return HollowResult{}, err
 	}
@@ -157,11 +164,22 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 		views.send(watcher.Event{Kind: "EndpointSlice", Op: watcher.Added, Object: c.Slice(i, 0, start)})
 	}
 
+	hostsStarted := time.Now()
 	hosts, err := StartHollowHosts(o.Host, n, views.addresses(), o.Progress)
 	if err != nil {
 		return HollowResult{}, err
 	}
 	defer hosts.Stop()
+	ready := time.Since(hostsStarted)
+	// What the core costs while nothing changes: a window of measure,
+	// not a wait for anything.
+	idle0 := SelfCPU()
+	select {
+	case <-ctx.Done():
+		return HollowResult{}, ctx.Err()
+	case <-time.After(hollowIdleWindow):
+	}
+	idle := (SelfCPU() - idle0) * time.Second / hollowIdleWindow / time.Duration(n)
 
 	if o.ProfileDir != "" {
 		stop, err := startCPUProfile(filepath.Join(o.ProfileDir, fmt.Sprintf("core-%d.cpu.pprof", n)))
@@ -222,9 +240,12 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	return HollowResult{Nodes: n, Services: o.Services, Changes: changes, Elapsed: elapsed, HollowStores: stores,
 		CoreCPUPerChange:       cpu / time.Duration(changes),
 		DeltasPerNodePerChange: float64(deltas-deltas0) / float64(changes) / float64(n),
-		Resyncs:                snapshots - snapshots0,
-		CoreRSS:                st.RSS, CoreHeapInUse: int64(ms.HeapInuse), RSSPerNode: float64(st.RSS) / float64(n)}, nil
+		Resyncs:                snapshots - snapshots0, Ready: ready, IdleCPUPerNode: idle,
+		CoreRSS: st.RSS, CoreHeapInUse: int64(ms.HeapInuse), RSSPerNode: float64(st.RSS) / float64(n)}, nil
 }
+
+// hollowIdleWindow is how long a round measures the core's idle CPU.
+const hollowIdleWindow = 5 * time.Second
 
 // startCPUProfile profiles this process's CPU into path until stop.
 func startCPUProfile(path string) (stop func(), err error) {

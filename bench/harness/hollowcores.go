@@ -22,7 +22,7 @@ type hollowCores struct {
 
 // startHollowCores starts n cores (n > 1: replicas of one cluster) and
 // returns once each counts all of them as members.
-func startHollowCores(ctx context.Context, n int) (*hollowCores, error) {
+func startHollowCores(ctx context.Context, n int, heartbeat time.Duration) (*hollowCores, error) {
 	h := &hollowCores{}
 	var health []string
 	if n > 1 {
@@ -36,7 +36,7 @@ func startHollowCores(ctx context.Context, n int) (*hollowCores, error) {
 	}
 	for i := range n {
 		v := &hollowViews{Objects: watcher.NewObjects(watcher.Options{}, zerolog.Nop())}
-		cfg := remote.CoreConfig{Views: v, Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: hollowLog()}
+		cfg := remote.CoreConfig{Views: v, Remote: remote.Config{Listen: "127.0.0.1:0"}, Log: hollowLog(), Heartbeat: heartbeat}
 		if n > 1 {
 			p, err := remote.Automanaged(health[i], health, 200*time.Millisecond)
 			if err != nil {

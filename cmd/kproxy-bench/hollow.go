@@ -33,14 +33,16 @@ const (
 type hollowFlags struct {
 	nodes, churn, profile *string
 	replicas              *int
+	heartbeat             *time.Duration
 }
 
 func addHollowFlags(fs *flag.FlagSet) hollowFlags {
 	return hollowFlags{
-		nodes:    fs.String("hollow-nodes", "100", "hollow: node counts, a round each, comma-separated (e.g. 100,1000)"),
-		churn:    fs.String("hollow-churn", harness.HollowChurnAll, "hollow: the services changed: all, or alike (only those every node sees alike, to compare a change's cost across node counts)"),
-		replicas: fs.Int("hollow-replicas", 1, "hollow: core replicas serving the nodes (more than one: a protoactor cluster in this process; figures over all of them)"),
-		profile:  fs.String("hollow-profile", "", "hollow: write the core's CPU and heap profiles of each round to this directory"),
+		nodes:     fs.String("hollow-nodes", "100", "hollow: node counts, a round each, comma-separated (e.g. 100,1000)"),
+		churn:     fs.String("hollow-churn", harness.HollowChurnAll, "hollow: the services changed: all, or alike (only those every node sees alike, to compare a change's cost across node counts)"),
+		heartbeat: fs.Duration("hollow-heartbeat", 0, "hollow: the core's heartbeat interval (kproxy watch --serve-heartbeat; 0: its default, 1s)"),
+		replicas:  fs.Int("hollow-replicas", 1, "hollow: core replicas serving the nodes (more than one: a protoactor cluster in this process; figures over all of them)"),
+		profile:   fs.String("hollow-profile", "", "hollow: write the core's CPU and heap profiles of each round to this directory"),
 	}
 }
 
@@ -57,7 +59,7 @@ func runHollow(hf hollowFlags, o harness.Options, set map[string]bool, quiet boo
 		return fmt.Errorf("this binary's path: %w", err)
 	}
 	ho := harness.HollowOptions{Services: hollowServices, Rate: hollowRate, Duration: hollowDuration,
-		Churn: *hf.churn, Replicas: *hf.replicas, ProfileDir: *hf.profile, Host: []string{self, hollowHostCommand}}
+		Churn: *hf.churn, Replicas: *hf.replicas, Heartbeat: *hf.heartbeat, ProfileDir: *hf.profile, Host: []string{self, hollowHostCommand}}
 	if set["services"] {
 		ho.Services = o.Services
 	}

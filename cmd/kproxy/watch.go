@@ -38,6 +38,7 @@ type watchOptions struct {
 	serve        string
 	maxInFlight  int
 	maxSnapshots int
+	heartbeat    time.Duration
 	serveMetrics string
 	// apiOutageLimit is how long the API server may not answer before the
 	// core's /healthz says unhealthy.
@@ -64,6 +65,7 @@ func watchCommand(args []string, stdout io.Writer) error {
 	o.replicas.register(fs)
 	fs.IntVar(&o.maxInFlight, "serve-max-in-flight", remote.DefaultCoreMaxInFlight, "with --serve: changes a backend may leave unacknowledged; a slower one gets what it missed in one delta once it catches up instead of a growing backlog")
 	fs.IntVar(&o.maxSnapshots, "serve-max-snapshots-in-flight", remote.DefaultCoreMaxSnapshotsInFlight, "with --serve: full snapshots sent and not yet acknowledged; further subscriptions wait in turn (thousands of nodes subscribing at once are each served within their lease)")
+	fs.DurationVar(&o.heartbeat, "serve-heartbeat", remote.DefaultCoreHeartbeat, "with --serve: how often an idle backend hears from the core (it counts the core lost after 3 silent ones, and the core drops a backend silent for 10); each idle backend costs the core a message and its acknowledgement per interval")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -88,6 +90,9 @@ func watchCommand(args []string, stdout io.Writer) error {
 		}
 		if err := o.replicas.validate(&o.remote); err != nil {
 			return err
+		}
+		if o.heartbeat <= 0 || o.maxSnapshots <= 0 {
+			return fmt.Errorf("--serve-heartbeat (%v) and --serve-max-snapshots-in-flight (%d) must be positive", o.heartbeat, o.maxSnapshots)
 		}
 		if o.uiAddress != "" {
 			loopback, err := loopbackAddress("--ui-address", o.uiAddress)
@@ -142,7 +147,7 @@ func serveCore(ctx context.Context, o watchOptions, log zerolog.Logger, started 
 	if o.serveMetrics != "" {
 		serveHTTP(ctx, "core metrics (/metrics, /healthz)", o.serveMetrics, coreHandler(health), log)
 	}
-	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight, MaxSnapshotsInFlight: o.maxSnapshots,
+	core, err := remote.StartCore(ctx, remote.CoreConfig{Views: views, MinSyncPeriod: o.minSyncPeriod, MaxInFlight: o.maxInFlight, MaxSnapshotsInFlight: o.maxSnapshots, Heartbeat: o.heartbeat,
 		Remote: rc, Log: log, Replicas: replicas})
 	if err != nil {
 		if ctx.Err() != nil {
