@@ -493,10 +493,9 @@ func (c *coreActor) serve(ctx actor.Context, m *messages.Subscribe, from *actor.
 		Bool("resubscribed", again).Int("servicePorts", c.nodes.Ports(key)).Int("subscriptions", len(c.subs)).Msg("backend subscribed")
 }
 
-// forget ends key's subscription, if any, and its place in the queue.
+// forget ends key's subscription, if any (a queued Subscribe keeps its
+// place: asking again refreshes it).
 func (c *coreActor) forget(key string) {
-	c.queue.remove(key)
-	c.cfg.counters.Queued.Store(int64(c.queue.len()))
 	s := c.subs[key]
 	if s == nil {
 		return

@@ -155,7 +155,7 @@ func (c *coreActor) moved(ctx actor.Context, node string) {
 	}
 	for key, h := range c.queue.byKey {
 		if h.m.GetNodeName() == node {
-			c.forget(key)
+			c.queue.remove(key)
 			ctx.Request(h.from, &messages.SubscribeRedirect{})
 		}
 	}
@@ -175,8 +175,9 @@ func (c *coreActor) leave(ctx actor.Context) {
 	}
 	for key, h := range c.queue.byKey {
 		ctx.Request(h.from, &messages.SubscribeRedirect{Leaving: true})
-		c.forget(key)
+		c.queue.remove(key)
 	}
+	c.cfg.counters.Queued.Store(0)
 	c.cfg.Log.Info().Msg("core replica leaving: its backends subscribe through the others")
 	ctx.Respond(true)
 }
