@@ -65,7 +65,7 @@ type CoreConfig struct {
 	// acknowledgement; further Subscribes queue in the order they came.
 	MaxSnapshotsInFlight int
 	Remote               Config
-	Log         zerolog.Logger
+	Log                  zerolog.Logger
 	// Replicas, when set, makes this core one replica of several on
 	// protoactor's cluster (replicas.go); nil serves alone.
 	Replicas *Replicas
@@ -116,7 +116,7 @@ type Core struct {
 
 // CoreCounters are a core's running totals, for its metrics.
 type CoreCounters struct {
-	Subscriptions                       atomic.Int64
+	Subscriptions atomic.Int64
 	// Queued is how many Subscribes wait for a snapshot slot.
 	Queued                              atomic.Int64
 	Snapshots, Deltas, Resyncs, Dropped atomic.Int64

@@ -227,9 +227,9 @@ type subscriber struct {
 	// (SourceConfig.Heartbeat until one does).
 	heartbeat time.Duration
 	checking  bool
-	probing  bool // a coreProbed is on its way
-	refused  string
-	stopTick scheduler.CancelFunc
+	probing   bool // a coreProbed is on its way
+	refused   string
+	stopTick  scheduler.CancelFunc
 }
 
 // authChecked is the result of a credentials check run off the actor.
