@@ -165,7 +165,11 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	}
 
 	hostsStarted := time.Now()
-	hosts, err := StartHollowHosts(o.Host, n, views.addresses(), o.Progress)
+	var hostEnv []string
+	if o.ProfileDir != "" {
+		hostEnv = append(hostEnv, envHollowProfile+"="+o.ProfileDir)
+	}
+	hosts, err := StartHollowHosts(o.Host, n, views.addresses(), o.Progress, hostEnv...)
 	if err != nil {
 		return HollowResult{}, err
 	}

@@ -38,7 +38,10 @@ const (
 	EnvHollowHost  = "KPROXY_HOLLOW_HOST"
 	envHollowCore  = "KPROXY_HOLLOW_CORE"
 	envHollowNodes = "KPROXY_HOLLOW_NODES"
-	hollowPrefix   = "hollow: "
+	// envHollowProfile names the directory a host writes its CPU
+	// profile of the churn and its heap after it to.
+	envHollowProfile = "KPROXY_HOLLOW_PROFILE"
+	hollowPrefix     = "hollow: "
 )
 
 // HollowNode is one hollow node's source: a core's view of it over
@@ -130,11 +133,20 @@ func ServeHollowHost(in io.Reader, out io.Writer, newNode NewHollowNode) error {
 	if _, err := fmt.Fprintln(out, hollowPrefix+"ready"); err != nil {
 		return fmt.Errorf("hollow host: %w", err)
 	}
+	profileDir := os.Getenv(envHollowProfile)
+	if profileDir != "" {
+		// What the host spends during the churn.
+		stop, err := startCPUProfile(filepath.Join(profileDir, fmt.Sprintf("host-%d.cpu.pprof", os.Getpid())))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	expect, err := readExpected(in)
 	if err != nil {
 		return err
 	}
-	if dir := os.Getenv("KPROXY_HOLLOW_PROFILE"); dir != "" {
+	if dir := profileDir; dir != "" {
 		// What a host's nodes hold, after the churn.
 		runtime.GC()
 		if err := writeHeapProfile(filepath.Join(dir, fmt.Sprintf("host-%d.heap.pprof", os.Getpid()))); err != nil {

@@ -42,7 +42,7 @@ func addHollowFlags(fs *flag.FlagSet) hollowFlags {
 		churn:     fs.String("hollow-churn", harness.HollowChurnAll, "hollow: the services changed: all, or alike (only those every node sees alike, to compare a change's cost across node counts)"),
 		heartbeat: fs.Duration("hollow-heartbeat", 0, "hollow: the core's heartbeat interval (kproxy watch --serve-heartbeat; 0: its default, 1s)"),
 		replicas:  fs.Int("hollow-replicas", 1, "hollow: core replicas serving the nodes (more than one: a protoactor cluster in this process; figures over all of them)"),
-		profile:   fs.String("hollow-profile", "", "hollow: write the core's CPU and heap profiles of each round to this directory"),
+		profile:   fs.String("hollow-profile", "", "hollow: write the core's CPU and heap profiles of each round, and each host's CPU profile of the churn and heap after it, to this directory"),
 	}
 }
 

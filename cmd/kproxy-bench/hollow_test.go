@@ -26,7 +26,7 @@ func TestBenchHollowSmoke(t *testing.T) {
 		t.Fatalf("%d lines, want the head, its rule and a row", len(lines))
 	}
 	cells := strings.Split(strings.Trim(lines[2], "| "), " | ")
-	if len(cells) != 13 || cells[0] != "20" || cells[1] != "200" || !strings.HasPrefix(cells[2], "60 in ") || cells[6] != "0" {
-		t.Errorf("row %q: want 20 nodes, 200 services, 60 changes, 0 lost", lines[2])
+	if len(cells) != 15 || cells[0] != "20" || cells[1] != "200" || !strings.HasSuffix(cells[3], "/s") || !strings.HasPrefix(cells[4], "60 in ") || cells[8] != "0" {
+		t.Errorf("row %q: want 20 nodes, 200 services, the core's idle CPU per node, 60 changes, 0 lost", lines[2])
 	}
 }
