@@ -135,7 +135,10 @@ func (s *Store) Build(service string) ([]*messages.ServicePortEndpoints, error) 
 }
 
 // Apply changes the desired state by upserts and deletes (a Delta from a
-// core) and returns the services whose ports changed, sorted.
+// core) and returns the services they touched, sorted. An upsert counts
+// as a change without comparing it with the port held: a core sends only
+// what changed, and the Watcher's one comparison (the Tracker's diff)
+// drops what did not. Comparing here cost a backend a tenth of its CPU.
 func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messages.ServicePortKey) (changed []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,9 +165,6 @@ func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messa
 	for _, spe := range upserts {
 		k := spe.GetServicePort().GetKey()
 		svc := k.Service()
-		if i := s.services[svc].index(k); i >= 0 && proto.Equal(s.services[svc][i], spe) {
-			continue
-		}
 		s.services[svc] = s.services[svc].put(spe)
 		mark(svc)
 	}
