@@ -138,7 +138,7 @@ func (s *Store) Build(service string) ([]*messages.ServicePortEndpoints, error) 
 // core) and returns the services they touched, sorted. An upsert counts
 // as a change without comparing it with the port held: a core sends only
 // what changed, and the Watcher's one comparison (the Tracker's diff)
-// drops what did not. Comparing here cost a backend a tenth of its CPU.
+// drops what did not.
 func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messages.ServicePortKey) (changed []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

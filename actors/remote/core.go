@@ -25,6 +25,11 @@ import (
 // subscribes to actor.NewPID(coreAddress, CoreActorName).
 const CoreActorName = "kproxy-core"
 
+// leaseHeartbeats is the core's default lease in heartbeats, and how many
+// heartbeats a backend waits for a core that is silent but answers, and
+// at most between two Subscribes the core has not answered.
+const leaseHeartbeats = 10
+
 // Defaults of the core protocol.
 const (
 	// DefaultCoreMinSyncPeriod spaces the core's flushes under sustained
@@ -32,7 +37,6 @@ const (
 	// (actors.DefaultMinSyncPeriod).
 	DefaultCoreMinSyncPeriod = 100 * time.Millisecond
 	DefaultCoreHeartbeat     = time.Second
-	DefaultCoreLease         = 10 * time.Second
 	DefaultCoreMaxInFlight   = 32
 	// DefaultCoreMaxSnapshotsInFlight bounds the snapshots sent and not
 	// yet acknowledged, so that thousands of nodes subscribing at once
@@ -54,8 +58,8 @@ type CoreConfig struct {
 	// acknowledgement per interval.
 	Heartbeat time.Duration
 	// Lease drops a subscription whose backend has acknowledged nothing
-	// for this long (it re-subscribes when it notices); 10 heartbeats
-	// unless set.
+	// for this long (it re-subscribes when it notices); leaseHeartbeats
+	// heartbeats unless set.
 	Lease time.Duration
 	// MaxInFlight is how many Deltas a backend may leave unacknowledged;
 	// beyond, the core stops sending it changes and sends one Delta of
@@ -85,9 +89,9 @@ func (c *CoreConfig) defaults() {
 		c.Heartbeat = DefaultCoreHeartbeat
 	}
 	if c.Lease <= 0 {
-		// As many heartbeats as the default: a longer heartbeat (thousands
-		// of nodes) must not drop backends between two of them.
-		c.Lease = DefaultCoreLease / DefaultCoreHeartbeat * c.Heartbeat
+		// In heartbeats: a longer heartbeat (thousands of nodes) must not
+		// drop backends between two of them.
+		c.Lease = leaseHeartbeats * c.Heartbeat
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultCoreMaxInFlight
@@ -610,9 +614,10 @@ func (c *coreActor) tick(ctx actor.Context) {
 		}
 		ctx.Send(s.pid, &messages.Heartbeat{Session: s.session, Seq: s.seq})
 	}
-	// A queued backend asks again at least once a lease (its Subscribe
-	// unanswered); one that stopped asking is gone.
-	if n := c.queue.expire(now.Add(-2 * c.cfg.Lease)); n > 0 {
+	// A queued backend asks again at least every leaseHeartbeats of its
+	// own heartbeat (its Subscribe unanswered); one silent for twice that
+	// is gone.
+	if n := c.queue.expire(now.Add(-2 * max(c.cfg.Lease, leaseHeartbeats*DefaultCoreHeartbeat))); n > 0 {
 		c.cfg.Log.Info().Int("subscriptions", n).Msg("queued subscriptions dropped: their backends stopped asking")
 	}
 	c.admit(ctx)

@@ -62,6 +62,27 @@ func webPort(version int) *messages.ServicePortEndpoints {
 		Endpoints: []*messages.Endpoint{{Ips: []string{fmt.Sprintf("10.0.%d.%d", version/250, version%250+1)}, Port: 8080, Ready: true}}}
 }
 
+// startCoreActor spawns a core actor over one web service port with cfg
+// (Views and Log filled in, defaults applied), synced unless told not to;
+// it stops with the test. The store is what the core serves.
+func startCoreActor(t *testing.T, cfg *CoreConfig, synced bool) (*actor.ActorSystem, *actor.PID, *watcher.Store) {
+	t.Helper()
+	store := watcher.NewStore()
+	store.Replace([]*messages.ServicePortEndpoints{webPort(0)}, nil, false)
+	cfg.Views, cfg.Log = storeViews{store}, zerolog.Nop()
+	cfg.defaults()
+	system := actor.NewActorSystem()
+	core, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(cfg) }), "core")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { system.Root.Stop(core) })
+	if synced {
+		system.Root.Send(core, &messages.SourceSynced{})
+	}
+	return system, core, store
+}
+
 // TestCoreSlowBackendCatchesUpNotBacklog: a backend that stops
 // acknowledging gets at most MaxInFlight Deltas, then nothing while 100
 // changes go by (no backlog), and one Delta from what it holds to the
@@ -69,14 +90,8 @@ func webPort(version int) *messages.ServicePortEndpoints {
 // every service); a fast backend beside it gets every change as it
 // happens.
 func TestCoreSlowBackendCatchesUpNotBacklog(t *testing.T) {
-	store := watcher.NewStore()
-	store.Replace([]*messages.ServicePortEndpoints{webPort(0)}, nil, false)
-	cfg := &CoreConfig{Views: storeViews{store}, MaxInFlight: 4, Heartbeat: time.Hour, Lease: time.Hour, Log: zerolog.Nop()}
-	cfg.defaults()
-	system := actor.NewActorSystem()
-	core, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(cfg) }), "core")
-	defer system.Root.Stop(core)
-	system.Root.Send(core, &messages.SourceSynced{})
+	cfg := &CoreConfig{MaxInFlight: 4, Heartbeat: time.Hour, Lease: time.Hour}
+	system, core, store := startCoreActor(t, cfg, true)
 
 	fast := &probe{core: core, node: "fast", got: make(chan proto.Message, 1000)}
 	slow := &probe{core: core, node: "slow", got: make(chan proto.Message, 1000)}
@@ -154,13 +169,7 @@ func TestCoreSlowBackendCatchesUpNotBacklog(t *testing.T) {
 // the core before its source is complete is answered once it is, without
 // the backend asking again (each ask would be one more snapshot to send).
 func TestCoreServesSubscribesThatCameBeforeSync(t *testing.T) {
-	store := watcher.NewStore()
-	store.Replace([]*messages.ServicePortEndpoints{webPort(0)}, nil, false)
-	cfg := &CoreConfig{Views: storeViews{store}, Heartbeat: time.Hour, Lease: time.Hour, Log: zerolog.Nop()}
-	cfg.defaults()
-	system := actor.NewActorSystem()
-	core, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(cfg) }), "core")
-	defer system.Root.Stop(core)
+	system, core, _ := startCoreActor(t, &CoreConfig{Heartbeat: time.Hour, Lease: time.Hour}, false)
 	p := &probe{core: core, node: "early", got: make(chan proto.Message, 10), asked: make(chan struct{})}
 	system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 	<-p.asked // the Subscribe is in the core's mailbox before what follows
@@ -185,14 +194,8 @@ func TestCoreServesSubscribesThatCameBeforeSync(t *testing.T) {
 // acknowledgement lets one more through, and a queued backend asking
 // again is not served twice.
 func TestCoreQueuesSubscribesBeyondMaxSnapshots(t *testing.T) {
-	store := watcher.NewStore()
-	store.Replace([]*messages.ServicePortEndpoints{webPort(0)}, nil, false)
-	cfg := &CoreConfig{Views: storeViews{store}, MaxSnapshotsInFlight: 2, Heartbeat: time.Hour, Lease: time.Hour, Log: zerolog.Nop()}
-	cfg.defaults()
-	system := actor.NewActorSystem()
-	core, _ := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newCoreActor(cfg) }), "core")
-	defer system.Root.Stop(core)
-	system.Root.Send(core, &messages.SourceSynced{})
+	cfg := &CoreConfig{MaxSnapshotsInFlight: 2, Heartbeat: time.Hour, Lease: time.Hour}
+	system, core, _ := startCoreActor(t, cfg, true)
 
 	got := make(chan proto.Message, 100)
 	pids := map[string]*actor.PID{}
@@ -249,5 +252,31 @@ func TestCoreQueuesSubscribesBeyondMaxSnapshots(t *testing.T) {
 	}
 	if q := cfg.counters.Queued.Load(); q != 0 || len(got) != 0 {
 		t.Fatalf("%d still queued and %d more messages, want none", q, len(got))
+	}
+}
+
+// TestCoreDeadBackendFreesItsSnapshotSlot: a backend that never
+// acknowledges its snapshot (gone right after subscribing) holds its slot
+// only until its lease runs out; the one queued behind it is served then.
+func TestCoreDeadBackendFreesItsSnapshotSlot(t *testing.T) {
+	// Every tick finds the first backend's lease run out.
+	cfg := &CoreConfig{MaxSnapshotsInFlight: 1, Heartbeat: time.Hour, Lease: time.Nanosecond}
+	system, core, _ := startCoreActor(t, cfg, true)
+	got := make(chan proto.Message, 10)
+	for _, node := range []string{"dead", "queued"} {
+		p := &probe{core: core, node: node, got: got, asked: make(chan struct{})}
+		system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+		<-p.asked
+	}
+	first := next(t, got).(*messages.Snapshot)
+	if first.GetNodeName() != "dead" || cfg.counters.Queued.Load() != 1 {
+		t.Fatalf("first snapshot for %s with %d queued, want dead's and 1 queued", first.GetNodeName(), cfg.counters.Queued.Load())
+	}
+	system.Root.Send(core, &messages.CoreTick{})
+	if s := next(t, got).(*messages.Snapshot); s.GetNodeName() != "queued" {
+		t.Fatalf("after the lease: a snapshot for %s, want the queued backend's", s.GetNodeName())
+	}
+	if d := cfg.counters.Dropped.Load(); d != 1 {
+		t.Fatalf("%d subscriptions dropped, want the dead backend's", d)
 	}
 }

@@ -35,9 +35,23 @@ func TestBackendTakesCoresHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Stop()
-	// Between two of the core's heartbeats the backend's own interval
-	// passes 45 times: 3 of them made it probe the core, 10 lose it.
-	time.Sleep(900 * time.Millisecond)
+	// Await the backend's answer to the core's first heartbeat: its own
+	// interval passes 50 times before it, and 3 of them made it probe the
+	// core, 10 lose it and subscribe again.
+	deadline := time.Now().Add(5 * coreHeartbeat)
+	for answered := false; !answered; {
+		st, err := core.Stats(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range st.GetSubscriptions() {
+			answered = answered || sub.GetLastAckUnixNano()-sub.GetSubscribedUnixNano() >= int64(coreHeartbeat)
+		}
+		if !answered && time.Now().After(deadline) {
+			t.Fatalf("no subscription answered a heartbeat within %v; the core sent %d snapshots", 5*coreHeartbeat, core.Counters().Snapshots.Load())
+		}
+		time.Sleep(20 * time.Millisecond) // polls the core's state; the wait is for the heartbeat
+	}
 	if n := core.Counters().Snapshots.Load(); n != 1 {
 		t.Fatalf("the core sent %d snapshots, want 1: the backend re-subscribed between the core's heartbeats", n)
 	}

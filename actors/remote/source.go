@@ -219,7 +219,7 @@ type subscriber struct {
 	lostSince  time.Time
 	lastAsked  time.Time
 	// askAgain is how long an unanswered Subscribe is given before the
-	// next: 2 heartbeats, doubling up to busyCoreHeartbeats while a core
+	// next: 2 heartbeats, doubling up to leaseHeartbeats while a core
 	// that answers checks has not sent the snapshot (each Subscribe it
 	// serves is one more snapshot to send).
 	askAgain time.Duration
@@ -373,7 +373,7 @@ func (s *subscriber) redirected(ctx actor.Context, m *messages.SubscribeRedirect
 func (s *subscriber) tick(ctx actor.Context) {
 	now := time.Now()
 	switch silent := now.Sub(s.lastHeard); {
-	case s.subscribed && silent > busyCoreHeartbeats*s.heartbeat:
+	case s.subscribed && silent > leaseHeartbeats*s.heartbeat:
 		s.lose(now, "silent for "+silent.Round(time.Millisecond).String()+", though it answers")
 	case s.subscribed && silent > 3*s.heartbeat:
 		// A core that answers is busy (thousands of nodes subscribing at
@@ -383,11 +383,6 @@ func (s *subscriber) tick(ctx actor.Context) {
 	}
 	s.check(ctx)
 }
-
-// busyCoreHeartbeats is how many heartbeats a backend waits for a core
-// that is silent but answers: as long as the core's default lease, after
-// which it drops a backend it has not heard from.
-const busyCoreHeartbeats = 10
 
 // probe checks, off the actor, whether the core at address answers.
 func (s *subscriber) probe(ctx actor.Context, address string) {
@@ -434,7 +429,7 @@ func (s *subscriber) checked(ctx actor.Context, m *authChecked) {
 		s.once.Do(func() { s.ready <- err })
 	case err == nil && !s.subscribed && time.Since(s.lastAsked) >= max(s.askAgain, 2*s.heartbeat):
 		if !s.lastAsked.IsZero() { // the last Subscribe went unanswered
-			s.askAgain = min(2*max(s.askAgain, 2*s.heartbeat), busyCoreHeartbeats*s.heartbeat)
+			s.askAgain = min(2*max(s.askAgain, 2*s.heartbeat), leaseHeartbeats*s.heartbeat)
 		}
 		s.subscribe(ctx)
 	case err != nil && !s.subscribed && m.address == s.target && len(s.addrs) > 1:

@@ -183,7 +183,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 		return HollowResult{}, ctx.Err()
 	case <-time.After(hollowIdleWindow):
 	}
-	idle := (SelfCPU() - idle0) * time.Second / hollowIdleWindow / time.Duration(n)
+	idle := time.Duration(float64(SelfCPU()-idle0) / hollowIdleWindow.Seconds() / float64(n))
 
 	if o.ProfileDir != "" {
 		stop, err := startCPUProfile(filepath.Join(o.ProfileDir, fmt.Sprintf("core-%d.cpu.pprof", n)))
