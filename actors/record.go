@@ -5,8 +5,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/watcher"
 )
 
 // record is everything a service port holds for as long as it is in the
@@ -84,6 +87,10 @@ type portStatus struct {
 // its ServicePort's.
 func (r *record) stateReport(actorID string) *messages.ServicePortState {
 	sp := r.applied.GetServicePort()
+	if note := watcher.RemoteEndpointsNote(r.applied.GetEndpoints()); sp.GetPreserveSourceIp() && note != "" {
+		sp = proto.CloneOf(sp) // the applied one is shared with the Tracker and the children
+		sp.AnnotationErrors = append(sp.AnnotationErrors, note)
+	}
 	return &messages.ServicePortState{
 		Key: sp.GetKey(), ServicePort: sp, Endpoints: r.applied.GetEndpoints(), Generation: r.applied.GetGeneration(),
 		ListenAddresses: r.status.listen, ProxyPort: int32(r.proxyPort), ExternalProxyPort: int32(r.extPort),

@@ -39,6 +39,19 @@ func slicesOf(svc *corev1.Service, all []*discoveryv1.EndpointSlice, opts Option
 	return own
 }
 
+// withEndpoints gives each defined port the endpoints node opts.NodeName
+// (in zone opts.Zone) uses, from the service's own slices (slicesOf).
+func withEndpoints(defs []portDefinition, own []*discoveryv1.EndpointSlice, opts Options) []*messages.ServicePortEndpoints {
+	out := make([]*messages.ServicePortEndpoints, 0, len(defs))
+	for _, d := range defs {
+		candidates := collectEndpoints(d.port, own, opts.NodeName)
+		eps := selectEndpoints(candidates, d.policy, opts.NodeName, opts.Zone,
+			topologyLog{log: opts.TopologyLog, servicePort: d.sp.GetKey().ID()})
+		out = append(out, &messages.ServicePortEndpoints{ServicePort: d.sp, Endpoints: eps})
+	}
+	return out
+}
+
 // collectEndpoints gathers every endpoint the slices offer for one service
 // port, before readiness and traffic policies are applied.
 //

@@ -94,31 +94,40 @@ func BuildServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice,
 // buildValidServicePorts is BuildServicePorts of a service that Skip keeps
 // and validateService accepted.
 func buildValidServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, opts Options) []*messages.ServicePortEndpoints {
-	own := slicesOf(svc, slices, opts)
-	out := make([]*messages.ServicePortEndpoints, 0, len(svc.Spec.Ports))
+	return withEndpoints(definePorts(svc, opts), slicesOf(svc, slices, opts), opts)
+}
+
+// portDefinition is one port of a Service as this proxy serves it,
+// translated once when the Service arrives (annotations and source ranges
+// parsed then): an EndpointSlice change builds endpoints only. Its
+// ServicePort message is shared by every build until the Service changes,
+// on every node, so the Tracker's diff finds it unchanged by identity.
+type portDefinition struct {
+	port   *corev1.ServicePort
+	sp     *messages.ServicePort // never changed once built: messages share it
+	policy scopePolicy
+}
+
+// definePorts translates each port of a service that Skip keeps and
+// validateService accepted. Nothing in it depends on the node.
+func definePorts(svc *corev1.Service, opts Options) []portDefinition {
+	defs := make([]portDefinition, 0, len(svc.Spec.Ports))
 	for i := range svc.Spec.Ports {
 		port := &svc.Spec.Ports[i]
 		sp := servicePort(svc, port)
-		candidates := collectEndpoints(port, own, opts.NodeName)
-		policy := scopePolicy{
-			internalLocal: sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-			externalLocal: sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-			externallyAccessible: sp.GetNodePort() != 0 || sp.GetExternalIps().Len() > 0 ||
-				sp.GetLoadBalancerIps().Len() > 0,
-		}
-		eps := selectEndpoints(candidates, policy, opts.NodeName, opts.Zone,
-			topologyLog{log: opts.TopologyLog, servicePort: sp.GetKey().ID()})
 		preserve, err := portPreserveSourceIP(svc, port, opts)
 		if err != nil {
 			sp.AnnotationErrors = append(sp.AnnotationErrors, err.Error())
 		}
 		sp.PreserveSourceIp = preserve
-		if note := remoteEndpointsNote(eps); preserve && note != "" {
-			sp.AnnotationErrors = append(sp.AnnotationErrors, note)
-		}
-		out = append(out, &messages.ServicePortEndpoints{ServicePort: sp, Endpoints: eps})
+		defs = append(defs, portDefinition{port: port, sp: sp, policy: scopePolicy{
+			internalLocal: sp.GetInternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+			externalLocal: sp.GetExternalTrafficPolicy() == messages.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+			externallyAccessible: sp.GetNodePort() != 0 || sp.GetExternalIps().Len() > 0 ||
+				sp.GetLoadBalancerIps().Len() > 0,
+		}})
 	}
-	return out
+	return defs
 }
 
 // servicePort maps one port of an already validated service to the model.

@@ -34,9 +34,16 @@ type Objects struct {
 
 type serviceObjects struct {
 	svc *corev1.Service
-	// invalid is validateService's verdict on svc, made when it arrived.
+	// skip: svc is not this proxy's (Skip). invalid is validateService's
+	// verdict on it. Both are made when it arrived, and so are ports, its
+	// definition, which every node's build shares.
+	skip    bool
 	invalid error
+	ports   []portDefinition
 	slices  map[string]*discoveryv1.EndpointSlice // by name
+	// own is slicesOf(slices), made by the first build after a slice or
+	// the Service changed (nil until then).
+	own []*discoveryv1.EndpointSlice
 }
 
 // NewObjects returns an empty view for the node opts names.
@@ -64,7 +71,7 @@ func (o *Objects) applyService(op Op, svc *corev1.Service) []string {
 	so := o.services[key]
 	if op == Deleted {
 		if so != nil {
-			so.svc, so.invalid = nil, nil
+			so.svc, so.skip, so.invalid, so.ports, so.own = nil, false, nil, nil, nil
 			o.forget(key, so)
 		}
 		return []string{key}
@@ -73,11 +80,15 @@ func (o *Objects) applyService(op Op, svc *corev1.Service) []string {
 		so = &serviceObjects{}
 		o.services[key] = so
 	}
-	so.svc = svc
-	so.invalid = nil
+	so.svc, so.skip, so.invalid, so.ports, so.own = svc, false, nil, nil, nil
+	if _, so.skip = Skip(svc, o.opts); so.skip {
+		return []string{key}
+	}
 	if err := validateService(svc); err != nil {
 		so.invalid = fmt.Errorf("Service %s: %w", key, err)
+		return []string{key}
 	}
+	so.ports = definePorts(svc, o.opts)
 	for _, err := range SourceRangeErrors(svc) {
 		o.log.Error().Err(err).Str("service", key).Msg("Invalid CIDR ignored")
 	}
@@ -94,6 +105,7 @@ func (o *Objects) applySlice(op Op, sl *discoveryv1.EndpointSlice) []string {
 		// Out of its previous service first: deleted, or relabelled.
 		if so := o.services[prev]; so != nil {
 			delete(so.slices, sl.Name)
+			so.own = nil
 			o.forget(prev, so)
 		}
 		delete(o.sliceOwner, sliceKey)
@@ -112,6 +124,7 @@ func (o *Objects) applySlice(op Op, sl *discoveryv1.EndpointSlice) []string {
 		so.slices = map[string]*discoveryv1.EndpointSlice{}
 	}
 	so.slices[sl.Name] = sl
+	so.own = nil
 	o.sliceOwner[sliceKey] = key
 	if !slices.Contains(changed, key) {
 		changed = append(changed, key)
@@ -161,25 +174,26 @@ func (o *Objects) Build(service string) ([]*messages.ServicePortEndpoints, error
 }
 
 // build is service's node-local view for node: none when the service is
-// gone or not this proxy's, its arrival's verdict when it is invalid.
+// gone or not this proxy's, its arrival's verdict when it is invalid. Only
+// the endpoints are built: the definition was made when the Service came.
 func (o *Objects) build(service, node string) ([]*messages.ServicePortEndpoints, error) {
 	so := o.services[service]
-	if so == nil || so.svc == nil {
-		return nil, nil
-	}
-	opts := o.opts
-	opts.NodeName, opts.Zone = node, o.zones[node]
-	if _, skip := Skip(so.svc, opts); skip {
+	if so == nil || so.svc == nil || so.skip {
 		return nil, nil
 	}
 	if so.invalid != nil {
 		return nil, so.invalid
 	}
-	sls := make([]*discoveryv1.EndpointSlice, 0, len(so.slices))
-	for _, sl := range so.slices {
-		sls = append(sls, sl)
+	if so.own == nil && len(so.slices) > 0 {
+		sls := make([]*discoveryv1.EndpointSlice, 0, len(so.slices))
+		for _, sl := range so.slices {
+			sls = append(sls, sl)
+		}
+		so.own = slicesOf(so.svc, sls, o.opts)
 	}
-	return buildValidServicePorts(so.svc, sls, opts), nil
+	opts := o.opts
+	opts.NodeName, opts.Zone = node, o.zones[node]
+	return withEndpoints(so.ports, so.own, opts), nil
 }
 
 // TriggerTime implements TriggerTimer: the latest

@@ -156,3 +156,44 @@ func TestTrackerHandlesObjectEvents(t *testing.T) {
 		t.Fatalf("after the slice's delete %v", ch.Upserts)
 	}
 }
+
+// A Service is translated once, when it arrives: builds after an
+// EndpointSlice change, and every node's build, share its definition (the
+// very ServicePort message, so the Tracker's diff finds it unchanged
+// without comparing), and only a Service event makes a new one.
+func TestObjectsDefineServiceOnArrival(t *testing.T) {
+	o := NewObjects(Options{NodeName: "node-a"}, zerolog.Nop())
+	o.Apply(ServiceEvent(Added, newService()))
+	o.Apply(EndpointSliceEvent(Added, newSlice("web-a", newEndpoint("192.0.2.1", "node-a", readyEP))))
+	first, _ := o.Build("default/web")
+	o.Apply(EndpointSliceEvent(Updated, newSlice("web-a", newEndpoint("192.0.2.2", "node-b", readyEP))))
+	second, _ := o.Build("default/web")
+	other, _ := o.ViewFor("node-b").Build("default/web")
+	if len(first) != 1 || len(second) != 1 || len(other) != 1 {
+		t.Fatalf("builds %v, %v, %v; want one port each", first, second, other)
+	}
+	if second[0].GetServicePort() != first[0].GetServicePort() || other[0].GetServicePort() != first[0].GetServicePort() {
+		t.Fatal("an endpoint change, or another node, built the Service's definition again")
+	}
+	if got := builtEndpoints(t, o, "default/web"); !slices.Equal(got, []string{"192.0.2.2:8080"}) {
+		t.Fatalf("endpoints %v after the slice changed", got)
+	}
+	o.Apply(ServiceEvent(Updated, newService(func(s *corev1.Service) { s.Spec.Ports[0].Port = 81 })))
+	third, _ := o.Build("default/web")
+	if len(third) != 1 || third[0].GetServicePort() == first[0].GetServicePort() || third[0].GetServicePort().GetPort() != 81 {
+		t.Fatalf("after the Service changed: %v; want a new definition with port 81", third)
+	}
+
+	tr := NewTracker(o)
+	tr.Mark("default/web")
+	tr.Flush()
+	tr.Handle(EndpointSliceEvent(Updated, newSlice("web-a", newEndpoint("192.0.2.3", "node-a", readyEP))))
+	ch, held := tr.FlushUnpaced()
+	if held || len(ch.Upserts) != 1 || ch.Upserts[0].GetServicePort() != third[0].GetServicePort() {
+		t.Fatalf("an endpoint change: held %v, upserts %v; want one, unpaced, with the same definition", held, ch.Upserts)
+	}
+	tr.Handle(ServiceEvent(Updated, newService(func(s *corev1.Service) { s.Spec.Ports[0].Port = 81 })))
+	if ch := tr.Flush(); len(ch.Upserts)+len(ch.Deletes) != 0 {
+		t.Fatalf("a Service event that changed nothing flushed %v", ch.Upserts)
+	}
+}

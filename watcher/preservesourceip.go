@@ -50,10 +50,12 @@ func portPreserveSourceIP(svc *corev1.Service, port *corev1.ServicePort, opts Op
 	return true, err
 }
 
-// remoteEndpointsNote says which endpoints of a service port that
+// RemoteEndpointsNote says which endpoints of a service port that
 // preserves the client's address are on other nodes and get the node's
-// (their replies would not come back through this node), or "".
-func remoteEndpointsNote(eps []*messages.Endpoint) string {
+// (their replies would not come back through this node), or "". It
+// depends on the endpoints, so it is not part of the definition: a
+// service port's state report adds it to the annotation errors.
+func RemoteEndpointsNote(eps []*messages.Endpoint) string {
 	var remote []string
 	for _, e := range eps {
 		if !e.GetLocal() && e.Address() != "" {

@@ -66,9 +66,11 @@ func TestPreserveSourceIP(t *testing.T) {
 	}
 }
 
-// TestPreserveSourceIPRemoteEndpoints: an annotated service port names its
-// endpoints on other nodes in its state (they see the node's address);
-// one whose endpoints are all local, or that is not annotated, names none.
+// TestPreserveSourceIPRemoteEndpoints: an annotated service port's note
+// names its endpoints on other nodes (they see the node's address); one
+// whose endpoints are all local, or that is not annotated, names none. The
+// note is the state report's, not the definition's, which endpoints do not
+// change.
 func TestPreserveSourceIPRemoteEndpoints(t *testing.T) {
 	slice := newSlice("web-1", newEndpoint("10.1.0.1", "node-a", readyEP), newEndpoint("10.1.0.2", "node-b", readyEP))
 	local := newSlice("web-1", newEndpoint("10.1.0.1", "node-a", readyEP))
@@ -85,8 +87,14 @@ func TestPreserveSourceIPRemoteEndpoints(t *testing.T) {
 		{"annotated, all local", annotated, local, ""},
 		{"not annotated", newService(), slice, ""},
 	} {
-		sp := buildOne(t, tc.svc, []*discoveryv1.EndpointSlice{tc.slice}, Options{NodeName: "node-a"}).GetServicePort()
-		got := strings.Join(sp.GetAnnotationErrors(), "; ")
+		spe := buildOne(t, tc.svc, []*discoveryv1.EndpointSlice{tc.slice}, Options{NodeName: "node-a"})
+		if errs := spe.GetServicePort().GetAnnotationErrors(); len(errs) != 0 {
+			t.Errorf("%s: the definition holds %q, want nothing about endpoints", tc.name, errs)
+		}
+		got := ""
+		if spe.GetServicePort().GetPreserveSourceIp() {
+			got = RemoteEndpointsNote(spe.GetEndpoints())
+		}
 		if tc.wantErr == "" && got != "" || tc.wantErr != "" && !strings.Contains(got, tc.wantErr) {
 			t.Errorf("%s: state annotation errors %q, want %q", tc.name, got, tc.wantErr)
 		}
