@@ -132,8 +132,8 @@ func (r *Rules) started(ctx actor.Context) {
 const desiredStateWait = 30 * time.Second
 
 // set records what one service port needs now. Its ServicePort sends it
-// with every change it reports: this is where a change that leaves its
-// rules as they are (most endpoint changes: the verdicts stay) ends.
+// when the definition, the proxy ports or the verdicts changed, and again
+// when it restarts: a resend that leaves the rules as they are ends here.
 func (r *Rules) set(ctx actor.Context, m *messages.SetPortalRules) {
 	id := m.GetServicePort().GetKey().ID()
 	rs, err := rules.ForServicePort(m.GetServicePort(), int(m.GetProxyPort()), int(m.GetExternalProxyPort()), m.GetInternal(), m.GetExternal())

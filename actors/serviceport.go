@@ -39,6 +39,17 @@ type ServicePort struct {
 	children children
 	// added is set until the new service port's Portal first reports.
 	added bool
+	// rulesSent is what the last SetPortalRules was made of: an endpoint
+	// change that keeps the verdicts sends none. A new incarnation sends
+	// again (the Rules actor keeps what it has).
+	rulesSent *portalRulesInput
+}
+
+// portalRulesInput is what a service port's kernel rules depend on.
+type portalRulesInput struct {
+	sp                 *messages.ServicePort // the Tracker hands an unchanged one on as is
+	proxyPort, extPort int
+	internal, external rules.Verdict
 }
 
 // Receive implements actor.Actor.
@@ -410,15 +421,21 @@ func (s *ServicePort) report(ctx actor.Context, event string) {
 	ctx.Request(ctx.Parent(), st) // Request: the Proxier checks the sender
 }
 
-// syncRules tells the Rules actor what this service port needs: its
-// addresses to the proxy port, or rejects without endpoints. The Rules
-// actor keeps only what changed.
+// syncRules tells the Rules actor what this service port needs (its
+// addresses to the proxy port, or rejects without endpoints) when what the
+// rules are made of changed: an endpoint change ends here unless the first
+// endpoint came or the last one went.
 func (s *ServicePort) syncRules(ctx actor.Context) {
 	rec := s.rec
 	if s.cfg.rulesPID == nil || rec.proxyPort == 0 {
 		return
 	}
-	internal, external := rules.Verdicts(rec.applied.GetEndpoints())
-	ctx.Send(s.cfg.rulesPID, &messages.SetPortalRules{ServicePort: rec.applied.GetServicePort(), ProxyPort: int32(rec.proxyPort),
-		ExternalProxyPort: int32(rec.extPort), Internal: internal, External: external, Trace: rec.trace})
+	in := &portalRulesInput{sp: rec.applied.GetServicePort(), proxyPort: rec.proxyPort, extPort: rec.extPort}
+	in.internal, in.external = rules.Verdicts(rec.applied.GetEndpoints())
+	if s.rulesSent != nil && *s.rulesSent == *in {
+		return
+	}
+	s.rulesSent = in
+	ctx.Send(s.cfg.rulesPID, &messages.SetPortalRules{ServicePort: in.sp, ProxyPort: int32(in.proxyPort),
+		ExternalProxyPort: int32(in.extPort), Internal: in.internal, External: in.external, Trace: rec.trace})
 }
