@@ -184,15 +184,23 @@ func TestObjectsDefineServiceOnArrival(t *testing.T) {
 		t.Fatalf("after the Service changed: %v; want a new definition with port 81", third)
 	}
 
+	// An endpoint change is unpaced and keeps the definition, also for a
+	// service that preserves the client's address whose endpoints move to
+	// another node (the note naming them is the state report's).
+	annotated := func(s *corev1.Service) {
+		s.Spec.Ports[0].Port = 81
+		s.Annotations = map[string]string{PreserveSourceIPAnnotation: "true"}
+	}
+	o.Apply(ServiceEvent(Updated, newService(annotated)))
 	tr := NewTracker(o)
 	tr.Mark("default/web")
-	tr.Flush()
-	tr.Handle(EndpointSliceEvent(Updated, newSlice("web-a", newEndpoint("192.0.2.3", "node-a", readyEP))))
+	defined := tr.Flush().Upserts[0].GetServicePort()
+	tr.Handle(EndpointSliceEvent(Updated, newSlice("web-a", newEndpoint("192.0.2.3", "node-b", readyEP))))
 	ch, held := tr.FlushUnpaced()
-	if held || len(ch.Upserts) != 1 || ch.Upserts[0].GetServicePort() != third[0].GetServicePort() {
+	if held || len(ch.Upserts) != 1 || ch.Upserts[0].GetServicePort() != defined {
 		t.Fatalf("an endpoint change: held %v, upserts %v; want one, unpaced, with the same definition", held, ch.Upserts)
 	}
-	tr.Handle(ServiceEvent(Updated, newService(func(s *corev1.Service) { s.Spec.Ports[0].Port = 81 })))
+	tr.Handle(ServiceEvent(Updated, newService(annotated)))
 	if ch := tr.Flush(); len(ch.Upserts)+len(ch.Deletes) != 0 {
 		t.Fatalf("a Service event that changed nothing flushed %v", ch.Upserts)
 	}
