@@ -48,9 +48,12 @@ type Subscribe struct {
 	// The replica that served this backend until it went away, if any: a
 	// replica that still counts it as a member holds the Subscribe until the
 	// cluster agrees it left (placement would name it again).
-	LostReplica   string `protobuf:"bytes,4,opt,name=lost_replica,json=lostReplica,proto3" json:"lost_replica,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LostReplica string `protobuf:"bytes,4,opt,name=lost_replica,json=lostReplica,proto3" json:"lost_replica,omitempty"`
+	// The backend takes a Delta's endpoint_updates (its definition kept as
+	// it holds it); a core sends one without it whole upserts only.
+	EndpointUpdates bool `protobuf:"varint,5,opt,name=endpoint_updates,json=endpointUpdates,proto3" json:"endpoint_updates,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Subscribe) Reset() {
@@ -109,6 +112,13 @@ func (x *Subscribe) GetLostReplica() string {
 		return x.LostReplica
 	}
 	return ""
+}
+
+func (x *Subscribe) GetEndpointUpdates() bool {
+	if x != nil {
+		return x.EndpointUpdates
+	}
+	return false
 }
 
 // SubscribeRedirect tells a backend which core replica serves its node
@@ -325,6 +335,10 @@ type Delta struct {
 	// endpoints.kubernetes.io/last-change-trigger-time (Unix nanoseconds),
 	// so a backend observes kubeproxy_network_programming_duration_seconds.
 	TriggerUnixNano map[string]int64 `protobuf:"bytes,6,rep,name=trigger_unix_nano,json=triggerUnixNano,proto3" json:"trigger_unix_nano,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Service ports whose endpoints alone changed: the backend keeps the
+	// definition it holds (only to a backend that asked, Subscribe's
+	// endpoint_updates). Applied after upserts and deletes.
+	EndpointUpdates []*EndpointsUpdate `protobuf:"bytes,7,rep,name=endpoint_updates,json=endpointUpdates,proto3" json:"endpoint_updates,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -401,6 +415,66 @@ func (x *Delta) GetTriggerUnixNano() map[string]int64 {
 	return nil
 }
 
+func (x *Delta) GetEndpointUpdates() []*EndpointsUpdate {
+	if x != nil {
+		return x.EndpointUpdates
+	}
+	return nil
+}
+
+// EndpointsUpdate is a service port's endpoints, its definition unchanged.
+type EndpointsUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *ServicePortKey        `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Endpoints     []*Endpoint            `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointsUpdate) Reset() {
+	*x = EndpointsUpdate{}
+	mi := &file_messages_remote_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointsUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointsUpdate) ProtoMessage() {}
+
+func (x *EndpointsUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_messages_remote_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointsUpdate.ProtoReflect.Descriptor instead.
+func (*EndpointsUpdate) Descriptor() ([]byte, []int) {
+	return file_messages_remote_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EndpointsUpdate) GetKey() *ServicePortKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *EndpointsUpdate) GetEndpoints() []*Endpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
 // Heartbeat tells an idle backend that its session is alive; seq is the
 // last seq sent.
 type Heartbeat struct {
@@ -413,7 +487,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_messages_remote_proto_msgTypes[5]
+	mi := &file_messages_remote_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +499,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[5]
+	mi := &file_messages_remote_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +512,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{5}
+	return file_messages_remote_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Heartbeat) GetSession() string {
@@ -466,7 +540,7 @@ type SubscriptionAck struct {
 
 func (x *SubscriptionAck) Reset() {
 	*x = SubscriptionAck{}
-	mi := &file_messages_remote_proto_msgTypes[6]
+	mi := &file_messages_remote_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +552,7 @@ func (x *SubscriptionAck) String() string {
 func (*SubscriptionAck) ProtoMessage() {}
 
 func (x *SubscriptionAck) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[6]
+	mi := &file_messages_remote_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +565,7 @@ func (x *SubscriptionAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionAck.ProtoReflect.Descriptor instead.
 func (*SubscriptionAck) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{6}
+	return file_messages_remote_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubscriptionAck) GetSession() string {
@@ -517,7 +591,7 @@ type CoreTick struct {
 
 func (x *CoreTick) Reset() {
 	*x = CoreTick{}
-	mi := &file_messages_remote_proto_msgTypes[7]
+	mi := &file_messages_remote_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +603,7 @@ func (x *CoreTick) String() string {
 func (*CoreTick) ProtoMessage() {}
 
 func (x *CoreTick) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[7]
+	mi := &file_messages_remote_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +616,7 @@ func (x *CoreTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoreTick.ProtoReflect.Descriptor instead.
 func (*CoreTick) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{7}
+	return file_messages_remote_proto_rawDescGZIP(), []int{8}
 }
 
 // SubscriberTick is a backend subscriber's timer: core liveness, re-subscribe.
@@ -554,7 +628,7 @@ type SubscriberTick struct {
 
 func (x *SubscriberTick) Reset() {
 	*x = SubscriberTick{}
-	mi := &file_messages_remote_proto_msgTypes[8]
+	mi := &file_messages_remote_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +640,7 @@ func (x *SubscriberTick) String() string {
 func (*SubscriberTick) ProtoMessage() {}
 
 func (x *SubscriberTick) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[8]
+	mi := &file_messages_remote_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +653,7 @@ func (x *SubscriberTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriberTick.ProtoReflect.Descriptor instead.
 func (*SubscriberTick) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{8}
+	return file_messages_remote_proto_rawDescGZIP(), []int{9}
 }
 
 // GetCoreStats asks the core for its subscriptions (tests, the core's page).
@@ -591,7 +665,7 @@ type GetCoreStats struct {
 
 func (x *GetCoreStats) Reset() {
 	*x = GetCoreStats{}
-	mi := &file_messages_remote_proto_msgTypes[9]
+	mi := &file_messages_remote_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +677,7 @@ func (x *GetCoreStats) String() string {
 func (*GetCoreStats) ProtoMessage() {}
 
 func (x *GetCoreStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[9]
+	mi := &file_messages_remote_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +690,7 @@ func (x *GetCoreStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCoreStats.ProtoReflect.Descriptor instead.
 func (*GetCoreStats) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{9}
+	return file_messages_remote_proto_rawDescGZIP(), []int{10}
 }
 
 type CoreStats struct {
@@ -630,7 +704,7 @@ type CoreStats struct {
 
 func (x *CoreStats) Reset() {
 	*x = CoreStats{}
-	mi := &file_messages_remote_proto_msgTypes[10]
+	mi := &file_messages_remote_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +716,7 @@ func (x *CoreStats) String() string {
 func (*CoreStats) ProtoMessage() {}
 
 func (x *CoreStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[10]
+	mi := &file_messages_remote_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +729,7 @@ func (x *CoreStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoreStats.ProtoReflect.Descriptor instead.
 func (*CoreStats) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{10}
+	return file_messages_remote_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CoreStats) GetSubscriptions() []*SubscriptionStats {
@@ -711,7 +785,7 @@ type SubscriptionStats struct {
 
 func (x *SubscriptionStats) Reset() {
 	*x = SubscriptionStats{}
-	mi := &file_messages_remote_proto_msgTypes[11]
+	mi := &file_messages_remote_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +797,7 @@ func (x *SubscriptionStats) String() string {
 func (*SubscriptionStats) ProtoMessage() {}
 
 func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_messages_remote_proto_msgTypes[11]
+	mi := &file_messages_remote_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +810,7 @@ func (x *SubscriptionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionStats.ProtoReflect.Descriptor instead.
 func (*SubscriptionStats) Descriptor() ([]byte, []int) {
-	return file_messages_remote_proto_rawDescGZIP(), []int{11}
+	return file_messages_remote_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubscriptionStats) GetNodeName() string {
@@ -841,12 +915,13 @@ var File_messages_remote_proto protoreflect.FileDescriptor
 
 const file_messages_remote_proto_rawDesc = "" +
 	"\n" +
-	"\x15messages/remote.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"{\n" +
+	"\x15messages/remote.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xa6\x01\n" +
 	"\tSubscribe\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x16\n" +
 	"\x06routed\x18\x03 \x01(\bR\x06routed\x12!\n" +
-	"\flost_replica\x18\x04 \x01(\tR\vlostReplica\"G\n" +
+	"\flost_replica\x18\x04 \x01(\tR\vlostReplica\x12)\n" +
+	"\x10endpoint_updates\x18\x05 \x01(\bR\x0fendpointUpdates\"G\n" +
 	"\x11SubscribeRedirect\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aleaving\x18\x02 \x01(\bR\aleaving\"*\n" +
@@ -859,17 +934,21 @@ const file_messages_remote_proto_rawDesc = "" +
 	"\tnode_name\x18\x04 \x01(\tR\bnodeName\x12$\n" +
 	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\x12\x1a\n" +
 	"\breplicas\x18\x06 \x03(\tR\breplicas\x12)\n" +
-	"\x10heartbeat_millis\x18\a \x01(\x03R\x0fheartbeatMillis\"\xe0\x02\n" +
+	"\x10heartbeat_millis\x18\a \x01(\x03R\x0fheartbeatMillis\"\xa7\x03\n" +
 	"\x05Delta\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x129\n" +
 	"\aupserts\x18\x03 \x03(\v2\x1f.kproxy.v1.ServicePortEndpointsR\aupserts\x123\n" +
 	"\adeletes\x18\x04 \x03(\v2\x19.kproxy.v1.ServicePortKeyR\adeletes\x12$\n" +
 	"\x0esent_unix_nano\x18\x05 \x01(\x03R\fsentUnixNano\x12Q\n" +
-	"\x11trigger_unix_nano\x18\x06 \x03(\v2%.kproxy.v1.Delta.TriggerUnixNanoEntryR\x0ftriggerUnixNano\x1aB\n" +
+	"\x11trigger_unix_nano\x18\x06 \x03(\v2%.kproxy.v1.Delta.TriggerUnixNanoEntryR\x0ftriggerUnixNano\x12E\n" +
+	"\x10endpoint_updates\x18\a \x03(\v2\x1a.kproxy.v1.EndpointsUpdateR\x0fendpointUpdates\x1aB\n" +
 	"\x14TriggerUnixNanoEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"7\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"q\n" +
+	"\x0fEndpointsUpdate\x12+\n" +
+	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x121\n" +
+	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\"7\n" +
 	"\tHeartbeat\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"=\n" +
@@ -915,35 +994,40 @@ func file_messages_remote_proto_rawDescGZIP() []byte {
 	return file_messages_remote_proto_rawDescData
 }
 
-var file_messages_remote_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_messages_remote_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_messages_remote_proto_goTypes = []any{
 	(*Subscribe)(nil),            // 0: kproxy.v1.Subscribe
 	(*SubscribeRedirect)(nil),    // 1: kproxy.v1.SubscribeRedirect
 	(*SubscribeRefused)(nil),     // 2: kproxy.v1.SubscribeRefused
 	(*Snapshot)(nil),             // 3: kproxy.v1.Snapshot
 	(*Delta)(nil),                // 4: kproxy.v1.Delta
-	(*Heartbeat)(nil),            // 5: kproxy.v1.Heartbeat
-	(*SubscriptionAck)(nil),      // 6: kproxy.v1.SubscriptionAck
-	(*CoreTick)(nil),             // 7: kproxy.v1.CoreTick
-	(*SubscriberTick)(nil),       // 8: kproxy.v1.SubscriberTick
-	(*GetCoreStats)(nil),         // 9: kproxy.v1.GetCoreStats
-	(*CoreStats)(nil),            // 10: kproxy.v1.CoreStats
-	(*SubscriptionStats)(nil),    // 11: kproxy.v1.SubscriptionStats
-	nil,                          // 12: kproxy.v1.Delta.TriggerUnixNanoEntry
-	(*ServicePortEndpoints)(nil), // 13: kproxy.v1.ServicePortEndpoints
-	(*ServicePortKey)(nil),       // 14: kproxy.v1.ServicePortKey
+	(*EndpointsUpdate)(nil),      // 5: kproxy.v1.EndpointsUpdate
+	(*Heartbeat)(nil),            // 6: kproxy.v1.Heartbeat
+	(*SubscriptionAck)(nil),      // 7: kproxy.v1.SubscriptionAck
+	(*CoreTick)(nil),             // 8: kproxy.v1.CoreTick
+	(*SubscriberTick)(nil),       // 9: kproxy.v1.SubscriberTick
+	(*GetCoreStats)(nil),         // 10: kproxy.v1.GetCoreStats
+	(*CoreStats)(nil),            // 11: kproxy.v1.CoreStats
+	(*SubscriptionStats)(nil),    // 12: kproxy.v1.SubscriptionStats
+	nil,                          // 13: kproxy.v1.Delta.TriggerUnixNanoEntry
+	(*ServicePortEndpoints)(nil), // 14: kproxy.v1.ServicePortEndpoints
+	(*ServicePortKey)(nil),       // 15: kproxy.v1.ServicePortKey
+	(*Endpoint)(nil),             // 16: kproxy.v1.Endpoint
 }
 var file_messages_remote_proto_depIdxs = []int32{
-	13, // 0: kproxy.v1.Snapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
-	13, // 1: kproxy.v1.Delta.upserts:type_name -> kproxy.v1.ServicePortEndpoints
-	14, // 2: kproxy.v1.Delta.deletes:type_name -> kproxy.v1.ServicePortKey
-	12, // 3: kproxy.v1.Delta.trigger_unix_nano:type_name -> kproxy.v1.Delta.TriggerUnixNanoEntry
-	11, // 4: kproxy.v1.CoreStats.subscriptions:type_name -> kproxy.v1.SubscriptionStats
-	5,  // [5:5] is the sub-list for method output_type
-	5,  // [5:5] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	14, // 0: kproxy.v1.Snapshot.service_ports:type_name -> kproxy.v1.ServicePortEndpoints
+	14, // 1: kproxy.v1.Delta.upserts:type_name -> kproxy.v1.ServicePortEndpoints
+	15, // 2: kproxy.v1.Delta.deletes:type_name -> kproxy.v1.ServicePortKey
+	13, // 3: kproxy.v1.Delta.trigger_unix_nano:type_name -> kproxy.v1.Delta.TriggerUnixNanoEntry
+	5,  // 4: kproxy.v1.Delta.endpoint_updates:type_name -> kproxy.v1.EndpointsUpdate
+	15, // 5: kproxy.v1.EndpointsUpdate.key:type_name -> kproxy.v1.ServicePortKey
+	16, // 6: kproxy.v1.EndpointsUpdate.endpoints:type_name -> kproxy.v1.Endpoint
+	12, // 7: kproxy.v1.CoreStats.subscriptions:type_name -> kproxy.v1.SubscriptionStats
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_messages_remote_proto_init() }
@@ -958,7 +1042,7 @@ func file_messages_remote_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messages_remote_proto_rawDesc), len(file_messages_remote_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

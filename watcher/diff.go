@@ -24,7 +24,11 @@ type serviceDiff struct {
 	// previous flush.
 	next    []*messages.ServicePortEndpoints
 	upserts []*messages.ServicePortEndpoints
-	deletes []*messages.ServicePortKey
+	// onlyEndpoints says, for each upsert, that its definition did not
+	// change (it carries the very ServicePort last flushed): a core sends
+	// such a change as an EndpointsUpdate.
+	onlyEndpoints []bool
+	deletes       []*messages.ServicePortKey
 	// paced: the change must wait for a paced flush, as kube-proxy's
 	// minSyncPeriod paces the programming of kernel rules. Only a change
 	// that keeps exactly the service's ports, each with its whole
@@ -51,7 +55,8 @@ func diffService(prev, ports []*messages.ServicePortEndpoints) serviceDiff {
 	for i, spe := range d.next {
 		j := prevIDs.index(ids[i])
 		if j < 0 {
-			d.upserts, d.paced = append(d.upserts, spe), true
+			d.upsert(spe, false)
+			d.paced = true
 			continue
 		}
 		old := prev[j]
@@ -62,12 +67,14 @@ func diffService(prev, ports []*messages.ServicePortEndpoints) serviceDiff {
 			d.next[i] = old
 		case spSame: // endpoints only: no pacing
 			d.next[i] = &messages.ServicePortEndpoints{ServicePort: old.GetServicePort(), Endpoints: spe.GetEndpoints()}
-			d.upserts = append(d.upserts, d.next[i])
+			d.upsert(d.next[i], true)
 		case epSame:
 			d.next[i] = &messages.ServicePortEndpoints{ServicePort: spe.GetServicePort(), Endpoints: old.GetEndpoints()}
-			d.upserts, d.paced = append(d.upserts, d.next[i]), true
+			d.upsert(d.next[i], false)
+			d.paced = true
 		default:
-			d.upserts, d.paced = append(d.upserts, spe), true
+			d.upsert(spe, false)
+			d.paced = true
 		}
 	}
 	for j, old := range prev {
@@ -76,6 +83,11 @@ func diffService(prev, ports []*messages.ServicePortEndpoints) serviceDiff {
 		}
 	}
 	return d
+}
+
+func (d *serviceDiff) upsert(spe *messages.ServicePortEndpoints, onlyEndpoints bool) {
+	d.upserts = append(d.upserts, spe)
+	d.onlyEndpoints = append(d.onlyEndpoints, onlyEndpoints)
 }
 
 // SameEndpoints reports whether a and b are the same endpoint list, as

@@ -64,15 +64,32 @@ type member struct {
 type Piece struct {
 	Service string
 	Upserts []*messages.ServicePortEndpoints
-	Deletes []*messages.ServicePortKey
+	// OnlyEndpoints says, for each upsert, that only its endpoints
+	// changed: the member holds its definition as it is.
+	OnlyEndpoints []bool
+	Deletes       []*messages.ServicePortKey
 	// Trigger is the service's EndpointSlice trigger time, when the
 	// source knows it (TriggerTimer).
 	Trigger time.Time
-	// Memo is free for the consumer (the core's wire encoding).
-	Memo []byte
+	// Memo and CompactMemo are free for the consumer: the core's wire
+	// encodings, with whole upserts and with endpoint updates.
+	Memo, CompactMemo []byte
 
 	paced bool
 	added int // service ports after, minus before
+}
+
+// Compact is p's upserts with those that changed only endpoints as
+// updates (the member keeps the definition it holds).
+func (p *Piece) Compact() (upserts []*messages.ServicePortEndpoints, updates []*messages.EndpointsUpdate) {
+	for i, spe := range p.Upserts {
+		if i < len(p.OnlyEndpoints) && p.OnlyEndpoints[i] {
+			updates = append(updates, &messages.EndpointsUpdate{Key: spe.GetServicePort().GetKey(), Endpoints: spe.GetEndpoints()})
+		} else {
+			upserts = append(upserts, spe)
+		}
+	}
+	return upserts, updates
 }
 
 // Empty says whether the piece changes nothing.
@@ -412,7 +429,8 @@ func (t *NodesTracker) piece(svc string, from, to *ClassView) *Piece {
 		b = to.Ports
 	}
 	d := diffService(a, b)
-	p := &Piece{Service: svc, Upserts: d.upserts, Deletes: d.deletes, paced: d.paced, added: len(b) - len(a)}
+	p := &Piece{Service: svc, Upserts: d.upserts, OnlyEndpoints: d.onlyEndpoints, Deletes: d.deletes, paced: d.paced,
+		added: len(b) - len(a)}
 	if !p.Empty() && t.triggers != nil {
 		p.Trigger = t.triggers.TriggerTime(svc)
 	}

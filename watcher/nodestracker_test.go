@@ -131,6 +131,20 @@ func (c *randomCluster) event() Event {
 type hollowMember struct {
 	id, node string
 	store    *Store
+	// compact: it takes endpoint updates (Piece.Compact), as a backend
+	// that says so in its Subscribe.
+	compact bool
+}
+
+func (m *hollowMember) apply(t *testing.T, p *Piece) {
+	t.Helper()
+	upserts, updates := p.Upserts, []*messages.EndpointsUpdate(nil)
+	if m.compact {
+		upserts, updates = p.Compact()
+	}
+	if _, err := m.store.Apply(upserts, p.Deletes, updates); err != nil {
+		t.Fatalf("member %s: %v", m.id, err)
+	}
 }
 
 func (m *hollowMember) snapshot(views []*ClassView) {
@@ -177,7 +191,7 @@ func nodesTrackerRound(t *testing.T, seed uint64) {
 	members := map[string]*hollowMember{}
 	lagging := map[string]bool{}
 	join := func() {
-		m := &hollowMember{id: fmt.Sprintf("m%d", c.r.IntN(1000)), node: c.node(), store: NewStore()}
+		m := &hollowMember{id: fmt.Sprintf("m%d", c.r.IntN(1000)), node: c.node(), store: NewStore(), compact: c.r.IntN(2) == 0}
 		if members[m.id] != nil {
 			return
 		}
@@ -194,7 +208,7 @@ func nodesTrackerRound(t *testing.T, seed uint64) {
 				t.Fatalf("pieces for member %s, which is not one", id)
 			}
 			for _, p := range pieces {
-				m.store.Apply(p.Upserts, p.Deletes)
+				m.apply(t, p)
 			}
 			if got, holds := tr.Ports(id), len(m.store.All()); got != holds {
 				t.Fatalf("member %s counted %d service ports, holds %d", id, got, holds)
@@ -242,7 +256,7 @@ func nodesTrackerRound(t *testing.T, seed uint64) {
 			for id, m := range members {
 				if c.r.IntN(2) == 0 {
 					for _, p := range tr.FlushOwed(id) {
-						m.store.Apply(p.Upserts, p.Deletes)
+						m.apply(t, p)
 					}
 				} else {
 					m.snapshot(tr.Snapshot(id))

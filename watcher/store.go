@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -134,12 +135,15 @@ func (s *Store) Build(service string) ([]*messages.ServicePortEndpoints, error) 
 	return ports, nil
 }
 
-// Apply changes the desired state by upserts and deletes (a Delta from a
-// core) and returns the services they touched, sorted. An upsert counts
-// as a change without comparing it with the port held: a core sends only
-// what changed, and the Watcher's one comparison (the Tracker's diff)
-// drops what did not.
-func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messages.ServicePortKey) (changed []string) {
+// Apply changes the desired state by a core's Delta: deletes, upserts,
+// then updates (endpoints only, each port keeping the definition held)
+// and returns the services they touched, sorted. An upsert counts as a
+// change without comparing it with the port held: a core sends only what
+// changed, and the Watcher's one comparison (the Tracker's diff) drops
+// what did not. An update of a port not held is an error: the core and
+// this Store are out of step, and only a snapshot (Replace) mends it.
+func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messages.ServicePortKey,
+	updates []*messages.EndpointsUpdate) (changed []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := map[string]bool{}
@@ -168,8 +172,19 @@ func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messa
 		s.services[svc] = s.services[svc].put(spe)
 		mark(svc)
 	}
+	for _, u := range updates {
+		svc := u.GetKey().Service()
+		ports := s.services[svc]
+		i := ports.index(u.GetKey())
+		if i < 0 {
+			return nil, fmt.Errorf("endpoints of %s, a service port not held", u.GetKey().ID())
+		}
+		// A new message: the Watcher's Tracker holds the last one.
+		ports[i] = &messages.ServicePortEndpoints{ServicePort: ports[i].GetServicePort(), Endpoints: u.GetEndpoints()}
+		mark(svc)
+	}
 	slices.Sort(changed)
-	return changed
+	return changed, nil
 }
 
 // All is every service port held, sorted by ID.

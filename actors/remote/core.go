@@ -246,6 +246,8 @@ type subscription struct {
 	node    string
 	client  string
 	session string
+	// compact: the backend takes endpoint updates (Subscribe.endpoint_updates).
+	compact bool
 	// seq is the last message sent, acked the last the backend applied.
 	seq, acked uint64
 	lastAck    time.Time
@@ -426,7 +428,7 @@ func (c *coreActor) flush(ctx actor.Context, unpaced bool) (sent, held bool) {
 	enc := newEncoder()
 	for key, pieces := range f.Members {
 		if s := c.subs[key]; s != nil {
-			c.sendDelta(ctx, s, enc.delta(pieces))
+			c.sendDelta(ctx, s, enc.delta(pieces, s.compact))
 		}
 	}
 	if !unpaced {
@@ -487,7 +489,7 @@ func (c *coreActor) serve(ctx actor.Context, m *messages.Subscribe, from *actor.
 	c.sessions++
 	key := pidKey(from)
 	s := &subscription{key: key, pid: from, node: m.GetNodeName(), client: m.GetClient(), session: fmt.Sprintf("%s-%d", c.id, c.sessions),
-		lastAck: time.Now(), subscribed: time.Now()}
+		compact: m.GetEndpointUpdates(), lastAck: time.Now(), subscribed: time.Now()}
 	c.subs[key] = s
 	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
 	c.sendSnapshot(ctx, s, c.nodes.Add(key, s.node))
@@ -593,7 +595,7 @@ func (c *coreActor) ack(ctx actor.Context, m *messages.SubscriptionAck) {
 		c.cfg.Log.Info().Str("node", s.node).Str("subscriber", s.key).Int("services", len(pieces)).
 			Msg("slow backend caught up: what it missed in one delta")
 		if len(pieces) > 0 {
-			c.sendDelta(ctx, s, newEncoder().delta(pieces))
+			c.sendDelta(ctx, s, newEncoder().delta(pieces, s.compact))
 		}
 	}
 }

@@ -32,12 +32,16 @@ func newEncoder() *encoder {
 	return &encoder{ids: map[*watcher.Piece]int{}, bodies: map[string][]byte{}}
 }
 
-// delta is the encoding of pieces' changes.
-func (e *encoder) delta(pieces []*watcher.Piece) []byte {
+// delta is the encoding of pieces' changes; compact, for a backend that
+// takes endpoint updates (Subscribe.endpoint_updates).
+func (e *encoder) delta(pieces []*watcher.Piece, compact bool) []byte {
 	if len(pieces) == 1 {
-		return pieceBytes(pieces[0])
+		return pieceBytes(pieces[0], compact)
 	}
-	key := make([]byte, 0, 2*len(pieces))
+	key := make([]byte, 1, 1+2*len(pieces))
+	if compact {
+		key[0] = 1
+	}
 	for _, p := range pieces {
 		id, ok := e.ids[p]
 		if !ok {
@@ -51,20 +55,29 @@ func (e *encoder) delta(pieces []*watcher.Piece) []byte {
 	}
 	n := 0
 	for _, p := range pieces {
-		n += len(pieceBytes(p))
+		n += len(pieceBytes(p, compact))
 	}
 	body := make([]byte, 0, n)
 	for _, p := range pieces {
-		body = append(body, pieceBytes(p)...)
+		body = append(body, pieceBytes(p, compact)...)
 	}
 	e.bodies[string(key)] = body
 	return body
 }
 
-// pieceBytes is p as Delta fields, marshalled on first use.
-func pieceBytes(p *watcher.Piece) []byte {
-	if p.Memo == nil {
+// pieceBytes is p as Delta fields, marshalled on first use. Compact, an
+// upsert that changed only endpoints is an EndpointsUpdate: the backend
+// keeps the definition it holds, and decodes none.
+func pieceBytes(p *watcher.Piece, compact bool) []byte {
+	memo := &p.Memo
+	if compact {
+		memo = &p.CompactMemo
+	}
+	if *memo == nil {
 		d := &messages.Delta{Upserts: p.Upserts, Deletes: p.Deletes}
+		if compact {
+			d.Upserts, d.EndpointUpdates = p.Compact()
+		}
 		if len(p.Upserts) > 0 && !p.Trigger.IsZero() {
 			d.TriggerUnixNano = map[string]int64{p.Service: p.Trigger.UnixNano()}
 		}
@@ -72,9 +85,9 @@ func pieceBytes(p *watcher.Piece) []byte {
 		if err != nil {
 			panic(err) // messages built by watcher always marshal
 		}
-		p.Memo = append([]byte{}, b...)
+		*memo = append([]byte{}, b...)
 	}
-	return p.Memo
+	return *memo
 }
 
 // snapshotBody is the encoding of a Snapshot's service ports, each view

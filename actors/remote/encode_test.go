@@ -19,8 +19,8 @@ func TestPiecesEncodeAsOneDelta(t *testing.T) {
 	b := &watcher.Piece{Service: "default/old", Deletes: []*messages.ServicePortKey{servicePort("old", "192.0.2.1").GetServicePort().GetKey()}}
 	c := &watcher.Piece{Service: "default/new", Upserts: []*messages.ServicePortEndpoints{servicePort("new", "192.0.2.2")}}
 	enc := newEncoder()
-	body := enc.delta([]*watcher.Piece{a, b, c})
-	if again := enc.delta([]*watcher.Piece{a, b, c}); &again[0] != &body[0] {
+	body := enc.delta([]*watcher.Piece{a, b, c}, false)
+	if again := enc.delta([]*watcher.Piece{a, b, c}, false); &again[0] != &body[0] {
 		t.Error("the same pieces were encoded twice in one flush")
 	}
 	m := &messages.Delta{Session: "s", Seq: 7, SentUnixNano: 9}
@@ -47,6 +47,30 @@ func TestPiecesEncodeAsOneDelta(t *testing.T) {
 	carried(local)
 	if !proto.Equal(local, want) {
 		t.Fatalf("carried %v\nwant %v", local, want)
+	}
+
+	// A piece whose upsert changed only endpoints: a backend that takes
+	// endpoint updates gets the port's key and endpoints, one that does
+	// not (an older one) the whole upsert, each encoded once.
+	e := &watcher.Piece{Service: "default/web", Upserts: []*messages.ServicePortEndpoints{webPort(3), servicePort("other", "192.0.2.4")},
+		OnlyEndpoints: []bool{true, false}}
+	for _, compact := range []bool{false, true} {
+		body := enc.delta([]*watcher.Piece{e, b}, compact)
+		if again := enc.delta([]*watcher.Piece{e, b}, compact); &again[0] != &body[0] {
+			t.Errorf("compact %v: the same pieces were encoded twice in one flush", compact)
+		}
+		got := &messages.Delta{}
+		if err := proto.Unmarshal(body, got); err != nil {
+			t.Fatal(err)
+		}
+		want := &messages.Delta{Upserts: e.Upserts, Deletes: b.Deletes}
+		if compact {
+			want.Upserts = e.Upserts[1:]
+			want.EndpointUpdates = []*messages.EndpointsUpdate{{Key: webPort(3).GetServicePort().GetKey(), Endpoints: webPort(3).GetEndpoints()}}
+		}
+		if !proto.Equal(got, want) {
+			t.Errorf("compact %v: decoded %v\nwant %v", compact, got, want)
+		}
 	}
 
 	views := []*watcher.ClassView{{Ports: []*messages.ServicePortEndpoints{webPort(2)}}, {Ports: []*messages.ServicePortEndpoints{servicePort("x", "192.0.2.3")}}}

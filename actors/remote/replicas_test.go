@@ -73,7 +73,7 @@ func newFeeds(n, services int) []*feedViews {
 	for i := range views {
 		views[i] = &feedViews{store: watcher.NewStore()}
 		for s := range services {
-			views[i].store.Apply([]*messages.ServicePortEndpoints{fanoutPort(s, 1)}, nil)
+			views[i].store.Apply([]*messages.ServicePortEndpoints{fanoutPort(s, 1)}, nil, nil)
 		}
 	}
 	return views

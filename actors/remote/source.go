@@ -289,7 +289,7 @@ func (s *subscriber) Receive(ctx actor.Context) {
 func (s *subscriber) subscribe(ctx actor.Context) {
 	s.lastAsked = time.Now()
 	ctx.Request(actor.NewPID(s.target, CoreActorName),
-		&messages.Subscribe{NodeName: s.cfg.NodeName, Client: s.cfg.Client, Routed: s.routed, LostReplica: s.lost})
+		&messages.Subscribe{NodeName: s.cfg.NodeName, Client: s.cfg.Client, Routed: s.routed, LostReplica: s.lost, EndpointUpdates: true})
 }
 
 // coreGone: remoting lost its connection to address.
@@ -500,7 +500,12 @@ func (s *subscriber) applyDelta(ctx actor.Context, m *messages.Delta) {
 	}
 	carried(m)
 	s.setTriggers(m.GetTriggerUnixNano())
-	s.changed(s.store.Apply(m.GetUpserts(), m.GetDeletes()))
+	changed, err := s.store.Apply(m.GetUpserts(), m.GetDeletes(), m.GetEndpointUpdates())
+	if err != nil {
+		s.resync(ctx, err.Error())
+		return
+	}
+	s.changed(changed)
 	s.seq, s.lastHeard = m.GetSeq(), time.Now()
 	ctx.Request(s.core, &messages.SubscriptionAck{Session: s.session, Seq: s.seq})
 	s.stats.deltas.Add(1)

@@ -89,7 +89,11 @@ func (r *remoteChurn) Set(_ context.Context, i int, endpoint string) error {
 		return err
 	}
 	now := time.Now()
-	for _, svc := range r.views.store.Apply(ports, nil) {
+	changed, err := r.views.store.Apply(ports, nil, nil)
+	if err != nil {
+		return err
+	}
+	for _, svc := range changed {
 		r.views.changed(svc, now)
 		r.views.notify(watcher.Event{Kind: "EndpointSlice", Service: svc})
 	}

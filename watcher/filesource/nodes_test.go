@@ -117,15 +117,25 @@ func TestNodesFileSourceBuildsEachNodesView(t *testing.T) {
 	}
 }
 
-// TestStoreApply: upserts and deletes report the services they touch; an
-// identical upsert goes no further than the Tracker.
+// TestStoreApply: upserts, deletes and endpoint updates report the
+// services they touch; an identical upsert goes no further than the
+// Tracker; an update keeps the definition held, and one of a port not
+// held is an error.
 func TestStoreApply(t *testing.T) {
 	s := watcher.NewStore()
 	spe := func(name string, port int32) *messages.ServicePortEndpoints {
 		return &messages.ServicePortEndpoints{ServicePort: &messages.ServicePort{Key: &messages.ServicePortKey{Namespace: "ns", Name: name,
 			PortName: "p", Protocol: messages.Protocol_TCP}, Port: port}}
 	}
-	if ch := s.Apply([]*messages.ServicePortEndpoints{spe("a", 1), spe("b", 2)}, nil); len(ch) != 2 {
+	apply := func(upserts []*messages.ServicePortEndpoints, deletes []*messages.ServicePortKey, updates []*messages.EndpointsUpdate) []string {
+		t.Helper()
+		ch, err := s.Apply(upserts, deletes, updates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	if ch := apply([]*messages.ServicePortEndpoints{spe("a", 1), spe("b", 2)}, nil, nil); len(ch) != 2 {
 		t.Fatalf("changed %v", ch)
 	}
 	// An upsert counts as a change without a comparison (a core sends
@@ -133,7 +143,7 @@ func TestStoreApply(t *testing.T) {
 	tracker := watcher.NewTracker(s)
 	tracker.Mark("")
 	tracker.Flush()
-	ch := s.Apply([]*messages.ServicePortEndpoints{spe("a", 1)}, nil)
+	ch := apply([]*messages.ServicePortEndpoints{spe("a", 1)}, nil, nil)
 	if len(ch) != 1 || ch[0] != "ns/a" {
 		t.Fatalf("an upsert changed %v, want ns/a", ch)
 	}
@@ -141,10 +151,22 @@ func TestStoreApply(t *testing.T) {
 	if f := tracker.Flush(); len(f.Upserts)+len(f.Deletes) != 0 {
 		t.Fatalf("an identical upsert went on from the Tracker: %v", f)
 	}
-	if ch := s.Apply(nil, []*messages.ServicePortKey{spe("b", 2).GetServicePort().GetKey()}); len(ch) != 1 || ch[0] != "ns/b" {
+	if ch := apply(nil, []*messages.ServicePortKey{spe("b", 2).GetServicePort().GetKey()}, nil); len(ch) != 1 || ch[0] != "ns/b" {
 		t.Fatalf("delete changed %v", ch)
 	}
 	if all := s.All(); len(all) != 1 || all[0].GetServicePort().GetKey().GetName() != "a" {
 		t.Fatalf("All %v", all)
+	}
+
+	held := s.All()[0].GetServicePort()
+	eps := []*messages.Endpoint{{Ips: []string{"192.0.2.1"}, Port: 80}}
+	if ch := apply(nil, nil, []*messages.EndpointsUpdate{{Key: held.GetKey(), Endpoints: eps}}); len(ch) != 1 || ch[0] != "ns/a" {
+		t.Fatalf("an endpoint update changed %v, want ns/a", ch)
+	}
+	if got := s.All()[0]; got.GetServicePort() != held || len(got.GetEndpoints()) != 1 {
+		t.Fatalf("after an endpoint update: %v; want the definition held, with the endpoint", got)
+	}
+	if _, err := s.Apply(nil, nil, []*messages.EndpointsUpdate{{Key: spe("b", 2).GetServicePort().GetKey(), Endpoints: eps}}); err == nil {
+		t.Fatal("an endpoint update of a port not held was taken")
 	}
 }
