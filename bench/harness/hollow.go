@@ -94,6 +94,10 @@ type HollowResult struct {
 	Elapsed                  time.Duration // of the churn and the collection
 	HollowStores
 	CoreCPUPerChange time.Duration
+	// NodeCPUPerChange is the hollow hosts' CPU over nodes and changes:
+	// what a node's backend spends on a change (decoding, applying,
+	// acknowledging), whether or not the change reached it.
+	NodeCPUPerChange time.Duration
 	// DeltasPerNodePerChange is the core's deltas sent over nodes and
 	// changes: 1 when every node gets every change once.
 	DeltasPerNodePerChange float64
@@ -110,15 +114,15 @@ type HollowResult struct {
 
 // WriteHollowHeader writes the table's head.
 func WriteHollowHeader(w io.Writer) {
-	fmt.Fprintln(w, "| nodes | services | all subscribed in | idle core CPU per node | changes | p50 | p99 | max | lost | core CPU per change | deltas per node per change | snapshots | core RSS | core heap in use | RSS per node |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| nodes | services | all subscribed in | idle core CPU per node | changes | p50 | p99 | max | lost | core CPU per change | node CPU per change | deltas per node per change | snapshots | core RSS | core heap in use | RSS per node |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 }
 
 // WriteRow writes the round's row of the table.
 func (r HollowResult) WriteRow(w io.Writer) {
-	fmt.Fprintf(w, "| %d | %d | %v | %v/s | %d in %v | %v | %v | %v | %d | %v | %.2f | %d | %d MiB | %d MiB | %.0f KiB |\n", r.Nodes, r.Services,
+	fmt.Fprintf(w, "| %d | %d | %v | %v/s | %d in %v | %v | %v | %v | %d | %v | %v | %.2f | %d | %d MiB | %d MiB | %.0f KiB |\n", r.Nodes, r.Services,
 		r.Ready.Round(100*time.Millisecond), r.IdleCPUPerNode.Round(100*time.Nanosecond), r.Changes, r.Elapsed.Round(time.Second),
-		r.P50, r.P99, r.Max, r.Lost, r.CoreCPUPerChange.Round(time.Microsecond), r.DeltasPerNodePerChange, r.Resyncs, r.CoreRSS>>20, r.CoreHeapInUse>>20, r.RSSPerNode/1024)
+		r.P50, r.P99, r.Max, r.Lost, r.CoreCPUPerChange.Round(time.Microsecond), r.NodeCPUPerChange.Round(100*time.Nanosecond), r.DeltasPerNodePerChange, r.Resyncs, r.CoreRSS>>20, r.CoreHeapInUse>>20, r.RSSPerNode/1024)
 }
 
 // RunHollow runs a round per node count, writing the table to table as
@@ -196,7 +200,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	last := map[int]time.Time{}
 	versions := make([]int, o.Services)
 	deltas0, snapshots0 := views.counts()
-	cpu0 := SelfCPU()
+	cpu0, hostCPU0 := SelfCPU(), hosts.CPU()
 	began := time.Now()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / o.Rate))
 	defer tick.Stop()
@@ -229,7 +233,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	if err != nil {
 		return HollowResult{}, err
 	}
-	cpu := SelfCPU() - cpu0
+	cpu, hostCPU := SelfCPU()-cpu0, hosts.CPU()-hostCPU0
 	deltas, snapshots := views.counts()
 	elapsed := time.Since(began)
 	st, _ := readProc(os.Getpid()) // no RSS without Linux /proc
@@ -243,6 +247,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	}
 	return HollowResult{Nodes: n, Services: o.Services, Changes: changes, Elapsed: elapsed, HollowStores: stores,
 		CoreCPUPerChange:       cpu / time.Duration(changes),
+		NodeCPUPerChange:       hostCPU / time.Duration(changes) / time.Duration(n),
 		DeltasPerNodePerChange: float64(deltas-deltas0) / float64(changes) / float64(n),
 		Resyncs:                snapshots - snapshots0, Ready: ready, IdleCPUPerNode: idle,
 		CoreRSS: st.RSS, CoreHeapInUse: int64(ms.HeapInuse), RSSPerNode: float64(st.RSS) / float64(n)}, nil

@@ -65,6 +65,19 @@ func (hs HollowHosts) Stop() {
 // HollowStores is what the hosts measured of a round's changes: change →
 // store over every node (rounded as the tables print them) and how many
 // node × service pairs did not get their service's last change.
+// CPU is the hosts' CPU time so far (user and system, from /proc): what
+// the hollow nodes' backends cost, decoding and applying what the core
+// sends. Zero without /proc.
+func (hs HollowHosts) CPU() time.Duration {
+	var sum time.Duration
+	for _, h := range hs {
+		if cpu, err := ProcessCPU(h.cmd.Process.Pid); err == nil {
+			sum += cpu
+		}
+	}
+	return sum
+}
+
 type HollowStores struct {
 	P50, P99, Max time.Duration
 	Lost          int

@@ -45,7 +45,7 @@ Scenarios:
            (kproxy-bench hollow-host), endpoint changes at --churn-rate across
            --services for --duration (hollow defaults: 10000 services, 100/s, 60s);
            change-to-store p50/p99/max over every node, lost changes, the core's CPU
-           per change, deltas per node per change, RSS and heap, as a markdown table
+           per change, the nodes' CPU per node and change, deltas per node per change, RSS and heap, as a markdown table
            row per N. It runs alone and needs no kproxy binary
 
 The kproxy under test runs as its own process (the --kproxy binary, by

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBenchHollowSmoke runs the hollow scenario through the real command,
@@ -26,7 +27,10 @@ func TestBenchHollowSmoke(t *testing.T) {
 		t.Fatalf("%d lines, want the head, its rule and a row", len(lines))
 	}
 	cells := strings.Split(strings.Trim(lines[2], "| "), " | ")
-	if len(cells) != 15 || cells[0] != "20" || cells[1] != "200" || !strings.HasSuffix(cells[3], "/s") || !strings.HasPrefix(cells[4], "60 in ") || cells[8] != "0" {
+	if len(cells) != 16 || cells[0] != "20" || cells[1] != "200" || !strings.HasSuffix(cells[3], "/s") || !strings.HasPrefix(cells[4], "60 in ") || cells[8] != "0" {
 		t.Errorf("row %q: want 20 nodes, 200 services, the core's idle CPU per node, 60 changes, 0 lost", lines[2])
+	}
+	if d, err := time.ParseDuration(cells[10]); err != nil || d <= 0 {
+		t.Errorf("row %q: node CPU per change %q, want a duration above 0 (the hosts' CPU from /proc)", lines[2], cells[10])
 	}
 }
