@@ -59,7 +59,7 @@ type programmed struct {
 	// kernel is what the last transactions programmed, by key (a rule's
 	// ServicePort says whose): each transaction is planned against it
 	// and committed to it when it succeeds.
-	kernel *kernelRecord
+	kernel *rules.Programmed
 	dirty  map[string]bool
 	// complete is set once the source's first state is all here
 	// (DesiredStateComplete): no transaction runs before, so a restarted
@@ -77,7 +77,7 @@ type programmed struct {
 }
 
 func newRules(cfg *Config) *actor.Props {
-	st := &programmed{desired: map[string][]rules.Rule{}, kernel: newKernelRecord(rules.Set{}), dirty: map[string]bool{}}
+	st := &programmed{desired: map[string][]rules.Rule{}, kernel: rules.NewProgrammed(rules.Set{}), dirty: map[string]bool{}}
 	return cfg.propsFor(func() actor.Actor { return &Rules{cfg: cfg, rules: cfg.Rules, programmed: st} })
 }
 
@@ -226,7 +226,7 @@ func (r *Rules) kick(ctx actor.Context) {
 			keep[u.Key()] = true
 		}
 		for id := range r.dirty {
-			for _, old := range r.kernel.owned(id) {
+			for _, old := range r.kernel.Owned(id) {
 				if !keep[old.Key()] {
 					removals = append(removals, old)
 				}
@@ -248,7 +248,7 @@ func (r *Rules) kick(ctx actor.Context) {
 		return
 	}
 	stale := r.staleFlows(full, upserts, removals)
-	cur, want, del, add := r.kernel.Set, r.want, r.del, r.add
+	cur, want, del, add := r.kernel, r.want, r.del, r.add
 	span := r.transactionSpan(full, batch, len(upserts), len(removals))
 	r.wg.Add(1)
 	go func() {
@@ -350,12 +350,12 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 		return
 	}
 	if m.GetFullSync() {
-		r.kernel = newKernelRecord(r.want)
+		r.kernel = rules.NewProgrammed(r.want)
 		// Only once the source's first state is complete (a transaction
 		// runs no earlier): the rules point at this process's sockets.
 		r.cfg.Ready.Done(healthcheck.StageRules)
 	} else {
-		r.kernel.commit(r.del, r.add)
+		r.kernel.Commit(r.del, r.add)
 	}
 	r.want, r.del, r.add = nil, nil, nil
 	ev := r.cfg.Log.Debug()
@@ -367,7 +367,7 @@ func (r *Rules) finished(ctx actor.Context, m *messages.RulesApplied) {
 		r.cfg.Health.Updated(healthStageRules)
 	}
 	r.cfg.Metrics.PortalRules(len(r.kernel.Set))
-	r.cfg.Metrics.NoLocalEndpoints(len(r.kernel.dropInternal), len(r.kernel.dropExternal))
+	r.cfg.Metrics.NoLocalEndpoints(r.kernel.Dropping())
 	r.kick(ctx)
 	if r.checkLater && !r.inFlight {
 		r.check(ctx)

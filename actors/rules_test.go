@@ -128,10 +128,10 @@ func (v v4Only) Sync(ctx context.Context, want rules.Set) error {
 	return missing
 }
 
-func (v v4Only) Apply(ctx context.Context, cur rules.Set, del, add []rules.Rule) error {
+func (v v4Only) Apply(ctx context.Context, cur *rules.Programmed, del, add []rules.Rule) error {
 	v4add, missing := v.split(add)
 	v4del, _ := v.split(del)
-	if err := v.Fake.Apply(ctx, v.v4Set(cur), v4del, v4add); err != nil {
+	if err := v.Fake.Apply(ctx, rules.NewProgrammed(v.v4Set(cur.Set)), v4del, v4add); err != nil {
 		return err
 	}
 	return missing

@@ -6,8 +6,11 @@
 //   - servicerules.go: the rules of one service port (ForServicePort), the
 //     verdict of each traffic scope (Verdicts) and the clash check across
 //     service ports (Flatten);
-//   - plan.go: the diff planner (a Set, Desired, Plan, Commit) its caller
-//     runs against its record of what is programmed;
+//   - plan.go: the diff planner (a Set, Desired, Plan, Commit) and the
+//     record of what is programmed it runs against (Programmed), which
+//     indexes the rules by service port and counts those using each
+//     cluster IP, address and proxy port, so a change looks up what it
+//     starts and stops using (UseChanges);
 //   - interface.go: the Interface each mode implements, a stateless
 //     wrapper of its kernel as knftables is, and fake.go, a Fake of it for
 //     tests, as knftables ships one; faulty.go wraps an Interface for

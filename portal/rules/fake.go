@@ -57,12 +57,12 @@ func (f *Fake) Sync(_ context.Context, want Set) error {
 // Apply implements Interface. A cur other than what it holds is the
 // caller's record gone wrong: an error (unless flushed meanwhile, which
 // the caller learns from Present).
-func (f *Fake) Apply(_ context.Context, cur Set, del, add []Rule) error {
+func (f *Fake) Apply(_ context.Context, cur *Programmed, del, add []Rule) error {
 	f.mu.Lock()
-	drift := !f.flushed && !maps.Equal(cur, f.set)
+	drift := !f.flushed && !maps.Equal(cur.Set, f.set)
 	f.mu.Unlock()
 	if drift {
-		return fmt.Errorf("apply planned against %d rules, %d programmed", len(cur), len(f.set))
+		return fmt.Errorf("apply planned against %d rules, %d programmed", len(cur.Set), len(f.set))
 	}
 	return f.change(func() { f.set.Commit(del, add); f.applies++ })
 }

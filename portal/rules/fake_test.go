@@ -17,7 +17,7 @@ func TestFake(t *testing.T) {
 	if err := f.Sync(ctx, one); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Apply(ctx, one, nil, []Rule{b}); err != nil {
+	if err := f.Apply(ctx, NewProgrammed(one), nil, []Rule{b}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.Rules(); len(got) != 2 || got[0] != a || got[1].Key() != b.Key() {
@@ -25,14 +25,14 @@ func TestFake(t *testing.T) {
 	}
 	// A change planned against another record than what it holds is the
 	// caller's bug.
-	if err := f.Apply(ctx, one, []Rule{a}, nil); err == nil {
+	if err := f.Apply(ctx, NewProgrammed(one), []Rule{a}, nil); err == nil {
 		t.Error("Apply planned against a stale record succeeded")
 	}
 
 	two := Set{a.Key(): a, b.Key(): b}
 	boom := errors.New("boom")
 	f.FailNext(boom)
-	if err := f.Apply(ctx, two, []Rule{a}, nil); !errors.Is(err, boom) {
+	if err := f.Apply(ctx, NewProgrammed(two), []Rule{a}, nil); !errors.Is(err, boom) {
 		t.Fatalf("Apply after FailNext = %v, want boom", err)
 	}
 	if len(f.Rules()) != 2 {
@@ -67,7 +67,7 @@ func TestFaultyFailsTheNextTransactions(t *testing.T) {
 	f.FailNext(2)
 	ctx := context.Background()
 	for i, want := range []bool{true, true, false} {
-		err := f.Apply(ctx, Set{}, nil, nil)
+		err := f.Apply(ctx, NewProgrammed(Set{}), nil, nil)
 		if got := errors.Is(err, ErrInjectedFault); got != want {
 			t.Fatalf("transaction %d: %v, want injected fault %v", i, err, want)
 		}

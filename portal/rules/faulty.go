@@ -59,7 +59,7 @@ func (f *Faulty) Sync(ctx context.Context, want Set) error {
 }
 
 // Apply implements Interface.
-func (f *Faulty) Apply(ctx context.Context, cur Set, del, add []Rule) error {
+func (f *Faulty) Apply(ctx context.Context, cur *Programmed, del, add []Rule) error {
 	if err := f.transaction("apply"); err != nil {
 		return err
 	}

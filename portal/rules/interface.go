@@ -21,8 +21,9 @@ type Interface interface {
 	// Apply takes del out of the kernel and puts add in, in one
 	// transaction, where cur is what is programmed (read, never kept):
 	// del and add are cur.Plan's answer. Its cost follows the number of
-	// changes, not of services.
-	Apply(ctx context.Context, cur Set, del, add []Rule) error
+	// changes, not of services: what the change starts and stops using
+	// besides its rules is cur's to look up (UseChanges).
+	Apply(ctx context.Context, cur *Programmed, del, add []Rule) error
 	// Present reports whether kproxy's table, chains and hook rules still
 	// exist, holding cur, so the caller can re-sync after someone flushed
 	// them. It does not verify every map element.

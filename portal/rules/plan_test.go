@@ -2,8 +2,12 @@ package rules
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/kproxy/kproxy/portal/steer"
@@ -110,4 +114,155 @@ func TestRuleComment(t *testing.T) {
 	if got := Comment(string(long)); len(got) != 100 {
 		t.Errorf("long comment kept %d bytes", len(got))
 	}
+}
+
+// usesOf counts what every rule of s uses, the way a mode would without a
+// record: the reference UseChanges must agree with.
+func usesOf(s Set) map[Use]int {
+	out := map[Use]int{}
+	for _, r := range s {
+		for _, u := range Uses(r) {
+			out[u]++
+		}
+	}
+	return out
+}
+
+// TestProgrammedUseChanges plans random batches (new rules, verdict
+// flips, moved proxy ports, short-circuits, removals) against a record
+// and checks each batch's UseChanges against counting every rule before
+// and after, and the record's counts after its Commit.
+func TestProgrammedUseChanges(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	ips := []string{"198.18.0.1", "198.18.0.2", "2001:db8::1", "192.0.2.7"}
+	random := func() Rule {
+		rl := rule(fmt.Sprintf("ns/s%d:p/TCP", r.IntN(4)), []string{"tcp", "udp"}[r.IntN(2)], ips[r.IntN(len(ips))],
+			80+r.IntN(3), 30000+r.IntN(5))
+		if r.IntN(5) == 0 {
+			rl.IP, rl.NodePort, rl.Port = netip.Addr{}, true, 30080+r.IntN(2)
+		}
+		rl.ClusterIP = !rl.NodePort && r.IntN(2) == 0
+		switch r.IntN(4) {
+		case 0:
+			rl.Reject = true
+		case 1:
+			rl.Drop = true
+		}
+		if !rl.Reject && r.IntN(3) == 0 {
+			rl.ShortCircuitPort = 30000 + r.IntN(5)
+		}
+		return rl
+	}
+	p := NewProgrammed(Set{})
+	planned := 0
+	for step := range 2000 {
+		var upserts, removals []Rule
+		for range r.IntN(4) {
+			upserts = append(upserts, random())
+		}
+		for range r.IntN(3) {
+			removals = append(removals, random())
+		}
+		// One upsert per key, as a batch of service ports' rules has.
+		seen := map[Key]bool{}
+		upserts = slices.DeleteFunc(upserts, func(rl Rule) bool { k := rl.Key(); d := seen[k]; seen[k] = true; return d })
+		del, add, err := p.Plan(upserts, removals)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		planned += len(del) + len(add)
+		before := usesOf(p.Set)
+		started, stopped := p.UseChanges(del, add)
+		p.Commit(del, add)
+		after := usesOf(p.Set)
+		var wantStarted, wantStopped []Use
+		for u := range after {
+			if before[u] == 0 {
+				wantStarted = append(wantStarted, u)
+			}
+		}
+		for u := range before {
+			if after[u] == 0 {
+				wantStopped = append(wantStopped, u)
+			}
+		}
+		slices.SortFunc(wantStarted, compareUses)
+		slices.SortFunc(wantStopped, compareUses)
+		if !slices.Equal(started, wantStarted) || !slices.Equal(stopped, wantStopped) {
+			t.Fatalf("step %d: del %v add %v\nstarted %v, want %v\nstopped %v, want %v", step, del, add, started, wantStarted, stopped, wantStopped)
+		}
+		for u, n := range after {
+			if got := p.Rules(u); got != n {
+				t.Fatalf("step %d: %v used by %d rules, the record says %d", step, u, n, got)
+			}
+		}
+		if len(p.uses) != len(after) {
+			t.Fatalf("step %d: the record counts %d uses, the rules have %d", step, len(p.uses), len(after))
+		}
+	}
+	if planned < 2000 {
+		t.Fatalf("%d rules planned over 2000 batches: the batches change too little to test", planned)
+	}
+}
+
+// The index follows every commit: after random plans (rules added,
+// changed, removed, keys taken over by another service port), it equals
+// the index built from the set alone.
+func TestProgrammedIndexFollowsCommits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	rec := NewProgrammed(Set{})
+	for step := range 2000 {
+		var upserts, removals []Rule
+		for range 1 + rng.IntN(4) {
+			r := Rule{
+				ServicePort: fmt.Sprintf("ns/s%d:p/TCP", rng.IntN(6)),
+				Protocol:    "tcp",
+				IP:          netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + rng.IntN(8))}),
+				Port:        80,
+				ProxyPort:   30000 + rng.IntN(3),
+				ClusterIP:   rng.IntN(2) == 0,
+			}
+			switch rng.IntN(4) {
+			case 0:
+				r.Drop, r.ProxyPort = true, 0
+			case 1:
+				r.Reject, r.ProxyPort = true, 0
+			}
+			if old, ok := rec.Set[r.Key()]; ok && rng.IntN(3) == 0 {
+				removals = append(removals, old)
+				continue
+			}
+			if _, ok := rec.Set[r.Key()]; !ok || slices.IndexFunc(upserts, func(u Rule) bool { return u.Key() == r.Key() }) < 0 {
+				upserts = append(upserts, r)
+			}
+		}
+		del, add, err := rec.Plan(upserts, removals)
+		if err != nil {
+			continue // two upserts of one key in a plan: refused, as the kernel would be
+		}
+		rec.Commit(del, add)
+		want := NewProgrammed(maps.Clone(rec.Set))
+		if !sameIndex(rec.byPort, want.byPort) || !maps.Equal(rec.dropInternal, want.dropInternal) || !maps.Equal(rec.dropExternal, want.dropExternal) {
+			t.Fatalf("step %d: index %v, drops %v %v; built from the set: %v, %v %v", step,
+				rec.byPort, rec.dropInternal, rec.dropExternal, want.byPort, want.dropInternal, want.dropExternal)
+		}
+	}
+}
+
+func sameIndex(a, b map[string][]Key) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, ka := range a {
+		kb := b[id]
+		if len(ka) != len(kb) {
+			return false
+		}
+		for _, k := range ka {
+			if !slices.Contains(kb, k) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -12,11 +12,13 @@ import (
 // against it and commits the change when the call succeeds.
 type Programmed struct {
 	Rules rules.Interface
-	Set   rules.Set
+	*rules.Programmed
 }
 
 // Program starts a record of r with nothing programmed.
-func Program(r rules.Interface) *Programmed { return &Programmed{Rules: r, Set: rules.Set{}} }
+func Program(r rules.Interface) *Programmed {
+	return &Programmed{Rules: r, Programmed: rules.NewProgrammed(rules.Set{})}
+}
 
 // Sync programs exactly rs.
 func (p *Programmed) Sync(ctx context.Context, rs []rules.Rule) error {
@@ -26,7 +28,7 @@ func (p *Programmed) Sync(ctx context.Context, rs []rules.Rule) error {
 	}
 	err = p.Rules.Sync(ctx, want)
 	if err == nil || errors.Is(err, rules.ErrFamilyUnavailable) {
-		p.Set = want
+		p.Programmed = rules.NewProgrammed(want)
 	}
 	return err
 }
@@ -37,9 +39,9 @@ func (p *Programmed) Apply(ctx context.Context, upserts, removals []rules.Rule) 
 	if err != nil || len(del)+len(add) == 0 {
 		return err
 	}
-	err = p.Rules.Apply(ctx, p.Set, del, add)
+	err = p.Rules.Apply(ctx, p.Programmed, del, add)
 	if err == nil || errors.Is(err, rules.ErrFamilyUnavailable) {
-		p.Set.Commit(del, add)
+		p.Programmed.Commit(del, add)
 	}
 	return err
 }
@@ -52,6 +54,6 @@ func (p *Programmed) Cleanup(ctx context.Context) error {
 	if err := p.Rules.Cleanup(ctx); err != nil {
 		return err
 	}
-	p.Set = rules.Set{}
+	p.Programmed = rules.NewProgrammed(rules.Set{})
 	return nil
 }

@@ -523,7 +523,7 @@ func (t *Rules) Sync(ctx context.Context, want rules.Set) error {
 // deletions: a packet sees the old rules or both, which decide as the old
 // ones (a redirected packet no longer matches a drop by service IP; the
 // old line of two equal ones comes first, and -D deletes the first).
-func (t *Rules) Apply(ctx context.Context, _ rules.Set, del, add []rules.Rule) error {
+func (t *Rules) Apply(ctx context.Context, _ *rules.Programmed, del, add []rules.Rule) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, f := range t.fams {

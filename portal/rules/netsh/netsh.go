@@ -195,31 +195,20 @@ func (n *Rules) Sync(ctx context.Context, want rules.Set) error {
 }
 
 // Apply adds the IPs that add brings and deletes those no rule uses any
-// more, counting the rules per IP from cur.
-func (n *Rules) Apply(ctx context.Context, cur rules.Set, delRules, addRules []rules.Rule) error {
+// more (looked up in cur, not counted).
+func (n *Rules) Apply(ctx context.Context, cur *rules.Programmed, delRules, addRules []rules.Rule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	before := refsOf(cur)
-	after := map[netip.Addr]int{}
-	count := func(rs []rules.Rule, d int) {
-		for _, r := range rs {
-			if !r.NodePort {
-				if _, ok := after[r.IP]; !ok {
-					after[r.IP] = before[r.IP]
-				}
-				after[r.IP] += d
-			}
+	add, del := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	started, stopped := cur.UseChanges(delRules, addRules)
+	for _, u := range started {
+		if u.Kind == rules.UseAddress {
+			add[u.IP] = true
 		}
 	}
-	count(delRules, -1)
-	count(addRules, +1)
-	add, del := map[netip.Addr]bool{}, map[netip.Addr]bool{}
-	for ip, c := range after {
-		switch b := before[ip]; {
-		case b == 0 && c > 0:
-			add[ip] = true
-		case b > 0 && c == 0:
-			del[ip] = true
+	for _, u := range stopped {
+		if u.Kind == rules.UseAddress {
+			del[u.IP] = true
 		}
 	}
 	if len(add) > 0 {

@@ -434,6 +434,15 @@ func proxyPortElement(key string) *knftables.Element {
 	return &knftables.Element{Set: nftProxyPorts, Key: []string{proto, port}}
 }
 
+// useElement is the set element of a cluster IP or proxy port the rules
+// share.
+func useElement(u rules.Use) *knftables.Element {
+	if u.Kind == rules.UseClusterIP {
+		return clusterIPElement(u.IP)
+	}
+	return proxyPortElement(u.Protocol + "/" + strconv.Itoa(u.Port))
+}
+
 func (n *Rules) maps() []*knftables.Map {
 	const v4, v6, np = "ipv4_addr . inet_proto . inet_service", "ipv6_addr . inet_proto . inet_service", "inet_proto . inet_service"
 	return []*knftables.Map{
@@ -671,9 +680,9 @@ func (n *Rules) Sync(ctx context.Context, want rules.Set) error {
 }
 
 // Apply deletes and adds map elements in one transaction, and the
-// elements of the cluster IP and proxy port sets that cur's change adds or
-// takes away.
-func (n *Rules) Apply(ctx context.Context, cur rules.Set, del, add []rules.Rule) error {
+// elements of the cluster IP and proxy port sets that the change starts or
+// stops using (looked up in cur, not counted).
+func (n *Rules) Apply(ctx context.Context, cur *rules.Programmed, del, add []rules.Rule) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(del) == 0 && len(add) == 0 {
@@ -694,28 +703,17 @@ func (n *Rules) Apply(ctx context.Context, cur rules.Set, del, add []rules.Rule)
 			return err
 		}
 	}
-	next := maps.Clone(cur)
-	next.Commit(del, add)
-	ipsBefore, ipsAfter := clusterIPs(cur), clusterIPs(next)
-	for _, ip := range slices.SortedFunc(maps.Keys(ipsBefore), netip.Addr.Compare) {
-		if ipsAfter[ip] == 0 {
-			tx.Delete(clusterIPElement(ip))
+	started, stopped := cur.UseChanges(del, add)
+	for _, kind := range []rules.UseKind{rules.UseClusterIP, rules.UseProxyPort} {
+		for _, u := range stopped {
+			if u.Kind == kind {
+				tx.Delete(useElement(u))
+			}
 		}
-	}
-	for _, ip := range slices.SortedFunc(maps.Keys(ipsAfter), netip.Addr.Compare) {
-		if ipsBefore[ip] == 0 {
-			tx.Add(clusterIPElement(ip))
-		}
-	}
-	before, after := proxyPorts(cur), proxyPorts(next)
-	for _, k := range slices.Sorted(maps.Keys(before)) {
-		if after[k] == 0 {
-			tx.Delete(proxyPortElement(k))
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(after)) {
-		if before[k] == 0 {
-			tx.Add(proxyPortElement(k))
+		for _, u := range started {
+			if u.Kind == kind {
+				tx.Add(useElement(u))
+			}
 		}
 	}
 	if err := n.nft.Run(ctx, tx); err != nil {
