@@ -268,6 +268,11 @@ func TestCoreDeadBackendFreesItsSnapshotSlot(t *testing.T) {
 		system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 		<-p.asked
 	}
+	// Both Subscribes are in the core's mailbox: its answer to a question
+	// asked now comes after it handled them.
+	if _, err := system.Root.RequestFuture(core, &messages.GetCoreStats{}, 5*time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
 	first := next(t, got).(*messages.Snapshot)
 	if first.GetNodeName() != "dead" || cfg.counters.Queued.Load() != 1 {
 		t.Fatalf("first snapshot for %s with %d queued, want dead's and 1 queued", first.GetNodeName(), cfg.counters.Queued.Load())
