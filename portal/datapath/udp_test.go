@@ -110,9 +110,13 @@ func TestUDPBurstInOrderBatched(t *testing.T) {
 		}
 	})
 	expectEchoes(t, client, udpBurst)
-	// The last batch is counted once its send returns, maybe after the
-	// client has its echoes.
-	for deadline := time.Now().Add(5 * time.Second); stats.UDP().ToClient.Sent.Load() < udpBurst && time.Now().Before(deadline); {
+	// The last batch each way is counted once its send returns, maybe
+	// after the client has its echoes (the endpoint may echo a batch
+	// before the send that carried it to it returns).
+	counted := func() bool {
+		return stats.UDP().ToClient.Sent.Load() >= udpBurst && stats.UDP().ToEndpoint.Sent.Load() >= udpBurst
+	}
+	for deadline := time.Now().Add(5 * time.Second); !counted() && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond) // polling a counter nothing announces
 	}
 	in, out := &stats.UDP().ToEndpoint, &stats.UDP().ToClient
