@@ -34,7 +34,7 @@ func (f flowsRecorder) next(t *testing.T, what string) []rules.Rule {
 // The Rules actor clears UDP conntrack entries when a UDP frontend's rule
 // is new, changes (rejects once the endpoints are gone), or goes; TCP
 // frontends and unchanged rules cost no conntrack dump. The kernel side is
-// proven in network namespaces (cmd/kproxy/e2e, testUDPConntrack).
+// proven in network namespaces (test/e2e, testUDPConntrack).
 func TestRulesClearStaleUDPConntrack(t *testing.T) {
 	flows := make(flowsRecorder, 16)
 	p := Start(Config{PortalMode: datapath.ModeNftables, Rules: rules.NewFake(), Conntrack: flows, BindAddress: "127.0.0.1",

@@ -17,7 +17,7 @@ import (
 
 // waitRules waits until ok holds for what fake has programmed. A fake is
 // fine here: the kernel side is proven with real nftables and iptables in
-// network namespaces (portal/rules/... and cmd/kproxy/e2e); this checks
+// network namespaces (portal/rules/... and test/e2e); this checks
 // the actors' plumbing.
 func waitRules(t *testing.T, fake *rules.Fake, ok func(rules.Set) bool) {
 	t.Helper()

@@ -132,7 +132,7 @@ func startBackends(t *testing.T, ctx context.Context, core string, nodes int) []
 // ends holding every change.
 func TestCoreReplicasPlaceAndFailOver(t *testing.T) {
 	if raceEnabled {
-		t.Skip("protoactor sets gRPC's global logger as each remoting starts: several in one process race (cmd/kproxy/e2e's TestCoreReplicaKilledUnderLoad runs replicas as processes)")
+		t.Skip("protoactor sets gRPC's global logger as each remoting starts: several in one process race (test/e2e's TestCoreReplicaKilledUnderLoad runs replicas as processes)")
 	}
 	t.Run("killed", func(t *testing.T) { replicaFailOver(t, true) })
 	t.Run("stopped", func(t *testing.T) { replicaFailOver(t, false) })

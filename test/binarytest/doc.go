@@ -1,5 +1,5 @@
 // Package binarytest is the harness shared by the tests that run the kproxy
-// binary as a separate process (cmd/kproxy/e2e, cmd/kproxy/conformance):
+// binary as a separate process (test/e2e, test/conformance):
 // building it into the test's temporary directory, starting it with its
 // output in a log file that cleanup kills and, when the test failed, shows
 // the end of, and reading its admin API's GET /state.

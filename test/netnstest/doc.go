@@ -5,7 +5,7 @@
 //
 // Two shapes are built from it. A Topology (client, node, backends) is
 // where kernel portals run: the nftables and iptables portal tests under
-// portal/, and the end-to-end tests of the kproxy binary in cmd/kproxy/e2e,
+// portal/, and the end-to-end tests of the kproxy binary in test/e2e,
 // run their portals in the node. A HostNet is a namespace joined to the
 // test process's own: test/kubetest's BackendNet, where backends of
 // Kubernetes-source tests listen on addresses the apiserver accepts.

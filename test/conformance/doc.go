@@ -42,5 +42,5 @@
 // The flows need root and Linux (they skip otherwise) and nft, iptables-save and
 // ip6tables-save. Run it alone with
 //
-//	go test -count=1 -v -run TestConformanceKubeProxyFlows ./cmd/kproxy/conformance/
+//	go test -count=1 -v -run TestConformanceKubeProxyFlows ./test/conformance/
 package conformance

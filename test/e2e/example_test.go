@@ -26,7 +26,7 @@ func testKPNGExample(t *testing.T, bin string) {
 	// node, as pods answer through their node in a cluster.
 	e.be.MustRun(t, "ip", "route", "replace", "192.0.2.0/24", "via", e.be.NodeIP4.String())
 	e.be.MustRun(t, "ip", "-6", "route", "replace", "2001:db8::/64", "via", e.be.NodeIP6.String())
-	example, err := filepath.Abs("../../../examples/kpng-example")
+	example, err := filepath.Abs("../../examples/kpng-example")
 	if err != nil {
 		t.Fatal(err)
 	}
