@@ -177,6 +177,10 @@ func (c *coreActor) leave(ctx actor.Context) {
 		ctx.Request(h.from, &messages.SubscribeRedirect{Leaving: true})
 		c.queue.remove(key)
 	}
+	for key, w := range c.waiting {
+		ctx.Request(w.from, &messages.SubscribeRedirect{Leaving: true})
+		delete(c.waiting, key)
+	}
 	c.cfg.counters.Queued.Store(0)
 	c.cfg.Log.Info().Msg("core replica leaving: its backends subscribe through the others")
 	ctx.Respond(true)

@@ -28,7 +28,7 @@ func freeAddr(t *testing.T) string {
 // startReplicas starts a core per views as one protoactor cluster
 // (automanaged over the loopback health endpoints health, the first
 // len(views) theirs; the rest may join later).
-func startReplicas(t *testing.T, ctx context.Context, views []*feedViews, health []string) []*Core {
+func startReplicas(t *testing.T, ctx context.Context, views []*feedViews, health []string, opts ...func(*CoreConfig)) []*Core {
 	t.Helper()
 	cores := make([]*Core, len(views))
 	var wg sync.WaitGroup
@@ -37,7 +37,7 @@ func startReplicas(t *testing.T, ctx context.Context, views []*feedViews, health
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cores[i], errs[i] = startReplica(ctx, views[i], health[i], health)
+			cores[i], errs[i] = startReplica(ctx, views[i], health[i], health, opts...)
 		}()
 	}
 	wg.Wait()
@@ -49,13 +49,17 @@ func startReplicas(t *testing.T, ctx context.Context, views []*feedViews, health
 	return cores
 }
 
-func startReplica(ctx context.Context, views *feedViews, health string, peers []string) (*Core, error) {
+func startReplica(ctx context.Context, views *feedViews, health string, peers []string, opts ...func(*CoreConfig)) (*Core, error) {
 	p, err := Automanaged(health, peers, 100*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
-	return StartCore(ctx, CoreConfig{Views: views, MinSyncPeriod: 10 * time.Millisecond, Heartbeat: 500 * time.Millisecond,
-		Remote: Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop(), Replicas: &Replicas{Name: "test", Provider: p}})
+	cfg := CoreConfig{Views: views, MinSyncPeriod: 10 * time.Millisecond, Heartbeat: 500 * time.Millisecond,
+		Remote: Config{Listen: "127.0.0.1:0"}, Log: zerolog.Nop(), Replicas: &Replicas{Name: "test", Provider: p}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return StartCore(ctx, cfg)
 }
 
 // healthAddrs is n free loopback addresses for replicas' health endpoints.

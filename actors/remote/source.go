@@ -345,8 +345,18 @@ func (s *subscriber) redirected(ctx actor.Context, m *messages.SubscribeRedirect
 		return // an answer to an earlier Subscribe
 	}
 	if m.GetLeaving() {
-		if s.subscribed {
+		switch from := ctx.Sender(); {
+		case s.subscribed:
 			s.lose(time.Now(), "the replica is leaving the cluster")
+			s.check(ctx)
+		case from != nil && from.Address == s.target:
+			// Queued there, or waiting for its source: not served yet,
+			// and never will be. On through another replica, naming it.
+			s.lost, s.routed = s.target, false
+			s.lastAsked = time.Time{}
+			s.next(s.lost)
+			s.cfg.Log.Info().Str("core", s.lost).Str("next", s.target).
+				Msg("the replica this node waited for is leaving; subscribing through the next")
 			s.check(ctx)
 		}
 		return
