@@ -84,7 +84,7 @@ func testSetupNode(t *testing.T, bin string) {
 // returns its path.
 func deployConfig(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "configmap.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "configmap.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func deployConfig(t *testing.T) string {
 // container.
 func initCommand(t *testing.T) []string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "daemonset.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "daemonset.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
