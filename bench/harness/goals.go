@@ -71,6 +71,8 @@ var Goals = []Goal{
 		Bound: 1, Unit: "s", Shape: Shape{Ports: 10_000}, Command: cmdStartup},
 	{ID: "startup-listening-haproxy", Scenario: "startup", Name: "10,000 ports listening, against HAProxy's frontends", Figure: regexp.MustCompile(`^\d+ ports: all listening$`),
 		Peer: TargetHAProxy, Bound: 1, Shape: Shape{Ports: 10_000}, Command: cmdStartup},
+	{ID: "startup-listening-haproxy-minimal", Scenario: "startup", Name: "10,000 ports listening, against minimal HAProxy", Figure: regexp.MustCompile(`^\d+ ports: all listening$`),
+		Peer: TargetHAProxyMinimal, Bound: 1, Shape: Shape{Ports: 10_000}, Command: cmdStartup},
 	{ID: "startup-idle-rss", Scenario: "startup", Name: "RSS per idle port", Figure: regexp.MustCompile(`^\d+ ports: RSS per port above one port, idle `),
 		Bound: 12, Unit: "KiB", Shape: Shape{Ports: 10_000, Idle: true}, Command: cmdStartup},
 	{ID: "churn-file-1000", Scenario: "churn", Name: "file source change→applied p99", Figure: churnFigure(ChurnFile, "change→applied p99"),
@@ -92,7 +94,7 @@ const ChurnKube = "kube"
 const (
 	cmdPortsTCP    = "kproxy-bench ports --modes conn,keepalive,bulk --compare haproxy,haproxy-tuned --rounds 5 --duration 3s"
 	cmdPortsUDP    = "kproxy-bench ports --ports 100 --modes udp --udp-burst 64 --compare direct,relay,nginx --rounds 5 --duration 3s"
-	cmdStartup     = "kproxy-bench startup --ports 10000 --endpoints 1 --rounds 3 --compare haproxy --idle-wait 10s"
+	cmdStartup     = "kproxy-bench startup --ports 10000 --endpoints 1 --rounds 3 --compare haproxy,haproxy-minimal --idle-wait 10s"
 	cmdChurnRemote = "kproxy-bench churn --churn-via remote --services 10000 --churn-rate 1000 --duration 10s"
 )
 

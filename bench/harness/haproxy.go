@@ -14,17 +14,20 @@ type haproxyPeer struct {
 	name  string // the target
 	net   byte   // its frontends' /16
 	tuned bool
+	// minimal: a frontend per port, one backend for all (startup only).
+	minimal bool
 }
 
 var (
-	haproxyPlain = haproxyPeer{name: TargetHAProxy, net: haproxyNet}
-	haproxyTuned = haproxyPeer{name: TargetHAProxyTuned, net: tunedNet, tuned: true}
+	haproxyPlain   = haproxyPeer{name: TargetHAProxy, net: haproxyNet}
+	haproxyTuned   = haproxyPeer{name: TargetHAProxyTuned, net: tunedNet, tuned: true}
+	haproxyMinimal = haproxyPeer{name: TargetHAProxyMinimal, net: haproxyNet, minimal: true}
 )
 
 // haproxyPeers are the HAProxies o compares kproxy with.
 func (o *Options) haproxyPeers() []haproxyPeer {
 	var out []haproxyPeer
-	for _, p := range []haproxyPeer{haproxyPlain, haproxyTuned} {
+	for _, p := range []haproxyPeer{haproxyPlain, haproxyTuned, haproxyMinimal} {
 		if o.compares(p.name) {
 			out = append(out, p)
 		}
@@ -38,9 +41,9 @@ func (o *Options) haproxyPeers() []haproxyPeer {
 // first data sent with the handshake's last ACK (tcp-smart-connect).
 const tuning = "  option splice-auto\n  option tcp-smart-accept\n  option tcp-smart-connect\n"
 
-// writeHAProxyConfig writes HAProxy's equivalent of n TCP service ports:
-// one listen section per port (and per bulk port, to the sinks) (its own frontend and round-robin backend,
-// as kproxy has a balancer per service port), tcp mode, 2 threads.
+// writeHAProxyConfig writes HAProxy's equivalent of n TCP service ports,
+// tcp mode, 2 threads: listen sections, or (minimal) frontends sharing a
+// backend.
 func writeHAProxyConfig(dir string, peer haproxyPeer, n int, b *Backends, bulk bool) (string, error) {
 	var c strings.Builder
 	// maxconn bounds HAProxy's fd needs (2 per connection plus the
@@ -51,23 +54,47 @@ func writeHAProxyConfig(dir string, peer haproxyPeer, n int, b *Backends, bulk b
 		c.WriteString(tuning)
 	}
 	c.WriteString("\n")
-	for i := range n {
-		fmt.Fprintf(&c, "listen %s\n  bind %s:%d\n", serviceName(i), hostIP(peer.net, i), tcpServicePort)
-		for k, ip := range b.IPs {
-			fmt.Fprintf(&c, "  server e%d %s:%d\n", k, ip, b.TCPPort)
-		}
-		if bulk {
-			fmt.Fprintf(&c, "listen %s-bulk\n  bind %s:%d\n", serviceName(i), hostIP(peer.net, i), bulkServicePort)
-			for k, ip := range b.IPs {
-				fmt.Fprintf(&c, "  server e%d %s:%d\n", k, ip, b.SinkPort)
-			}
-		}
+	if peer.minimal {
+		writeMinimalHAProxy(&c, peer, n, b)
+	} else {
+		writeListenSections(&c, peer, n, b, bulk)
 	}
 	path := filepath.Join(dir, peer.name+".cfg")
 	if err := os.WriteFile(path, []byte(c.String()), 0o644); err != nil {
 		return "", fmt.Errorf("%s config: %w", peer.name, err)
 	}
 	return path, nil
+}
+
+// writeListenSections is a listen section per port (and per bulk port,
+// to the sinks): its own frontend and round-robin backend, as kproxy has
+// a balancer per service port.
+func writeListenSections(c *strings.Builder, peer haproxyPeer, n int, b *Backends, bulk bool) {
+	for i := range n {
+		fmt.Fprintf(c, "listen %s\n  bind %s:%d\n", serviceName(i), hostIP(peer.net, i), tcpServicePort)
+		for k, ip := range b.IPs {
+			fmt.Fprintf(c, "  server e%d %s:%d\n", k, ip, b.TCPPort)
+		}
+		if bulk {
+			fmt.Fprintf(c, "listen %s-bulk\n  bind %s:%d\n", serviceName(i), hostIP(peer.net, i), bulkServicePort)
+			for k, ip := range b.IPs {
+				fmt.Fprintf(c, "  server e%d %s:%d\n", k, ip, b.SinkPort)
+			}
+		}
+	}
+}
+
+// writeMinimalHAProxy is the least configuration that serves n ports: a
+// frontend each, all sharing one round-robin backend (what a user
+// minimising HAProxy's start would write).
+func writeMinimalHAProxy(c *strings.Builder, peer haproxyPeer, n int, b *Backends) {
+	for i := range n {
+		fmt.Fprintf(c, "frontend %s\n  bind %s:%d\n  default_backend endpoints\n", serviceName(i), hostIP(peer.net, i), tcpServicePort)
+	}
+	c.WriteString("backend endpoints\n")
+	for k, ip := range b.IPs {
+		fmt.Fprintf(c, "  server e%d %s:%d\n", k, ip, b.TCPPort)
+	}
 }
 
 // startHAProxy runs HAProxy in the foreground (-db) on that config.

@@ -24,7 +24,11 @@ const (
 	// forwarder: splice when it pays, no wake-up before the first data
 	// on accept, the first data on the handshake's ACK on connect.
 	TargetHAProxyTuned = "haproxy-tuned"
-	TargetRelay        = "relay" // a bare Go UDP relay, the bar for UDP
+	// TargetHAProxyMinimal is HAProxy with the least configuration that
+	// serves the ports: a frontend each, all sharing one backend. Startup
+	// only (it starts on plain HAProxy's addresses, in turn with it).
+	TargetHAProxyMinimal = "haproxy-minimal"
+	TargetRelay          = "relay" // a bare Go UDP relay, the bar for UDP
 	// TargetKernel is the kernel's own forwarding (nftables DNAT), the
 	// limit; root only.
 	TargetKernel = "kernel"
@@ -201,7 +205,7 @@ func (o *Options) Validate() error {
 			if o.Relay == "" {
 				return errors.New("--compare relay: no binary to run the relay")
 			}
-		case TargetHAProxy, TargetHAProxyTuned:
+		case TargetHAProxy, TargetHAProxyTuned, TargetHAProxyMinimal:
 			if o.HAProxy == "" {
 				return fmt.Errorf("--compare %s: no haproxy binary", c)
 			}
@@ -210,7 +214,7 @@ func (o *Options) Validate() error {
 				return errors.New("--compare baseline: no baseline kproxy binary (--baseline-kproxy)")
 			}
 		default:
-			return fmt.Errorf("compare %q: want direct, kernel, haproxy, haproxy-tuned, nginx, relay or baseline", c)
+			return fmt.Errorf("compare %q: want direct, kernel, haproxy, haproxy-tuned, haproxy-minimal, nginx, relay or baseline", c)
 		}
 	}
 	return nil

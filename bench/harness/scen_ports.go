@@ -41,6 +41,9 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		if len(tcpModes) == 0 {
 			break
 		}
+		if peer.minimal {
+			continue // one backend for every port: not a service proxy's balancing (startup only)
+		}
 		hp, err := startHAProxy(o.HAProxy, e.dir, peer, o.Ports, e.backends, o.hasMode(ModeBulk))
 		if err != nil {
 			return err

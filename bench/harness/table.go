@@ -109,11 +109,11 @@ func (r *Report) writeGoals(w io.Writer) error {
 }
 
 // peers are what kproxy is compared with in the table: direct and
-// HAProxy always, the kernel, the tuned HAProxy, nginx, the relay and the
+// HAProxy always, the kernel, the tuned and the minimal HAProxy, nginx, the relay and the
 // baseline kproxy when some figure has them.
 func (r *Report) peers() []string {
 	peers := []string{TargetDirect, TargetHAProxy}
-	for _, t := range []string{TargetKernel, TargetHAProxyTuned, TargetNginx, TargetRelay, TargetBaseline} {
+	for _, t := range []string{TargetKernel, TargetHAProxyTuned, TargetHAProxyMinimal, TargetNginx, TargetRelay, TargetBaseline} {
 		if r.measured(t) {
 			peers = append(peers, t)
 		}

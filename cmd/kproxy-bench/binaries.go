@@ -46,7 +46,7 @@ func benchBinaries(o *harness.Options) error {
 		path              *string
 		targets           []string
 	}{
-		{"haproxy", "haproxy", &o.HAProxy, []string{harness.TargetHAProxy, harness.TargetHAProxyTuned}},
+		{"haproxy", "haproxy", &o.HAProxy, []string{harness.TargetHAProxy, harness.TargetHAProxyTuned, harness.TargetHAProxyMinimal}},
 		{"nginx", "nginx-light libnginx-mod-stream", &o.Nginx, []string{harness.TargetNginx}},
 	} {
 		wanted := slices.ContainsFunc(o.Compare, func(c string) bool { return slices.Contains(p.targets, c) })
