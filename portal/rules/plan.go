@@ -165,6 +165,23 @@ func Uses(r Rule) []Use {
 	return out
 }
 
+// InUse lists, sorted, the uses of kind that rules of s have: what a full
+// sync puts in the kernel besides the rules.
+func (s Set) InUse(kind UseKind) []Use {
+	seen := map[Use]bool{}
+	var out []Use
+	for _, r := range s {
+		for _, u := range Uses(r) {
+			if u.Kind == kind && !seen[u] {
+				seen[u] = true
+				out = append(out, u)
+			}
+		}
+	}
+	slices.SortFunc(out, compareUses)
+	return out
+}
+
 // NewProgrammed records s as programmed.
 func NewProgrammed(s Set) *Programmed {
 	p := &Programmed{Set: s, uses: map[Use]int{}, byPort: map[string][]Key{}, dropInternal: map[string]bool{}, dropExternal: map[string]bool{}}

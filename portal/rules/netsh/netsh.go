@@ -141,15 +141,13 @@ func (n *Rules) exec(ctx context.Context, add, del []netip.Addr) error {
 	return writeRecord(n.record, n.owned)
 }
 
-// refsOf counts the rules of s per service IP.
-func refsOf(s rules.Set) map[netip.Addr]int {
-	refs := map[netip.Addr]int{}
-	for k := range s {
-		if !k.NodePort {
-			refs[k.IP]++
-		}
+// addresses is the service IPs the rules of s use.
+func addresses(s rules.Set) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, u := range s.InUse(rules.UseAddress) {
+		out[u.IP] = true
 	}
-	return refs
+	return out
 }
 
 func sortedAddrs(m map[netip.Addr]bool) []netip.Addr {
@@ -170,15 +168,15 @@ func (n *Rules) Sync(ctx context.Context, want rules.Set) error {
 	if err != nil {
 		return err
 	}
-	refs := refsOf(want)
+	used := addresses(want)
 	add, del := map[netip.Addr]bool{}, map[netip.Addr]bool{}
-	for ip := range refs {
+	for ip := range used {
 		if !have[ip] {
 			add[ip] = true
 		}
 	}
 	for ip := range n.owned {
-		if refs[ip] == 0 && have[ip] {
+		if !used[ip] && have[ip] {
 			del[ip] = true
 		}
 	}
@@ -187,10 +185,7 @@ func (n *Rules) Sync(ctx context.Context, want rules.Set) error {
 	}
 	// What kproxy owns now is what want uses: a recorded address no
 	// longer on the interface is no one's to delete.
-	n.owned = map[netip.Addr]bool{}
-	for ip := range refs {
-		n.owned[ip] = true
-	}
+	n.owned = used
 	return writeRecord(n.record, n.owned)
 }
 
@@ -234,7 +229,7 @@ func (n *Rules) Present(ctx context.Context, cur rules.Set) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for ip := range refsOf(cur) {
+	for ip := range addresses(cur) {
 		if !have[ip] {
 			return false, nil
 		}

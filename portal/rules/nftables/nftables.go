@@ -7,9 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -387,32 +385,6 @@ func (n *Rules) UnredirectedPackets(ctx context.Context) (uint64, error) {
 	return 0, fmt.Errorf("nftables: counter %s not found", nftUnredirected)
 }
 
-// proxyPorts counts, per proxy port ("tcp/31000"), the rules of s that
-// redirect to it.
-func proxyPorts(s rules.Set) map[string]int {
-	out := map[string]int{}
-	for _, r := range s {
-		if !r.Reject && !r.Drop && r.ProxyPort != 0 {
-			out[r.Protocol+"/"+strconv.Itoa(r.ProxyPort)]++
-		}
-		if r.ShortCircuitPort != 0 {
-			out[r.Protocol+"/"+strconv.Itoa(r.ShortCircuitPort)]++
-		}
-	}
-	return out
-}
-
-// clusterIPs counts, per cluster IP, the rules of s for it.
-func clusterIPs(s rules.Set) map[netip.Addr]int {
-	out := map[netip.Addr]int{}
-	for _, r := range s {
-		if r.ClusterIP && !r.NodePort {
-			out[r.IP]++
-		}
-	}
-	return out
-}
-
 func clusterIPElement(ip netip.Addr) *knftables.Element {
 	set := nftClusterIPs4
 	if ip.Is6() {
@@ -665,13 +637,10 @@ func (n *Rules) Sync(ctx context.Context, want rules.Set) error {
 			return err
 		}
 	}
-	ports := proxyPorts(want)
-	for _, k := range slices.Sorted(maps.Keys(ports)) {
-		tx.Add(proxyPortElement(k))
-	}
-	ips := clusterIPs(want)
-	for _, ip := range slices.SortedFunc(maps.Keys(ips), netip.Addr.Compare) {
-		tx.Add(clusterIPElement(ip))
+	for _, kind := range []rules.UseKind{rules.UseProxyPort, rules.UseClusterIP} {
+		for _, u := range want.InUse(kind) {
+			tx.Add(useElement(u))
+		}
 	}
 	if err := n.nft.Run(ctx, tx); err != nil {
 		return fmt.Errorf("nftables sync of %d rules: %w", len(want), err)
