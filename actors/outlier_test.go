@@ -41,16 +41,17 @@ func TestStalledEndpointEjectedKeepsThroughput(t *testing.T) {
 		// Both services at once, so the machine's noise hits both alike.
 		var two, three float64
 		var failedTwo, failedThree int
+		var errTwo, errThree error
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			two, failedTwo = requestRate("127.0.20.20:18080", requests, clients)
+			two, failedTwo, errTwo = requestRate("127.0.20.20:18080", requests, clients)
 		}()
-		three, failedThree = requestRate("127.0.20.21:18080", requests, clients)
+		three, failedThree, errThree = requestRate("127.0.20.21:18080", requests, clients)
 		wg.Wait()
 		if failedTwo+failedThree > 0 {
-			t.Fatalf("round %d: %d and %d of %d requests failed", r, failedTwo, failedThree, requests)
+			t.Fatalf("round %d: %d and %d of %d requests failed (first errors: %v; %v)", r, failedTwo, failedThree, requests, errTwo, errThree)
 		}
 		rateTwo, rateThree, ratios = append(rateTwo, two), append(rateThree, three), append(ratios, three/two)
 	}
@@ -67,9 +68,11 @@ func TestStalledEndpointEjectedKeepsThroughput(t *testing.T) {
 }
 
 // requestRate makes n connection-per-request round trips to addr from c
-// concurrent clients and returns requests per second and failures.
-func requestRate(addr string, n, c int) (float64, int) {
+// concurrent clients and returns requests per second, failures and the
+// first failure's error.
+func requestRate(addr string, n, c int) (float64, int, error) {
 	var next, failed atomic.Int64
+	var first atomic.Pointer[error]
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range c {
@@ -77,14 +80,19 @@ func requestRate(addr string, n, c int) (float64, int) {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				if roundTrip(addr) != nil {
+				if err := roundTrip(addr); err != nil {
 					failed.Add(1)
+					first.CompareAndSwap(nil, &err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	return float64(n) / time.Since(start).Seconds(), int(failed.Load())
+	var err error
+	if e := first.Load(); e != nil {
+		err = *e
+	}
+	return float64(n) / time.Since(start).Seconds(), int(failed.Load()), err
 }
 
 func median(xs []float64) float64 {

@@ -196,6 +196,26 @@ func (i inherited) TakeConns(network, address string) []datapath.KeptConn {
 	return cs
 }
 
+func (i inherited) KeepFlow(network, address, client string, reply []byte, fd int) string {
+	if i.keeper == nil || i.noConns {
+		return ""
+	}
+	return i.keeper.KeepFlow(network, address, client, reply, fd)
+}
+
+// TakeFlows returns the UDP flows the keeper held (a serving predecessor
+// answers its own flows).
+func (i inherited) TakeFlows(network, address string) []datapath.KeptFlow {
+	if i.keeper == nil {
+		return nil
+	}
+	var fs []datapath.KeptFlow
+	for _, f := range i.keeper.TakeFlows(network, address) {
+		fs = append(fs, datapath.KeptFlow(f))
+	}
+	return fs
+}
+
 func (i inherited) Detached() bool { return i.keeper != nil && i.keeper.Detached() }
 
 func (i inherited) KeepsConns() bool { return i.keeper != nil && !i.noConns }

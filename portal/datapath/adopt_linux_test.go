@@ -35,6 +35,10 @@ func (k *recordingKeeper) DropRest()                           {}
 func (k *recordingKeeper) TakeConns(string, string) []KeptConn { return nil }
 func (k *recordingKeeper) Detached() bool                      { return false }
 func (k *recordingKeeper) KeepsConns() bool                    { return true }
+func (k *recordingKeeper) TakeFlows(string, string) []KeptFlow { return nil }
+func (k *recordingKeeper) KeepFlow(string, string, string, []byte, int) string {
+	return ""
+}
 
 func (k *recordingKeeper) KeepConn(_, _, id string, fds ...int) string {
 	if id == "" {

@@ -32,11 +32,20 @@ type SocketKeeper interface {
 	// TakeConns returns the connections kept with the listening socket
 	// of network and address, once.
 	TakeConns(network, address string) []KeptConn
+	// KeepFlow gives the keeper a copy of a UDP flow's socket to its
+	// endpoint (fd), before the flow's first datagram goes out: the
+	// flow of client ("ip:port") on the listening socket of network and
+	// address, whose answers are sent with the control message reply.
+	// It returns the flow's ID ("" when not kept); DropConn drops it.
+	KeepFlow(network, address, client string, reply []byte, fd int) string
+	// TakeFlows returns the UDP flows kept with the listening socket of
+	// network and address, once.
+	TakeFlows(network, address string) []KeptFlow
 	// Detached reports that the process stops leaving its sockets and
 	// connections to the keeper for the next one.
 	Detached() bool
-	// KeepsConns reports whether connections are kept (KeepConn), not
-	// only listening sockets.
+	// KeepsConns reports whether connections and UDP flows are kept
+	// (KeepConn, KeepFlow), not only listening sockets.
 	KeepsConns() bool
 }
 
@@ -80,7 +89,7 @@ func (s *Listeners) KeepAll() {
 	}
 	for _, l := range s.heldWhere(nil) {
 		if !l.closed.Load() {
-			l.keeper = k
+			l.setKeeper(k)
 			k.Keep(l.Spec.Network, l.Spec.Address, l.fd)
 		}
 	}
@@ -95,9 +104,11 @@ func openKept(k SocketKeeper, spec ListenSpec) (*Listener, error) {
 	if f := k.Take(spec.Network, spec.Address); f != nil {
 		l, err := openFile(spec, f)
 		if err == nil {
-			l.keeper = k
+			l.setKeeper(k)
 			if l.tcp != nil {
 				l.adopt = k.TakeConns(spec.Network, spec.Address)
+			} else {
+				l.adoptFlows = k.TakeFlows(spec.Network, spec.Address)
 			}
 			return l, nil
 		}
@@ -108,9 +119,17 @@ func openKept(k SocketKeeper, spec ListenSpec) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.keeper = k
+	l.setKeeper(k)
 	k.Keep(spec.Network, spec.Address, l.fd)
 	return l, nil
+}
+
+// setKeeper makes k hold copies of l's socket and, for UDP, of its flows'.
+func (l *Listener) setKeeper(k SocketKeeper) {
+	l.keeper = k
+	if l.flows != nil {
+		l.flows.setKeeper(k, l.Spec.Address)
+	}
 }
 
 // openFile makes a Listener of a socket handed over (the keeper's copy),
@@ -192,4 +211,15 @@ func (s *Listeners) EachSocket(f func(network, address string, fd uintptr) error
 		}
 	}
 	return nil
+}
+
+// KeptFlow is a UDP flow a killed predecessor left with the socket
+// keeper: its socket to the endpoint (answers that came meanwhile queued
+// in it), the client's address ("ip:port", as the flow table keys it)
+// and the control message its answers are sent with (nil: none). The
+// keeper still holds a copy, under ID.
+type KeptFlow struct {
+	ID, Client string
+	Reply      []byte
+	Endpoint   *os.File
 }

@@ -39,6 +39,9 @@ type Listener struct {
 	// adopt are the established connections the keeper held with the
 	// socket (a killed predecessor's), served from the first Serve.
 	adopt []KeptConn
+	// adoptFlows are the UDP flows the keeper held with the socket,
+	// served from the first Serve.
+	adoptFlows []KeptFlow
 
 	// ctl makes Serve and Pause one at a time (each waits for a loop to
 	// return); mu guards the serving state and is held only briefly, as
@@ -178,6 +181,10 @@ func (l *Listener) Serve(o ListenerOptions) {
 		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,
 			IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
 			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter, Transparent: o.Transparent}
+		if l.adoptFlows != nil {
+			l.flows.adopt(l.udp, l.adoptFlows, uo, l.keeper)
+			l.adoptFlows = nil
+		}
 		l.loop = func(stop <-chan struct{}) error { return l.flows.Serve(l.udp, uo, stop) }
 	}
 	l.serving, l.stop, l.onFailure = true, make(chan struct{}), o.OnFailure
@@ -307,12 +314,13 @@ func (l *Listener) Close() {
 	unpark(l)
 	l.parked = false
 	proxy := l.proxy
-	adopt := l.adopt
-	l.adopt = nil
+	adopt, adoptFlows := l.adopt, l.adoptFlows
+	l.adopt, l.adoptFlows = nil, nil
 	l.mu.Unlock()
 	if adopt != nil {
 		dropKeptConns(l.keeper, adopt) // never served: their service port went
 	}
+	dropKeptFlows(l.keeper, adoptFlows)
 	if l.keeper != nil {
 		// Closed for good: the keeper's copy must not hold it open.
 		l.keeper.Drop(l.Spec.Network, l.Spec.Address)

@@ -39,6 +39,8 @@ type UDPProxy struct {
 	drainIdle atomic.Int64
 	// drained, made by Drain, is closed once no flow is left.
 	drained chan struct{}
+	// keeper, when set, holds a copy of every flow's socket (udpkeep.go).
+	keeper atomic.Pointer[flowKeeper]
 }
 
 // noteEmptied closes drained once the last flow is gone; p.mu is held.
@@ -131,6 +133,10 @@ type udpFlow struct {
 	// handedOver is set when the flow is ended for a new client's sake
 	// (evictUnassured): its slot of the limits is that client's now.
 	handedOver atomic.Bool
+	// kept is the flow's ID with keeper, which holds a copy of its
+	// socket ("": none).
+	kept   string
+	keeper SocketKeeper
 }
 
 // udpAssuredAfter is conntrack's rule for a UDP stream: a flow answered
@@ -393,25 +399,32 @@ func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *u
 		if len(oob) > 0 {
 			f.oob = replyOOB(oob)
 		}
-		f.started = time.Now().UnixNano()
-		f.lastUsed.Store(f.started)
-		p.mu.Lock()
-		if p.flows == nil {
-			p.flows = map[netip.AddrPort]*udpFlow{}
-		}
-		p.flows[client] = f
-		p.mu.Unlock()
-		releaseConn := o.Conns.Add(backend)
-		release := func() {
-			releaseConn()
-			if !f.handedOver.Load() {
-				o.Limits.ReleaseFlow(o.Stats)
-			}
-		}
-		go p.reply(listener, f, release, o.IdleTimeout, *o)
+		p.keepFlow(f) // before its first datagram goes out: its answer outlives this process
+		p.run(listener, f, o)
 		return f
 	}
 	return nil
+}
+
+// run adds f, holding a flow slot of o.Limits, to the flow table and
+// starts its reply loop.
+func (p *UDPProxy) run(listener *batchConn, f *udpFlow, o *UDPOptions) {
+	f.started = time.Now().UnixNano()
+	f.lastUsed.Store(f.started)
+	p.mu.Lock()
+	if p.flows == nil {
+		p.flows = map[netip.AddrPort]*udpFlow{}
+	}
+	p.flows[f.client] = f
+	p.mu.Unlock()
+	releaseConn := o.Conns.Add(f.backend)
+	release := func() {
+		releaseConn()
+		if !f.handedOver.Load() {
+			o.Limits.ReleaseFlow(o.Stats)
+		}
+	}
+	go p.reply(listener, f, release, o.IdleTimeout, *o)
 }
 
 // writers are the send side's batch scratch, taken per batch: a flow
@@ -437,6 +450,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 		}
 		p.mu.Unlock()
 		f.backend.Close()
+		f.unkeep()
 		release()
 	}()
 	if idle <= 0 {

@@ -11,7 +11,7 @@ import (
 
 // udpEcho answers every datagram with itself, one read and one write at a
 // time, until closed.
-func udpEcho(t *testing.T) *net.UDPConn {
+func udpEcho(t testing.TB) *net.UDPConn {
 	t.Helper()
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {

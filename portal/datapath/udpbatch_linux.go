@@ -116,6 +116,28 @@ func addrPort(sa *unix.RawSockaddrInet6) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
+// peerOfAddrPort is ap as the kernel gives a sender, the inverse of
+// addrPort: IPv4 as AF_INET, any other (v4-mapped ones of a dual-stack
+// socket too) as AF_INET6, a zone as its scope index.
+func peerOfAddrPort(ap netip.AddrPort) *peerAddr {
+	var p peerAddr
+	port := ap.Port()
+	port = port>>8 | port<<8 // network order as stored
+	a := ap.Addr()
+	if a.Is4() {
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&p.raw))
+		sa4.Family, sa4.Port, sa4.Addr = unix.AF_INET, port, a.As4()
+		p.len = unix.SizeofSockaddrInet4
+		return &p
+	}
+	p.raw.Family, p.raw.Port, p.raw.Addr = unix.AF_INET6, port, a.As16()
+	if z, err := strconv.ParseUint(a.Zone(), 10, 32); err == nil {
+		p.raw.Scope_id = uint32(z)
+	}
+	p.len = unix.SizeofSockaddrInet6
+	return &p
+}
+
 // batchConn reads and writes a UDP socket many datagrams per system call
 // (recvmmsg, sendmmsg, UDP_SEGMENT), inside the socket's own RawConn
 // callbacks: there the descriptor cannot be closed under the call, and

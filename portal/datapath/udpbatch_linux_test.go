@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -117,5 +118,26 @@ func TestBatchWriteGSORefusedFallsBack(t *testing.T) {
 	receiveAll(t, recv, bufs)
 	if gsoFailures.Load() != failed {
 		t.Error("a GSO send of the refused size was tried again")
+	}
+}
+
+// A kept flow's client comes back as text; peerOfAddrPort must give the
+// sockaddr the kernel gave, which addrPort read: the family decides
+// whether a reply reaches an IPv4 client of an IPv4 socket or a
+// v4-mapped one of a dual-stack socket.
+func TestPeerOfAddrPortInvertsAddrPort(t *testing.T) {
+	for _, s := range []string{"192.0.2.7:53", "[2001:db8::7]:40001", "[::ffff:192.0.2.7]:1", "[fe80::1%3]:65535"} {
+		ap := netip.MustParseAddrPort(s)
+		p := peerOfAddrPort(ap)
+		if got := addrPort(&p.raw); got != ap {
+			t.Errorf("addrPort(peerOfAddrPort(%s)) = %s", ap, got)
+		}
+		want := uint32(unix.SizeofSockaddrInet6)
+		if ap.Addr().Is4() {
+			want = unix.SizeofSockaddrInet4
+		}
+		if p.len != want {
+			t.Errorf("peerOfAddrPort(%s): length %d, want %d", ap, p.len, want)
+		}
 	}
 }

@@ -2,7 +2,10 @@
 
 package datapath
 
-import "net"
+import (
+	"net"
+	"net/netip"
+)
 
 // Elsewhere there is no recvmmsg or sendmmsg: a datagram per system call.
 const udpBatch = 1
@@ -78,3 +81,6 @@ func (c *batchConn) write(_ *writer, bufs [][]byte, to *peerAddr, oob []byte) (c
 	}
 	return calls, firstErr
 }
+
+// peerOfAddrPort is ap as replies are sent to it.
+func peerOfAddrPort(ap netip.AddrPort) *peerAddr { return &peerAddr{net.UDPAddrFromAddrPort(ap)} }

@@ -50,6 +50,7 @@ type Client struct {
 	c            *net.UnixConn
 	waiting      map[string]*os.File // listed at Dial, not yet taken
 	waitingConns map[string][]Conn   // by their listening socket's key
+	waitingFlows map[string][]Flow   // by their listening socket's key
 	broken       bool                // the last send failed: warn once
 }
 
@@ -62,7 +63,7 @@ func Dial(path string, log zerolog.Logger) (*Client, error) {
 	var nonce [6]byte
 	rand.Read(nonce[:])
 	k := &Client{path: path, log: log, c: c, nonce: hex.EncodeToString(nonce[:]),
-		waiting: map[string]*os.File{}, waitingConns: map[string][]Conn{}}
+		waiting: map[string]*os.File{}, waitingConns: map[string][]Conn{}, waitingFlows: map[string][]Flow{}}
 	if _, _, err := c.WriteMsgUnix([]byte(verbList), nil, nil); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("socket keeper %s: %w", path, err)
@@ -84,6 +85,14 @@ func Dial(path string, log zerolog.Logger) (*Client, error) {
 			id, lkey, _ := strings.Cut(key, " ")
 			k.waitingConns[lkey] = append(k.waitingConns[lkey], connOf(id, fds))
 			continue
+		}
+		if verb == verbKeptFlow && len(fds) == 1 {
+			id, rest, _ := strings.Cut(key, " ")
+			lkey, meta, _ := strings.Cut(rest, " ")
+			if f, ok := flowOf(id, meta, fds[0]); ok {
+				k.waitingFlows[lkey] = append(k.waitingFlows[lkey], f)
+				continue
+			}
 		}
 		if verb != verbKept || len(fds) != 1 {
 			for _, fd := range fds {
@@ -139,6 +148,17 @@ func (k *Client) TakeConns(network, address string) []Conn {
 	return cs
 }
 
+// TakeFlows returns the UDP flows kept with the listening socket of
+// network and address, once.
+func (k *Client) TakeFlows(network, address string) []Flow {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := Key(network, address)
+	fs := k.waitingFlows[key]
+	delete(k.waitingFlows, key)
+	return fs
+}
+
 // Keep gives the keeper a copy of the socket fd.
 func (k *Client) Keep(network, address string, fd uintptr) {
 	if k.donor {
@@ -174,6 +194,22 @@ func (k *Client) KeepConn(network, address, id string, fds ...int) string {
 		return ""
 	}
 	if !k.send(verbConn+" "+id+" "+Key(network, address), fds...) {
+		return ""
+	}
+	return id
+}
+
+// KeepFlow gives the keeper a copy of a UDP flow's socket to its
+// endpoint, fd, before the flow's first datagram goes out: the flow is
+// client's, on the listening socket of network and address, and reply is
+// the control message its answers are sent with. It returns the flow's
+// ID, "" when not kept; DropConn drops it.
+func (k *Client) KeepFlow(network, address, client string, reply []byte, fd int) string {
+	if k.donor || k.detached.Load() {
+		return ""
+	}
+	id := k.nonce + "-" + strconv.FormatUint(k.seq.Add(1), 36)
+	if !k.send(verbFlow+" "+id+" "+Key(network, address)+" "+flowMeta(client, reply), fd) {
 		return ""
 	}
 	return id
@@ -246,6 +282,8 @@ func (k *Client) DropRest() {
 	k.mu.Lock()
 	restConns := k.waitingConns
 	k.waitingConns = map[string][]Conn{}
+	restFlows := k.waitingFlows
+	k.waitingFlows = map[string][]Flow{}
 	k.mu.Unlock()
 	for key, f := range rest {
 		network, address, _ := strings.Cut(key, "/")
@@ -267,6 +305,13 @@ func (k *Client) DropRest() {
 			}
 			c.Close()
 			k.DropConn(c.ID)
+			conns++
+		}
+	}
+	for _, fs := range restFlows {
+		for _, f := range fs {
+			f.Endpoint.Close()
+			k.DropConn(f.ID)
 			conns++
 		}
 	}

@@ -26,6 +26,14 @@
 // a killed kproxy breaks no connection either, only the bytes it had read
 // and not yet written (microseconds of a connection's life) are lost.
 //
+// And UDP flows: "flow ID KEY CLIENT REPLY" with the flow's socket to its
+// endpoint, before the flow's first datagram goes out; CLIENT is the
+// client's address, REPLY the control message (hex, "-" for none) that
+// sends answers from the address the client sent to. Dropped with
+// "unconn ID" as connections are, and listed as "keptflow ID KEY CLIENT
+// REPLY": an answer on its way when kproxy died (a DNS server's) queues
+// in the kept socket, and the next kproxy sends it on to the client.
+//
 // kproxy drops a socket before it closes it for good (a service deleted,
 // or SIGTERM: the next process's sockets share the address and take the
 // queue), so the keeper never holds a socket nobody serves but for the
@@ -36,8 +44,10 @@
 package keeper
 
 import (
+	"encoding/hex"
 	"errors"
 	"os"
+	"strings"
 )
 
 // Message verbs.
@@ -51,6 +61,9 @@ const (
 	verbConn     = "conn"
 	verbUnconn   = "unconn"
 	verbKeptConn = "keptconn"
+
+	verbFlow     = "flow"
+	verbKeptFlow = "keptflow"
 )
 
 // maxMessage bounds a message: a verb, a key (an address is short).
@@ -95,6 +108,41 @@ func connOf(id string, fds []int) Conn {
 		}
 	}
 	return c
+}
+
+// Flow is a UDP flow the keeper held: its socket to the endpoint, the
+// client's address ("ip:port") and the control message that sends the
+// client's answers from the address it sent to (nil: none needed).
+type Flow struct {
+	ID, Client string
+	Reply      []byte
+	Endpoint   *os.File
+}
+
+// flowMeta is how a flow's client and reply travel: "CLIENT REPLY".
+func flowMeta(client string, reply []byte) string {
+	r := "-"
+	if len(reply) > 0 {
+		r = hex.EncodeToString(reply)
+	}
+	return client + " " + r
+}
+
+// flowOf makes a Flow of a "keptflow" message's ID and meta and its
+// descriptor; false when the meta does not parse.
+func flowOf(id, meta string, fd int) (Flow, bool) {
+	client, r, ok := strings.Cut(meta, " ")
+	if !ok || client == "" || strings.Contains(r, " ") {
+		return Flow{}, false
+	}
+	var reply []byte
+	if r != "-" {
+		var err error
+		if reply, err = hex.DecodeString(r); err != nil {
+			return Flow{}, false
+		}
+	}
+	return Flow{ID: id, Client: client, Reply: reply, Endpoint: os.NewFile(uintptr(fd), id)}, true
 }
 
 // Key names a socket.

@@ -289,3 +289,82 @@ func TestKeptConnectionOutlivesItsProcess(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A UDP flow kept (its socket to the endpoint, with the client's address
+// and the reply's control message) outlives its process: the endpoint's
+// answer queues in the kept socket, and the next process takes the flow
+// back, with the answer, once. Dropped, the keeper holds it no longer.
+func TestKeptFlowOutlivesItsProcess(t *testing.T) {
+	s, path := startKeeper(t, 0)
+	first, err := Dial(path, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer endpoint.Close()
+	flow, err := net.DialUDP("udp", nil, endpoint.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := flow.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const listen, client = "0.0.0.0:35353", "192.0.2.7:40001"
+	reply := []byte{1, 2, 3, 0xff}
+	var id string
+	rc.Control(func(fd uintptr) { id = first.KeepFlow("udp", listen, client, reply, int(fd)) })
+	if id == "" {
+		t.Fatal("KeepFlow kept nothing")
+	}
+	if _, err := flow.Write([]byte("query")); err != nil {
+		t.Fatal(err)
+	}
+	// The process dies before the answer comes.
+	flow.Close()
+	first.Close()
+	buf := make([]byte, 100)
+	endpoint.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, from, err := endpoint.ReadFromUDP(buf)
+	if err != nil || string(buf[:n]) != "query" {
+		t.Fatalf("endpoint read %q, %v", buf[:n], err)
+	}
+	if _, err := endpoint.WriteToUDP([]byte("answer"), from); err != nil {
+		t.Fatal(err)
+	}
+
+	next, err := Dial(path, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	fs := next.TakeFlows("udp", listen)
+	if len(fs) != 1 || fs[0].ID != id || fs[0].Client != client || string(fs[0].Reply) != string(reply) || fs[0].Endpoint == nil {
+		t.Fatalf("the keeper gave back %+v, want the flow kept as %s of client %s with its reply message", fs, id, client)
+	}
+	if again := next.TakeFlows("udp", listen); len(again) != 0 {
+		t.Fatal("TakeFlows gave the flow twice")
+	}
+	c, err := net.FileConn(fs[0].Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs[0].Endpoint.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err = c.Read(buf)
+	if err != nil || string(buf[:n]) != "answer" {
+		t.Fatalf("the next process read %q, %v from the kept flow; want the answer that came meanwhile", buf[:n], err)
+	}
+	c.Close()
+	next.DropConn(id)
+	next.flushUnconns()
+	for deadline := time.Now().Add(5 * time.Second); s.KeptConns() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the keeper still holds a dropped flow")
+		}
+		time.Sleep(time.Millisecond) // a message with no reply
+	}
+}

@@ -42,8 +42,12 @@ func (*Client) Close()                       {}
 func (*Client) TakeConns(string, string) []Conn                { return nil }
 func (*Client) KeepConn(string, string, string, ...int) string { return "" }
 func (*Client) DropConn(string)                                {}
-func (*Client) KeepsConns() bool                               { return false }
-func (*Client) Detached() bool                                 { return false }
+func (*Client) TakeFlows(string, string) []Flow                { return nil }
+func (*Client) KeepFlow(string, string, string, []byte, int) string {
+	return ""
+}
+func (*Client) KeepsConns() bool { return false }
+func (*Client) Detached() bool   { return false }
 
 // Waiting is none.
 func (*Client) Waiting() int { return 0 }

@@ -51,6 +51,9 @@ const listSettle = 2 * time.Second
 type keptConn struct {
 	key string
 	fds []int
+	// flow, for a UDP flow, is its "CLIENT REPLY" (keeper.go); "" for a
+	// TCP connection.
+	flow string
 }
 
 // Close closes the keeper's copies.
@@ -147,6 +150,10 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		case verb == verbConn && (len(fds) == 1 || len(fds) == connFiles):
 			id, lkey, _ := strings.Cut(key, " ")
 			s.keepConn(id, keptConn{key: lkey, fds: fds})
+		case verb == verbFlow && len(fds) == 1 && strings.Count(key, " ") == 3:
+			id, rest, _ := strings.Cut(key, " ")
+			lkey, meta, _ := strings.Cut(rest, " ")
+			s.keepConn(id, keptConn{key: lkey, fds: fds, flow: meta})
 		case verb == verbUnconn && len(fds) == 0:
 			for _, id := range strings.Fields(key) {
 				s.dropConn(id)
@@ -232,7 +239,11 @@ func (s *Server) list(c *net.UnixConn) error {
 		}
 	}
 	for id, kc := range s.conns {
-		if _, _, err := c.WriteMsgUnix([]byte(verbKeptConn+" "+id+" "+kc.key), syscall.UnixRights(kc.fds...), nil); err != nil {
+		msg := verbKeptConn + " " + id + " " + kc.key
+		if kc.flow != "" {
+			msg = verbKeptFlow + " " + id + " " + kc.key + " " + kc.flow
+		}
+		if _, _, err := c.WriteMsgUnix([]byte(msg), syscall.UnixRights(kc.fds...), nil); err != nil {
 			return err
 		}
 	}

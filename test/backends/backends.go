@@ -2,6 +2,7 @@ package backends
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -100,7 +101,9 @@ func ReadName(r *bufio.Reader) (string, error) {
 // udpReadBuffer is the UDP echo's socket receive buffer.
 const udpReadBuffer = 4 << 20
 
-// UDP is a backend that answers each datagram with "name:" + the datagram.
+// UDP is a backend that answers each datagram with "name:" + the datagram;
+// a datagram "delay D ..." (D a time.Duration) is answered after D, as a
+// DNS server answers what it had to ask upstream.
 type UDP struct {
 	Name string
 	conn *net.UDPConn
@@ -144,9 +147,25 @@ func (b *UDP) serve() {
 			}
 			continue
 		}
+		if d, ok := answerDelay(buf[:n]); ok {
+			answer := append(append([]byte{}, prefix...), buf[:n]...)
+			time.AfterFunc(d, func() { b.conn.WriteToUDPAddrPort(answer, from) })
+			continue
+		}
 		out = append(append(out[:0], prefix...), buf[:n]...)
 		b.conn.WriteToUDPAddrPort(out, from)
 	}
+}
+
+// answerDelay is the delay a datagram "delay D ..." asks for.
+func answerDelay(b []byte) (time.Duration, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte("delay "))
+	if !ok {
+		return 0, false
+	}
+	d, _, _ := bytes.Cut(rest, []byte(" "))
+	delay, err := time.ParseDuration(string(d))
+	return delay, err == nil && delay > 0 && delay <= time.Minute
 }
 
 // Close stops the backend.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kproxy/kproxy/test/backends"
 	"github.com/kproxy/kproxy/test/binarytest"
+	"github.com/kproxy/kproxy/test/netnstest"
 )
 
 // testHandover restarts kproxy 10 times under load in nftables mode, each
@@ -396,8 +397,27 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 	e.waitRules(t, []string{webCluster4}, nil)
 	load := e.startLoad(t, svcAddr(webCluster4, webTCP), 4, 4)
 	bulk := startBulkStream(t, e.tp.Client.DialContext, svcAddr(webCluster4, webTCP).String(), 45)
+	// UDP queries from a new socket each, as a resolver's, to an endpoint
+	// that answers each 200 ms later (as a DNS server that asked
+	// upstream): at every kill some answers are on their way to the
+	// process killed. A resolver asks once within its deadline (5 s,
+	// resolv.conf's timeout), so each must get its answer.
+	udpSvc := svcAddr(webCluster4, webUDP)
+	var udpSeq atomic.Int64
+	udpLoad := startHandoverLoad(t, nil, udpSvc.String(), func() error {
+		q := fmt.Sprintf("delay 200ms query %d", udpSeq.Add(1))
+		got, err := netnstest.Exchange(e.tp.Client, "udp", udpSvc, []byte(q), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		if !strings.HasSuffix(got, ":"+q) {
+			return fmt.Errorf("answer %q to %q", got, q)
+		}
+		return nil
+	}, 6, 0)
 	for i := 1; i <= 6; i++ {
 		load.waitProgress(t)
+		udpLoad.waitProgress(t)
 		bulk.waitEchoed(t, 1<<20)
 		// SIGKILL, or SIGTERM with no successor beside it (the container
 		// alone restarted: a liveness probe, crictl stop): the process
@@ -410,10 +430,17 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 		next := start(i)
 		waitLogged(t, next, `"kept":4`) // the killed process's listening sockets, taken back
 		waitLogged(t, next, "connections taken over from the socket keeper")
+		waitLogged(t, next, "UDP flows taken over from the socket keeper")
 		old = next
 	}
 	load.waitProgress(t)
+	udpLoad.waitProgress(t)
 	bulk.waitEchoed(t, 1<<20)
+	udpOK, udpFailed, _, _ := udpLoad.stop(t)
+	t.Logf("UDP queries answered 200 ms later across the same kills: %d, %d failed", udpOK, udpFailed)
+	if udpFailed > 0 {
+		t.Errorf("%d of %d UDP queries got no answer across kill -9 and restart, want 0", udpFailed, udpOK+udpFailed)
+	}
 	ok, failed, kaOK, kaFailed := load.stop(t)
 	checked, bulkErr := bulk.stop()
 	t.Logf("3 kill -9 and 3 SIGTERM with a socket keeper: %d requests, %d failed; keep-alive: %d exchanges, %d failed; bulk: %d MiB echoed and checked",
