@@ -14,6 +14,7 @@
 #   test/cluster/cluster.sh compare KPROXY.json KUBE-PROXY.json   (below)
 #   test/cluster/cluster.sh table [DIR]   make e2e's reports as a Markdown table
 #   test/cluster/cluster.sh storm   e2e with kproxy chaos crashing actors on every node (below)
+#   test/cluster/cluster.sh nodecidr   the terminating-fallback spec under detectLocalMode NodeCIDR (CAPTURE=1: a capture under ClusterCIDR first; below)
 #   test/cluster/cluster.sh conformance   the [Conformance] specs of the suite, for CI (below)
 #   test/cluster/cluster.sh all     what make e2e runs (below)
 #   test/cluster/cluster.sh down    stop it and remove everything it made
@@ -68,6 +69,7 @@ need_packages() {
 	command -v jq >/dev/null || missing="$missing jq" # the reports
 	command -v wget >/dev/null || missing="$missing wget"
 	command -v curl >/dev/null || missing="$missing curl"
+	command -v tcpdump >/dev/null || missing="$missing tcpdump" # nodecidr's capture
 	if [ -n "$missing" ]; then
 		log "installing$missing"
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
@@ -1101,6 +1103,73 @@ suite() {
 	log "$1: $(tail -1 "$out/e2e-$1.txt") in $((SECONDS - start)) s; $out/e2e-$1.txt"
 }
 
+# The spec whose outcome depends on how a proxy tells pods' traffic apart
+# (detectLocalMode): under ClusterCIDR every pod's traffic is the
+# cluster's own, so a node port of externalTrafficPolicy: Local reached
+# from another node's pod is served by the cluster's endpoints.
+TERMINATING_LOCAL_SPEC='Services should fallback to local terminating endpoints when there are no ready endpoints with externalTrafficPolicy=Local'
+
+# set_detect_local DS MODE: the node proxy's KubeProxyConfiguration (its
+# ConfigMap, named as the DaemonSet) set to detectLocalMode MODE, rolled out.
+set_detect_local() {
+	kubectl_ -n kube-system get cm "$1" -o json |
+		jq --arg m "$2" '.data["config.conf"] |= (gsub("(?m)^detectLocalMode:.*\n"; "") + "detectLocalMode: " + $m + "\n")' |
+		kubectl_ replace -f - >/dev/null
+	local sum
+	sum=$(kubectl_ -n kube-system get cm "$1" -o json | jq -c .data | sha256sum | cut -c1-16)
+	kubectl_ -n kube-system patch ds "$1" --type merge \
+		-p "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"kproxy.test/config-checksum\":\"$sum\"}}}}}" >/dev/null
+	rollout_wait "$1"
+}
+
+# node_pod_cidrs: each Node's spec.podCIDRs, as the controller manager's
+# allocator would set them (this cluster's CNI ranges): what
+# detectLocalMode NodeCIDR reads. Set once; the field is immutable.
+node_pod_cidrs() {
+	local i
+	for i in $(seq 1 "$NODES"); do
+		[ -n "$(kubectl_ get node "$(node_name "$i")" -o jsonpath='{.spec.podCIDR}')" ] && continue
+		kubectl_ patch node "$(node_name "$i")" --type merge \
+			-p "{\"spec\":{\"podCIDR\":\"$(pod_cidr "$i")\",\"podCIDRs\":[\"$(pod_cidr "$i")\"]}}" >/dev/null
+	done
+}
+
+# nodecidr: the terminating-fallback spec with $PROXY under
+# detectLocalMode NodeCIDR (only this node's pods are its own), then
+# ClusterCIDR again. Every proxy must pass it there. With CAPTURE=1 the
+# spec runs first under ClusterCIDR with a packet capture on every node
+# (its TCP port 80 and node ports): $OUT/capture-$PROXY.txt shows where
+# each connection's packets went. Reports: $OUT/e2e-nodecidr-$PROXY.*.
+nodecidr() {
+	local out=${OUT:-$root/bin} start rc=0 i pids=()
+	mkdir -p "$out"
+	node_pod_cidrs
+	if [ "${CAPTURE:-0}" = 1 ]; then
+		for i in $(seq 1 "$NODES"); do
+			ip netns exec "$(node_ns "$i")" timeout 600 tcpdump -i any -nn -l -tttt 'tcp port 80 or tcp portrange 30000-32767' \
+				>"$S/capture-$i.txt" 2>/dev/null &
+			pids+=($!)
+		done
+		start=$SECONDS
+		E2E_FOCUS="$TERMINATING_LOCAL_SPEC" e2e >"$out/e2e-clustercidr-$PROXY.log" 2>&1 || true
+		suite "clustercidr-$PROXY"
+		kill "${pids[@]}" 2>/dev/null
+		wait "${pids[@]}" 2>/dev/null
+		for i in $(seq 1 "$NODES"); do
+			echo "== $(node_name "$i") ($(node_ip "$i"), pods $(pod_cidr "$i"))"
+			cat "$S/capture-$i.txt"
+		done >"$out/capture-$PROXY.txt"
+		log "capture: $out/capture-$PROXY.txt"
+	fi
+	set_detect_local "$PROXY" NodeCIDR
+	start=$SECONDS
+	E2E_FOCUS="$TERMINATING_LOCAL_SPEC" e2e >"$out/e2e-nodecidr-$PROXY.log" 2>&1 || true
+	suite "nodecidr-$PROXY"
+	grep -q "^passed" "$out/e2e-nodecidr-$PROXY.txt" || { log "nodecidr: $PROXY failed the spec under NodeCIDR"; rc=1; }
+	set_detect_local "$PROXY" ClusterCIDR
+	return $rc
+}
+
 # all: what make e2e runs. The smoke check, the rollout check, the suite
 # with kproxy, again under a crash storm (same cluster), then the rollout
 # check, the suite and the swap with kube-proxy on a cluster of its own;
@@ -1125,6 +1194,7 @@ all() {
 	storm >"$out/e2e-storm.log" 2>&1 || true
 	suite storm
 	cp "$S/report/storm.txt" "$out/e2e-storm-crashes.txt"
+	OUT=$out nodecidr >"$out/nodecidr-kproxy.log" 2>&1 || rc=1
 	down
 	PROXY=kube-proxy
 	up
@@ -1132,6 +1202,7 @@ all() {
 	start=$SECONDS
 	e2e >"$out/e2e-kube-proxy.log" 2>&1 || true
 	suite kube-proxy
+	OUT=$out CAPTURE=1 nodecidr >"$out/nodecidr-kube-proxy.log" 2>&1 || rc=1
 	# Last: it leaves kube-proxy's DaemonSet re-installed over kproxy's.
 	OUT=$out swap >"$out/swap.log" 2>&1 || true
 	down
@@ -1183,10 +1254,11 @@ rollout) rollout ;;
 swap) swap ;;
 storm) storm ;;
 conformance) conformance ;;
+nodecidr) nodecidr ;;
 table) table "${2:-}" ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|smoke|rollout|swap|e2e|storm|report|compare|table|all|conformance|down|env" >&2
+	echo "usage: $0 up|smoke|rollout|swap|e2e|storm|nodecidr|report|compare|table|all|conformance|down|env" >&2
 	exit 2
 	;;
 esac
