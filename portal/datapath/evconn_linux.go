@@ -33,7 +33,7 @@ type loopConn struct {
 	// connected: every chunk then goes through them (adopt.go).
 	kp     [2]*splicePipe
 	report bool     // the Pick asked for the dial's outcome
-	seed   []string // endpoints refused before this one
+	seed   dialSeed // the dial's ladder up to this endpoint
 	timer  *time.Timer
 
 	// mu orders the loop's finish with Close and the connect timeout

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,17 +35,10 @@ func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP, kept string) {
 // dial does for refusals; a connect in progress finishes on a loop. The
 // keeper holds the client's socket under kept ("": not kept).
 func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
-	var exclude []string
-	var lastErr error
+	d := dialSeed{kept: kept}
 	for {
-		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
-		if err == nil && slices.Contains(exclude, pick.Endpoint) {
-			err = ErrNoEndpoints // a Picker that ignores exclusions: do not spin
-		}
+		pick, err := d.pick(p, clientIP)
 		if err != nil {
-			if lastErr != nil {
-				err = fmt.Errorf("%w (last dial error: %v)", err, lastErr)
-			}
 			p.event(p.log().Debug()).Err(err).Str("client", clientIP).Msg("no endpoint reachable, resetting connection")
 			p.refuse(cfd, kept)
 			return
@@ -54,13 +46,13 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
 		ap, perr := netip.ParseAddrPort(pick.Endpoint)
 		if perr != nil || ap.Addr().Zone() != "" {
 			// Not a plain address: Go's dialer knows what to do with it.
-			p.handBack(cfd, dialSeed{exclude: exclude, refused: len(exclude), lastErr: lastErr, kept: kept})
+			p.handBack(cfd, d)
 			return
 		}
 		bfd, connected, err := p.connectRaw(ap)
 		if err == nil {
 			c := &loopConn{fd: [2]int32{int32(cfd), int32(bfd)}, p: p, clientIP: clientIP, endpoint: pick.Endpoint,
-				report: pick.Report, seed: exclude, keptID: kept}
+				report: pick.Report, seed: d, keptID: kept}
 			if connected {
 				if pick.Report {
 					p.Picker.Dialed(pick.Endpoint, nil)
@@ -80,9 +72,8 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
 		}
 		p.Picker.Dialed(pick.Endpoint, err)
 		p.Stats.dialFailed()
-		lastErr = err
 		p.event(p.log().Debug()).Err(err).Str("endpoint", pick.Endpoint).Msg("dial endpoint failed, trying next")
-		exclude = append(slices.Clip(exclude), pick.Endpoint)
+		d.refusedBy(pick.Endpoint, err)
 	}
 }
 
@@ -205,7 +196,9 @@ func (c *loopConn) connectEvent(l *loop, ev unix.EpollEvent) {
 		c.closed, c.handedBack = true, true
 		c.mu.Unlock()
 		c.timer.Stop()
-		c.handBackFailed(dialSeed{exclude: append(c.seed, c.endpoint), refused: len(c.seed) + 1, lastErr: err})
+		seed := c.seed
+		seed.refusedBy(c.endpoint, err)
+		c.handBackFailed(seed)
 		return
 	}
 	c.timer.Stop()
@@ -233,7 +226,9 @@ func (c *loopConn) connectTimedOut() {
 	c.closed, c.handedBack = true, true
 	c.mu.Unlock()
 	err := fmt.Errorf("dial tcp %s: %w", c.endpoint, os.ErrDeadlineExceeded)
-	c.handBackFailed(dialSeed{exclude: append(c.seed, c.endpoint), refused: len(c.seed), rung: 1, lastErr: err})
+	seed := c.seed
+	seed.timedOut(c.endpoint, err)
+	c.handBackFailed(seed)
 }
 
 // handBackFailed takes c's sockets out of the loops' set (c.handedBack is

@@ -296,36 +296,21 @@ func (p *TCPProxy) dialEndpoint(i int, addr string) (*net.TCPConn, error) {
 // left, then tried again with the next timeout. A refusal takes no step
 // of the ladder (it took no time), so every endpoint gets its chance.
 func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace, seed dialSeed) (*net.TCPConn, error) {
-	// exclude is the refused endpoints, then the slow ones. It is never
-	// written where a Picker was shown it (clipped before each change): a
-	// request to the Balancer that timed out may still be reading it.
-	exclude, refused, lastErr := slices.Clip(seed.exclude), seed.refused, seed.lastErr
+	d := seed
+	d.exclude = slices.Clip(d.exclude)
 	var giveUp time.Time // set by the first timeout
-	rung := seed.rung
-	if rung > 0 {
+	if d.rung > 0 {
 		giveUp = time.Now().Add(synTimeout() - dialTimeouts[0])
 	}
-	for rung < len(dialTimeouts) || time.Now().Before(giveUp) {
+	for d.rung < len(dialTimeouts) || time.Now().Before(giveUp) {
 		start := ct.now()
-		pick, err := p.Picker.Pick(clientIP, exclude, p.External)
-		if errors.Is(err, ErrNoEndpoints) && len(exclude) > refused {
-			// Only slow endpoints are left: the kernel would still be
-			// retransmitting their SYNs. Again, with a longer timeout.
-			exclude = slices.Clip(exclude[:refused])
-			pick, err = p.Picker.Pick(clientIP, exclude, p.External)
-		}
-		ct.picked(start, pick, exclude, err)
+		pick, err := d.pick(p, clientIP)
+		ct.picked(start, pick, d.exclude, err)
 		if err != nil {
-			if lastErr != nil {
-				return nil, fmt.Errorf("%w (last dial error: %v)", err, lastErr)
-			}
 			return nil, err
 		}
 		addr := pick.Endpoint
-		if refused > 0 && slices.Contains(exclude[:refused], addr) {
-			break // a Picker that ignores exclusions: do not spin
-		}
-		step := min(rung, len(dialTimeouts)-1)
+		step := min(d.rung, len(dialTimeouts)-1)
 		timeout := dialTimeouts[step]
 		err = p.Faults.Before(addr, timeout)
 		var conn *net.TCPConn
@@ -344,34 +329,70 @@ func (p *TCPProxy) dial(client *net.TCPConn, clientIP string, ct *connTrace, see
 		}
 		p.Stats.dialFailed()
 		ct.dialFailed(addr, err)
-		lastErr = err
 		p.event(p.log().Debug()).Err(err).Str("endpoint", addr).Dur("timeout", timeout).Msg("dial endpoint failed, trying next")
-		if isTimeout(err) {
-			if rung == 0 {
-				giveUp = time.Now().Add(synTimeout() - timeout)
-			}
-			rung++
-			if client != nil && clientGone(client) {
-				return nil, fmt.Errorf("client gone while dialing: %w", lastErr)
-			}
-			exclude = append(slices.Clip(exclude), addr)
+		if !isTimeout(err) {
+			d.refusedBy(addr, err)
 			continue
 		}
-		exclude = slices.Insert(slices.Clip(exclude), refused, addr)
-		refused++
+		if d.rung == 0 {
+			giveUp = time.Now().Add(synTimeout() - timeout)
+		}
+		d.timedOut(addr, err)
+		if client != nil && clientGone(client) {
+			return nil, fmt.Errorf("client gone while dialing: %w", err)
+		}
 	}
-	return nil, fmt.Errorf("dial endpoints: %w", lastErr)
+	return nil, fmt.Errorf("dial endpoints: %w", d.lastErr)
 }
 
-// dialSeed is where a dial starts: the endpoints refused (the first
-// refused of exclude) and timed out already, the ladder's step, and the
-// last error. The zero seed is a fresh dial.
+// dialSeed is a dial's ladder: what one client's dial has learnt so far,
+// on either data path (the event loops hand it to the goroutine path with
+// it): the endpoints refused (the first refused of exclude) and timed out,
+// the ladder's step, and the last error. The zero seed is a fresh dial.
+// exclude is never written where a Picker was shown it (a request to the
+// Balancer that timed out may still be reading it): each change makes a
+// new slice.
 type dialSeed struct {
 	exclude []string
 	refused int
 	rung    int
 	lastErr error
 	kept    string // the socket keeper holds the client's socket under this ID ("": not kept)
+}
+
+// pick asks p's Picker for an endpoint not excluded. When only slow ones
+// are left (the kernel would still be retransmitting their SYNs), it asks
+// again with the refused ones excluded only: their next dial has a longer
+// timeout. An error says the last dial's too.
+func (d *dialSeed) pick(p *TCPProxy, clientIP string) (Pick, error) {
+	pick, err := p.Picker.Pick(clientIP, d.exclude, p.External)
+	if errors.Is(err, ErrNoEndpoints) && len(d.exclude) > d.refused {
+		d.exclude = slices.Clip(d.exclude[:d.refused])
+		pick, err = p.Picker.Pick(clientIP, d.exclude, p.External)
+	}
+	if err == nil && slices.Contains(d.exclude[:d.refused], pick.Endpoint) {
+		err = ErrNoEndpoints // a Picker that ignores exclusions: do not spin
+	}
+	if err != nil && d.lastErr != nil {
+		err = fmt.Errorf("%w (last dial error: %v)", err, d.lastErr)
+	}
+	return pick, err
+}
+
+// refusedBy notes that addr refused (or could not be reached): it is not
+// picked again. A refusal takes no step of the ladder (it took no time).
+func (d *dialSeed) refusedBy(addr string, err error) {
+	d.lastErr = err
+	d.exclude = slices.Insert(slices.Clip(d.exclude), d.refused, addr)
+	d.refused++
+}
+
+// timedOut notes that addr did not answer within the step's timeout: it
+// is passed over while others are left, and the ladder steps up.
+func (d *dialSeed) timedOut(addr string, err error) {
+	d.lastErr = err
+	d.exclude = append(slices.Clip(d.exclude), addr)
+	d.rung++
 }
 
 // splicePair copies both ways between a proxied connection's two sockets
