@@ -109,7 +109,7 @@ type loopAcceptor struct {
 	p     *TCPProxy
 	fd    int
 	orig  syscall.RawConn // the listener's: accepting inside its Control
-	entry *loopConn       // its byFD entry
+	entry loopEntry       // its byFD entry
 	wake  chan struct{}
 	batch func(uintptr) // acceptBatch for Control, made once
 
@@ -128,15 +128,15 @@ const acceptBatch = 16
 
 // start registers the socket in the loops' set.
 func (a *loopAcceptor) start() error {
-	a.entry = &loopConn{fd: [2]int32{int32(a.fd), -1}, p: a.p, acc: a}
-	byFD[a.fd].Store(a.entry)
+	a.entry.acc = a
+	byFD[a.fd].Store(&a.entry)
 	err := errors.New("listener closed")
 	a.orig.Control(func(uintptr) {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
 		err = unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_ADD, a.fd, &ev)
 	})
 	if err != nil {
-		byFD[a.fd].CompareAndSwap(a.entry, nil)
+		byFD[a.fd].CompareAndSwap(&a.entry, nil)
 	}
 	return err
 }
@@ -153,7 +153,7 @@ func (a *loopAcceptor) stop() {
 	a.stopped = true
 	// Only while the number is still this socket's entry: after its
 	// owner closed it, the number may be another socket's already.
-	if byFD[a.fd].CompareAndSwap(a.entry, nil) {
+	if byFD[a.fd].CompareAndSwap(&a.entry, nil) {
 		// A closed listener left the set with its close.
 		a.orig.Control(func(uintptr) { unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_DEL, a.fd, nil) })
 	}
@@ -163,6 +163,17 @@ func (a *loopAcceptor) failed() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.err
+}
+
+// acceptRecovering is accept, with a panic confined to the batch: the
+// listening socket stays, and its next event starts another.
+func (a *loopAcceptor) acceptRecovering() {
+	defer func() {
+		if r := recover(); r != nil {
+			a.p.event(a.p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
+		}
+	}()
+	a.accept()
 }
 
 // accept accepts a batch (on a loop's goroutine). While another loop

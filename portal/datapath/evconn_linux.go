@@ -15,7 +15,7 @@ type loopConn struct {
 	fd    [2]int32
 	dir   [2]flow
 	p     *TCPProxy
-	acc   *loopAcceptor    // set for a listening socket's entry instead
+	entry loopEntry        // both sockets' byFD entry
 	done  bool             // finished: both closed (the loop's)
 	busy  sync.Mutex       // held by the loop handling its events
 	noted [2]atomic.Uint32 // events of fd[i] not yet handled (dispatch)

@@ -54,11 +54,20 @@ var (
 	loopsOnce sync.Once
 	loopSet   epollSet
 	loopsErr  error
-	// byFD is the connection of each registered descriptor. Sized by the
+	// byFD is what each registered descriptor belongs to. Sized by the
 	// open-file limit (fds above it go the goroutine way); untouched
 	// pages of it cost no memory.
-	byFD []atomic.Pointer[loopConn]
+	byFD []atomic.Pointer[loopEntry]
 )
+
+// loopEntry is what a descriptor in the loops' set belongs to: one of a
+// connection's two sockets, or a listening socket the loops accept on.
+// Each is its owner's own (loopConn.entry, loopAcceptor.entry), so
+// registering costs no allocation.
+type loopEntry struct {
+	conn *loopConn
+	acc  *loopAcceptor
+}
 
 // loopFault, when set (tests), runs before each event is handled: a
 // panic injected there must cost its connection only.
@@ -73,7 +82,7 @@ func startLoops() {
 		loopsErr = fmt.Errorf("event loops: %w", err)
 		return
 	}
-	byFD = make([]atomic.Pointer[loopConn], min(rl.Max, maxLoopFDs))
+	byFD = make([]atomic.Pointer[loopEntry], min(rl.Max, maxLoopFDs))
 	if loopSet, loopsErr = newEpollSet(); loopsErr != nil {
 		return
 	}
@@ -125,13 +134,13 @@ func (l *loop) run() {
 			continue
 		}
 		for _, ev := range l.events[:n] {
-			c := byFD[ev.Fd].Load()
+			e := byFD[ev.Fd].Load()
 			switch {
-			case c == nil:
-			case c.acc != nil: // its accepting is serialised by its own mutex
-				l.event(c, ev)
+			case e == nil:
+			case e.acc != nil: // its accepting is serialised by its own mutex
+				e.acc.acceptRecovering()
 			default:
-				l.dispatch(c, ev)
+				l.dispatch(e.conn, ev)
 			}
 		}
 		// A loop with events goes on without parking, so it never gives
@@ -184,8 +193,9 @@ func addConn(c *loopConn) error {
 			return fmt.Errorf("fd %d above the event loops' table (%d)", fd, len(byFD))
 		}
 	}
+	c.entry.conn = c
 	for _, fd := range c.fd {
-		byFD[fd].Store(c)
+		byFD[fd].Store(&c.entry)
 	}
 	for i, fd := range c.fd {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: fd}
@@ -207,15 +217,9 @@ func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.p.event(c.p.log().Error()).Interface("panic", r).Msg("tcp connection handler panicked")
-			if c.acc == nil { // a listening socket stays; its batch ended
-				c.finish()
-			}
+			c.finish()
 		}
 	}()
-	if c.acc != nil {
-		c.acc.accept()
-		return
-	}
 	if !c.registered.Load() {
 		c.mu.Lock() // held while the registration goes on
 		closed := c.closed
