@@ -197,7 +197,7 @@ func (i inherited) TakeConns(network, address string) []datapath.KeptConn {
 }
 
 func (i inherited) KeepFlow(network, address, client string, reply []byte, fd int) string {
-	if i.keeper == nil || i.noConns {
+	if i.keeper == nil {
 		return ""
 	}
 	return i.keeper.KeepFlow(network, address, client, reply, fd)

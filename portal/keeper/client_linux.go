@@ -129,35 +129,34 @@ func (k *Client) OnReconnect(resync func()) {
 
 // Take returns the kept socket for network and address, once, or nil.
 func (k *Client) Take(network, address string) *os.File {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	key := Key(network, address)
-	f := k.waiting[key]
-	delete(k.waiting, key)
-	return f
+	return take(k, k.waiting, network, address)
 }
 
 // TakeConns returns the established connections kept with the listening
 // socket of network and address, once.
 func (k *Client) TakeConns(network, address string) []Conn {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	key := Key(network, address)
-	cs := k.waitingConns[key]
-	delete(k.waitingConns, key)
-	return cs
+	return take(k, k.waitingConns, network, address)
 }
 
 // TakeFlows returns the UDP flows kept with the listening socket of
 // network and address, once.
 func (k *Client) TakeFlows(network, address string) []Flow {
+	return take(k, k.waitingFlows, network, address)
+}
+
+// take removes and returns what waiting holds for the listening socket of
+// network and address (listed at Dial).
+func take[T any](k *Client, waiting map[string]T, network, address string) T {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	key := Key(network, address)
-	fs := k.waitingFlows[key]
-	delete(k.waitingFlows, key)
-	return fs
+	v := waiting[key]
+	delete(waiting, key)
+	return v
 }
+
+// newID is the ID of the next connection or flow kept.
+func (k *Client) newID() string { return k.nonce + "-" + strconv.FormatUint(k.seq.Add(1), 36) }
 
 // Keep gives the keeper a copy of the socket fd.
 func (k *Client) Keep(network, address string, fd uintptr) {
@@ -188,7 +187,7 @@ func (k *Client) KeepConn(network, address, id string, fds ...int) string {
 		return ""
 	}
 	if id == "" {
-		id = k.nonce + "-" + strconv.FormatUint(k.seq.Add(1), 36)
+		id = k.newID()
 	}
 	if len(fds) != 1 && len(fds) != connFiles {
 		return ""
@@ -208,7 +207,7 @@ func (k *Client) KeepFlow(network, address, client string, reply []byte, fd int)
 	if k.donor || k.detached.Load() {
 		return ""
 	}
-	id := k.nonce + "-" + strconv.FormatUint(k.seq.Add(1), 36)
+	id := k.newID()
 	if !k.send(verbFlow+" "+id+" "+Key(network, address)+" "+flowMeta(client, reply), fd) {
 		return ""
 	}

@@ -900,10 +900,16 @@ rollout_wait() {
 # rollout_configmap DS: a change to the DaemonSet's ConfigMap (named as
 # it), rolled out by a checksum of its data on the pod template.
 rollout_configmap() {
-	local sum
 	kubectl_ -n kube-system get cm "$1" -o json |
 		jq --arg c "# changed by the rollout check at $(date -u +%FT%TZ)" '.data["config.conf"] += "\n" + $c + "\n"' |
 		kubectl_ replace -f - >/dev/null
+	roll_configmap "$1"
+}
+
+# roll_configmap DS: the DaemonSet rolled out for its ConfigMap's data as
+# it is now (a checksum of it on the pod template), and Ready everywhere.
+roll_configmap() {
+	local sum
 	sum=$(kubectl_ -n kube-system get cm "$1" -o json | jq -c .data | sha256sum | cut -c1-16)
 	kubectl_ -n kube-system patch ds "$1" --type merge \
 		-p "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"kproxy.test/config-checksum\":\"$sum\"}}}}}" >/dev/null
@@ -1115,11 +1121,7 @@ set_detect_local() {
 	kubectl_ -n kube-system get cm "$1" -o json |
 		jq --arg m "$2" '.data["config.conf"] |= (gsub("(?m)^detectLocalMode:.*\n"; "") + "detectLocalMode: " + $m + "\n")' |
 		kubectl_ replace -f - >/dev/null
-	local sum
-	sum=$(kubectl_ -n kube-system get cm "$1" -o json | jq -c .data | sha256sum | cut -c1-16)
-	kubectl_ -n kube-system patch ds "$1" --type merge \
-		-p "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"kproxy.test/config-checksum\":\"$sum\"}}}}}" >/dev/null
-	rollout_wait "$1"
+	roll_configmap "$1"
 }
 
 # node_pod_cidrs: each Node's spec.podCIDRs, as the controller manager's
