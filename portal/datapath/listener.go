@@ -364,17 +364,23 @@ func (l *Listener) CloseFlows() {
 
 // CloseWhenDrained closes a UDP socket and its flows once the flows have
 // ended (after StopReading: at most UDPDrainIdle idle each), or when ctx
-// ends; a TCP socket at once.
+// ends; a TCP socket at once. Flows left at ctx's end first send on the
+// answers they have read.
 func (l *Listener) CloseWhenDrained(ctx context.Context) {
 	if l.flows != nil {
 		select {
 		case <-l.flows.Drained():
 		case <-ctx.Done():
+			l.flows.EndReads(endReadsWait)
 		}
 	}
 	l.Close()
 	l.CloseFlows()
 }
+
+// endReadsWait bounds how long flows ending may take to send on what they
+// read: a datagram each, unless the listening socket's buffer is full.
+const endReadsWait = time.Second
 
 // Listeners keeps the sockets of every service port, by owner (the
 // service port's record, which outlives its actors) and address.

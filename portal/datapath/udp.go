@@ -41,6 +41,9 @@ type UDPProxy struct {
 	drained chan struct{}
 	// keeper, when set, holds a copy of every flow's socket (udpkeep.go).
 	keeper atomic.Pointer[flowKeeper]
+	// readsEnded, set by EndReads, makes every reply loop return once it
+	// has sent on what it read.
+	readsEnded atomic.Bool
 }
 
 // noteEmptied closes drained once the last flow is gone; p.mu is held.
@@ -82,6 +85,25 @@ func (p *UDPProxy) Drain() {
 	p.noteEmptied()
 	for _, f := range p.flows {
 		f.backend.SetReadDeadline(time.Unix(0, f.lastUsed.Load()).Add(UDPDrainIdle))
+	}
+}
+
+// EndReads makes every flow stop reading its endpoint's answers, and
+// returns once each has sent on the ones it had read: the socket can
+// close with no answer dropped in the process's hands. Answers that come
+// later stay queued in the flows' sockets, for the socket keeper's next
+// process when it holds copies (a restart in place). It gives up after
+// wait (a reply stuck on a full listening socket).
+func (p *UDPProxy) EndReads(wait time.Duration) {
+	p.readsEnded.Store(true)
+	p.mu.Lock()
+	for _, f := range p.flows {
+		f.backend.SetReadDeadline(time.Now())
+	}
+	p.mu.Unlock()
+	select {
+	case <-p.Drained():
+	case <-time.After(wait):
 	}
 }
 
@@ -478,7 +500,7 @@ func (p *UDPProxy) reply(listener *batchConn, f *udpFlow, release func(), idle t
 		rw.bufs = bufs[:0]
 		writers.Put(rw)
 	}
-	for {
+	for !p.readsEnded.Load() {
 		last := time.Unix(0, f.lastUsed.Load())
 		limit := idle
 		if d := time.Duration(p.drainIdle.Load()); d > 0 && d < limit {

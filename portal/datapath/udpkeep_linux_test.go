@@ -2,8 +2,12 @@ package datapath
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,4 +130,134 @@ func BenchmarkUDPNewFlow(b *testing.B) {
 		_, k := realKeeper(b)
 		udpQueries(b, k, b.N, 50*time.Millisecond, nil)
 	})
+}
+
+// dupKeeper keeps a duplicate of every flow's socket, as the keeper does,
+// and leaves them all to the next process (a restart in place).
+type dupKeeper struct {
+	recordingKeeper
+	mu    sync.Mutex
+	flows []*os.File
+}
+
+func (k *dupKeeper) Detached() bool { return true }
+func (k *dupKeeper) KeepFlow(_, _, _ string, _ []byte, fd int) string {
+	dup, err := syscall.Dup(fd)
+	if err != nil {
+		return ""
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.flows = append(k.flows, os.NewFile(uintptr(dup), "kept flow"))
+	return fmt.Sprint(len(k.flows))
+}
+
+// A UDP socket closed at the end of a restart's grace, while an endpoint
+// streams answers, loses none: each is either sent on to the client or
+// left queued in the flow's socket the keeper holds.
+func TestFlowsClosedAtGraceEndLoseNoAnswer(t *testing.T) {
+	for round := range 20 {
+		sent, got, queued := closeDuringAnswers(t)
+		if got+queued != sent {
+			t.Fatalf("round %d: the endpoint sent %d answers, the client got %d and %d are queued for the next process: %d lost",
+				round, sent, got, queued, sent-got-queued)
+		}
+	}
+}
+
+// closeDuringAnswers serves a flow whose endpoint answers its query with
+// a stream, closes the listening socket as a restart's grace ends (the
+// socket keeper holding the flow), then stops the endpoint and counts.
+func closeDuringAnswers(t *testing.T) (sent, got, queued int) {
+	endpoint, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer endpoint.Close()
+	stop := make(chan struct{})
+	streamed := make(chan int)
+	go func() {
+		buf := make([]byte, 64)
+		_, from, err := endpoint.ReadFromUDPAddrPort(buf)
+		n := 0
+		for ; err == nil; n++ {
+			select {
+			case <-stop:
+				streamed <- n
+				return
+			default:
+			}
+			_, err = endpoint.WriteToUDPAddrPort([]byte("answer"), from)
+			time.Sleep(50 * time.Microsecond) // a stream's pace, not a wait
+		}
+		streamed <- n - 1
+	}()
+	ln, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &dupKeeper{}
+	p := &UDPProxy{}
+	p.setKeeper(k, ln.LocalAddr().String())
+	l := &Listener{udp: ln, flows: p}
+	picker := PickerFunc(func(string, []string, bool) (string, error) { return endpoint.LocalAddr().String(), nil })
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		p.Serve(ln, UDPOptions{Picker: picker, Stats: &Stats{}}, nil)
+	}()
+	client, err := net.DialUDP("udp", nil, ln.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := client.Write([]byte("query")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Read(buf); err != nil {
+		t.Fatalf("first answer: %v", err)
+	}
+	got = 1
+	p.Drain() // the restart: the socket is no longer read, its flows answer
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the grace is over
+	l.CloseWhenDrained(ctx)
+	<-served
+	close(stop)
+	sent = <-streamed
+	got += drainQueue(t, client)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, f := range k.flows {
+		c, err := net.FilePacketConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued += drainQueue(t, c.(*net.UDPConn))
+		c.Close()
+	}
+	return sent, got, queued
+}
+
+// drainQueue counts the datagrams queued in c (every one sent to it has
+// arrived: loopback delivers within the send).
+func drainQueue(t *testing.T, c syscall.Conn) int {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n := 0
+	rc.Control(func(fd uintptr) {
+		for {
+			if _, _, err := syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT); err != nil {
+				return
+			}
+			n++
+		}
+	})
+	return n
 }

@@ -176,7 +176,7 @@ func startHandoverLoad(t *testing.T, dial func(context.Context, string, string) 
 				}
 				if err := ask(); err != nil {
 					l.failed.Add(1)
-					l.firstErr.CompareAndSwap(nil, err.Error())
+					l.firstErr.CompareAndSwap(nil, time.Now().Format("15:04:05.000 ")+err.Error())
 					continue
 				}
 				l.ok.Add(1)
@@ -423,6 +423,7 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 		// alone restarted: a liveness probe, crictl stop): the process
 		// leaves its sockets to the keeper and exits at once.
 		sig := []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM}[i%2]
+		t.Logf("%s: %v", time.Now().Format("15:04:05.000"), sig)
 		old.stop(t, sig)
 		if sig == syscall.SIGTERM {
 			waitLogged(t, old, "no successor serves")
