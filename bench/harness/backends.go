@@ -17,9 +17,14 @@ type Backends struct {
 	TCPPort  int
 	UDPPort  int
 	SinkPort int // bulk: reads and discards
-	tcp      []*backends.TCP
-	udp      []*backends.UDP
-	sinks    []*backends.Sink
+	// HTTPPort is the close mode's HTTP servers' port on every IP, and
+	// HTTPServer which server it is, while the ports scenario runs them
+	// (startHTTP).
+	HTTPPort   int
+	HTTPServer string
+	tcp        []*backends.TCP
+	udp        []*backends.UDP
+	sinks      []*backends.Sink
 }
 
 // startBackends starts m of each; the port is the one the kernel gives

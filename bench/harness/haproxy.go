@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -41,10 +42,10 @@ func (o *Options) haproxyPeers() []haproxyPeer {
 // first data sent with the handshake's last ACK (tcp-smart-connect).
 const tuning = "  option splice-auto\n  option tcp-smart-accept\n  option tcp-smart-connect\n"
 
-// writeHAProxyConfig writes HAProxy's equivalent of n TCP service ports,
-// tcp mode, 2 threads: listen sections, or (minimal) frontends sharing a
-// backend.
-func writeHAProxyConfig(dir string, peer haproxyPeer, n int, b *Backends, bulk bool) (string, error) {
+// writeHAProxyConfig writes HAProxy's equivalent of n TCP service ports
+// and their bulk and close ports when modes have them, tcp mode, 2
+// threads: listen sections, or (minimal) frontends sharing a backend.
+func writeHAProxyConfig(dir string, peer haproxyPeer, n int, b *Backends, modes []string) (string, error) {
 	var c strings.Builder
 	// maxconn bounds HAProxy's fd needs (2 per connection plus the
 	// listeners) within the harness's fd limit.
@@ -55,9 +56,9 @@ func writeHAProxyConfig(dir string, peer haproxyPeer, n int, b *Backends, bulk b
 	}
 	c.WriteString("\n")
 	if peer.minimal {
-		writeMinimalHAProxy(&c, peer, n, b)
+		writeMinimalHAProxy(&c, peer, n, b, slices.Contains(modes, ModeClose))
 	} else {
-		writeListenSections(&c, peer, n, b, bulk)
+		writeListenSections(&c, peer, n, b, slices.Contains(modes, ModeBulk), slices.Contains(modes, ModeClose))
 	}
 	path := filepath.Join(dir, peer.name+".cfg")
 	if err := os.WriteFile(path, []byte(c.String()), 0o644); err != nil {
@@ -67,9 +68,10 @@ func writeHAProxyConfig(dir string, peer haproxyPeer, n int, b *Backends, bulk b
 }
 
 // writeListenSections is a listen section per port (and per bulk port,
-// to the sinks): its own frontend and round-robin backend, as kproxy has
-// a balancer per service port.
-func writeListenSections(c *strings.Builder, peer haproxyPeer, n int, b *Backends, bulk bool) {
+// to the sinks, and per close port, to the HTTP servers): its own
+// frontend and round-robin backend, as kproxy has a balancer per service
+// port.
+func writeListenSections(c *strings.Builder, peer haproxyPeer, n int, b *Backends, bulk, close bool) {
 	for i := range n {
 		fmt.Fprintf(c, "listen %s\n  bind %s:%d\n", serviceName(i), hostIP(peer.net, i), tcpServicePort)
 		for k, ip := range b.IPs {
@@ -81,25 +83,41 @@ func writeListenSections(c *strings.Builder, peer haproxyPeer, n int, b *Backend
 				fmt.Fprintf(c, "  server e%d %s:%d\n", k, ip, b.SinkPort)
 			}
 		}
+		if close {
+			fmt.Fprintf(c, "listen %s-close\n  bind %s:%d\n", serviceName(i), hostIP(peer.net, i), closeServicePort)
+			for k, ip := range b.IPs {
+				fmt.Fprintf(c, "  server e%d %s:%d\n", k, ip, b.HTTPPort)
+			}
+		}
 	}
 }
 
 // writeMinimalHAProxy is the least configuration that serves n ports: a
 // frontend each, all sharing one round-robin backend (what a user
-// minimising HAProxy's start would write).
-func writeMinimalHAProxy(c *strings.Builder, peer haproxyPeer, n int, b *Backends) {
+// minimising HAProxy's start would write); with close, a frontend per
+// close port too, sharing a backend of the HTTP servers.
+func writeMinimalHAProxy(c *strings.Builder, peer haproxyPeer, n int, b *Backends, close bool) {
 	for i := range n {
 		fmt.Fprintf(c, "frontend %s\n  bind %s:%d\n  default_backend endpoints\n", serviceName(i), hostIP(peer.net, i), tcpServicePort)
+		if close {
+			fmt.Fprintf(c, "frontend %s-close\n  bind %s:%d\n  default_backend http-endpoints\n", serviceName(i), hostIP(peer.net, i), closeServicePort)
+		}
 	}
 	c.WriteString("backend endpoints\n")
 	for k, ip := range b.IPs {
 		fmt.Fprintf(c, "  server e%d %s:%d\n", k, ip, b.TCPPort)
 	}
+	if close {
+		c.WriteString("backend http-endpoints\n")
+		for k, ip := range b.IPs {
+			fmt.Fprintf(c, "  server e%d %s:%d\n", k, ip, b.HTTPPort)
+		}
+	}
 }
 
 // startHAProxy runs HAProxy in the foreground (-db) on that config.
-func startHAProxy(bin, dir string, peer haproxyPeer, n int, b *Backends, bulk bool) (*Proc, error) {
-	cfg, err := writeHAProxyConfig(dir, peer, n, b, bulk)
+func startHAProxy(bin, dir string, peer haproxyPeer, n int, b *Backends, modes []string) (*Proc, error) {
+	cfg, err := writeHAProxyConfig(dir, peer, n, b, modes)
 	if err != nil {
 		return nil, err
 	}

@@ -19,9 +19,9 @@ import (
 // The manifests the harness writes are what kproxy's file source reads:
 // every service port, with its endpoints, and nothing refused.
 func TestManifestsLoad(t *testing.T) {
-	m := &manifests{dir: t.TempDir(), perFile: 3, tcpPort: 9000, udpPort: 9001}
+	m := &manifests{dir: t.TempDir(), perFile: 3, tcpPort: 9000, udpPort: 9001, httpPort: 9002}
 	for i := range 7 {
-		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: true, UDP: i%2 == 0, Endpoints: []string{"127.1.0.1", "127.1.0.2"}})
+		m.services = append(m.services, service{IP: hostIP(kproxyNet, i), TCP: true, UDP: i%2 == 0, HTTP: i%3 == 0, Endpoints: []string{"127.1.0.1", "127.1.0.2"}})
 	}
 	if err := m.writeAll(); err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestManifestsLoad(t *testing.T) {
 	if len(res.Errors) > 0 || len(res.Skipped) > 0 {
 		t.Fatalf("errors %v, skipped %v", res.Errors, res.Skipped)
 	}
-	if got, want := len(res.ServicePorts), 7+4; got != want {
+	if got, want := len(res.ServicePorts), 7+4+3; got != want {
 		t.Fatalf("%d service ports, want %d", got, want)
 	}
 	for _, sp := range res.ServicePorts {
@@ -70,16 +70,19 @@ func TestAddressPlan(t *testing.T) {
 }
 
 func TestHAProxyConfig(t *testing.T) {
-	b := &Backends{IPs: []string{"127.1.0.1", "127.1.0.2"}, TCPPort: 9000}
-	read := func(peer haproxyPeer) string {
-		path, err := writeHAProxyConfig(t.TempDir(), peer, 3, b, false)
+	b := &Backends{IPs: []string{"127.1.0.1", "127.1.0.2"}, TCPPort: 9000, HTTPPort: 9080}
+	read := func(peer haproxyPeer, modes ...string) string {
+		path, err := writeHAProxyConfig(t.TempDir(), peer, 3, b, modes)
 		if err != nil {
 			t.Fatal(err)
 		}
 		raw, _ := os.ReadFile(path)
 		return string(raw)
 	}
-	plain, tuned := read(haproxyPlain), read(haproxyTuned)
+	plain, tuned := read(haproxyPlain, ModeConn), read(haproxyTuned, ModeConn)
+	if strings.Contains(plain, "8082") {
+		t.Errorf("close frontends without the close mode:\n%s", plain)
+	}
 	for _, want := range []string{"nbthread 2", "mode tcp", "listen svc-00002\n  bind 127.3.0.3:8080\n  server e0 127.1.0.1:9000\n  server e1 127.1.0.2:9000\n"} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("config lacks %q:\n%s", want, plain)
@@ -91,6 +94,20 @@ func TestHAProxyConfig(t *testing.T) {
 	for _, want := range []string{"option splice-auto", "option tcp-smart-accept", "option tcp-smart-connect", "listen svc-00002\n  bind 127.6.0.3:8080\n"} {
 		if !strings.Contains(tuned, want) {
 			t.Errorf("tuned config lacks %q:\n%s", want, tuned)
+		}
+	}
+	// close: a port of its own to the HTTP servers, in each HAProxy.
+	for peer, want := range map[haproxyPeer]string{
+		haproxyPlain:   "listen svc-00002-close\n  bind 127.3.0.3:8082\n  server e0 127.1.0.1:9080\n  server e1 127.1.0.2:9080\n",
+		haproxyTuned:   "listen svc-00002-close\n  bind 127.6.0.3:8082\n  server e0 127.1.0.1:9080\n",
+		haproxyMinimal: "frontend svc-00002-close\n  bind 127.3.0.3:8082\n  default_backend http-endpoints\n",
+	} {
+		cfg := read(peer, ModeConn, ModeClose)
+		if !strings.Contains(cfg, want) {
+			t.Errorf("%s config lacks %q:\n%s", peer.name, want, cfg)
+		}
+		if peer.minimal && !strings.Contains(cfg, "backend http-endpoints\n  server e0 127.1.0.1:9080\n  server e1 127.1.0.2:9080\n") {
+			t.Errorf("minimal config lacks the HTTP servers' backend:\n%s", cfg)
 		}
 	}
 }
@@ -114,7 +131,12 @@ func TestLoadModesDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for _, mode := range []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk, ModeUDP + " burst"} {
+	stopHTTP, err := b.startHTTP(context.Background(), "", t.TempDir()) // Go's net/http
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopHTTP()
+	for _, mode := range []string{ModeKeepAlive, ModeConn, ModeClose, ModeUDP, ModeBulk, ModeUDP + " burst"} {
 		t.Run(mode, func(t *testing.T) {
 			mode, burst, _ := strings.Cut(mode, " ")
 			spec := loadSpec{Mode: mode, Clients: 2, Duration: 5 * time.Second, MaxOps: 300, Size: 64, PerConn: 10}

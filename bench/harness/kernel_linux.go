@@ -39,6 +39,8 @@ func kernelPorts(b *Backends, modes []string) []kernelPort {
 			proto, backend = "udp", b.UDPPort
 		case ModeBulk:
 			backend = b.SinkPort
+		case ModeClose:
+			backend = b.HTTPPort
 		}
 		out = append(out, kernelPort{proto, p, backend})
 	}

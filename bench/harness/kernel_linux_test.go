@@ -12,8 +12,8 @@ import (
 // service map to a chain per service port, numgen over endpoint chains.
 func TestKernelDNATRules(t *testing.T) {
 	nft := knftables.NewFake(knftables.IPv4Family, kernelTable())
-	b := &Backends{IPs: []string{"127.1.0.1", "127.1.0.2"}, TCPPort: 9000, UDPPort: 9053, SinkPort: 9001}
-	if err := programKernelDNAT(context.Background(), nft, 2, b, []string{ModeConn, ModeKeepAlive, ModeUDP}); err != nil {
+	b := &Backends{IPs: []string{"127.1.0.1", "127.1.0.2"}, TCPPort: 9000, UDPPort: 9053, SinkPort: 9001, HTTPPort: 9080}
+	if err := programKernelDNAT(context.Background(), nft, 2, b, []string{ModeConn, ModeKeepAlive, ModeClose, ModeUDP}); err != nil {
 		t.Fatal(err)
 	}
 	dump := nft.Dump()
@@ -23,6 +23,8 @@ func TestKernelDNATRules(t *testing.T) {
 		"add rule ip kproxy-bench-0 ep-0-udp-9053 meta l4proto udp dnat to 127.1.0.1:9053",
 		"add rule ip kproxy-bench-0 svc-00001-tcp-8080 numgen inc mod 2 vmap { 0 : goto ep-1-tcp-9000 , 1 : goto ep-0-tcp-9000 }",
 		"add element ip kproxy-bench-0 services { 127.8.0.2 . udp . 8053 : goto svc-00001-udp-8053 }",
+		"add rule ip kproxy-bench-0 ep-0-tcp-9080 meta l4proto tcp dnat to 127.1.0.1:9080",
+		"add element ip kproxy-bench-0 services { 127.8.0.1 . tcp . 8082 : goto svc-00000-tcp-8082 }",
 	} {
 		if !strings.Contains(dump, want) {
 			t.Errorf("rules lack %q:\n%s", want, dump)

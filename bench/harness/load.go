@@ -22,6 +22,7 @@ import (
 const (
 	ModeKeepAlive = "keepalive" // requests over a connection, PerConn of them, then the next port
 	ModeConn      = "conn"      // a new TCP connection per request
+	ModeClose     = "close"     // a new connection per HTTP/1.1 request; the server closes first
 	ModeUDP       = "udp"       // one datagram and its echo per request
 	ModeBulk      = "bulk"      // one connection per client to a sink; a request is bulkOp bytes written
 )
@@ -221,6 +222,9 @@ func (cl *client) run(ctx context.Context, budget int64, start time.Time) {
 		case ModeConn:
 			port = cl.own[k%len(cl.own)]
 			err = cl.connRequest(spec.Addrs[port])
+		case ModeClose:
+			port = cl.own[k%len(cl.own)]
+			err = cl.closeRequest(spec.Addrs[port])
 		case ModeKeepAlive:
 			port, err = cl.keepAliveRequest()
 		case ModeUDP:

@@ -8,11 +8,12 @@ import (
 )
 
 // service is one Service of the file source: a cluster IP, a TCP and/or
-// UDP port, and the IPs of its endpoints.
+// UDP port, a port to the sinks (Bulk) and one to the HTTP servers
+// (HTTP, for close), and the IPs of its endpoints.
 type service struct {
-	IP             string
-	TCP, UDP, Bulk bool
-	Endpoints      []string
+	IP                   string
+	TCP, UDP, Bulk, HTTP bool
+	Endpoints            []string
 }
 
 // manifests writes services as Service and EndpointSlice manifests into a
@@ -24,6 +25,7 @@ type manifests struct {
 	tcpPort  int // the backends' ports: the services' target ports
 	udpPort  int
 	sinkPort int
+	httpPort int
 	services []service
 }
 
@@ -78,6 +80,9 @@ func (m *manifests) writeService(b *strings.Builder, i int) {
 	if s.Bulk {
 		fmt.Fprintf(b, "  - {name: bulk, protocol: TCP, port: %d, targetPort: %d}\n", bulkServicePort, m.sinkPort)
 	}
+	if s.HTTP {
+		fmt.Fprintf(b, "  - {name: http, protocol: TCP, port: %d, targetPort: %d}\n", closeServicePort, m.httpPort)
+	}
 	fmt.Fprintf(b, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: %s, namespace: bench, labels: {kubernetes.io/service-name: %s}}\naddressType: IPv4\nports:\n", name, name)
 	if s.TCP {
 		fmt.Fprintf(b, "- {name: tcp, protocol: TCP, port: %d}\n", m.tcpPort)
@@ -87,6 +92,9 @@ func (m *manifests) writeService(b *strings.Builder, i int) {
 	}
 	if s.Bulk {
 		fmt.Fprintf(b, "- {name: bulk, protocol: TCP, port: %d}\n", m.sinkPort)
+	}
+	if s.HTTP {
+		fmt.Fprintf(b, "- {name: http, protocol: TCP, port: %d}\n", m.httpPort)
 	}
 	b.WriteString("endpoints:\n")
 	for _, ip := range s.Endpoints {

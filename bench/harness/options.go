@@ -8,6 +8,9 @@ import (
 	"time"
 )
 
+// loadModes are the ports scenario's load modes, in the order it runs them.
+var loadModes = []string{ModeKeepAlive, ModeConn, ModeClose, ModeUDP, ModeBulk}
+
 // Scenarios, in the order `all` runs them.
 var Scenarios = []string{"startup", "ports", "churn", "chaos", ScenarioClientAddress}
 
@@ -50,7 +53,9 @@ type Options struct {
 	KproxyArgs []string `json:"kproxyArgs,omitempty"` // more `kproxy run` flags
 	KproxyEnv  []string `json:"-"`                    // more environment for it
 	HAProxy    string   `json:"haproxy,omitempty"`    // the haproxy binary, when compared
-	Nginx      string   `json:"nginx,omitempty"`      // the nginx binary, when compared
+	// Nginx is the nginx binary: the UDP peer (target nginx) and the close
+	// mode's HTTP server (Go's net/http without it).
+	Nginx string `json:"nginx,omitempty"`
 	// Baseline is the kproxy binary the one under test is compared with
 	// (target baseline), run with the same KproxyArgs on its own addresses.
 	Baseline string   `json:"baseline,omitempty"`
@@ -65,7 +70,7 @@ type Options struct {
 	// ClientSweep: ports also runs each TCP mode again at each of these
 	// concurrencies, its figures named for it ("conn, 256 clients: ...").
 	ClientSweep []int         `json:"clientSweep,omitempty"`
-	Modes       []string      `json:"modes"`    // keepalive, conn, udp, bulk
+	Modes       []string      `json:"modes"`    // keepalive, conn, close, udp, bulk
 	Rounds      int           `json:"rounds"`   // interleaved rounds per target
 	Duration    time.Duration `json:"duration"` // one round; the storm and the churn last as long
 	Size        int           `json:"size"`     // request bytes
@@ -129,7 +134,7 @@ func (o *Options) Defaults() {
 		o.MaxRequests = 10_000_000
 	}
 	if len(o.Modes) == 0 {
-		o.Modes = []string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk}
+		o.Modes = slices.Clone(loadModes)
 	}
 	if o.Duration == 0 {
 		o.Duration = 5 * time.Second
@@ -189,8 +194,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("churn via %q: want %s or %s", o.ChurnVia, ChurnFile, ChurnRemote)
 	}
 	for _, m := range o.Modes {
-		if !slices.Contains([]string{ModeKeepAlive, ModeConn, ModeUDP, ModeBulk}, m) {
-			return fmt.Errorf("mode %q: want keepalive, conn, udp or bulk", m)
+		if !slices.Contains(loadModes, m) {
+			return fmt.Errorf("mode %q: want keepalive, conn, close, udp or bulk", m)
 		}
 	}
 	for _, c := range o.Compare {

@@ -121,7 +121,8 @@ func probeUntil(ctx context.Context, addr string, mode string, start time.Time) 
 }
 
 // probeOnce makes one connection (or one datagram exchange). A sink
-// (bulk) says nothing: a connection it accepts is all a probe sees.
+// (bulk) says nothing: a connection it accepts is all a probe sees. An
+// HTTP server (close) answers one request.
 func probeOnce(addr string, mode string) (accepted, forwarded bool) {
 	if mode == ModeUDP {
 		c, err := net.Dial("udp", addr)
@@ -147,6 +148,9 @@ func probeOnce(addr string, mode string) (accepted, forwarded bool) {
 		return true, true
 	}
 	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if mode == ModeClose { // an HTTP server says nothing until asked
+		return true, closeExchange(c, make([]byte, 4096)) == nil
+	}
 	_, err = bufio.NewReader(c).ReadString('\n')
 	return true, err == nil
 }

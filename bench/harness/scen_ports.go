@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,15 @@ import (
 // kproxy and what it is compared with, in interleaved rounds.
 func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 	o := e.o
+	if o.hasMode(ModeClose) { // before the services, which name the servers' port
+		stop, err := e.backends.startHTTP(ctx, o.Nginx, e.dir)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		e.logf("close: the endpoints are %s, port %d on each backend IP", e.backends.HTTPServer, e.backends.HTTPPort)
+		res.Notes = append(res.Notes, closeNote(e.backends.HTTPServer))
+	}
 	// kproxy, and the baseline kproxy when compared: each on its own
 	// addresses, in every mode.
 	type running struct {
@@ -44,7 +54,7 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		if peer.minimal {
 			continue // one backend for every port: not a service proxy's balancing (startup only)
 		}
-		hp, err := startHAProxy(o.HAProxy, e.dir, peer, o.Ports, e.backends, o.hasMode(ModeBulk))
+		hp, err := startHAProxy(o.HAProxy, e.dir, peer, o.Ports, e.backends, o.Modes)
 		if err != nil {
 			return err
 		}
@@ -130,14 +140,18 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		if nginx != nil && mode == ModeUDP {
 			targets = append(targets, target{name: TargetNginx, proc: nginx, addrs: serviceAddrs(nginxNet, o.Ports, mode)})
 		}
-		if err := e.portsMode(ctx, res, mode, o.Clients, mode, targets); err != nil {
+		label := mode
+		if mode == ModeClose { // the table says which server served
+			label = fmt.Sprintf("%s (%s)", mode, e.backends.HTTPServer)
+		}
+		if err := e.portsMode(ctx, res, mode, o.Clients, label, targets); err != nil {
 			return err
 		}
 		if mode == ModeUDP {
 			continue
 		}
 		for _, c := range o.ClientSweep {
-			if err := e.portsMode(ctx, res, mode, c, fmt.Sprintf("%s, %d clients", mode, c), targets); err != nil {
+			if err := e.portsMode(ctx, res, mode, c, fmt.Sprintf("%s, %d clients", label, c), targets); err != nil {
 				return err
 			}
 		}
@@ -152,6 +166,15 @@ func runPorts(ctx context.Context, e *env, res *ScenarioResult) error {
 		res.Notes = append(res.Notes, fmt.Sprintf("bulk: each client streams to a sink over one connection; a request is %d MiB written", bulkOp>>20))
 	}
 	return nil
+}
+
+// closeNote says who served the close mode.
+func closeNote(server string) string {
+	where := "one nginx process, one worker, listening on every endpoint's IP"
+	if server == httpServerGo {
+		where = "Go's net/http in the harness's process (nginx is not installed)"
+	}
+	return "close: a connection per HTTP/1.1 request with Connection: close, the server closing first: " + where
 }
 
 // portsMode runs a warm-up and the rounds of one mode with clients
@@ -223,12 +246,16 @@ func (e *env) writeServicesFor(k kproxyBinary, name string, n int, modes []strin
 	}
 	dir := filepath.Join(e.dir, name)
 	b := e.backends
-	m := &manifests{dir: dir, perFile: 1000, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort}
+	toHTTP := slices.Contains(modes, ModeClose)
+	if toHTTP && b.HTTPPort == 0 {
+		return nil, errors.New("close mode's services: the HTTP servers are not running")
+	}
+	m := &manifests{dir: dir, perFile: 1000, tcpPort: b.TCPPort, udpPort: b.UDPPort, sinkPort: b.SinkPort, httpPort: b.HTTPPort}
 	eps := b.IPs[:min(e.o.Endpoints, len(b.IPs))]
 	tcp := slices.Contains(modes, ModeKeepAlive) || slices.Contains(modes, ModeConn)
 	for i := range n {
 		m.services = append(m.services, service{IP: hostIP(k.net, i), TCP: tcp, UDP: slices.Contains(modes, ModeUDP),
-			Bulk: slices.Contains(modes, ModeBulk), Endpoints: eps})
+			Bulk: slices.Contains(modes, ModeBulk), HTTP: toHTTP, Endpoints: eps})
 	}
 	return m, m.writeAll()
 }

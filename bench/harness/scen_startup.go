@@ -89,7 +89,7 @@ func runStartup(ctx context.Context, e *env, res *ScenarioResult) error {
 			return p, k.target(p, n, ModeConn), nil
 		}
 		hp := peers[name]
-		p, err := startHAProxy(o.HAProxy, e.dir, hp, n, e.backends, false)
+		p, err := startHAProxy(o.HAProxy, e.dir, hp, n, e.backends, []string{ModeConn})
 		if err != nil {
 			return nil, target{}, err
 		}

@@ -19,9 +19,10 @@ const (
 	nginxNet    = 7 // 127.7.0.0/16: nginx's UDP frontends
 	kernelNet   = 8 // 127.8.0.0/16: the kernel's DNAT rules' service addresses
 
-	tcpServicePort  = 8080
-	udpServicePort  = 8053
-	bulkServicePort = 8081 // to the sinks
+	tcpServicePort   = 8080
+	udpServicePort   = 8053
+	bulkServicePort  = 8081 // to the sinks
+	closeServicePort = 8082 // to the HTTP servers (close)
 
 	// maxPorts is how many addresses one /16 gives (no .0.0, no broadcast).
 	maxPorts = 65534
@@ -59,6 +60,8 @@ func servicePort(mode string) int {
 		return udpServicePort
 	case ModeBulk:
 		return bulkServicePort
+	case ModeClose:
+		return closeServicePort
 	}
 	return tcpServicePort
 }
@@ -87,7 +90,7 @@ func serviceIndex(name string) (int, bool) {
 // directAddrs are what a client connects to without a proxy: service
 // port i's share of the backends, round-robin, as a proxy would spread it.
 func directAddrs(b *Backends, n int, mode string) []string {
-	port := map[string]int{ModeUDP: b.UDPPort, ModeBulk: b.SinkPort}[mode]
+	port := map[string]int{ModeUDP: b.UDPPort, ModeBulk: b.SinkPort, ModeClose: b.HTTPPort}[mode]
 	if port == 0 {
 		port = b.TCPPort
 	}

@@ -26,7 +26,7 @@ against direct connections, HAProxy and an earlier kproxy build in the same run
 
 Scenarios:
   startup  time until N service ports listen and forward; RSS, fds, goroutines per port
-  ports    N ports x M endpoints, C clients, modes keepalive, conn, udp, bulk:
+  ports    N ports x M endpoints, C clients, modes keepalive, conn, close, udp, bulk:
            requests/s (bulk: Gbit/s), latency percentiles, CPU per request (bulk:
            per GiB) of each proxy process from /proc, in interleaved rounds
   churn    endpoint changes at R/s across S services through the file source (or
@@ -64,7 +64,7 @@ func benchCommand(args []string, stdout io.Writer) error {
 	fs.IntVar(&o.Endpoints, "endpoints", 2, "M: endpoints (backends) per service port")
 	fs.IntVar(&o.Clients, "clients", 16, "C: concurrent clients, spread over all ports")
 	sweep := fs.String("sweep-clients", "", "ports: also run each TCP mode at each of these concurrencies, comma-separated (e.g. 16,256,2000)")
-	modes := fs.String("modes", "keepalive,conn,udp,bulk", "ports: load modes (keepalive: requests over a connection; conn: a connection per request; udp: a datagram and its echo; bulk: streams to a sink, 1 MiB a request)")
+	modes := fs.String("modes", "keepalive,conn,close,udp,bulk", "ports: load modes (keepalive: requests over a connection; conn: a connection per request; close: a connection per HTTP/1.1 request with Connection: close to nginx (Go's net/http where nginx is not installed), the server closing first; udp: a datagram and its echo; bulk: streams to a sink, 1 MiB a request)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "interleaved rounds per target (medians are reported); startup: starts per proxy")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "one round of load; the churn and the storm last as long (hollow's churn: 60s unless set)")
 	fs.IntVar(&o.Size, "size", 64, "bytes per request (echoed)")

@@ -18,7 +18,7 @@ import (
 // benchBinaries finds the kproxy under test (next to this binary unless
 // named), the baseline kproxy, this binary for the UDP relay, and the
 // peers' programs (HAProxy, nginx); a peer's program missing drops it
-// from the comparison with a note.
+// from the comparison with a note. nginx is also the close mode's server.
 func benchBinaries(o *harness.Options) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -60,6 +60,11 @@ func benchBinaries(o *harness.Options) error {
 			continue
 		}
 		*p.path = path
+	}
+	// The close mode's HTTP server is nginx where installed; without it the
+	// harness runs Go's net/http and says so in the table.
+	if slices.Contains(o.Modes, harness.ModeClose) && o.Nginx == "" {
+		o.Nginx, _ = exec.LookPath("nginx")
 	}
 	return nil
 }
