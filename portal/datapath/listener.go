@@ -115,7 +115,9 @@ func Open(spec ListenSpec) (*Listener, error) {
 		// No keepalive probes on proxied connections: a userspace proxy
 		// sets 4 socket options per connection for them, the clients and
 		// endpoints run their own.
-		ln, err := (&net.ListenConfig{KeepAlive: -1, Control: socketOptions(spec.Mark)}).Listen(context.Background(), "tcp", spec.Address)
+		lc := &net.ListenConfig{KeepAlive: -1, Control: socketOptions(spec.Mark)}
+		lc.SetMultipathTCP(false)
+		ln, err := lc.Listen(context.Background(), "tcp", spec.Address)
 		if err != nil {
 			return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 		}

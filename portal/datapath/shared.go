@@ -13,5 +13,7 @@ import (
 // node ports, which a hand-over must keep answering as it keeps the
 // service ports.
 func ListenShared(ctx context.Context, address string) (net.Listener, error) {
-	return (&net.ListenConfig{Control: reusePort}).Listen(ctx, "tcp", address)
+	lc := &net.ListenConfig{Control: reusePort}
+	lc.SetMultipathTCP(false)
+	return lc.Listen(ctx, "tcp", address)
 }
