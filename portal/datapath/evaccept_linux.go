@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -198,11 +199,11 @@ func (a *loopAcceptor) accept() {
 func (a *loopAcceptor) acceptBatch() {
 	p := a.p
 	for range acceptBatch {
-		nfd, sa, err := unix.Accept4(a.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		nfd, peer, err := acceptPeer(a.fd)
 		switch {
 		case err == nil:
 			a.accepts.Add(1)
-			p.acceptedFD(nfd, sa)
+			p.acceptedFD(nfd, peer)
 		case err == unix.EAGAIN:
 			return
 		case err == unix.EINTR || err == unix.ECONNABORTED:
@@ -274,7 +275,7 @@ func (p *TCPProxy) stopLoopAccept() {
 // accepting goroutine: the connect does not block (one still in progress
 // is finished by a loop), and a Pick asks the Balancer only while a new
 // endpoint set is being published.
-func (p *TCPProxy) acceptedFD(cfd int, sa unix.Sockaddr) {
+func (p *TCPProxy) acceptedFD(cfd int, peer netip.Addr) {
 	if !p.Limits.AcquireConn(p.Stats) {
 		if ok, held := connLimitHits.Allow(); ok {
 			p.event(p.log().Warn()).Int64("suppressed", held).Msg("connection limit reached: new connections are reset")
@@ -287,7 +288,10 @@ func (p *TCPProxy) acceptedFD(cfd int, sa unix.Sockaddr) {
 		p.OnFirstAccept = nil
 	}
 	p.Conns.DialStart()
-	clientIP := sockaddrIP(sa)
+	clientIP := ""
+	if peer.IsValid() {
+		clientIP = peer.String()
+	}
 	kept := p.keepConn("", cfd)
 	if q, ok := p.Picker.(PickerNow); ok && !q.CanPickNow() {
 		// The Picker must ask (an actor, which may be restarting): not
