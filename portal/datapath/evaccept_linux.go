@@ -133,6 +133,7 @@ func (a *loopAcceptor) start() error {
 	byFD[a.fd].Store(&a.entry)
 	err := errors.New("listener closed")
 	a.orig.Control(func(uintptr) {
+		setNoDelay(a.fd) // a listener not opened by Open (tests, embedders)
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
 		err = unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_ADD, a.fd, &ev)
 	})

@@ -285,6 +285,9 @@ func (p *TCPProxy) adoptOnLoop(kc KeptConn) bool {
 		p.dropID(kc.ID)
 		return true
 	}
+	// As the loops' listeners give their connections (nodelay_linux.go),
+	// whichever kproxy accepted this one.
+	setNoDelay(fds[0])
 	clientIP := ""
 	if sa, err := unix.Getpeername(fds[0]); err == nil {
 		clientIP = sockaddrIP(sa)

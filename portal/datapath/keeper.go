@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"syscall"
 )
 
 // SocketKeeper holds copies of the listening sockets in another process
@@ -163,10 +162,7 @@ func openFile(spec ListenSpec, f *os.File) (*Listener, error) {
 		return nil, fmt.Errorf("take kept socket %s: %w", spec.Address, ErrUnsupportedProtocol)
 	}
 	if err == nil {
-		var rc syscall.RawConn
-		if rc, err = l.rawConn(); err == nil {
-			err = rc.Control(func(fd uintptr) { l.fd = fd })
-		}
+		err = l.takeFD()
 	}
 	if err != nil {
 		if l.tcp != nil || l.udp != nil {

@@ -132,15 +132,28 @@ func Open(spec ListenSpec) (*Listener, error) {
 	default:
 		return nil, fmt.Errorf("open portal %s: %w", spec.Address, ErrUnsupportedProtocol)
 	}
-	rc, err := l.rawConn()
-	if err == nil {
-		err = rc.Control(func(fd uintptr) { l.fd = fd })
-	}
-	if err != nil {
+	if err := l.takeFD(); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("open portal %s/%s: %w", spec.Network, spec.Address, err)
 	}
 	return l, nil
+}
+
+// takeFD records the socket's descriptor. A TCP socket gets TCP_NODELAY,
+// which the connections accepted from it inherit (nodelay_linux.go), set
+// here, at the socket's opening or taking over: a connection queued
+// before the socket is served is accepted with it too.
+func (l *Listener) takeFD() error {
+	rc, err := l.rawConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(func(fd uintptr) {
+		l.fd = fd
+		if l.tcp != nil {
+			setNoDelay(int(fd))
+		}
+	})
 }
 
 // Serve serves the socket with o, replacing (pausing) the serving before.
