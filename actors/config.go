@@ -78,6 +78,10 @@ type Config struct {
 	// TCPEventLoops serves TCP connections that need only their bytes
 	// moved on event loops (Linux) instead of goroutines.
 	TCPEventLoops bool
+	// PodClients, when set, dials every endpoint of a client that is a
+	// pod of this node from the pod's address (kernel modes); nil dials
+	// from the node's, but for services that preserve the client's.
+	PodClients *datapath.PodClients
 	// Keeper, when set, holds a copy of every listening socket in another
 	// process, so they queue connections while no kproxy runs; sockets
 	// it kept from a previous process are taken back (portal/keeper).

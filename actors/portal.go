@@ -306,6 +306,7 @@ func (p *Portal) listenerOptions(ctx actor.Context) datapath.ListenerOptions {
 		ServicePort:    p.rec.id,
 		ProxyProtocol:  int(p.sp.GetProxyProtocol()),
 		Transparent:    p.transparent(),
+		PodClients:     p.cfg.PodClients,
 		EventLoops:     p.cfg.TCPEventLoops,
 		OnFirstAccept:  p.firstAccept,
 		Log:            &p.cfg.Log, // shared; the data path names the service port and listener on its events

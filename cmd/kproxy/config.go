@@ -44,6 +44,9 @@ type KproxyConfiguration struct {
 	// PreserveSourceIPForLocalTrafficPolicy: node-local endpoints of
 	// externalTrafficPolicy Local services see the client's address.
 	PreserveSourceIPForLocalTrafficPolicy *bool `json:"preserveSourceIPForLocalTrafficPolicy,omitempty"`
+	// PreservePodSourceIP: every endpoint of a pod of this node sees the
+	// pod's address (flag --preserve-pod-source-ip).
+	PreservePodSourceIP *bool `json:"preservePodSourceIP,omitempty"`
 	// ServiceClusterIPRange is the API server's --service-cluster-ip-range
 	// (flag --service-cluster-ip-range); ClusterCIDR is also
 	// KubeProxyConfiguration's clusterCIDR (flag --cluster-cidr).
@@ -342,6 +345,7 @@ func kproxyValues(c *KproxyConfiguration, values map[string]string) {
 		}
 	}
 	boolean("preserve-source-ip-for-local-traffic-policy", c.PreserveSourceIPForLocalTrafficPolicy)
+	boolean("preserve-pod-source-ip", c.PreservePodSourceIP)
 	if o := c.Outliers; o != nil {
 		if o.ConsecutiveFailures != nil {
 			values["outlier-consecutive-failures"] = strconv.Itoa(*o.ConsecutiveFailures)
@@ -471,6 +475,9 @@ func writeConfig(w io.Writer, fs *flag.FlagSet) error {
 	}
 	if fs.Lookup("preserve-source-ip-for-local-traffic-policy") != nil {
 		kc.PreserveSourceIPForLocalTrafficPolicy = ptrBool("preserve-source-ip-for-local-traffic-policy")
+	}
+	if fs.Lookup("preserve-pod-source-ip") != nil {
+		kc.PreservePodSourceIP = ptrBool("preserve-pod-source-ip")
 	}
 	cf, _ := strconv.Atoi(get("outlier-consecutive-failures"))
 	kc.Outliers = &OutlierSettings{&cf, get("outlier-base-ejection-time"), get("outlier-max-ejection-time")}

@@ -39,6 +39,9 @@ type runOptions struct {
 	// server's --service-cluster-ip-range, comma-separated, one per family.
 	clusterCIDR  string
 	serviceCIDRs string
+	// preservePodSourceIP dials from the address of a client that is a
+	// pod of this node (datapath.PodClients).
+	preservePodSourceIP bool
 	// detectLocalMode tells pods' traffic apart, as kube-proxy's:
 	// ClusterCIDR (--cluster-cidr) or NodeCIDR (this node's podCIDRs).
 	detectLocalMode string
@@ -91,6 +94,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.portalMode, "portal", portalAuto, "how traffic reaches the listeners: nftables or iptables (kernel rules redirect service addresses to proxy ports), netsh (Windows: service IPs added to an interface), bind (listen on each service IP:port, no rules), or auto (the first kernel portal that works: nftables, then iptables; netsh on Windows; the start fails when none does)")
 	fs.StringVar(&o.nodePortAddrs, "nodeport-addresses", "", "comma-separated CIDRs: node ports answer only on local addresses within them (default: all local addresses)")
 	fs.StringVar(&o.clusterCIDR, "cluster-cidr", "", "comma-separated CIDRs of the pods, one per family, as kube-proxy's: their traffic to an external IP, load-balancer IP or node port of an externalTrafficPolicy Local service uses every endpoint, as the node's own traffic does (empty: only the node's)")
+	fs.BoolVar(&o.preservePodSourceIP, "preserve-pod-source-ip", true, "dial every endpoint of a client that is a pod of this node (within --cluster-cidr, or this node's pod CIDRs with --detect-local-mode NodeCIDR) from the pod's own address, as kube-proxy's DNAT keeps it: endpoints, and their network policies, see the pod (kernel portal modes; the client pod itself and an endpoint on the client's own bridge see the node's address)")
 	fs.StringVar(&o.detectLocalMode, "detect-local-mode", detectLocalClusterCIDR, `how pods' traffic is told apart, as kube-proxy's: "ClusterCIDR" (a source within --cluster-cidr) or "NodeCIDR" (a source within this node's spec.podCIDRs, read from its Node object at start: only this node's pods; --source kube)`)
 	fs.StringVar(&o.serviceCIDRs, "service-cluster-ip-range", "", "comma-separated service CIDRs, one per family, as the API server's flag: traffic to an address within them that no service holds is dropped rather than routed out")
 	fs.StringVar(&o.netshInterface, "netsh-interface", "", "Windows interface the netsh portal adds service IPs to (default $INTERFACE_TO_ADD_SERVICE_IP, else \"vEthernet (HNS Internal NIC)\", as winuserspace)")
@@ -274,7 +278,7 @@ func writeConfigFile(path string, fs *flag.FlagSet) error {
 // run serves until ctx is done, then stops cleanly. started, if set, sees
 // the proxy before the source's first snapshot (tests subscribe there).
 func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolog.Logger, started func(*actors.Proxy)) error {
-	rules, mode, err := portalRules(ctx, o, ports, log)
+	rules, mode, pods, err := portalRules(ctx, o, ports, log)
 	if err != nil {
 		return err
 	}
@@ -300,6 +304,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		Conntrack:      newFlows(o.portalMode),
 		Log:            log,
 	}
+	cfg.PodClients = podClients(o, pods, log)
 	datapath.SetMaxPipes(cfg.Limits.MaxPipes())
 	tracer, stopTracing, err := o.tracing.start(ctx, o.nodeName, log)
 	if err != nil {
@@ -533,8 +538,10 @@ const defaultSyncPeriod = 30 * time.Second
 const portalAuto = "auto"
 
 // portalRules sets up the kernel portal of the chosen mode; auto is the
-// first kernel portal that works here (autoPortal).
-func portalRules(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolog.Logger) (rules.Interface, string, error) {
+// first kernel portal that works here (autoPortal). pods are the pods'
+// prefixes the rules tell local traffic by (--cluster-cidr, or the Node's
+// pod CIDRs).
+func portalRules(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolog.Logger) (r rules.Interface, mode string, pods []netip.Prefix, err error) {
 	prefixes, _ := parsePrefixes("nodeport-addresses", o.nodePortAddrs)                // validated
 	clusterCIDRs, _ := parseFamilyPrefixes("cluster-cidr", o.clusterCIDR)              // validated
 	serviceCIDRs, _ := parseFamilyPrefixes("service-cluster-ip-range", o.serviceCIDRs) // validated
@@ -542,21 +549,21 @@ func portalRules(ctx context.Context, o runOptions, ports datapath.PortRange, lo
 	if o.detectLocalMode == detectLocalNodeCIDR {
 		cidrs, err := o.nodePodCIDRs(ctx, log)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		ro.ClusterCIDRs = cidrs
 	}
 	ro.NodeIPs = nodeIPs(o.bindAddress, prefixes, log)
 	ro.ProxyPortFirst, ro.ProxyPortLast = proxyPortSpan(ports)
-	mode := o.portalMode
+	mode = o.portalMode
 	if mode == portalAuto {
-		return autoPortal(ctx, ro, log)
+		r, mode, err = autoPortal(ctx, ro, log)
+		return r, mode, ro.ClusterCIDRs, err
 	}
-	r, err := newRules(ctx, mode, ro)
-	if err != nil {
-		return nil, "", fmt.Errorf("--portal %w", portalUnavailable(mode, err))
+	if r, err = newRules(ctx, mode, ro); err != nil {
+		return nil, "", nil, fmt.Errorf("--portal %w", portalUnavailable(mode, err))
 	}
-	return r, mode, nil
+	return r, mode, ro.ClusterCIDRs, nil
 }
 
 func parsePrefixes(flag, s string) ([]netip.Prefix, error) {

@@ -21,10 +21,11 @@ const EventLoopsSupported = true
 var loopsEverywhere bool
 
 // usesLoops reports whether p's connections go to the event loops: those
-// that need nothing but bytes moved. Tracing, transparent dials, the
-// PROXY header and injected faults stay with the goroutine data path.
+// that need nothing but bytes moved, from the node's address or the
+// client's. Tracing, the PROXY header and injected faults stay with the
+// goroutine data path.
 func (p *TCPProxy) usesLoops() bool {
-	return (p.EventLoops || loopsEverywhere) && p.Tracer == nil && !p.Transparent && p.ProxyProtocol == 0 && p.Faults == nil
+	return (p.EventLoops || loopsEverywhere) && p.Tracer == nil && p.ProxyProtocol == 0 && p.Faults == nil
 }
 
 // serveLoops is Serve for the event loops: a loop accepts (accept4, so
@@ -289,16 +290,12 @@ func (p *TCPProxy) acceptedFD(cfd int, peer netip.Addr) {
 		p.OnFirstAccept = nil
 	}
 	p.Conns.DialStart()
-	clientIP := ""
-	if peer.IsValid() {
-		clientIP = peer.String()
-	}
 	kept := p.keepConn("", cfd)
 	if q, ok := p.Picker.(PickerNow); ok && !q.CanPickNow() {
 		// The Picker must ask (an actor, which may be restarting): not
 		// on the accepting goroutine, which a Pause waits for.
-		workers.Go(task{fn: func() { p.dialForLoopRecovering(cfd, clientIP, kept) }})
+		workers.Go(task{fn: func() { p.dialForLoopRecovering(cfd, peer, kept) }})
 		return
 	}
-	p.dialForLoop(cfd, clientIP, kept)
+	p.dialForLoop(cfd, peer, kept)
 }

@@ -19,7 +19,7 @@ import (
 
 // dialForLoopRecovering is dialForLoop on a worker: a panic costs this
 // connection only.
-func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP, kept string) {
+func (p *TCPProxy) dialForLoopRecovering(cfd int, client netip.Addr, kept string) {
 	settled := false
 	defer func() {
 		if r := recover(); r != nil && !settled {
@@ -27,15 +27,19 @@ func (p *TCPProxy) dialForLoopRecovering(cfd int, clientIP, kept string) {
 			p.refuse(cfd, kept)
 		}
 	}()
-	p.dialForLoop(cfd, clientIP, kept)
+	p.dialForLoop(cfd, client, kept)
 	settled = true
 }
 
 // dialForLoop picks endpoints until one connects or is connecting, as
 // dial does for refusals; a connect in progress finishes on a loop. The
 // keeper holds the client's socket under kept ("": not kept).
-func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
+func (p *TCPProxy) dialForLoop(cfd int, client netip.Addr, kept string) {
 	d := dialSeed{kept: kept}
+	clientIP := ""
+	if client.IsValid() {
+		clientIP = client.String()
+	}
 	for {
 		pick, err := d.pick(p, clientIP)
 		if err != nil {
@@ -49,7 +53,8 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
 			p.handBack(cfd, d)
 			return
 		}
-		bfd, connected, err := p.connectRaw(ap)
+		src, _ := transparentSource(p.Transparent, p.PodClients, client, pick)
+		bfd, connected, err := p.connectRaw(ap, src)
 		if err == nil {
 			c := &loopConn{fd: [2]int32{int32(cfd), int32(bfd)}, p: p, clientIP: clientIP, endpoint: pick.Endpoint,
 				report: pick.Report, seed: d, keptID: kept}
@@ -81,10 +86,14 @@ func (p *TCPProxy) dialForLoop(cfd int, clientIP, kept string) {
 // endpoint on another node.
 var connectInLoop atomic.Bool
 
-// connectRaw opens a nonblocking socket to ap and connects it. A local
-// endpoint (loopback, a veth) answers within the first connect, which
-// still says EINPROGRESS; a second one says it is done (or refused).
-func (p *TCPProxy) connectRaw(ap netip.AddrPort) (fd int, connected bool, err error) {
+// connectRaw opens a nonblocking socket to ap and connects it, from src
+// when valid (transparentSource: the client's address). A local endpoint
+// (loopback, a veth) answers within the first connect, which still says
+// EINPROGRESS; a second one says it is done (or refused). When the
+// kernel refuses src (no source port left toward the endpoint for that
+// address, no CAP_NET_ADMIN), the node's address is used, counted and
+// logged as the goroutine path's dialFrom does.
+func (p *TCPProxy) connectRaw(ap netip.AddrPort, src netip.Addr) (fd int, connected bool, err error) {
 	var sa unix.Sockaddr
 	family := unix.AF_INET6
 	if a := ap.Addr(); a.Is4() || a.Is4In6() {
@@ -101,24 +110,53 @@ func (p *TCPProxy) connectRaw(ap netip.AddrPort) (fd int, connected bool, err er
 	if p.KeepAlive > 0 && p.lazyKeepAlive() == 0 {
 		setKeepAliveFD(fd, p.KeepAlive)
 	}
-	err = unix.Connect(fd, sa)
-	if err == unix.EINPROGRESS && connectInLoop.Load() {
-		return fd, false, nil
-	}
-	if err == unix.EINPROGRESS {
-		err = unix.Connect(fd, sa)
-		switch err {
-		case nil, unix.EISCONN:
-			return fd, true, nil
-		case unix.EALREADY, unix.EINPROGRESS:
-			return fd, false, nil
+	if src.IsValid() {
+		if err := bindTransparent(fd, family == unix.AF_INET6, src); err != nil {
+			unix.Close(fd)
+			return p.connectFromNode(ap, src, err)
 		}
 	}
+	connected, err = connectFD(fd, sa)
 	if err == nil {
-		return fd, true, nil
+		if src.IsValid() {
+			transparentConns.Add(1)
+		}
+		return fd, connected, nil
 	}
 	unix.Close(fd)
+	if src.IsValid() && err == unix.EADDRNOTAVAIL {
+		// No source port left toward the endpoint for the client's
+		// address (IP_BIND_ADDRESS_NO_PORT leaves the port to connect).
+		return p.connectFromNode(ap, src, err)
+	}
 	return -1, false, os.NewSyscallError("connect", err)
+}
+
+// connectFromNode is connectRaw from the node's address, after the
+// kernel refused the client's (src) with err: counted and logged.
+func (p *TCPProxy) connectFromNode(ap netip.AddrPort, src netip.Addr, err error) (int, bool, error) {
+	transparentDialFailed.Add(1)
+	if ok, held := transparentFailures.Allow(); ok {
+		p.event(p.log().Warn()).Err(err).Str("endpoint", ap.String()).Str("client", src.String()).Int64("suppressed", held).Msg("dial from the client's address failed, dialing from the node's")
+	}
+	return p.connectRaw(ap, netip.Addr{})
+}
+
+// connectFD connects fd to sa: done (connected), or in progress.
+func connectFD(fd int, sa unix.Sockaddr) (connected bool, err error) {
+	err = unix.Connect(fd, sa)
+	if err == unix.EINPROGRESS && connectInLoop.Load() {
+		return false, nil
+	}
+	if err == unix.EINPROGRESS {
+		switch err = unix.Connect(fd, sa); err {
+		case nil, unix.EISCONN:
+			return true, nil
+		case unix.EALREADY, unix.EINPROGRESS:
+			return false, nil
+		}
+	}
+	return err == nil, err
 }
 
 // established tracks c and hands it to the loops (its connect is done).
@@ -288,14 +326,18 @@ func (p *TCPProxy) adoptOnLoop(kc KeptConn) bool {
 	// As the loops' listeners give their connections (nodelay_linux.go),
 	// whichever kproxy accepted this one.
 	setNoDelay(fds[0])
-	clientIP := ""
+	var client netip.Addr
 	if sa, err := unix.Getpeername(fds[0]); err == nil {
-		clientIP = sockaddrIP(sa)
+		client = sockaddrAddrPort(sa).Addr()
+	}
+	clientIP := ""
+	if client.IsValid() {
+		clientIP = client.String()
 	}
 	p.Conns.DialStart()
 	if kc.Endpoint == nil {
 		// Accepted, never connected: dialed now, as if just accepted.
-		workers.Go(task{fn: func() { p.dialForLoopRecovering(fds[0], clientIP, kc.ID) }})
+		workers.Go(task{fn: func() { p.dialForLoopRecovering(fds[0], client, kc.ID) }})
 		return true
 	}
 	c := &loopConn{fd: [2]int32{int32(fds[0]), int32(fds[1])}, p: p, keptID: kc.ID, clientIP: clientIP, kp: pipesOf(fds[2:])}

@@ -92,6 +92,9 @@ type ListenerOptions struct {
 	// Transparent dials node-local endpoints from the client's address
 	// (TCP and UDP; kernel modes, whose rules route the replies back).
 	Transparent bool
+	// PodClients, when set, dials every endpoint of a pod of this node
+	// from the pod's address (kernel modes).
+	PodClients *PodClients
 	// OnFirstAccept, when set, is called once a TCP listener accepts its
 	// first connection (a restarted Portal's restart-to-serving span).
 	OnFirstAccept func()
@@ -182,7 +185,7 @@ func (l *Listener) Serve(o ListenerOptions) {
 		tcp := &TCPProxy{Picker: o.Picker, External: l.Spec.External, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits,
 			KeepAlive: o.TCPKeepAlive, Reaper: o.Reaper, Faults: o.Faults, Log: o.Log, Listen: l.Spec.Address,
 			Tracer: o.Tracer, ServicePort: o.ServicePort, OnFirstAccept: o.OnFirstAccept, ParkAfter: parkAfter,
-			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent, EventLoops: o.EventLoops}
+			ProxyProtocol: o.ProxyProtocol, Redirected: l.Spec.Proxy, Transparent: o.Transparent, PodClients: o.PodClients, EventLoops: o.EventLoops}
 		tcp.listenerKeepAlive(l.tcp) // before parking: queued connections inherit it
 		tcp.keeper = l.keeper
 		tcp.keepsConns = l.keeper != nil && l.keeper.KeepsConns()
@@ -195,7 +198,7 @@ func (l *Listener) Serve(o ListenerOptions) {
 	} else {
 		uo := UDPOptions{Picker: o.Picker, External: l.Spec.External,
 			IdleTimeout: o.UDPIdleTimeout, Conns: o.Conns, Stats: o.Stats, Limits: o.Limits, Faults: o.Faults, Log: o.Log,
-			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter, Transparent: o.Transparent}
+			ServicePort: o.ServicePort, Listen: l.Spec.Address, ParkAfter: parkAfter, Transparent: o.Transparent, PodClients: o.PodClients}
 		if l.adoptFlows != nil {
 			l.flows.adopt(l.udp, l.adoptFlows, uo, l.keeper)
 			l.adoptFlows = nil

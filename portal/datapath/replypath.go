@@ -14,7 +14,7 @@ import (
 // the endpoint's own link (a pod on the same bridge, which the endpoint
 // answers directly). Replaced in tests.
 var replyBypassesNode = func(client, endpoint netip.Addr) bool {
-	l, ok := endpointLinks.get(endpoint)
+	l, ok := addrLinks.get(endpoint)
 	if !ok {
 		return true // unknown: the node's address always works
 	}
@@ -29,17 +29,19 @@ var replyBypassesNode = func(client, endpoint netip.Addr) bool {
 	return false
 }
 
-// endpointLink is where the node reaches an endpoint: the node itself, or
-// an interface with these on-link prefixes.
+// endpointLink is where the node reaches an address (an endpoint's, a
+// client's): the node itself, or an interface with these on-link
+// prefixes, through a gateway or on the link.
 type endpointLink struct {
 	node     bool
+	gateway  bool
 	prefixes []netip.Prefix
 	at       time.Time
 }
 
-// linkCache remembers each endpoint's link for a while: a route lookup per
+// linkCache remembers each address's link for a while: a route lookup per
 // connection would cost more than the rest of a dial's setup, and an
-// endpoint's link changes only when the node's interfaces do.
+// address's link changes only when the node's interfaces and routes do.
 type linkCache struct {
 	mu sync.Mutex
 	m  map[netip.Addr]endpointLink
@@ -47,10 +49,11 @@ type linkCache struct {
 
 const (
 	linkCacheTTL = 10 * time.Second
-	linkCacheMax = 4096 // endpoints remembered; cleared when full
+	linkCacheMax = 4096 // addresses remembered; cleared when full
 )
 
-var endpointLinks linkCache
+// addrLinks are the links of endpoints and pod clients.
+var addrLinks linkCache
 
 func (c *linkCache) get(ep netip.Addr) (endpointLink, bool) {
 	now := time.Now()

@@ -63,6 +63,9 @@ type TCPProxy struct {
 	// address (IP_TRANSPARENT, TransparentMark); others, and a dial the
 	// kernel refuses, from the node's.
 	Transparent bool
+	// PodClients, when set, dials every endpoint of a client that is a pod
+	// of this node from the client's address (transparentSource).
+	PodClients *PodClients
 	// EventLoops moves connections that need only their bytes moved to
 	// the event loops (Linux; usesLoops says which).
 	EventLoops bool

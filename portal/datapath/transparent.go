@@ -39,26 +39,34 @@ func TransparentFallbacks() (remote, dialFailed, bypass int64) {
 
 // tcpTransparentSource is transparentSource for a TCP client.
 func (p *TCPProxy) tcpTransparentSource(client *net.TCPConn, pick Pick) (netip.Addr, bool) {
-	if !p.Transparent || client == nil {
+	if !p.Transparent && p.PodClients == nil || client == nil {
 		return netip.Addr{}, false
 	}
 	a, ok := client.RemoteAddr().(*net.TCPAddr)
 	if !ok {
 		return netip.Addr{}, false
 	}
-	return transparentSource(true, a.AddrPort().Addr(), pick)
+	return transparentSource(p.Transparent, p.PodClients, a.AddrPort().Addr(), pick)
 }
 
 // transparentSource is the address to dial a picked endpoint from: the
-// client's, when the proxy preserves it (on), the endpoint is on this
-// node, and the client is neither the node's loopback (which cannot reach
-// a pod) nor the endpoint itself (a pod reaching itself through its
-// service would get a packet from its own address, which its kernel drops
-// as martian). An endpoint whose reply would not pass through this node's
-// stack (replyBypassesNode) is dialled from the node's address too.
-func transparentSource(on bool, client netip.Addr, pick Pick) (netip.Addr, bool) {
+// client's, where the endpoint's reply comes back through this node's
+// stack, whose transparent rules take it to kproxy's socket. That is so
+// for an endpoint on this node (when the service preserves the client's
+// address: on), and for any endpoint when the client is a pod of this
+// node (pods), whose address routes here. Never for the node's loopback
+// (which cannot reach a pod), nor for a client that is the endpoint
+// itself (a pod reaching itself through its service would get a packet
+// from its own address, which its kernel drops as martian). An endpoint
+// on this node whose reply would not pass through its stack
+// (replyBypassesNode) is dialled from the node's address too.
+func transparentSource(on bool, pods *PodClients, client netip.Addr, pick Pick) (netip.Addr, bool) {
 	ip := client.Unmap()
-	if !on || !ip.IsValid() || ip.IsLoopback() || ip.IsUnspecified() {
+	if !on && pods == nil || !ip.IsValid() || ip.IsLoopback() || ip.IsUnspecified() {
+		return netip.Addr{}, false
+	}
+	pod := pods.onNode(ip)
+	if !on && !pod {
 		return netip.Addr{}, false
 	}
 	ep, err := netip.ParseAddrPort(pick.Endpoint)
@@ -67,6 +75,9 @@ func transparentSource(on bool, client netip.Addr, pick Pick) (netip.Addr, bool)
 		return netip.Addr{}, false
 	}
 	if !pick.Local {
+		if pod {
+			return ip, true // the reply routes to the client's node: this one
+		}
 		transparentRemote.Add(1)
 		return netip.Addr{}, false
 	}

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"fmt"
+	"net/netip"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -39,4 +40,30 @@ func transparentControl(network, _ string, c syscall.RawConn) error {
 		return err
 	}
 	return serr
+}
+
+// bindTransparent prepares a raw socket (the event loops') as
+// transparentControl does a Go one, and binds it to src, port 0.
+func bindTransparent(fd int, v6 bool, src netip.Addr) error {
+	level, opt := unix.SOL_IP, unix.IP_TRANSPARENT
+	if v6 {
+		level, opt = unix.SOL_IPV6, unix.IPV6_TRANSPARENT
+	}
+	if err := unix.SetsockoptInt(fd, level, opt, 1); err != nil {
+		return fmt.Errorf("setsockopt transparent: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
+		return fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, TransparentMark); err != nil {
+		return fmt.Errorf("setsockopt SO_MARK: %w", err)
+	}
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Addr: src.Unmap().As4()}
+	if v6 {
+		sa = &unix.SockaddrInet6{Addr: src.As16()}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	return nil
 }

@@ -44,7 +44,7 @@ func TestTransparentSource(t *testing.T) {
 		{"host-network endpoint", true, client, Pick{Endpoint: "198.51.100.200:80", Local: true}, netip.Addr{}, 0, 1},
 	} {
 		before, _, bypassBefore := TransparentFallbacks()
-		got, ok := transparentSource(tc.on, tc.client, tc.pick)
+		got, ok := transparentSource(tc.on, nil, tc.client, tc.pick)
 		after, _, bypassAfter := TransparentFallbacks()
 		if ok != tc.want.IsValid() || got != tc.want {
 			t.Errorf("%s: %v %v, want %v", tc.name, got, ok, tc.want)
@@ -54,6 +54,45 @@ func TestTransparentSource(t *testing.T) {
 		}
 		if bypassAfter-bypassBefore != tc.bypass {
 			t.Errorf("%s: %d bypass fallbacks counted, want %d", tc.name, bypassAfter-bypassBefore, tc.bypass)
+		}
+	}
+}
+
+// With pod clients, a pod of this node (within the pods' prefixes, on a
+// link of this node) is dialled from its address to every endpoint, on
+// this node or another, whatever the service; a client within the
+// prefixes behind a gateway (a pod of another node, through a node port)
+// or outside them (a host on the node's LAN) only as the service says.
+func TestTransparentSourceForPodClients(t *testing.T) {
+	defer func(f func(netip.Addr, netip.Addr) bool) { replyBypassesNode = f }(replyBypassesNode)
+	replyBypassesNode = func(client, ep netip.Addr) bool { return ep == netip.MustParseAddr("198.51.100.200") }
+	pods := NewPodClients([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")})
+	pods.link = func(a netip.Addr) (endpointLink, bool) {
+		return endpointLink{gateway: !netip.MustParsePrefix("10.244.1.0/24").Contains(a)}, true // this node's pods: 10.244.1.0/24
+	}
+	pod, otherPod, lan := netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("10.244.2.5"), netip.MustParseAddr("192.0.2.9")
+	local, remote := Pick{Endpoint: "10.244.1.9:80", Local: true}, Pick{Endpoint: "10.244.2.9:80"}
+	for _, tc := range []struct {
+		name   string
+		on     bool
+		pods   *PodClients
+		client netip.Addr
+		pick   Pick
+		want   netip.Addr
+	}{
+		{"pod to an endpoint on another node", false, pods, pod, remote, pod},
+		{"pod to an endpoint on this node", false, pods, pod, local, pod},
+		{"pod, no pod clients", false, nil, pod, remote, netip.Addr{}},
+		{"pod to itself", false, pods, pod, Pick{Endpoint: "10.244.1.5:80", Local: true}, netip.Addr{}},
+		{"pod to a host-network endpoint here", false, pods, pod, Pick{Endpoint: "198.51.100.200:80", Local: true}, netip.Addr{}},
+		{"another node's pod, to a remote endpoint", true, pods, otherPod, remote, netip.Addr{}},
+		{"another node's pod, to a local endpoint of a preserving service", true, pods, otherPod, local, otherPod},
+		{"another node's pod, service not preserving", false, pods, otherPod, local, netip.Addr{}},
+		{"a host off the pods' prefixes", false, pods, lan, local, netip.Addr{}},
+	} {
+		got, ok := transparentSource(tc.on, tc.pods, tc.client, tc.pick)
+		if ok != tc.want.IsValid() || got != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.name, got, ok, tc.want)
 		}
 	}
 }

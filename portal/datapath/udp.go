@@ -127,6 +127,9 @@ type UDPOptions struct {
 	// Transparent opens a node-local endpoint's flow from the client's
 	// own address (see TCPProxy.Transparent).
 	Transparent bool
+	// PodClients opens every flow of a pod of this node from its address
+	// (see TCPProxy.PodClients).
+	PodClients *PodClients
 }
 
 // event names the listener on a log event (nil when the level is off).
@@ -402,7 +405,7 @@ func (p *UDPProxy) startFlow(listener *batchConn, d *datagram, o *UDPOptions) *u
 			raddr, err = net.ResolveUDPAddr("udp", addr)
 		}
 		if err == nil {
-			if src, ok := transparentSource(o.Transparent, client.Addr(), pick); ok {
+			if src, ok := transparentSource(o.Transparent, o.PodClients, client.Addr(), pick); ok {
 				backend, err = o.dialUDPFrom(src, raddr)
 			} else {
 				backend, err = net.DialUDP("udp", nil, raddr)

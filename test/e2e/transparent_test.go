@@ -323,10 +323,16 @@ func askPeerFrom(ns *netnstest.Netns, src netip.Addr, addr netip.AddrPort) (neti
 // family, servers that answer a line (TCP) or a datagram (UDP) with their
 // peer's address.
 func startPeerServer(t *testing.T, e *env) {
-	for _, ip := range []netip.Addr{e.be.IPs4[0], e.be.IPs4[1], e.be.IPs6[0], e.be.IPs6[1]} {
+	servePeers(t, e.be.Netns, []netip.Addr{e.be.IPs4[0], e.be.IPs4[1], e.be.IPs6[0], e.be.IPs6[1]}, tpBackendTCP, tpBackendUDP)
+}
+
+// servePeers runs, in ns on each of ips, servers that answer a line (TCP
+// port tcp) or a datagram (UDP port udp) with their peer's address.
+func servePeers(t *testing.T, ns *netnstest.Netns, ips []netip.Addr, tcp, udp uint16) {
+	for _, ip := range ips {
 		var pc net.PacketConn
-		e.be.MustDo(t, func() (err error) {
-			pc, err = net.ListenPacket("udp", netip.AddrPortFrom(ip, tpBackendUDP).String())
+		ns.MustDo(t, func() (err error) {
+			pc, err = net.ListenPacket("udp", netip.AddrPortFrom(ip, udp).String())
 			return err
 		})
 		t.Cleanup(func() { pc.Close() })
@@ -340,7 +346,7 @@ func startPeerServer(t *testing.T, e *env) {
 				pc.WriteTo([]byte(peer.(*net.UDPAddr).AddrPort().Addr().Unmap().String()+"\n"), peer)
 			}
 		}()
-		ln := e.be.Listen(t, "tcp", netip.AddrPortFrom(ip, tpBackendTCP).String())
+		ln := ns.Listen(t, "tcp", netip.AddrPortFrom(ip, tcp).String())
 		go func() {
 			for {
 				c, err := ln.Accept()

@@ -1,0 +1,137 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/test/netnstest"
+)
+
+// A second node and a pod on it: node2 joins the node over a link of
+// their own (the cluster's network), and the remote pod hangs off node2.
+// The client is a pod of the node (on its link, in --cluster-cidr).
+var (
+	psNodeIP   = netip.MustParseAddr("203.0.113.1")
+	psNode2IP  = netip.MustParseAddr("203.0.113.2")
+	psNode2Pod = netip.MustParseAddr("203.0.113.17") // node2's address on its pod's link
+	psRemote   = netip.MustParseAddr("203.0.113.18") // the pod on node2
+)
+
+const (
+	psClusterIP = "198.18.0.71"
+	psTCP       = 9300
+	psUDP       = 9353
+)
+
+// testPodSourceAcrossNodes: a plain ClusterIP service (no annotation),
+// its one endpoint a pod on another node. With --cluster-cidr holding
+// the client pod, the endpoint sees the pod's own address over TCP (on
+// the event loops, or on goroutines) and UDP, as kube-proxy's DNAT keeps
+// it: kproxy dials from the pod's address, the endpoint answers the pod,
+// the answer routes to the pod's node, this one, and the transparent
+// rules take it to kproxy's socket instead of the pod. Nothing else loses
+// its packets to that: the pod reaching the remote pod directly, and the
+// node itself, are answered as before. After a restart the next
+// connections still see the pod, and kproxy cleanup removes it all.
+func testPodSourceAcrossNodes(t *testing.T, bin, mode string, loops bool) {
+	e := newEnv(t, bin, mode)
+	node2 := netnstest.New(t, "node2")
+	remote := netnstest.New(t, "rpod")
+	netnstest.Veth(t, e.tp.Node, "kx0", node2, "kx1")
+	e.tp.Node.AddAddr(t, "kx0", psNodeIP.String()+"/28")
+	node2.AddAddr(t, "kx1", psNode2IP.String()+"/28")
+	netnstest.Veth(t, node2, "kx2", remote, "kp0")
+	node2.AddAddr(t, "kx2", psNode2Pod.String()+"/28")
+	remote.AddAddr(t, "kp0", psRemote.String()+"/28")
+	// Routes as a CNI's: each node reaches the other's pods through it,
+	// and a pod's default route is its node.
+	remote.MustRun(t, "ip", "route", "add", "default", "via", psNode2Pod.String())
+	node2.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	node2.MustRun(t, "ip", "route", "add", "192.0.2.0/24", "via", psNodeIP.String())
+	e.tp.Node.MustRun(t, "ip", "route", "add", "203.0.113.16/28", "via", psNode2IP.String())
+	e.tp.Client.MustRun(t, "ip", "route", "add", "203.0.113.16/28", "via", netnstest.NodeIP4.String())
+	servePeers(t, remote, []netip.Addr{psRemote}, psTCP, psUDP)
+
+	e.replaceManifest(t, fmt.Sprintf(`---
+apiVersion: v1
+kind: Service
+metadata: {name: ps, namespace: e2e}
+spec:
+  clusterIP: %[1]s
+  ports:
+  - {name: http, protocol: TCP, port: 80, targetPort: %[2]d}
+  - {name: dns, protocol: UDP, port: 53, targetPort: %[3]d}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: ps, namespace: e2e, labels: {kubernetes.io/service-name: ps}}
+addressType: IPv4
+ports: [{name: http, protocol: TCP, port: %[2]d}, {name: dns, protocol: UDP, port: %[3]d}]
+endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node2}]
+`, psClusterIP, psTCP, psUDP, psRemote))
+	args := []string{"--cluster-cidr", "192.0.2.0/24"}
+	if !loops {
+		args = append(args, "--tcp-event-loops=false")
+	}
+	p := e.start(t, args...)
+	e.waitRules(t, []string{psClusterIP}, nil)
+
+	const asks = 20
+	for i := range asks {
+		for _, proto := range []string{"tcp", "udp"} {
+			port := 80
+			if proto == "udp" {
+				port = 53
+			}
+			got, err := askPeer(e, proto, svcAddr(psClusterIP, port))
+			if err != nil || got != netnstest.ClientIP4 {
+				t.Fatalf("ask %d over %s: the endpoint on another node saw %s (%v), want the client pod's %s", i, proto, got, err, netnstest.ClientIP4)
+			}
+		}
+	}
+	if got := metricValue(e.metrics(t), "kproxy_transparent_connections_total"); got != 2*asks {
+		t.Errorf("kproxy_transparent_connections_total %d, want %d (every connection and flow from the pod's address)", got, 2*asks)
+	}
+	// The capture takes only the replies of kproxy's own connections.
+	if got, err := askPeerFrom(e.tp.Client, netip.Addr{}, netip.AddrPortFrom(psRemote, psTCP)); err != nil || got != netnstest.ClientIP4 {
+		t.Errorf("the client pod straight to the remote pod: it saw %s (%v), want %s", got, err, netnstest.ClientIP4)
+	}
+	if got, err := askPeerFrom(e.tp.Node, netip.Addr{}, netip.AddrPortFrom(psRemote, psTCP)); err != nil || got != psNodeIP {
+		t.Errorf("the node straight to the remote pod: it saw %s (%v), want %s", got, err, psNodeIP)
+	}
+
+	// A restart: the rules and policy routing are the next process's.
+	if p.stop(t, syscall.SIGTERM) != 0 {
+		t.Errorf("kproxy exited non-zero on SIGTERM")
+	}
+	e.start(t, args...)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := askPeer(e, "tcp", svcAddr(psClusterIP, 80))
+		if err == nil && got == netnstest.ClientIP4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a restart: the endpoint saw %s (%v), want %s", got, err, netnstest.ClientIP4)
+		}
+		time.Sleep(50 * time.Millisecond) // polling: the restarted process's first serving has no event here
+	}
+	if got := e.policyRoutingCount(t); got == 0 {
+		t.Errorf("no policy-routing rule while kproxy runs")
+	}
+	if !strings.Contains(e.rules(t), "kproxy") && !strings.Contains(e.rules(t), "KPROXY") {
+		t.Errorf("no kproxy rules while it runs")
+	}
+}
+
+// policyRoutingCount is how many rules and routes policyRouting lists.
+func (e *env) policyRoutingCount(t *testing.T) int {
+	rules, routes := e.policyRouting(t)
+	return len(rules) + len(routes)
+}
