@@ -3,13 +3,18 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kproxy/kproxy/test/backends"
 	"github.com/kproxy/kproxy/test/netnstest"
 )
 
@@ -27,6 +32,7 @@ const (
 	psClusterIP = "198.18.0.71"
 	psTCP       = 9300
 	psUDP       = 9353
+	psEcho      = 9301 // an echo on the remote pod, for a connection held across a kill
 )
 
 // testPodSourceAcrossNodes: a plain ClusterIP service (no annotation),
@@ -37,8 +43,9 @@ const (
 // the answer routes to the pod's node, this one, and the transparent
 // rules take it to kproxy's socket instead of the pod. Nothing else loses
 // its packets to that: the pod reaching the remote pod directly, and the
-// node itself, are answered as before. After a restart the next
-// connections still see the pod, and kproxy cleanup removes it all.
+// node itself, are answered as before. A connection held across kill -9
+// (a socket keeper) goes on, and after a restart the next connections
+// still see the pod.
 func testPodSourceAcrossNodes(t *testing.T, bin, mode string, loops bool) {
 	e := newEnv(t, bin, mode)
 	node2 := netnstest.New(t, "node2")
@@ -57,6 +64,13 @@ func testPodSourceAcrossNodes(t *testing.T, bin, mode string, loops bool) {
 	e.tp.Node.MustRun(t, "ip", "route", "add", "203.0.113.16/28", "via", psNode2IP.String())
 	e.tp.Client.MustRun(t, "ip", "route", "add", "203.0.113.16/28", "via", netnstest.NodeIP4.String())
 	servePeers(t, remote, []netip.Addr{psRemote}, psTCP, psUDP)
+	remote.MustDo(t, func() error {
+		echo, err := backends.StartTCP("remote", netip.AddrPortFrom(psRemote, psEcho).String())
+		if err == nil {
+			t.Cleanup(echo.Close)
+		}
+		return err
+	})
 
 	e.replaceManifest(t, fmt.Sprintf(`---
 apiVersion: v1
@@ -67,15 +81,20 @@ spec:
   ports:
   - {name: http, protocol: TCP, port: 80, targetPort: %[2]d}
   - {name: dns, protocol: UDP, port: 53, targetPort: %[3]d}
+  - {name: echo, protocol: TCP, port: 81, targetPort: %[5]d}
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: ps, namespace: e2e, labels: {kubernetes.io/service-name: ps}}
 addressType: IPv4
-ports: [{name: http, protocol: TCP, port: %[2]d}, {name: dns, protocol: UDP, port: %[3]d}]
+ports: [{name: http, protocol: TCP, port: %[2]d}, {name: dns, protocol: UDP, port: %[3]d}, {name: echo, protocol: TCP, port: %[5]d}]
 endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node2}]
-`, psClusterIP, psTCP, psUDP, psRemote))
-	args := []string{"--cluster-cidr", "192.0.2.0/24"}
+`, psClusterIP, psTCP, psUDP, psRemote, psEcho))
+	sock := filepath.Join(e.dir, "keeper.sock")
+	keeper := startProc(t, e.tp.Node.Command(context.Background(), bin, "keep-sockets", "--socket", sock), filepath.Join(e.dir, "keeper.log"))
+	t.Cleanup(func() { keeper.stop(t, syscall.SIGTERM) })
+	waitLogged(t, keeper, "socket keeper ready")
+	args := []string{"--cluster-cidr", "192.0.2.0/24", "--socket-keeper", sock}
 	if !loops {
 		args = append(args, "--tcp-event-loops=false")
 	}
@@ -105,6 +124,48 @@ endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node2}]
 	if got, err := askPeerFrom(e.tp.Node, netip.Addr{}, netip.AddrPortFrom(psRemote, psTCP)); err != nil || got != psNodeIP {
 		t.Errorf("the node straight to the remote pod: it saw %s (%v), want %s", got, err, psNodeIP)
 	}
+
+	// A connection held across kill -9: the socket keeper holds both of
+	// its sockets, the next process adopts them, and the endpoint's
+	// replies, addressed to the pod, still reach kproxy's socket.
+	held, err := e.tp.Client.DialContext(context.Background(), "tcp", svcAddr(psClusterIP, 81).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	rd := bufio.NewReader(held)
+	echo := func(when string) {
+		held.SetDeadline(time.Now().Add(5 * time.Second))
+		if when == "before" {
+			if _, err := backends.ReadName(rd); err != nil {
+				t.Fatalf("held connection: %v", err)
+			}
+		}
+		msg := "ping " + when + "\n"
+		if _, err := held.Write([]byte(msg)); err != nil {
+			t.Fatalf("held connection, %s the kill: %v", when, err)
+		}
+		if got, err := rd.ReadString('\n'); err != nil || got != msg {
+			t.Fatalf("held connection, %s the kill: echoed %q (%v), want %q", when, got, err, msg)
+		}
+	}
+	echo("before")
+	// The kill comes once the proxy ports are recorded (within 100 ms of
+	// the first state), as any kill a node sees: the next process takes
+	// the same ones, and the keeper's sockets with them.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := os.Stat(filepath.Join(e.dir, "proxy-ports.json")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kproxy recorded no proxy ports within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the file: no event to await
+	}
+	p.stop(t, syscall.SIGKILL)
+	p = e.start(t, args...)
+	waitLogged(t, p, "connections taken over from the socket keeper")
+	echo("after")
 
 	// A restart: the rules and policy routing are the next process's.
 	if p.stop(t, syscall.SIGTERM) != 0 {
