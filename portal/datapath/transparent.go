@@ -58,8 +58,9 @@ func (p *TCPProxy) tcpTransparentSource(client *net.TCPConn, pick Pick) (netip.A
 // (which cannot reach a pod), nor for a client that is the endpoint
 // itself (a pod reaching itself through its service would get a packet
 // from its own address, which its kernel drops as martian). An endpoint
-// on this node whose reply would not pass through its stack
-// (replyBypassesNode) is dialled from the node's address too.
+// whose reply would not pass through this node's stack (replyBypassesNode:
+// the node itself, or on the client's own link) is dialled from the
+// node's address too.
 func transparentSource(on bool, pods *PodClients, client netip.Addr, pick Pick) (netip.Addr, bool) {
 	ip := client.Unmap()
 	if !on && pods == nil || !ip.IsValid() || ip.IsLoopback() || ip.IsUnspecified() {
@@ -74,13 +75,12 @@ func transparentSource(on bool, pods *PodClients, client netip.Addr, pick Pick) 
 	if err == nil && epIP == ip {
 		return netip.Addr{}, false
 	}
-	if !pick.Local {
-		if pod {
-			return ip, true // the reply routes to the client's node: this one
-		}
+	if !pick.Local && !pod {
 		transparentRemote.Add(1)
 		return netip.Addr{}, false
 	}
+	// An endpoint elsewhere answers a pod of this node through this node
+	// (the pod's address routes here), unless it shares the pod's link.
 	if err != nil || replyBypassesNode(ip, epIP) {
 		transparentBypass.Add(1)
 		return netip.Addr{}, false

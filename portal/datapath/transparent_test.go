@@ -65,7 +65,9 @@ func TestTransparentSource(t *testing.T) {
 // or outside them (a host on the node's LAN) only as the service says.
 func TestTransparentSourceForPodClients(t *testing.T) {
 	defer func(f func(netip.Addr, netip.Addr) bool) { replyBypassesNode = f }(replyBypassesNode)
-	replyBypassesNode = func(client, ep netip.Addr) bool { return ep == netip.MustParseAddr("198.51.100.200") }
+	replyBypassesNode = func(client, ep netip.Addr) bool {
+		return ep == netip.MustParseAddr("198.51.100.200") || ep == netip.MustParseAddr("198.51.100.201") && client.Is4()
+	}
 	pods := NewPodClients([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")})
 	pods.link = func(a netip.Addr) (endpointLink, bool) {
 		return endpointLink{gateway: !netip.MustParsePrefix("10.244.1.0/24").Contains(a)}, true // this node's pods: 10.244.1.0/24
@@ -89,6 +91,9 @@ func TestTransparentSourceForPodClients(t *testing.T) {
 		{"another node's pod, to a local endpoint of a preserving service", true, pods, otherPod, local, otherPod},
 		{"another node's pod, service not preserving", false, pods, otherPod, local, netip.Addr{}},
 		{"a host off the pods' prefixes", false, pods, lan, local, netip.Addr{}},
+		// A pod and an endpoint "on another node" that share a link (one
+		// flat network): the endpoint answers the pod directly.
+		{"pod to a remote endpoint on its own link", false, pods, pod, Pick{Endpoint: "198.51.100.201:80"}, netip.Addr{}},
 	} {
 		got, ok := transparentSource(tc.on, tc.pods, tc.client, tc.pick)
 		if ok != tc.want.IsValid() || got != tc.want {
