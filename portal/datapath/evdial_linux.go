@@ -36,10 +36,7 @@ func (p *TCPProxy) dialForLoopRecovering(cfd int, client netip.Addr, kept string
 // keeper holds the client's socket under kept ("": not kept).
 func (p *TCPProxy) dialForLoop(cfd int, client netip.Addr, kept string) {
 	d := dialSeed{kept: kept}
-	clientIP := ""
-	if client.IsValid() {
-		clientIP = client.String()
-	}
+	clientIP := ipText(client)
 	for {
 		pick, err := d.pick(p, clientIP)
 		if err != nil {
@@ -330,10 +327,7 @@ func (p *TCPProxy) adoptOnLoop(kc KeptConn) bool {
 	if sa, err := unix.Getpeername(fds[0]); err == nil {
 		client = sockaddrAddrPort(sa).Addr()
 	}
-	clientIP := ""
-	if client.IsValid() {
-		clientIP = client.String()
-	}
+	clientIP := ipText(client)
 	p.Conns.DialStart()
 	if kc.Endpoint == nil {
 		// Accepted, never connected: dialed now, as if just accepted.
@@ -374,16 +368,12 @@ func sockaddrAddrPort(sa unix.Sockaddr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// sockaddrIP is the address of an accepted peer, as the goroutine data
-// path gives it to the Picker.
-func sockaddrIP(sa unix.Sockaddr) string {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrFrom4(a.Addr).String()
-	case *unix.SockaddrInet6:
-		return netip.AddrFrom16(a.Addr).Unmap().String()
+// ipText is a client's address as the Picker takes it ("" unknown).
+func ipText(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
 	}
-	return ""
+	return a.String()
 }
 
 // resetFD closes with SO_LINGER 0 so the peer gets an RST at once.

@@ -1,6 +1,9 @@
 package datapath
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // PodClients are the clients that are pods of this node: within the
 // pods' prefixes (kube-proxy's cluster CIDR, or this node's pod CIDRs)
@@ -24,17 +27,7 @@ func NewPodClients(prefixes []netip.Prefix) *PodClients {
 
 // onNode reports whether client is a pod of this node (false for nil).
 func (pc *PodClients) onNode(client netip.Addr) bool {
-	if pc == nil {
-		return false
-	}
-	in := false
-	for _, p := range pc.prefixes {
-		if p.Contains(client) {
-			in = true
-			break
-		}
-	}
-	if !in {
+	if pc == nil || !slices.ContainsFunc(pc.prefixes, func(p netip.Prefix) bool { return p.Contains(client) }) {
 		return false
 	}
 	l, ok := pc.link(client)

@@ -18,23 +18,7 @@ import (
 func transparentControl(network, _ string, c syscall.RawConn) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
-		level, opt := unix.SOL_IP, unix.IP_TRANSPARENT
-		if network == "tcp6" || network == "udp6" {
-			level, opt = unix.SOL_IPV6, unix.IPV6_TRANSPARENT
-		}
-		if e := unix.SetsockoptInt(int(fd), level, opt, 1); e != nil {
-			serr = fmt.Errorf("setsockopt transparent: %w", e)
-			return
-		}
-		if network == "tcp4" || network == "tcp6" {
-			if e := unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); e != nil {
-				serr = fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", e)
-				return
-			}
-		}
-		if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, TransparentMark); e != nil {
-			serr = fmt.Errorf("setsockopt SO_MARK: %w", e)
-		}
+		serr = setTransparent(int(fd), network == "tcp6" || network == "udp6", network == "tcp4" || network == "tcp6")
 	})
 	if err != nil {
 		return err
@@ -42,9 +26,9 @@ func transparentControl(network, _ string, c syscall.RawConn) error {
 	return serr
 }
 
-// bindTransparent prepares a raw socket (the event loops') as
-// transparentControl does a Go one, and binds it to src, port 0.
-func bindTransparent(fd int, v6 bool, src netip.Addr) error {
+// setTransparent sets transparentControl's options on fd, an IPv6 socket
+// when v6; IP_BIND_ADDRESS_NO_PORT only on a TCP one.
+func setTransparent(fd int, v6, tcp bool) error {
 	level, opt := unix.SOL_IP, unix.IP_TRANSPARENT
 	if v6 {
 		level, opt = unix.SOL_IPV6, unix.IPV6_TRANSPARENT
@@ -52,15 +36,31 @@ func bindTransparent(fd int, v6 bool, src netip.Addr) error {
 	if err := unix.SetsockoptInt(fd, level, opt, 1); err != nil {
 		return fmt.Errorf("setsockopt transparent: %w", err)
 	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
-		return fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", err)
+	if tcp {
+		if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
+			return fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", err)
+		}
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_MARK, TransparentMark); err != nil {
 		return fmt.Errorf("setsockopt SO_MARK: %w", err)
 	}
-	var sa unix.Sockaddr = &unix.SockaddrInet4{Addr: src.Unmap().As4()}
-	if v6 {
+	return nil
+}
+
+// bindTransparent prepares a raw TCP socket (the event loops') as
+// transparentControl does a Go one, and binds it to src, port 0.
+func bindTransparent(fd int, v6 bool, src netip.Addr) error {
+	if err := setTransparent(fd, v6, true); err != nil {
+		return err
+	}
+	var sa unix.Sockaddr
+	switch {
+	case v6:
 		sa = &unix.SockaddrInet6{Addr: src.As16()}
+	case src.Unmap().Is4():
+		sa = &unix.SockaddrInet4{Addr: src.Unmap().As4()}
+	default:
+		return fmt.Errorf("bind %s: not an IPv4 address, the endpoint's family", src)
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		return fmt.Errorf("bind %s: %w", src, err)

@@ -900,10 +900,16 @@ rollout_wait() {
 # rollout_configmap DS: a change to the DaemonSet's ConfigMap (named as
 # it), rolled out by a checksum of its data on the pod template.
 rollout_configmap() {
-	kubectl_ -n kube-system get cm "$1" -o json |
-		jq --arg c "# changed by the rollout check at $(date -u +%FT%TZ)" '.data["config.conf"] += "\n" + $c + "\n"' |
-		kubectl_ replace -f - >/dev/null
-	roll_configmap "$1"
+	edit_config "$1" --arg c "# changed by the rollout check at $(date -u +%FT%TZ)" '.data["config.conf"] += "\n" + $c + "\n"'
+}
+
+# edit_config DS JQ-ARGS...: the DaemonSet's ConfigMap (named as it)
+# rewritten by jq with JQ-ARGS (the filter last), and rolled out.
+edit_config() {
+	local ds=$1
+	shift
+	kubectl_ -n kube-system get cm "$ds" -o json | jq "$@" | kubectl_ replace -f - >/dev/null
+	roll_configmap "$ds"
 }
 
 # roll_configmap DS: the DaemonSet rolled out for its ConfigMap's data as
@@ -1118,10 +1124,7 @@ TERMINATING_LOCAL_SPEC='Services should fallback to local terminating endpoints 
 # set_detect_local DS MODE: the node proxy's KubeProxyConfiguration (its
 # ConfigMap, named as the DaemonSet) set to detectLocalMode MODE, rolled out.
 set_detect_local() {
-	kubectl_ -n kube-system get cm "$1" -o json |
-		jq --arg m "$2" '.data["config.conf"] |= (gsub("(?m)^detectLocalMode:.*\n"; "") + "detectLocalMode: " + $m + "\n")' |
-		kubectl_ replace -f - >/dev/null
-	roll_configmap "$1"
+	edit_config "$1" --arg m "$2" '.data["config.conf"] |= (gsub("(?m)^detectLocalMode:.*\n"; "") + "detectLocalMode: " + $m + "\n")'
 }
 
 # node_pod_cidrs: each Node's spec.podCIDRs, as the controller manager's
