@@ -131,12 +131,12 @@ const acceptBatch = 16
 // start registers the socket in the loops' set.
 func (a *loopAcceptor) start() error {
 	a.entry.acc = a
+	a.entry.newGen()
 	byFD[a.fd].Store(&a.entry)
 	err := errors.New("listener closed")
 	a.orig.Control(func(uintptr) {
 		setNoDelay(a.fd) // a listener not opened by Open (tests, embedders)
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
-		err = unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_ADD, a.fd, &ev)
+		err = unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_ADD, a.fd, a.entry.event(unix.EPOLLIN, int32(a.fd)))
 	})
 	if err != nil {
 		byFD[a.fd].CompareAndSwap(&a.entry, nil)
@@ -217,14 +217,13 @@ func (a *loopAcceptor) acceptBatch() {
 				p.event(p.log().Warn()).Err(err).Int64("suppressed", held).Msg("accept failed, retrying")
 			}
 			p.Stats.acceptFailed()
-			ev := unix.EpollEvent{Fd: int32(a.fd)}
-			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, &ev)
+			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, a.entry.event(0, int32(a.fd)))
 			time.AfterFunc(50*time.Millisecond, a.rearm)
 			return
 		default:
 			a.err = os.NewSyscallError("accept4", err)
 			a.on = false
-			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, &unix.EpollEvent{Fd: int32(a.fd)})
+			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, a.entry.event(0, int32(a.fd)))
 			a.signal()
 			return
 		}
@@ -245,8 +244,7 @@ func (a *loopAcceptor) rearm() {
 	defer a.mu.Unlock()
 	if a.on {
 		a.orig.Control(func(uintptr) {
-			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(a.fd)}
-			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, &ev)
+			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_MOD, a.fd, a.entry.event(unix.EPOLLIN, int32(a.fd)))
 		})
 	}
 }

@@ -229,10 +229,15 @@ func (c *loopConn) finish() {
 	}
 	for _, fd := range c.fd {
 		byFD[fd].Store(nil)
+		if c.p.keepsConns {
+			// The keeper's copies (held until it drops them) keep the
+			// sockets, and so their registrations, past our close.
+			unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_DEL, int(fd), nil)
+		}
 	}
 	c.p.unkeep(c.keptID, int(c.fd[0]), int(c.fd[1]))
 	for _, fd := range c.fd {
-		unix.Close(int(fd)) // leaves the epoll set with it
+		unix.Close(int(fd)) // leaves the epoll set with it, unless kept
 	}
 	for i := range c.dir {
 		if f := &c.dir[i]; f.pipe != nil {

@@ -64,9 +64,42 @@ var (
 // connection's two sockets, or a listening socket the loops accept on.
 // Each is its owner's own (loopConn.entry, loopAcceptor.entry), so
 // registering costs no allocation.
+//
+// A registration's event data is the descriptor and the entry's
+// generation: a socket whose copy another process holds (the socket
+// keeper's) stays in the set after our close, and a batch taken before a
+// close still holds its events, so an event may name a descriptor whose
+// number is another socket's by now. Its generation tells it apart.
 type loopEntry struct {
 	conn *loopConn
 	acc  *loopAcceptor
+	gen  uint32 // set before the entry is published in byFD, then fixed
+}
+
+// loopGens numbers registrations (0 is none's).
+var loopGens atomic.Uint32
+
+// newGen gives e the next generation, once, before it is published (an
+// acceptor registered again keeps its socket and its generation).
+func (e *loopEntry) newGen() {
+	for e.gen == 0 {
+		e.gen = loopGens.Add(1)
+	}
+}
+
+// event is the registration of fd for events under e's generation.
+func (e *loopEntry) event(events uint32, fd int32) *unix.EpollEvent {
+	return &unix.EpollEvent{Events: events, Fd: fd, Pad: int32(e.gen)}
+}
+
+// lookup is the entry an event of the set belongs to: nil when its
+// descriptor's number has been another socket's since.
+func lookup(ev *unix.EpollEvent) *loopEntry {
+	e := byFD[ev.Fd].Load()
+	if e == nil || e.gen != uint32(ev.Pad) {
+		return nil
+	}
+	return e
 }
 
 // loopFault, when set (tests), runs before each event is handled: a
@@ -133,8 +166,9 @@ func (l *loop) run() {
 			time.Sleep(time.Second) // the set is never closed; must not spin if it were
 			continue
 		}
-		for _, ev := range l.events[:n] {
-			e := byFD[ev.Fd].Load()
+		for i := range l.events[:n] {
+			ev := l.events[i]
+			e := lookup(&ev)
 			switch {
 			case e == nil:
 			case e.acc != nil: // its accepting is serialised by its own mutex
@@ -194,12 +228,13 @@ func addConn(c *loopConn) error {
 		}
 	}
 	c.entry.conn = c
+	c.entry.newGen()
 	for _, fd := range c.fd {
 		byFD[fd].Store(&c.entry)
 	}
 	for i, fd := range c.fd {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: fd}
-		if err := unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
+		ev := c.entry.event(unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP|unix.EPOLLET, fd)
+		if err := unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_ADD, int(fd), ev); err != nil {
 			for _, f := range c.fd[:i] {
 				unix.EpollCtl(loopSet.fd, unix.EPOLL_CTL_DEL, int(f), nil)
 			}

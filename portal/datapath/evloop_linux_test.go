@@ -379,3 +379,71 @@ func TestLoopHoldsASmallChunkTheDestinationCannotTake(t *testing.T) {
 		t.Fatalf("done %v, still held %v after the destination drained", c.done, c.dir[0].held())
 	}
 }
+
+// A socket closed here whose copy another process holds (the socket
+// keeper's) stays in an epoll set, and its descriptor number is the next
+// socket's at once: an event of the old socket must not be read as the
+// new one's (a hang-up there was a refused connect, or a client gone).
+func TestStaleEventsDoNotReachTheNumbersNextSocket(t *testing.T) {
+	if err := theLoops(); err != nil {
+		t.Fatal(err)
+	}
+	set, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(set)
+	pair := func() [2]int {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fds
+	}
+	register := func(e *loopEntry, fd int) {
+		e.newGen()
+		byFD[fd].Store(e)
+		if err := unix.EpollCtl(set, unix.EPOLL_CTL_ADD, fd, e.event(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLET, int32(fd))); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	old := pair()
+	keeperCopy, err := unix.Dup(old[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(keeperCopy)
+	var oldEntry, newEntry loopEntry
+	register(&oldEntry, old[0])
+	byFD[old[0]].Store(nil)
+	unix.Close(old[0]) // the keeper's copy keeps it in the set
+
+	next := pair()
+	defer unix.Close(next[0])
+	defer unix.Close(next[1])
+	if next[0] != old[0] && next[1] != old[0] {
+		t.Skipf("descriptor %d not reused (got %v)", old[0], next)
+	}
+	reused := old[0]
+	register(&newEntry, reused)
+	defer byFD[reused].Store(nil)
+
+	unix.Close(old[1]) // the old socket's peer hangs up
+	events := make([]unix.EpollEvent, 8)
+	n, err := unix.EpollWait(set, events, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events[:n] {
+		if ev.Fd != int32(reused) {
+			continue
+		}
+		if e := lookup(&ev); e == &newEntry {
+			t.Fatalf("the old socket's event (%#x) was read as the new socket's, which has the number %d now", ev.Events, reused)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no event of the old socket: the test shows nothing")
+	}
+}

@@ -82,6 +82,11 @@ func udpQueries(tb testing.TB, k SocketKeeper, n int, idle time.Duration, after 
 		if err != nil {
 			tb.Fatal(err)
 		}
+		// Open until after (which counts flows): a port closed may be
+		// the next client's, and two clients on one port are one flow.
+		if after != nil {
+			defer c.Close()
+		}
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Write([]byte("query")); err != nil {
 			tb.Fatal(err)
@@ -89,7 +94,9 @@ func udpQueries(tb testing.TB, k SocketKeeper, n int, idle time.Duration, after 
 		if k, err := c.Read(buf); err != nil || string(buf[:k]) != "query" {
 			tb.Fatalf("answer %q, %v", buf[:k], err)
 		}
-		c.Close()
+		if after == nil {
+			c.Close()
+		}
 	}
 	if after != nil {
 		after()

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -404,9 +406,12 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 	// resolv.conf's timeout), so each must get its answer.
 	udpSvc := svcAddr(webCluster4, webUDP)
 	var udpSeq atomic.Int64
+	var udpLost killWindowFailures
 	udpLoad := startHandoverLoad(t, nil, udpSvc.String(), func() error {
 		q := fmt.Sprintf("delay 200ms query %d", udpSeq.Add(1))
+		start := time.Now()
 		got, err := netnstest.Exchange(e.tp.Client, "udp", udpSvc, []byte(q), 5*time.Second)
+		udpLost.note(start, err)
 		if err != nil {
 			return err
 		}
@@ -424,6 +429,9 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 		// leaves its sockets to the keeper and exits at once.
 		sig := []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM}[i%2]
 		t.Logf("%s: %v", time.Now().Format("15:04:05.000"), sig)
+		if sig == syscall.SIGKILL {
+			udpLost.kill(time.Now())
+		}
 		old.stop(t, sig)
 		if sig == syscall.SIGTERM {
 			waitLogged(t, old, "no successor serves")
@@ -438,9 +446,10 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 	udpLoad.waitProgress(t)
 	bulk.waitEchoed(t, 1<<20)
 	udpOK, udpFailed, _, _ := udpLoad.stop(t)
-	t.Logf("UDP queries answered 200 ms later across the same kills: %d, %d failed", udpOK, udpFailed)
-	if udpFailed > 0 {
-		t.Errorf("%d of %d UDP queries got no answer across kill -9 and restart, want 0", udpFailed, udpOK+udpFailed)
+	unread, others := udpLost.split(func(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) })
+	t.Logf("UDP queries answered 200 ms later across the same kills: %d, %d failed (%d read in the instant before a kill)", udpOK, udpFailed, unread)
+	for _, f := range others {
+		t.Errorf("a UDP query sent %s got no answer across kill -9 and restart: %v", f.start.Format("15:04:05.000000"), f.err)
 	}
 	ok, failed, kaOK, kaFailed := load.stop(t)
 	checked, bulkErr := bulk.stop()
@@ -452,4 +461,59 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 	if bulkErr != "" {
 		t.Errorf("bulk stream across kill -9 and restart: %s; want every byte echoed in order", bulkErr)
 	}
+}
+
+// killWindowFailures are the requests that failed while kproxy was
+// killed under them, and the kills. The one loss a kill may cause
+// (docs/operating.md, Connections outlive a kill): what kproxy took in
+// the instant before it, before the socket keeper had its copy: a
+// connection just accepted, which the exiting process resets, or a
+// datagram just read, never sent on. A request that failed otherwise, or
+// that started well before the kill, is lost by kproxy.
+type killWindowFailures struct {
+	mu       sync.Mutex
+	kills    []time.Time
+	failures []failedRequest
+}
+
+type failedRequest struct {
+	start time.Time
+	err   error
+}
+
+// takeWindow bounds the time from a client's connect or send to kproxy's
+// accept or read and the keeper's copy (or the send on) on a busy node.
+const takeWindow = 10 * time.Millisecond
+
+func (w *killWindowFailures) kill(at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.kills = append(w.kills, at)
+}
+
+func (w *killWindowFailures) note(start time.Time, err error) {
+	if err == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failures = append(w.failures, failedRequest{start, err})
+}
+
+// split counts the failures that started just before a kill, as the
+// loss it causes looks (lost), and returns every other failure.
+func (w *killWindowFailures) split(lost func(error) bool) (unkept int, others []failedRequest) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.failures {
+		justBefore := slices.ContainsFunc(w.kills, func(k time.Time) bool {
+			return !f.start.After(k) && k.Sub(f.start) < takeWindow
+		})
+		if justBefore && lost(f.err) {
+			unkept++
+			continue
+		}
+		others = append(others, f)
+	}
+	return unkept, others
 }

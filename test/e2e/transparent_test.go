@@ -295,9 +295,14 @@ func askPeer(e *env, proto string, addr netip.AddrPort) (netip.Addr, error) {
 // askPeerFrom is askPeer over TCP from ns, from its address src (any,
 // when src is invalid).
 func askPeerFrom(ns *netnstest.Netns, src netip.Addr, addr netip.AddrPort) (netip.Addr, error) {
+	return askPeerWithin(ns, src, addr, 3*time.Second)
+}
+
+// askPeerWithin is askPeerFrom with the exchange's deadline given.
+func askPeerWithin(ns *netnstest.Netns, src netip.Addr, addr netip.AddrPort, within time.Duration) (netip.Addr, error) {
 	var c net.Conn
 	err := ns.Do(func() (err error) {
-		d := net.Dialer{Timeout: 3 * time.Second}
+		d := net.Dialer{Timeout: within}
 		if src.IsValid() {
 			d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
 		}
@@ -308,7 +313,7 @@ func askPeerFrom(ns *netnstest.Netns, src netip.Addr, addr netip.AddrPort) (neti
 		return netip.Addr{}, err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Second))
+	c.SetDeadline(time.Now().Add(within))
 	if _, err := c.Write([]byte("ping\n")); err != nil {
 		return netip.Addr{}, err
 	}
