@@ -9,6 +9,7 @@ import (
 
 	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/rules"
+	"github.com/kproxy/kproxy/portal/rules/bridgecapture"
 )
 
 // cleanupCommand removes every kernel rule kproxy owns, as
@@ -46,6 +47,12 @@ func cleanupCommand(args []string) error {
 			continue
 		}
 		fmt.Printf("kproxy cleanup: %s rules removed\n", m)
+		if m != datapath.ModeNetsh {
+			// The transparent rules' companion, in either kernel mode.
+			if err := bridgecapture.Cleanup(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("cleanup %s: %w", m, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

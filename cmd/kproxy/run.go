@@ -305,6 +305,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 		Log:            log,
 	}
 	cfg.PodClients = podClients(o, pods, log)
+	captureBridges(ctx, cfg.PodClients, log)
 	datapath.SetMaxPipes(cfg.Limits.MaxPipes())
 	tracer, stopTracing, err := o.tracing.start(ctx, o.nodeName, log)
 	if err != nil {

@@ -3,6 +3,7 @@ package datapath
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +13,8 @@ import (
 // to kproxy's socket: the endpoint is an address of the node itself (a
 // host-network pod, whose reply is routed straight out), or client is on
 // the endpoint's own link (a pod on the same bridge, which the endpoint
-// answers directly). Replaced in tests.
+// answers directly), unless that link is a bridge whose replies the bridge
+// capture brings up (SetCapturedBridges). Replaced in tests.
 var replyBypassesNode = func(client, endpoint netip.Addr) bool {
 	l, ok := addrLinks.get(endpoint)
 	if !ok {
@@ -23,16 +25,38 @@ var replyBypassesNode = func(client, endpoint netip.Addr) bool {
 	}
 	for _, p := range l.prefixes {
 		if p.Contains(client) {
-			return true
+			return !bridgeCaptured(l.name)
 		}
 	}
 	return false
+}
+
+// capturedBridges are the names of the bridges whose frames replying to
+// kproxy's connections come up to this node's stack.
+var capturedBridges atomic.Pointer[map[string]bool]
+
+// SetCapturedBridges tells the data path the bridges whose replies the
+// bridge capture (portal/rules/bridgecapture) brings up, as programmed: a
+// pod client is then dialled from its own address to an endpoint on its
+// own bridge too.
+func SetCapturedBridges(names []string) {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	capturedBridges.Store(&m)
+}
+
+func bridgeCaptured(name string) bool {
+	m := capturedBridges.Load()
+	return m != nil && (*m)[name]
 }
 
 // endpointLink is where the node reaches an address (an endpoint's, a
 // client's): the node itself, or an interface with these on-link
 // prefixes, through a gateway or on the link.
 type endpointLink struct {
+	name     string // the interface's
 	node     bool
 	gateway  bool
 	prefixes []netip.Prefix

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package bridgecapture
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rs/zerolog"
+)
+
+// Run fails: bridges and br_netfilter are Linux's.
+func Run(context.Context, uint32, func([]Bridge), zerolog.Logger) error {
+	return errors.New("bridge capture needs Linux")
+}
+
+// Cleanup has nothing to remove.
+func Cleanup(context.Context) error { return nil }
