@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kproxy/kproxy/test/backends"
 	"github.com/kproxy/kproxy/test/netnstest"
 )
 
@@ -26,8 +31,9 @@ const pbClusterIP = "198.18.0.72"
 // address; the endpoint's reply, which the bridge would switch straight
 // to the client pod, is brought up to the node's stack by the bridge
 // capture and reaches kproxy's socket: the endpoint sees the client pod's
-// address over TCP and UDP. Traffic between the pods themselves, and
-// the node's own, is switched and answered as before.
+// address over TCP and UDP, and a connection held across kill -9 goes
+// on. Traffic between the pods themselves, and the node's own, is
+// switched and answered as before.
 func testPodSourceSameBridge(t *testing.T, bin, mode string, loops bool) {
 	e := newEnv(t, bin, mode)
 	e.noFaults = loops // fault injection's connections take the goroutine path
@@ -46,9 +52,14 @@ func testPodSourceSameBridge(t *testing.T, bin, mode string, loops bool) {
 		p.ns.AddAddr(t, "eth0", p.addr.String()+"/28")
 		p.ns.MustRun(t, "ip", "route", "add", "default", "via", pbBridgeIP.String())
 	}
-	node.AddAddr(t, "kb0", pbBridgeIP.String()+"/28")
-	node.MustRun(t, "ip", "link", "set", "kb0", "up")
 	servePeers(t, server, []netip.Addr{pbServer}, psTCP, psUDP)
+	server.MustDo(t, func() error {
+		echo, err := backends.StartTCP("server", netip.AddrPortFrom(pbServer, psEcho).String())
+		if err == nil {
+			t.Cleanup(echo.Close)
+		}
+		return err
+	})
 
 	e.replaceManifest(t, fmt.Sprintf(`---
 apiVersion: v1
@@ -59,21 +70,30 @@ spec:
   ports:
   - {name: http, protocol: TCP, port: 80, targetPort: %[2]d}
   - {name: dns, protocol: UDP, port: 53, targetPort: %[3]d}
+  - {name: echo, protocol: TCP, port: 81, targetPort: %[5]d}
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: pb, namespace: e2e, labels: {kubernetes.io/service-name: pb}}
 addressType: IPv4
-ports: [{name: http, protocol: TCP, port: %[2]d}, {name: dns, protocol: UDP, port: %[3]d}]
+ports: [{name: http, protocol: TCP, port: %[2]d}, {name: dns, protocol: UDP, port: %[3]d}, {name: echo, protocol: TCP, port: %[5]d}]
 endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node}]
-`, pbClusterIP, psTCP, psUDP, pbServer))
-	args := []string{"--cluster-cidr", "203.0.113.32/28"}
+`, pbClusterIP, psTCP, psUDP, pbServer, psEcho))
+	sock := filepath.Join(e.dir, "keeper.sock")
+	keeper := startProc(t, node.Command(context.Background(), bin, "keep-sockets", "--socket", sock), filepath.Join(e.dir, "keeper.log"))
+	t.Cleanup(func() { keeper.stop(t, syscall.SIGTERM) })
+	waitLogged(t, keeper, "socket keeper ready")
+	args := []string{"--cluster-cidr", "203.0.113.32/28", "--socket-keeper", sock}
 	if !loops {
 		args = append(args, "--tcp-event-loops=false")
 	}
 	p := e.start(t, args...)
 	e.waitRules(t, []string{pbClusterIP}, nil)
-	waitLogged(t, p, "bridge capture: replies of pods on these bridges come up")
+	// The bridge gets its address and comes up once kproxy runs, as a
+	// CNI's does with the node's first pod: programmed then.
+	node.AddAddr(t, "kb0", pbBridgeIP.String()+"/28")
+	node.MustRun(t, "ip", "link", "set", "kb0", "up")
+	waitLogged(t, p, `"bridges":["kb0"]`)
 	if got := node.MustRun(t, "nft", "list", "table", "bridge", "kproxy"); !strings.Contains(got, "ether daddr set") {
 		t.Fatalf("no bridge capture rule for kb0:\n%s", got)
 	}
@@ -88,6 +108,39 @@ endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node}]
 			t.Fatalf("ask %d over udp: the endpoint on the client pod's bridge saw %q (%v), want the client pod's %s", i, answer, err, pbClient)
 		}
 	}
+	// A connection held across kill -9 (the socket keeper holds both its
+	// sockets) and across a restart: the endpoint's replies over the
+	// bridge still come up to the next process's sockets.
+	held, err := client.DialContext(context.Background(), "tcp", svcAddr(pbClusterIP, 81).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	rd := bufio.NewReader(held)
+	held.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := backends.ReadName(rd); err != nil {
+		t.Fatalf("held connection: %v", err)
+	}
+	echo := func(when string) {
+		held.SetDeadline(time.Now().Add(5 * time.Second))
+		msg := "ping " + when + "\n"
+		if _, err := held.Write([]byte(msg)); err != nil {
+			t.Fatalf("held connection, %s: %v", when, err)
+		}
+		if got, err := rd.ReadString('\n'); err != nil || got != msg {
+			t.Fatalf("held connection, %s: echoed %q (%v), want %q", when, got, err, msg)
+		}
+	}
+	echo("before the kill")
+	waitProxyPorts(t, e)
+	p.stop(t, syscall.SIGKILL)
+	p = e.start(t, args...)
+	waitLogged(t, p, "connections taken over from the socket keeper")
+	echo("after the kill")
+	if got, err := askPeerWithin(client, netip.Addr{}, svcAddr(pbClusterIP, 80), 5*time.Second); err != nil || got != pbClient {
+		t.Errorf("after the kill: the endpoint saw %s (%v), want %s", got, err, pbClient)
+	}
+
 	// Only kproxy's replies are brought up: the pods reaching each other
 	// and the node reaching a pod are switched and answered as before.
 	if got, err := askPeerFrom(client, netip.Addr{}, netip.AddrPortFrom(pbServer, psTCP)); err != nil || got != pbClient {

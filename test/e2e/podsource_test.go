@@ -157,15 +157,7 @@ endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node2}]
 	// The kill comes once the proxy ports are recorded (within 100 ms of
 	// the first state), as any kill a node sees: the next process takes
 	// the same ones, and the keeper's sockets with them.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, err := os.Stat(filepath.Join(e.dir, "proxy-ports.json")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("kproxy recorded no proxy ports within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond) // polling the file: no event to await
-	}
+	waitProxyPorts(t, e)
 	// New connections from the pod go on across kills, those the killed
 	// process was dialling included: node2 drops a quarter of the SYNs
 	// towards its pod (a lossy link), so dials are in flight when the
@@ -229,4 +221,20 @@ endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node2}]
 func (e *env) policyRoutingCount(t *testing.T) int {
 	rules, routes := e.policyRouting(t)
 	return len(rules) + len(routes)
+}
+
+// waitProxyPorts waits until kproxy has recorded its proxy ports (within
+// 100 ms of the first state), which the next process takes with the
+// keeper's sockets: a kill before that is one a node never sees twice.
+func waitProxyPorts(t *testing.T, e *env) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := os.Stat(filepath.Join(e.dir, "proxy-ports.json")); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("kproxy recorded no proxy ports within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the file: no event to await
+	}
 }

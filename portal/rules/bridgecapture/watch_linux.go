@@ -63,24 +63,27 @@ func bridgeNFCall(family string) bool {
 	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 
-// Run programs the capture for this node's bridges, and again each time
-// a link or an address changes (a CNI creates its bridge with the first
-// pod), until ctx ends; programmed is told the bridges whose replies come
-// up after each change. The table is left in place at the end, as the
-// other rules are for the next process.
-func Run(ctx context.Context, mark uint32, programmed func([]Bridge), log zerolog.Logger) error {
+// Start programs the capture for this node's bridges before it returns
+// (so a restarted kproxy serves with it from its first connection), and
+// again each time a link or an address changes (a CNI creates its bridge
+// with the first pod), until ctx ends; programmed is told the bridges
+// whose replies come up after each change. The table is left in place at
+// the end, as the other rules are for the next process.
+func Start(ctx context.Context, mark uint32, programmed func([]Bridge), log zerolog.Logger) error {
 	nft, err := knftables.New(knftables.BridgeFamily, Table)
 	if err != nil {
 		return err
 	}
+	// Subscribed before the first listing: no change falls between.
 	links := make(chan netlink.LinkUpdate, 16)
 	addrs := make(chan netlink.AddrUpdate, 16)
 	done := make(chan struct{})
-	defer close(done)
 	if err := netlink.LinkSubscribe(links, done); err != nil {
+		close(done)
 		return err
 	}
 	if err := netlink.AddrSubscribe(addrs, done); err != nil {
+		close(done)
 		return err
 	}
 	var cur []Bridge
@@ -99,30 +102,34 @@ func Run(ctx context.Context, mark uint32, programmed func([]Bridge), log zerolo
 			return
 		}
 		cur = bs
+		programmed(bs)
 		names := make([]string, len(bs))
 		for i, b := range bs {
 			names[i] = b.Name
 		}
 		log.Info().Strs("bridges", names).Msg("bridge capture: replies of pods on these bridges come up to kproxy")
-		programmed(bs)
 	}
 	sync(true)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-links:
-			if !ok {
-				return nil
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-links:
+				if !ok {
+					return
+				}
+			case _, ok := <-addrs:
+				if !ok {
+					return
+				}
 			}
-		case _, ok := <-addrs:
-			if !ok {
-				return nil
-			}
+			drain(links, addrs)
+			sync(false)
 		}
-		drain(links, addrs)
-		sync(false)
-	}
+	}()
+	return nil
 }
 
 // drain takes the updates already queued: one listing covers them all.

@@ -9,8 +9,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Run fails: bridges and br_netfilter are Linux's.
-func Run(context.Context, uint32, func([]Bridge), zerolog.Logger) error {
+// Start fails: bridges and br_netfilter are Linux's.
+func Start(context.Context, uint32, func([]Bridge), zerolog.Logger) error {
 	return errors.New("bridge capture needs Linux")
 }
 
