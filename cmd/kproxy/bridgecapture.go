@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/rs/zerolog"
 
@@ -21,11 +22,11 @@ func captureBridges(ctx context.Context, pods *datapath.PodClients, log zerolog.
 		return
 	}
 	err := bridgecapture.Start(ctx, steer.TransparentReplyMark, func(bs []bridgecapture.Bridge) {
-		names := make([]string, len(bs))
-		for i, b := range bs {
-			names[i] = b.Name
+		var prefixes []netip.Prefix
+		for _, b := range bs {
+			prefixes = append(prefixes, b.Prefixes...)
 		}
-		datapath.SetCapturedBridges(names)
+		datapath.SetCapturedBridges(prefixes)
 	}, log)
 	if err != nil {
 		log.Warn().Err(err).Msg("bridge capture unavailable: an endpoint on its client pod's bridge sees the node's address")

@@ -25,38 +25,37 @@ var replyBypassesNode = func(client, endpoint netip.Addr) bool {
 	}
 	for _, p := range l.prefixes {
 		if p.Contains(client) {
-			return !bridgeCaptured(l.name)
+			return !bridgeCaptured(p)
 		}
 	}
 	return false
 }
 
-// capturedBridges are the names of the bridges whose frames replying to
-// kproxy's connections come up to this node's stack.
-var capturedBridges atomic.Pointer[map[string]bool]
+// capturedBridges are the prefixes of the bridges whose frames replying
+// to kproxy's connections come up to this node's stack.
+var capturedBridges atomic.Pointer[map[netip.Prefix]bool]
 
-// SetCapturedBridges tells the data path the bridges whose replies the
-// bridge capture (portal/rules/bridgecapture) brings up, as programmed: a
-// pod client is then dialled from its own address to an endpoint on its
-// own bridge too.
-func SetCapturedBridges(names []string) {
-	m := make(map[string]bool, len(names))
-	for _, n := range names {
-		m[n] = true
+// SetCapturedBridges tells the data path the bridge prefixes whose
+// replies the bridge capture (portal/rules/bridgecapture) brings up, as
+// programmed: a pod client in one is then dialled from its own address
+// to an endpoint on its own bridge too.
+func SetCapturedBridges(prefixes []netip.Prefix) {
+	m := make(map[netip.Prefix]bool, len(prefixes))
+	for _, p := range prefixes {
+		m[p] = true
 	}
 	capturedBridges.Store(&m)
 }
 
-func bridgeCaptured(name string) bool {
+func bridgeCaptured(p netip.Prefix) bool {
 	m := capturedBridges.Load()
-	return m != nil && (*m)[name]
+	return m != nil && (*m)[p]
 }
 
 // endpointLink is where the node reaches an address (an endpoint's, a
 // client's): the node itself, or an interface with these on-link
 // prefixes, through a gateway or on the link.
 type endpointLink struct {
-	name     string // the interface's
 	node     bool
 	gateway  bool
 	prefixes []netip.Prefix

@@ -33,7 +33,7 @@ func lookupEndpointLink(ep netip.Addr) (endpointLink, error) {
 	if err != nil {
 		return endpointLink{}, fmt.Errorf("addresses of %s: %w", ifi.Name, err)
 	}
-	l := endpointLink{name: ifi.Name, gateway: gateway}
+	l := endpointLink{gateway: gateway}
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
 			if p, err := netip.ParsePrefix(n.String()); err == nil {

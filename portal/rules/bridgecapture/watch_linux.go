@@ -4,6 +4,7 @@ package bridgecapture
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 )
 
@@ -27,7 +27,7 @@ func Bridges() ([]Bridge, error) {
 	var out []Bridge
 	for _, l := range links {
 		a := l.Attrs()
-		if l.Type() != "bridge" || a.Flags&unix.IFF_UP == 0 || len(a.HardwareAddr) == 0 {
+		if l.Type() != "bridge" || a.Flags&net.FlagUp == 0 || len(a.HardwareAddr) == 0 {
 			continue
 		}
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
