@@ -774,18 +774,44 @@ load_stop() {
 		sleep 0.1
 	done
 	{ kubectl_ logs rollout-client; cat "$S/run/rollout-node.log" "$S/run/rollout-outside.log"; } | grep '^{' >"$dir/clients.jsonl"
+	kubectl_ get pods -A -o json >"$dir/pods.json" # where they ran, for rollout_diagnose
 	# The cluster as it was, for what runs next (the e2e suite).
 	kubectl_ delete pod rollout-client --wait=false >/dev/null
 	kubectl_ delete deploy rollout-backend --wait=false >/dev/null
 	kubectl_ delete svc rollout --wait=false >/dev/null
 	cat "$dir/events.jsonl" "$dir/clients.jsonl" >"$out/$1.jsonl"
-	rollout_report "$out/$1.jsonl" | tee "$out/$1.md" >&2
 	lost=$(jq -s '[.[] | select(.kind == "summary") | (.failed // 0) + (.broken // 0)] | add' "$out/$1.jsonl")
+	if [ "$PROXY" = kproxy ] && [ "$lost" != 0 ]; then
+		rollout_diagnose "$dir/pods.json" "$out/$1-proxy.log" >&2
+	fi
+	rollout_report "$out/$1.jsonl" | tee "$out/$1.md" >&2
 	if [ "$PROXY" = kproxy ] && [ "$lost" != 0 ]; then
 		log "$1: kproxy lost $lost requests or streams"
 		return 1
 	fi
 	log "$1: $PROXY lost $lost requests or streams"
+}
+
+# rollout_diagnose PODS FILE: what a lost request needs to be explained,
+# when only the end of the output is seen (CI): where the pods ran (PODS,
+# kubectl get pods -A -o json), and each kproxy container's warnings and
+# errors (this one and the one before it); every kproxy log in FILE.
+rollout_diagnose() {
+	local pod
+	jq -r '.items[] | select(.metadata.name | test("kproxy|coredns|rollout"))
+		| "\(.metadata.name) \(.status.phase) \(.status.podIP // "-") \(.spec.nodeName // "-")"' "$1"
+	shift
+	for pod in $(kubectl_ -n kube-system get pods -l k8s-app=kproxy -o name); do
+		{
+			echo "== $pod (previous container)"
+			kubectl_ -n kube-system logs "$pod" -c kproxy --previous 2>&1
+			echo "== $pod"
+			kubectl_ -n kube-system logs "$pod" -c kproxy 2>&1
+		} >>"$1"
+		echo "$pod: warnings and errors"
+		{ kubectl_ -n kube-system logs "$pod" -c kproxy --previous 2>/dev/null; kubectl_ -n kube-system logs "$pod" -c kproxy 2>/dev/null; } |
+			{ grep -E 'WRN|ERR|"level":"(warn|error)"' || true; } | tail -n 8
+	done
 }
 
 # swap: the node proxy swapped under load, kube-proxy to kproxy and back,
