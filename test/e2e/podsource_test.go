@@ -45,8 +45,8 @@ const (
 // rules take it to kproxy's socket instead of the pod. Nothing else loses
 // its packets to that: the pod reaching the remote pod directly, and the
 // node itself, are answered as before. A connection held across kill -9
-// (a socket keeper) goes on, so do new connections across kills, and
-// after a restart the next connections still see the pod.
+// (a socket keeper) goes on, so do new connections and UDP queries across
+// kills, and after a restart the next connections still see the pod.
 func testPodSourceAcrossNodes(t *testing.T, bin, mode string, loops bool) {
 	e := newEnv(t, bin, mode)
 	e.noFaults = loops // fault injection's connections take the goroutine path
@@ -174,9 +174,23 @@ endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node2}]
 		lost.note(start, err)
 		return err
 	}, 4, 0)
+	// UDP queries from a new socket each (a resolver's), answered by the
+	// remote pod: flows dialled from the pod's address across the kills.
+	var udpLost killWindowFailures
+	udpLoad := startHandoverLoad(t, nil, "", func() error {
+		start := time.Now()
+		answer, err := netnstest.Exchange(e.tp.Client, "udp", svcAddr(psClusterIP, 53), []byte("ping\n"), 5*time.Second)
+		if got, perr := netip.ParseAddr(strings.TrimSpace(answer)); err == nil && (perr != nil || got != netnstest.ClientIP4) {
+			err = fmt.Errorf("the endpoint saw %q, want %s", answer, netnstest.ClientIP4)
+		}
+		udpLost.note(start, err)
+		return err
+	}, 4, 0)
 	for i := range 4 {
 		load.waitProgress(t)
+		udpLoad.waitProgress(t)
 		lost.kill(time.Now())
+		udpLost.kill(time.Now())
 		p.stop(t, syscall.SIGKILL)
 		p = e.start(t, args...)
 		waitLogged(t, p, "connections taken over from the socket keeper")
@@ -185,6 +199,13 @@ endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node2}]
 		}
 	}
 	load.waitProgress(t)
+	udpLoad.waitProgress(t)
+	udpOK, udpFailed, _, _ := udpLoad.stop(t)
+	unread, udpOthers := udpLost.split(func(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) })
+	t.Logf("UDP queries from the pod across 4 kill -9: %d, %d failed (%d read in the instant before a kill)", udpOK, udpFailed, unread)
+	for _, f := range udpOthers {
+		t.Errorf("a UDP query from the pod sent %s got no answer across kill -9: %v", f.start.Format("15:04:05.000000"), f.err)
+	}
 	ok, failed, _, _ := load.stop(t)
 	unkept, others := lost.split(func(err error) bool { return errors.Is(err, syscall.ECONNRESET) })
 	t.Logf("connections from the pod across 4 kill -9: %d, %d failed (%d accepted in the instant before a kill)", ok, failed, unkept)
