@@ -383,10 +383,7 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 	e := newEnv(t, bin, "nftables")
 	e.noFaults = loops
 	e.writeManifest(t, false)
-	sock := filepath.Join(e.dir, "pod", "keeper.sock")
-	keeper := startProc(t, e.tp.Node.Command(context.Background(), bin, "keep-sockets", "--socket", sock), filepath.Join(e.dir, "keeper.log"))
-	t.Cleanup(func() { keeper.stop(t, syscall.SIGTERM) })
-	waitLogged(t, keeper, "socket keeper ready")
+	sock := startKeeper(t, e, filepath.Join(e.dir, "pod", "keeper.sock"))
 	// Ready as the DaemonSet's probe says (the admin API's state needs
 	// fault injection): a ready file per process, as per pod start.
 	start := func(i int) *proc {
@@ -446,11 +443,7 @@ func testKillWithKeeper(t *testing.T, bin string, loops bool) {
 	udpLoad.waitProgress(t)
 	bulk.waitEchoed(t, 1<<20)
 	udpOK, udpFailed, _, _ := udpLoad.stop(t)
-	unread, others := udpLost.split(func(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) })
-	t.Logf("UDP queries answered 200 ms later across the same kills: %d, %d failed (%d read in the instant before a kill)", udpOK, udpFailed, unread)
-	for _, f := range others {
-		t.Errorf("a UDP query sent %s got no answer across kill -9 and restart: %v", f.start.Format("15:04:05.000000"), f.err)
-	}
+	udpLost.check(t, "UDP queries answered 200 ms later across the same kills", udpOK, udpFailed, unanswered)
 	ok, failed, kaOK, kaFailed := load.stop(t)
 	checked, bulkErr := bulk.stop()
 	t.Logf("3 kill -9 and 3 SIGTERM with a socket keeper: %d requests, %d failed; keep-alive: %d exchanges, %d failed; bulk: %d MiB echoed and checked",
@@ -501,20 +494,39 @@ func (w *killWindowFailures) note(start time.Time, err error) {
 	w.failures = append(w.failures, failedRequest{start, err})
 }
 
-// split counts the failures that started just before a kill, as the
-// loss it causes looks (lost), and returns every other failure.
-func (w *killWindowFailures) split(lost func(error) bool) (unkept int, others []failedRequest) {
+// check logs what of ok+failed requests (what) failed, and fails the test
+// for each failure but those that started just before a kill and failed
+// as the loss a kill causes looks (lost).
+func (w *killWindowFailures) check(t *testing.T, what string, ok, failed int64, lost func(error) bool) {
+	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	excused := 0
 	for _, f := range w.failures {
 		justBefore := slices.ContainsFunc(w.kills, func(k time.Time) bool {
 			return !f.start.After(k) && k.Sub(f.start) < takeWindow
 		})
 		if justBefore && lost(f.err) {
-			unkept++
+			excused++
 			continue
 		}
-		others = append(others, f)
+		t.Errorf("%s: one started %s failed: %v", what, f.start.Format("15:04:05.000000"), f.err)
 	}
-	return unkept, others
+	t.Logf("%s: %d, %d failed (%d taken in the instant before a kill)", what, ok, failed, excused)
+}
+
+// reset is a kill's loss of a connection: the exiting process resets it.
+func reset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
+
+// unanswered is a kill's loss of a datagram: the client's deadline passes.
+func unanswered(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// startKeeper runs a socket keeper (the DaemonSet's sidecar) on sock in
+// the node's namespace until the test ends; it returns sock.
+func startKeeper(t *testing.T, e *env, sock string) string {
+	t.Helper()
+	keeper := startProc(t, e.tp.Node.Command(context.Background(), e.bin, "keep-sockets", "--socket", sock), filepath.Join(e.dir, "keeper.log"))
+	t.Cleanup(func() { keeper.stop(t, syscall.SIGTERM) })
+	waitLogged(t, keeper, "socket keeper ready")
+	return sock
 }

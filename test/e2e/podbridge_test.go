@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"context"
-	"fmt"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -11,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/test/backends"
 	"github.com/kproxy/kproxy/test/netnstest"
 )
 
@@ -52,37 +48,10 @@ func testPodSourceSameBridge(t *testing.T, bin, mode string, loops bool) {
 		p.ns.AddAddr(t, "eth0", p.addr.String()+"/28")
 		p.ns.MustRun(t, "ip", "route", "add", "default", "via", pbBridgeIP.String())
 	}
-	servePeers(t, server, []netip.Addr{pbServer}, psTCP, psUDP)
-	server.MustDo(t, func() error {
-		echo, err := backends.StartTCP("server", netip.AddrPortFrom(pbServer, psEcho).String())
-		if err == nil {
-			t.Cleanup(echo.Close)
-		}
-		return err
-	})
+	servePod(t, server, pbServer)
 
-	e.replaceManifest(t, fmt.Sprintf(`---
-apiVersion: v1
-kind: Service
-metadata: {name: pb, namespace: e2e}
-spec:
-  clusterIP: %[1]s
-  ports:
-  - {name: http, protocol: TCP, port: 80, targetPort: %[2]d}
-  - {name: dns, protocol: UDP, port: 53, targetPort: %[3]d}
-  - {name: echo, protocol: TCP, port: 81, targetPort: %[5]d}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: pb, namespace: e2e, labels: {kubernetes.io/service-name: pb}}
-addressType: IPv4
-ports: [{name: http, protocol: TCP, port: %[2]d}, {name: dns, protocol: UDP, port: %[3]d}, {name: echo, protocol: TCP, port: %[5]d}]
-endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node}]
-`, pbClusterIP, psTCP, psUDP, pbServer, psEcho))
-	sock := filepath.Join(e.dir, "keeper.sock")
-	keeper := startProc(t, node.Command(context.Background(), bin, "keep-sockets", "--socket", sock), filepath.Join(e.dir, "keeper.log"))
-	t.Cleanup(func() { keeper.stop(t, syscall.SIGTERM) })
-	waitLogged(t, keeper, "socket keeper ready")
+	e.replaceManifest(t, podServiceManifest("pb", pbClusterIP, pbServer, "node"))
+	sock := startKeeper(t, e, filepath.Join(e.dir, "keeper.sock"))
 	args := []string{"--cluster-cidr", "203.0.113.32/28", "--socket-keeper", sock}
 	if !loops {
 		args = append(args, "--tcp-event-loops=false")
@@ -111,26 +80,7 @@ endpoints: [{addresses: ["%[4]s"], conditions: {ready: true}, nodeName: node}]
 	// A connection held across kill -9 (the socket keeper holds both its
 	// sockets) and across a restart: the endpoint's replies over the
 	// bridge still come up to the next process's sockets.
-	held, err := client.DialContext(context.Background(), "tcp", svcAddr(pbClusterIP, 81).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	rd := bufio.NewReader(held)
-	held.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := backends.ReadName(rd); err != nil {
-		t.Fatalf("held connection: %v", err)
-	}
-	echo := func(when string) {
-		held.SetDeadline(time.Now().Add(5 * time.Second))
-		msg := "ping " + when + "\n"
-		if _, err := held.Write([]byte(msg)); err != nil {
-			t.Fatalf("held connection, %s: %v", when, err)
-		}
-		if got, err := rd.ReadString('\n'); err != nil || got != msg {
-			t.Fatalf("held connection, %s: echoed %q (%v), want %q", when, got, err, msg)
-		}
-	}
+	echo := holdEcho(t, client, svcAddr(pbClusterIP, 81))
 	echo("before the kill")
 	waitProxyPorts(t, e)
 	p.stop(t, syscall.SIGKILL)

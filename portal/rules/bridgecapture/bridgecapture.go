@@ -19,6 +19,7 @@
 package bridgecapture
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 	"slices"
@@ -44,5 +45,5 @@ type Bridge struct {
 
 // Equal reports whether b and o program the same rules.
 func (b Bridge) Equal(o Bridge) bool {
-	return b.Name == o.Name && b.MAC.String() == o.MAC.String() && slices.Equal(b.Prefixes, o.Prefixes)
+	return b.Name == o.Name && bytes.Equal(b.MAC, o.MAC) && slices.Equal(b.Prefixes, o.Prefixes)
 }
