@@ -47,6 +47,8 @@ func TestE2ENetns(t *testing.T) {
 		{"IPTablesTransparent", ipt, func(t *testing.T, bin string) { testTransparent(t, bin, "iptables") }},
 		{"NftablesPodSourceAcrossNodes", nft, func(t *testing.T, bin string) { testPodSourceAcrossNodes(t, bin, "nftables", true) }},
 		{"NftablesPodSourceAcrossNodesGoroutines", nft, func(t *testing.T, bin string) { testPodSourceAcrossNodes(t, bin, "nftables", false) }},
+		{"NftablesTimeWaitReuse", nft, func(t *testing.T, bin string) { testTimeWaitReuse(t, bin, "nftables") }},
+		{"IPTablesTimeWaitReuse", ipt, func(t *testing.T, bin string) { testTimeWaitReuse(t, bin, "iptables") }},
 		{"IPTablesPodSourceAcrossNodes", ipt, func(t *testing.T, bin string) { testPodSourceAcrossNodes(t, bin, "iptables", true) }},
 		{"NftablesPodSourceSameBridge", nft, func(t *testing.T, bin string) { testPodSourceSameBridge(t, bin, "nftables", true) }},
 		{"NftablesPodSourceSameBridgeGoroutines", nft, func(t *testing.T, bin string) { testPodSourceSameBridge(t, bin, "nftables", false) }},

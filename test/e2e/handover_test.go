@@ -510,9 +510,27 @@ func (w *killWindowFailures) check(t *testing.T, what string, ok, failed int64, 
 			excused++
 			continue
 		}
-		t.Errorf("%s: one started %s failed: %v", what, f.start.Format("15:04:05.000000"), f.err)
+		t.Errorf("%s: one started %s (%s) failed: %v", what, f.start.Format("15:04:05.000000"), w.nearestKill(f.start), f.err)
 	}
 	t.Logf("%s: %d, %d failed (%d taken in the instant before a kill)", what, ok, failed, excused)
+}
+
+// nearestKill says how far from start the nearest kill came (with w.mu
+// held), for a failure's message.
+func (w *killWindowFailures) nearestKill(start time.Time) string {
+	if len(w.kills) == 0 {
+		return "no kill"
+	}
+	near := w.kills[0]
+	for _, k := range w.kills[1:] {
+		if k.Sub(start).Abs() < near.Sub(start).Abs() {
+			near = k
+		}
+	}
+	if near.Before(start) {
+		return fmt.Sprintf("%v after the nearest kill", start.Sub(near).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%v before the nearest kill", near.Sub(start).Round(time.Millisecond))
 }
 
 // reset is a kill's loss of a connection: the exiting process resets it.

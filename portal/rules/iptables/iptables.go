@@ -317,15 +317,21 @@ func (t *Rules) ruleLines(f *iptFamily, r rules.Rule) []iptJump {
 func ownerLines(protocol string, proxyPort int) []iptJump {
 	proxy := fmt.Sprintf("-p %s -m %s --dport %d", protocol, protocol, proxyPort)
 	if protocol == "tcp" {
-		// The socket match restores no mark from a connection that is
-		// not a full socket yet (SYN_RECV): the handshake's last ACK
-		// would be dropped. Only a new connection can reach another
-		// process's listener, and its SYN finds the listener.
+		// Only a new connection can reach another process's listener,
+		// and its SYN finds the listener.
 		proxy += " -m conntrack --ctstate NEW"
 	}
+	mark := fmt.Sprintf("0x%x/0x%x", steer.SocketMark, steer.SocketMark)
 	return []iptJump{
+		// The packet is kproxy's unless a full socket says otherwise, as
+		// nftables' socket mark matches only a full socket: the socket
+		// match restores no mark from a TIME_WAIT socket, which a SYN
+		// finds when a client reuses its port while kproxy's side of the
+		// last connection waits (the kernel gives that SYN to the
+		// listener), nor from a request socket (SYN_RECV).
+		{"filter", iptProxyPortOwner, proxy + " -j MARK --set-xmark " + mark},
 		{"filter", iptProxyPortOwner, proxy + " -m socket --nowildcard --restore-skmark"},
-		{"filter", iptProxyPortOwner, fmt.Sprintf("%s -m mark ! --mark 0x%x/0x%x -j DROP", proxy, steer.SocketMark, steer.SocketMark)},
+		{"filter", iptProxyPortOwner, proxy + " -m mark ! --mark " + mark + " -j DROP"},
 	}
 }
 
