@@ -80,17 +80,19 @@ test: export KPROXY_KWOK = $(shell test/build-kwok.sh --path)
 # through it from a node, another host and a pod (about 30 s warm);
 # make e2e-conformance rolls kproxy's DaemonSet under load (restart, undo,
 # a ConfigMap change, a kill on each node: nothing may be lost) and runs the [Conformance] specs
-# of Kubernetes' network e2e tests against it (what CI runs); make e2e runs
-# the rollout check (kills included) and the whole suite against kproxy,
-# the suite under a crash storm, the rollout check, the suite and the swap
-# from kube-proxy to kproxy and back against kube-proxy (reports in bin/),
+# of Kubernetes' network e2e tests against it (what CI runs); make e2e runs,
+# on a dual-stack cluster, the rollout check (kills included), the whole
+# suite and its [Feature:IPv6DualStack] specs against kproxy,
+# the suite under a crash storm, the rollout check, the suite, its
+# dual-stack specs and the swap from kube-proxy to kproxy and back against
+# kube-proxy (reports in bin/),
 # and fails where kproxy loses a request or a stream in the rollout
 # check, fails what kube-proxy passes, documented differences aside, or
 # fails under the storm what it passes without (docs/conformance.md,
 # docs/operating.md). Torn down at the end, also when interrupted.
 .PHONY: e2e e2e-smoke e2e-conformance
 e2e: apiserver control-plane
-	test/cluster/cluster.sh all
+	KPROXY_CLUSTER_IPFAMILY=dual test/cluster/cluster.sh all
 e2e-smoke: apiserver control-plane
 	@trap 'test/cluster/cluster.sh down' EXIT; \
 	test/cluster/cluster.sh up && test/cluster/cluster.sh smoke

@@ -14,6 +14,7 @@
 #   test/cluster/cluster.sh compare KPROXY.json KUBE-PROXY.json   (below)
 #   test/cluster/cluster.sh table [DIR]   make e2e's reports as a Markdown table
 #   test/cluster/cluster.sh storm   e2e with kproxy chaos crashing actors on every node (below)
+#   test/cluster/cluster.sh dualstack  the [Feature:IPv6DualStack] specs (a dual-stack cluster; below)
 #   test/cluster/cluster.sh nodecidr   the terminating-fallback spec under detectLocalMode NodeCIDR (CAPTURE=1: a capture under ClusterCIDR first; below)
 #   test/cluster/cluster.sh conformance   the [Conformance] specs of the suite, for CI (below)
 #   test/cluster/cluster.sh all     what make e2e runs (below)
@@ -23,6 +24,10 @@
 # As root. Addresses stay in 198.19.0.0/16 (inside the documentation range
 # 198.18.0.0/15): the host's bridge kpc0 198.19.255.1/24, node N at
 # 198.19.255.1N with pods in 198.19.N.0/24, services in 198.19.128.0/20.
+# KPROXY_CLUSTER_IPFAMILY=dual (at up, and for every command after) makes
+# it dual-stack, IPv4 first, in 2001:db8::/32: the bridge 2001:db8:1a::1/64,
+# node N at 2001:db8:1a::1N, its pods in 2001:db8:19:N::/64, services in
+# 2001:db8:1b::/112; nodes, pods and services get both families.
 # The host does not forward (nothing a node sends leaves the machine);
 # service addresses are routed to the host, which drops what no node proxy
 # took. State in $KPROXY_CLUSTER_DIR (default /tmp/kproxy-cluster).
@@ -39,6 +44,11 @@ HOST_IP=198.19.255.1
 SERVICE_CIDR=198.19.128.0/20
 CLUSTER_CIDR=198.19.0.0/17
 DNS_IP=198.19.128.10
+HOST_IP6=2001:db8:1a::1
+SERVICE_CIDR6=2001:db8:1b::/112
+CLUSTER_CIDR6=2001:db8:19::/48
+IPFAMILY=${KPROXY_CLUSTER_IPFAMILY:-ipv4}
+case "$IPFAMILY" in ipv4 | dual) ;; *) echo "cluster.sh: KPROXY_CLUSTER_IPFAMILY is ipv4 or dual, not $IPFAMILY" >&2; exit 2 ;; esac
 APISERVER_PORT=6443
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
 # The node proxy: kproxy from deploy/, or the reference, kube-proxy.
@@ -50,6 +60,13 @@ node_name() { echo "node-$1"; }
 node_ip() { echo "198.19.255.1$1"; }
 node_ns() { echo "kpc-node-$1"; }
 pod_cidr() { echo "198.19.$1.0/24"; }
+node_ip6() { echo "2001:db8:1a::1$1"; }
+pod_cidr6() { echo "2001:db8:19:$1::/64"; }
+dual() { [ "$IPFAMILY" = dual ]; }
+# both V4 V6: V4, or "V4,V6" on a dual-stack cluster (the flags' lists).
+both() { if dual; then echo "$1,$2"; else echo "$1"; fi; }
+SERVICE_CIDRS=$(both "$SERVICE_CIDR" "$SERVICE_CIDR6")
+CLUSTER_CIDRS=$(both "$CLUSTER_CIDR" "$CLUSTER_CIDR6")
 
 kubectl_() { "$S/bin/kubectl" --kubeconfig "$S/admin.kubeconfig" "$@"; }
 
@@ -232,6 +249,10 @@ network() {
 	ip link set "$BRIDGE" up
 	# What no node proxy took dies here, never leaves the machine.
 	ip route replace blackhole "$SERVICE_CIDR"
+	if dual; then
+		ip addr replace "$HOST_IP6/64" dev "$BRIDGE" nodad
+		ip -6 route replace blackhole "$SERVICE_CIDR6"
+	fi
 	for i in $(seq 1 "$NODES"); do
 		local ns; ns=$(node_ns "$i")
 		ip netns add "$ns"
@@ -251,6 +272,23 @@ network() {
 		for j in $(seq 1 "$NODES"); do
 			[ "$i" = "$j" ] || ip -n "$ns" route add "$(pod_cidr "$j")" via "$(node_ip "$j")"
 		done
+		dual && network6 "$i"
+	done
+}
+
+# network6 N: node N's IPv6 side, as network gives its IPv4 one. No
+# duplicate address detection: an address is usable at once, as on a
+# node whose network is up before its kubelet.
+network6() {
+	local i=$1 j ns; ns=$(node_ns "$i")
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+		net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.forwarding=1
+	ip -n "$ns" addr add "$(node_ip6 "$i")/64" dev eth0 nodad
+	ip -n "$ns" -6 route add "$SERVICE_CIDR6" via "$HOST_IP6"
+	ip -n "$ns" -6 route add default via "$HOST_IP6"
+	ip -6 route replace "$(pod_cidr6 "$i")" via "$(node_ip6 "$i")"
+	for j in $(seq 1 "$NODES"); do
+		[ "$i" = "$j" ] || ip -n "$ns" -6 route add "$(pod_cidr6 "$j")" via "$(node_ip6 "$j")"
 	done
 }
 
@@ -284,7 +322,7 @@ control_plane() {
 	chmod 0600 "$S/apiserver/tokens.csv"
 	echo "$admin" >"$S/apiserver/admin-token"
 	start apiserver "$APISERVER" --data-dir "$S/apiserver/data" --secure-port "$APISERVER_PORT" \
-		--token-auth-file "$S/apiserver/tokens.csv" --service-cluster-ip-range "$SERVICE_CIDR" -- \
+		--token-auth-file "$S/apiserver/tokens.csv" --service-cluster-ip-range "$SERVICE_CIDRS" -- \
 		--bind-address="$HOST_IP" --advertise-address="$HOST_IP" --endpoint-reconciler-type=lease \
 		--allow-privileged=true --kubelet-preferred-address-types=InternalIP,Hostname
 	kubeconfig "$S/admin.kubeconfig" admin "$admin"
@@ -295,7 +333,7 @@ control_plane() {
 	kubectl_ get --raw /readyz >/dev/null || { log "the API server is not ready"; tail -20 "$S/run/apiserver.log" >&2; exit 1; }
 	start controller-manager "$CONTROL_PLANE" kube-controller-manager --kubeconfig "$S/admin.kubeconfig" \
 		--service-account-private-key-file "$S/apiserver/data/sa.key" --root-ca-file "$S/apiserver/data/certs/apiserver.crt" \
-		--use-service-account-credentials --cluster-cidr "$CLUSTER_CIDR" --service-cluster-ip-range "$SERVICE_CIDR" \
+		--use-service-account-credentials --cluster-cidr "$CLUSTER_CIDRS" --service-cluster-ip-range "$SERVICE_CIDRS" \
 		--allocate-node-cidrs=false --leader-elect=false --bind-address 127.0.0.1 --secure-port 0
 	start scheduler "$CONTROL_PLANE" kube-scheduler --kubeconfig "$S/admin.kubeconfig" --leader-elect=false \
 		--bind-address 127.0.0.1 --secure-port 0
@@ -325,10 +363,15 @@ node() { # N
 		    bin_dir = "/usr/lib/cni"
 		    conf_dir = "$d/cni"
 	EOF
+	local ranges routes
+	ranges="[{\"subnet\": \"$(pod_cidr "$i")\"}]" routes='{"dst": "0.0.0.0/0"}'
+	if dual; then
+		ranges="$ranges, [{\"subnet\": \"$(pod_cidr6 "$i")\"}]" routes="$routes, {\"dst\": \"::/0\"}"
+	fi
 	cat >"$d/cni/10-bridge.conflist" <<-EOF
 		{"cniVersion": "0.4.0", "name": "kpc", "plugins": [
 		  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-		   "ipam": {"type": "host-local", "dataDir": "$d/ipam", "ranges": [[{"subnet": "$(pod_cidr "$i")"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+		   "ipam": {"type": "host-local", "dataDir": "$d/ipam", "ranges": [$ranges], "routes": [$routes]}},
 		  {"type": "portmap", "capabilities": {"portMappings": true}}
 		]}
 	EOF
@@ -374,7 +417,7 @@ node() { # N
 		podLogsDir: $d/kubelet/pod-logs
 	EOF
 	start "kubelet-$n" nsenter --mount="$(node_mnt "$i")" --net="/var/run/netns/$ns" "$KUBELET" --config "$d/kubelet/config.yaml" \
-		--kubeconfig "$d/kubelet/kubeconfig" --hostname-override "$n" --node-ip "$(node_ip "$i")" \
+		--kubeconfig "$d/kubelet/kubeconfig" --hostname-override "$n" --node-ip "$(both "$(node_ip "$i")" "$(node_ip6 "$i")")" \
 		--root-dir "$d/kubelet/root" --cert-dir "$d/kubelet/pki" --node-labels "topology.kubernetes.io/zone=zone-$i"
 }
 
@@ -416,7 +459,7 @@ kproxy_daemonset() {
 	# machine's, and the nodes share it).
 	kubectl_ apply -f "$root/deploy/rbac.yaml" >/dev/null
 	sed -e "s#server: .*#server: https://$HOST_IP:$APISERVER_PORT#" \
-		-e "s#^    mode: nftables#    mode: nftables\n    clusterCIDR: $CLUSTER_CIDR\n    conntrack: {maxPerCore: 0}#" "$root/deploy/configmap.yaml" | kubectl_ apply -f - >/dev/null
+		-e "s#^    mode: nftables#    mode: nftables\n    clusterCIDR: $CLUSTER_CIDRS\n    conntrack: {maxPerCore: 0}#" "$root/deploy/configmap.yaml" | kubectl_ apply -f - >/dev/null
 	kubectl_ apply -f "$root/deploy/daemonset.yaml" >/dev/null
 }
 
@@ -1014,7 +1057,7 @@ kube_proxy_daemonset() {
 		    apiVersion: kubeproxy.config.k8s.io/v1alpha1
 		    kind: KubeProxyConfiguration
 		    mode: nftables
-		    clusterCIDR: $CLUSTER_CIDR
+		    clusterCIDR: $CLUSTER_CIDRS
 		    # nf_conntrack_max is the machine's, not a node's: left alone.
 		    conntrack: {maxPerCore: 0}
 		    healthzBindAddress: 0.0.0.0:10256
@@ -1118,6 +1161,8 @@ down() {
 		ip route del "$(pod_cidr "$i")" 2>/dev/null
 	done
 	ip route del blackhole "$SERVICE_CIDR" 2>/dev/null
+	ip -6 route del blackhole "$SERVICE_CIDR6" 2>/dev/null
+	for i in $(seq 1 9); do ip -6 route del "$(pod_cidr6 "$i")" 2>/dev/null; done
 	ip link del "$BRIDGE" 2>/dev/null
 	# Where host-local kept every node's addresses before each node had
 	# its own (the nodes share a file system).
@@ -1161,7 +1206,7 @@ node_pod_cidrs() {
 	for i in $(seq 1 "$NODES"); do
 		[ -n "$(kubectl_ get node "$(node_name "$i")" -o jsonpath='{.spec.podCIDR}')" ] && continue
 		kubectl_ patch node "$(node_name "$i")" --type merge \
-			-p "{\"spec\":{\"podCIDR\":\"$(pod_cidr "$i")\",\"podCIDRs\":[\"$(pod_cidr "$i")\"]}}" >/dev/null
+			-p "{\"spec\":{\"podCIDR\":\"$(pod_cidr "$i")\",\"podCIDRs\":[\"$(both "$(pod_cidr "$i")" "$(pod_cidr6 "$i")" | sed 's/,/","/')\"]}}" >/dev/null
 	done
 }
 
@@ -1226,6 +1271,7 @@ all() {
 	suite storm
 	cp "$S/report/storm.txt" "$out/e2e-storm-crashes.txt"
 	OUT=$out nodecidr >"$out/nodecidr-kproxy.log" 2>&1 || rc=1
+	if dual; then OUT=$out dualstack; fi
 	down
 	PROXY=kube-proxy
 	up
@@ -1234,6 +1280,7 @@ all() {
 	e2e >"$out/e2e-kube-proxy.log" 2>&1 || true
 	suite kube-proxy
 	OUT=$out CAPTURE=1 nodecidr >"$out/nodecidr-kube-proxy.log" 2>&1 || rc=1
+	if dual; then OUT=$out dualstack; fi
 	# Last: it leaves kube-proxy's DaemonSet re-installed over kproxy's.
 	OUT=$out swap >"$out/swap.log" 2>&1 || true
 	down
@@ -1243,6 +1290,10 @@ all() {
 	compare "$out/e2e-kproxy.json" "$out/e2e-kube-proxy.json" || rc=1
 	log "under the storm ($(cat "$out/e2e-storm-crashes.txt" | tr '\n' ' ')):"
 	DIFFERENCES=/dev/null compare "$out/e2e-storm.json" "$out/e2e-kproxy.json" "kproxy under the storm" "kproxy" || rc=1
+	if dual; then
+		log "the dual-stack specs:"
+		compare "$out/e2e-dualstack-kproxy.json" "$out/e2e-dualstack-kube-proxy.json" || rc=1
+	fi
 	return $rc
 }
 
@@ -1273,6 +1324,19 @@ conformance() {
 	log "conformance: every [Conformance] spec passed"
 }
 
+# dualstack: on a dual-stack cluster (KPROXY_CLUSTER_IPFAMILY=dual), the
+# suite's [Feature:IPv6DualStack] specs against $PROXY; the report in
+# $OUT/e2e-dualstack-$PROXY.*.
+DUALSTACK_FOCUS='\[sig-network\] \[Feature:IPv6DualStack\]'
+DUALSTACK_SKIP='\[Feature:SCTPConnectivity\]|\[Disruptive\]|\[Serial\]|LoadBalancer|\[Flaky\]|GCE|AWS|Azure'
+dualstack() {
+	dual || { log "dualstack: the cluster must be up with KPROXY_CLUSTER_IPFAMILY=dual"; return 2; }
+	local out=${OUT:-$root/bin} start=$SECONDS
+	mkdir -p "$out"
+	E2E_FOCUS=$DUALSTACK_FOCUS E2E_SKIP=$DUALSTACK_SKIP e2e >"$out/e2e-dualstack-$PROXY.log" 2>&1 || true
+	suite "dualstack-$PROXY"
+}
+
 case "${1:-}" in
 up) up ;;
 down) down ;;
@@ -1286,10 +1350,11 @@ swap) swap ;;
 storm) storm ;;
 conformance) conformance ;;
 nodecidr) nodecidr ;;
+dualstack) dualstack ;;
 table) table "${2:-}" ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|smoke|rollout|swap|e2e|storm|nodecidr|report|compare|table|all|conformance|down|env" >&2
+	echo "usage: $0 up|smoke|rollout|swap|e2e|storm|nodecidr|dualstack|report|compare|table|all|conformance|down|env" >&2
 	exit 2
 	;;
 esac
