@@ -272,7 +272,7 @@ network() {
 		for j in $(seq 1 "$NODES"); do
 			[ "$i" = "$j" ] || ip -n "$ns" route add "$(pod_cidr "$j")" via "$(node_ip "$j")"
 		done
-		dual && network6 "$i"
+		if dual; then network6 "$i"; fi
 	done
 }
 
