@@ -52,8 +52,13 @@ type Subscribe struct {
 	// The backend takes a Delta's endpoint_updates (its definition kept as
 	// it holds it); a core sends one without it whole upserts only.
 	EndpointUpdates bool `protobuf:"varint,5,opt,name=endpoint_updates,json=endpointUpdates,proto3" json:"endpoint_updates,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The backend reads an EndpointsUpdate's own trigger time: a core sends
+	// endpoint updates to a backend only with it as well as
+	// endpoint_updates (an older backend reads triggers from the Delta's map
+	// only, so it gets whole upserts).
+	UpdateTriggers bool `protobuf:"varint,6,opt,name=update_triggers,json=updateTriggers,proto3" json:"update_triggers,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Subscribe) Reset() {
@@ -117,6 +122,13 @@ func (x *Subscribe) GetLostReplica() string {
 func (x *Subscribe) GetEndpointUpdates() bool {
 	if x != nil {
 		return x.EndpointUpdates
+	}
+	return false
+}
+
+func (x *Subscribe) GetUpdateTriggers() bool {
+	if x != nil {
+		return x.UpdateTriggers
 	}
 	return false
 }
@@ -424,11 +436,15 @@ func (x *Delta) GetEndpointUpdates() []*EndpointsUpdate {
 
 // EndpointsUpdate is a service port's endpoints, its definition unchanged.
 type EndpointsUpdate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *ServicePortKey        `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Endpoints     []*Endpoint            `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Key       *ServicePortKey        `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Endpoints []*Endpoint            `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// The service's last-change trigger time (Unix nanoseconds), as the
+	// Delta's map would carry it: a backend decodes no map entry and
+	// builds no service name for it.
+	TriggerUnixNano int64 `protobuf:"varint,3,opt,name=trigger_unix_nano,json=triggerUnixNano,proto3" json:"trigger_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *EndpointsUpdate) Reset() {
@@ -473,6 +489,13 @@ func (x *EndpointsUpdate) GetEndpoints() []*Endpoint {
 		return x.Endpoints
 	}
 	return nil
+}
+
+func (x *EndpointsUpdate) GetTriggerUnixNano() int64 {
+	if x != nil {
+		return x.TriggerUnixNano
+	}
+	return 0
 }
 
 // Heartbeat tells an idle backend that its session is alive; seq is the
@@ -915,13 +938,14 @@ var File_messages_remote_proto protoreflect.FileDescriptor
 
 const file_messages_remote_proto_rawDesc = "" +
 	"\n" +
-	"\x15messages/remote.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xa6\x01\n" +
+	"\x15messages/remote.proto\x12\tkproxy.v1\x1a\x14messages/model.proto\"\xcf\x01\n" +
 	"\tSubscribe\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x16\n" +
 	"\x06client\x18\x02 \x01(\tR\x06client\x12\x16\n" +
 	"\x06routed\x18\x03 \x01(\bR\x06routed\x12!\n" +
 	"\flost_replica\x18\x04 \x01(\tR\vlostReplica\x12)\n" +
-	"\x10endpoint_updates\x18\x05 \x01(\bR\x0fendpointUpdates\"G\n" +
+	"\x10endpoint_updates\x18\x05 \x01(\bR\x0fendpointUpdates\x12'\n" +
+	"\x0fupdate_triggers\x18\x06 \x01(\bR\x0eupdateTriggers\"G\n" +
 	"\x11SubscribeRedirect\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\tR\areplica\x12\x18\n" +
 	"\aleaving\x18\x02 \x01(\bR\aleaving\"*\n" +
@@ -945,10 +969,11 @@ const file_messages_remote_proto_rawDesc = "" +
 	"\x10endpoint_updates\x18\a \x03(\v2\x1a.kproxy.v1.EndpointsUpdateR\x0fendpointUpdates\x1aB\n" +
 	"\x14TriggerUnixNanoEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"q\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x9d\x01\n" +
 	"\x0fEndpointsUpdate\x12+\n" +
 	"\x03key\x18\x01 \x01(\v2\x19.kproxy.v1.ServicePortKeyR\x03key\x121\n" +
-	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\"7\n" +
+	"\tendpoints\x18\x02 \x03(\v2\x13.kproxy.v1.EndpointR\tendpoints\x12*\n" +
+	"\x11trigger_unix_nano\x18\x03 \x01(\x03R\x0ftriggerUnixNano\"7\n" +
 	"\tHeartbeat\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"=\n" +

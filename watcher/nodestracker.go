@@ -80,11 +80,17 @@ type Piece struct {
 }
 
 // Compact is p's upserts with those that changed only endpoints as
-// updates (the member keeps the definition it holds).
+// updates (the member keeps the definition it holds), each carrying p's
+// trigger time.
 func (p *Piece) Compact() (upserts []*messages.ServicePortEndpoints, updates []*messages.EndpointsUpdate) {
+	var trigger int64
+	if !p.Trigger.IsZero() {
+		trigger = p.Trigger.UnixNano()
+	}
 	for i, spe := range p.Upserts {
 		if i < len(p.OnlyEndpoints) && p.OnlyEndpoints[i] {
-			updates = append(updates, &messages.EndpointsUpdate{Key: spe.GetServicePort().GetKey(), Endpoints: spe.GetEndpoints()})
+			updates = append(updates, &messages.EndpointsUpdate{Key: spe.GetServicePort().GetKey(), Endpoints: spe.GetEndpoints(),
+				TriggerUnixNano: trigger})
 		} else {
 			upserts = append(upserts, spe)
 		}

@@ -142,7 +142,7 @@ func (m *hollowMember) apply(t *testing.T, p *Piece) {
 	if m.compact {
 		upserts, updates = p.Compact()
 	}
-	if _, err := m.store.Apply(upserts, p.Deletes, updates); err != nil {
+	if _, err := m.store.Apply(&messages.Delta{Upserts: upserts, Deletes: p.Deletes, EndpointUpdates: updates}); err != nil {
 		t.Fatalf("member %s: %v", m.id, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -21,7 +22,21 @@ type Store struct {
 	// services holds each service's ports. A slice, not a map by service
 	// port ID: a service has a few ports, and a slice is smaller per
 	// service port.
-	services map[string]portList
+	services map[string]storedService
+	// name is Apply's scratch for a service's name, to look it up without
+	// building a string per change (under mu).
+	name []byte
+}
+
+// storedService is one service as the Store holds it.
+type storedService struct {
+	// name is the map's key, so that Apply reports the service without
+	// building its name again.
+	name  string
+	ports portList
+	// trigger is the last-change trigger time (Unix nanoseconds) of the
+	// service's endpoints as a core sent it, 0 when unknown.
+	trigger int64
 }
 
 // portList is one service's ports, one per key.
@@ -29,7 +44,7 @@ type portList []*messages.ServicePortEndpoints
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
-	return &Store{services: map[string]portList{}}
+	return &Store{services: map[string]storedService{}}
 }
 
 // index is where the port of key k is, or -1. Keys of one service differ
@@ -75,16 +90,24 @@ func (s *Store) Replace(ports []*messages.ServicePortEndpoints, retain []string,
 		if !retained && !retainMissing {
 			continue
 		}
-		for _, old := range prev {
+		for _, old := range prev.ports {
 			if next[svc].index(old.GetServicePort().GetKey()) >= 0 && !retained {
 				continue
 			}
 			next[svc] = next[svc].put(old)
 		}
 	}
+	services := make(map[string]storedService, len(next))
 	for svc, ports := range next {
-		if !equalPorts(s.services[svc], ports) {
+		prev, held := s.services[svc]
+		if !equalPorts(prev.ports, ports) {
 			changed = append(changed, svc)
+		}
+		// A held service keeps its trigger time: no source replacing
+		// whole sends one.
+		services[svc] = storedService{name: svc, ports: ports}
+		if held {
+			services[svc] = storedService{name: prev.name, ports: ports, trigger: prev.trigger}
 		}
 	}
 	for svc := range s.services {
@@ -92,7 +115,7 @@ func (s *Store) Replace(ports []*messages.ServicePortEndpoints, retain []string,
 			changed = append(changed, svc)
 		}
 	}
-	s.services = next
+	s.services = services
 	slices.Sort(changed)
 	return changed
 }
@@ -128,8 +151,8 @@ func (s *Store) ServiceNames() []string {
 func (s *Store) Build(service string) ([]*messages.ServicePortEndpoints, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	ports := make([]*messages.ServicePortEndpoints, 0, len(s.services[service]))
-	for _, spe := range s.services[service] {
+	ports := make([]*messages.ServicePortEndpoints, 0, len(s.services[service].ports))
+	for _, spe := range s.services[service].ports {
 		ports = append(ports, spe)
 	}
 	return ports, nil
@@ -137,54 +160,83 @@ func (s *Store) Build(service string) ([]*messages.ServicePortEndpoints, error) 
 
 // Apply changes the desired state by a core's Delta: deletes, upserts,
 // then updates (endpoints only, each port keeping the definition held)
-// and returns the services they touched, sorted. An upsert counts as a
-// change without comparing it with the port held: a core sends only what
-// changed, and the Watcher's one comparison (the Tracker's diff) drops
-// what did not. An update of a port not held is an error: the core and
-// this Store are out of step, and only a snapshot (Replace) mends it.
-func (s *Store) Apply(upserts []*messages.ServicePortEndpoints, deletes []*messages.ServicePortKey,
-	updates []*messages.EndpointsUpdate) (changed []string, err error) {
+// and returns the services they touched, sorted; then it keeps the
+// trigger times the Delta carries. An upsert counts as a change without
+// comparing it with the port held: a core sends only what changed, and
+// the Watcher's one comparison (the Tracker's diff) drops what did not.
+// An update of a port not held is an error: the core and this Store are
+// out of step, and only a snapshot (Replace) mends it.
+func (s *Store) Apply(d *messages.Delta) (changed []string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seen := map[string]bool{}
-	mark := func(svc string) {
-		if !seen[svc] {
-			seen[svc] = true
-			changed = append(changed, svc)
+	for _, k := range d.GetDeletes() {
+		svc, ok := s.lookup(k)
+		if !ok {
+			continue
 		}
-	}
-	for _, k := range deletes {
-		svc := k.Service()
-		i := s.services[svc].index(k)
+		i := svc.ports.index(k)
 		if i < 0 {
 			continue
 		}
-		if rest := slices.Delete(s.services[svc], i, i+1); len(rest) > 0 {
-			s.services[svc] = rest
+		changed = append(changed, svc.name)
+		if svc.ports = slices.Delete(svc.ports, i, i+1); len(svc.ports) > 0 {
+			s.services[svc.name] = svc
 		} else {
-			delete(s.services, svc)
+			delete(s.services, svc.name)
 		}
-		mark(svc)
 	}
-	for _, spe := range upserts {
+	for _, spe := range d.GetUpserts() {
 		k := spe.GetServicePort().GetKey()
-		svc := k.Service()
-		s.services[svc] = s.services[svc].put(spe)
-		mark(svc)
+		svc, ok := s.lookup(k)
+		if !ok {
+			svc.name = k.Service()
+		}
+		svc.ports = svc.ports.put(spe)
+		s.services[svc.name] = svc
+		changed = append(changed, svc.name)
 	}
-	for _, u := range updates {
-		svc := u.GetKey().Service()
-		ports := s.services[svc]
-		i := ports.index(u.GetKey())
+	for _, u := range d.GetEndpointUpdates() {
+		svc, _ := s.lookup(u.GetKey())
+		i := svc.ports.index(u.GetKey())
 		if i < 0 {
 			return nil, fmt.Errorf("endpoints of %s, a service port not held", u.GetKey().ID())
 		}
 		// A new message: the Watcher's Tracker holds the last one.
-		ports[i] = &messages.ServicePortEndpoints{ServicePort: ports[i].GetServicePort(), Endpoints: u.GetEndpoints()}
-		mark(svc)
+		svc.ports[i] = &messages.ServicePortEndpoints{ServicePort: svc.ports[i].GetServicePort(), Endpoints: u.GetEndpoints()}
+		if t := u.GetTriggerUnixNano(); t != 0 {
+			svc.trigger = t
+			s.services[svc.name] = svc
+		}
+		changed = append(changed, svc.name)
+	}
+	for name, t := range d.GetTriggerUnixNano() {
+		if svc, ok := s.services[name]; ok {
+			svc.trigger = t
+			s.services[name] = svc
+		}
 	}
 	slices.Sort(changed)
-	return changed, nil
+	return slices.Compact(changed), nil
+}
+
+// lookup is the service holding k's port, without building its name.
+func (s *Store) lookup(k *messages.ServicePortKey) (storedService, bool) {
+	s.name = append(append(append(s.name[:0], k.GetNamespace()...), '/'), k.GetName()...)
+	svc, ok := s.services[string(s.name)]
+	return svc, ok
+}
+
+// TriggerTime is the service's last-change trigger time as a core last
+// sent it (zero when unknown): the Watcher observes
+// kubeproxy_network_programming_duration_seconds from it, as with
+// informers.
+func (s *Store) TriggerTime(service string) time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if t := s.services[service].trigger; t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
 }
 
 // All is every service port held, sorted by ID.
@@ -192,8 +244,8 @@ func (s *Store) All() []*messages.ServicePortEndpoints {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []*messages.ServicePortEndpoints
-	for _, ports := range s.services {
-		for _, spe := range ports {
+	for _, svc := range s.services {
+		for _, spe := range svc.ports {
 			out = append(out, spe)
 		}
 	}

@@ -246,7 +246,8 @@ type subscription struct {
 	node    string
 	client  string
 	session string
-	// compact: the backend takes endpoint updates (Subscribe.endpoint_updates).
+	// compact: the backend takes endpoint updates with their trigger times
+	// (Subscribe's endpoint_updates and update_triggers).
 	compact bool
 	// seq is the last message sent, acked the last the backend applied.
 	seq, acked uint64
@@ -489,7 +490,7 @@ func (c *coreActor) serve(ctx actor.Context, m *messages.Subscribe, from *actor.
 	c.sessions++
 	key := pidKey(from)
 	s := &subscription{key: key, pid: from, node: m.GetNodeName(), client: m.GetClient(), session: fmt.Sprintf("%s-%d", c.id, c.sessions),
-		compact: m.GetEndpointUpdates(), lastAck: time.Now(), subscribed: time.Now()}
+		compact: m.GetEndpointUpdates() && m.GetUpdateTriggers(), lastAck: time.Now(), subscribed: time.Now()}
 	c.subs[key] = s
 	c.cfg.counters.Subscriptions.Store(int64(len(c.subs)))
 	c.sendSnapshot(ctx, s, c.nodes.Add(key, s.node))

@@ -30,12 +30,16 @@ type probe struct {
 	got  chan proto.Message
 	// asked, when set, is closed once the Subscribe is sent.
 	asked chan struct{}
+	// endpointUpdates and updateTriggers are what the probe says it reads
+	// (Subscribe's fields).
+	endpointUpdates, updateTriggers bool
 }
 
 func (p *probe) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ctx.Request(p.core, &messages.Subscribe{NodeName: p.node, Client: "probe"})
+		ctx.Request(p.core, &messages.Subscribe{NodeName: p.node, Client: "probe",
+			EndpointUpdates: p.endpointUpdates, UpdateTriggers: p.updateTriggers})
 		if p.asked != nil {
 			close(p.asked)
 		}
@@ -283,5 +287,45 @@ func TestCoreDeadBackendFreesItsSnapshotSlot(t *testing.T) {
 	}
 	if d := cfg.counters.Dropped.Load(); d != 1 {
 		t.Fatalf("%d subscriptions dropped, want the dead backend's", d)
+	}
+}
+
+// TestCoreSendsEndpointUpdatesToBackendsThatReadThem: an endpoints-only
+// change reaches a backend as an EndpointsUpdate carrying its trigger time
+// only if it reads both (Subscribe's endpoint_updates and
+// update_triggers); an older backend gets the whole upsert with the
+// trigger time in the Delta's map, which is all it reads.
+func TestCoreSendsEndpointUpdatesToBackendsThatReadThem(t *testing.T) {
+	cfg := &CoreConfig{Heartbeat: time.Hour, Lease: time.Hour}
+	system, core, store := startCoreActor(t, cfg, true)
+	probes := map[string]*probe{
+		"oldest": {},
+		"older":  {endpointUpdates: true},
+		"new":    {endpointUpdates: true, updateTriggers: true},
+	}
+	for node, p := range probes {
+		p.core, p.node, p.got = core, node, make(chan proto.Message, 10)
+		pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+		s := next(t, p.got).(*messages.Snapshot)
+		system.Root.RequestWithCustomSender(core, &messages.SubscriptionAck{Session: s.GetSession(), Seq: s.GetSeq()}, pid)
+	}
+	const at = int64(1_700_000_000_000_000_000)
+	if _, err := store.Apply(&messages.Delta{Upserts: []*messages.ServicePortEndpoints{webPort(1)},
+		TriggerUnixNano: map[string]int64{"default/web": at}}); err != nil {
+		t.Fatal(err)
+	}
+	system.Root.Send(core, &watcher.Event{Service: "default/web"})
+	system.Root.Send(core, &messages.FlushChanges{})
+	for node, p := range probes {
+		d := next(t, p.got).(*messages.Delta)
+		want := &messages.Delta{Upserts: []*messages.ServicePortEndpoints{webPort(1)}, TriggerUnixNano: map[string]int64{"default/web": at}}
+		if node == "new" {
+			want = &messages.Delta{EndpointUpdates: []*messages.EndpointsUpdate{{Key: webPort(1).GetServicePort().GetKey(),
+				Endpoints: webPort(1).GetEndpoints(), TriggerUnixNano: at}}}
+		}
+		d.Session, d.Seq, d.SentUnixNano = "", 0, 0
+		if !proto.Equal(d, want) {
+			t.Errorf("backend %s got %v\nwant %v", node, d, want)
+		}
 	}
 }

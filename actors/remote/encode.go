@@ -33,7 +33,8 @@ func newEncoder() *encoder {
 }
 
 // delta is the encoding of pieces' changes; compact, for a backend that
-// takes endpoint updates (Subscribe.endpoint_updates).
+// takes endpoint updates and their trigger times (Subscribe's
+// endpoint_updates and update_triggers).
 func (e *encoder) delta(pieces []*watcher.Piece, compact bool) []byte {
 	if len(pieces) == 1 {
 		return pieceBytes(pieces[0], compact)
@@ -76,9 +77,10 @@ func pieceBytes(p *watcher.Piece, compact bool) []byte {
 	if *memo == nil {
 		d := &messages.Delta{Upserts: p.Upserts, Deletes: p.Deletes}
 		if compact {
+			// Endpoint updates carry their trigger time themselves.
 			d.Upserts, d.EndpointUpdates = p.Compact()
 		}
-		if len(p.Upserts) > 0 && !p.Trigger.IsZero() {
+		if len(d.Upserts) > 0 && !p.Trigger.IsZero() {
 			d.TriggerUnixNano = map[string]int64{p.Service: p.Trigger.UnixNano()}
 		}
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)

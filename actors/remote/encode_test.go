@@ -53,7 +53,7 @@ func TestPiecesEncodeAsOneDelta(t *testing.T) {
 	// endpoint updates gets the port's key and endpoints, one that does
 	// not (an older one) the whole upsert, each encoded once.
 	e := &watcher.Piece{Service: "default/web", Upserts: []*messages.ServicePortEndpoints{webPort(3), servicePort("other", "192.0.2.4")},
-		OnlyEndpoints: []bool{true, false}}
+		OnlyEndpoints: []bool{true, false}, Trigger: at}
 	for _, compact := range []bool{false, true} {
 		body := enc.delta([]*watcher.Piece{e, b}, compact)
 		if again := enc.delta([]*watcher.Piece{e, b}, compact); &again[0] != &body[0] {
@@ -63,14 +63,28 @@ func TestPiecesEncodeAsOneDelta(t *testing.T) {
 		if err := proto.Unmarshal(body, got); err != nil {
 			t.Fatal(err)
 		}
-		want := &messages.Delta{Upserts: e.Upserts, Deletes: b.Deletes}
+		want := &messages.Delta{Upserts: e.Upserts, Deletes: b.Deletes, TriggerUnixNano: map[string]int64{"default/web": at.UnixNano()}}
 		if compact {
+			// The update carries its trigger time itself; the map still
+			// does, for the whole upsert left.
 			want.Upserts = e.Upserts[1:]
-			want.EndpointUpdates = []*messages.EndpointsUpdate{{Key: webPort(3).GetServicePort().GetKey(), Endpoints: webPort(3).GetEndpoints()}}
+			want.EndpointUpdates = []*messages.EndpointsUpdate{{Key: webPort(3).GetServicePort().GetKey(), Endpoints: webPort(3).GetEndpoints(),
+				TriggerUnixNano: at.UnixNano()}}
 		}
 		if !proto.Equal(got, want) {
 			t.Errorf("compact %v: decoded %v\nwant %v", compact, got, want)
 		}
+	}
+	// Only endpoints changed: a compact Delta has no map to decode.
+	f := &watcher.Piece{Service: "default/web", Upserts: []*messages.ServicePortEndpoints{webPort(4)}, OnlyEndpoints: []bool{true}, Trigger: at}
+	got = &messages.Delta{}
+	if err := proto.Unmarshal(enc.delta([]*watcher.Piece{f}, true), got); err != nil {
+		t.Fatal(err)
+	}
+	want = &messages.Delta{EndpointUpdates: []*messages.EndpointsUpdate{{Key: webPort(4).GetServicePort().GetKey(), Endpoints: webPort(4).GetEndpoints(),
+		TriggerUnixNano: at.UnixNano()}}}
+	if !proto.Equal(got, want) {
+		t.Errorf("an endpoints-only piece, compact: decoded %v\nwant %v", got, want)
 	}
 
 	views := []*watcher.ClassView{{Ports: []*messages.ServicePortEndpoints{webPort(2)}}, {Ports: []*messages.ServicePortEndpoints{servicePort("x", "192.0.2.3")}}}

@@ -39,7 +39,7 @@ func (f *feedViews) Zone(string) string             { return "" }
 func (f *feedViews) ViewFor(string) watcher.View    { return f.store }
 
 func (f *feedViews) set(svc, version int) {
-	changed, _ := f.store.Apply([]*messages.ServicePortEndpoints{fanoutPort(svc, version)}, nil, nil) // no updates: no error
+	changed, _ := f.store.Apply(&messages.Delta{Upserts: []*messages.ServicePortEndpoints{fanoutPort(svc, version)}}) // no updates: no error
 	for _, s := range changed {
 		f.mu.Lock()
 		f.notify(watcher.Event{Kind: "Bench", Service: s})
@@ -113,7 +113,7 @@ type fanoutBackend struct {
 func fanoutRound(t *testing.T, n, services int) {
 	views := &feedViews{store: watcher.NewStore()}
 	for s := range services {
-		views.store.Apply([]*messages.ServicePortEndpoints{fanoutPort(s, 0)}, nil, nil)
+		views.store.Apply(&messages.Delta{Upserts: []*messages.ServicePortEndpoints{fanoutPort(s, 0)}})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -20,7 +20,7 @@ func TestBackendTakesCoresHeartbeat(t *testing.T) {
 		t.Skip("each remoting sets gRPC's global logger, which -race reports; make test runs this without -race")
 	}
 	views := &feedViews{store: watcher.NewStore()}
-	views.store.Apply([]*messages.ServicePortEndpoints{webPort(0)}, nil, nil)
+	views.store.Apply(&messages.Delta{Upserts: []*messages.ServicePortEndpoints{webPort(0)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const coreHeartbeat = time.Second

@@ -92,7 +92,8 @@ type releaseHeld struct{ lost string }
 
 // routed is a copy of m for the replica that serves it.
 func routed(m *messages.Subscribe) *messages.Subscribe {
-	return &messages.Subscribe{NodeName: m.GetNodeName(), Client: m.GetClient(), Routed: true, EndpointUpdates: m.GetEndpointUpdates()}
+	return &messages.Subscribe{NodeName: m.GetNodeName(), Client: m.GetClient(), Routed: true, EndpointUpdates: m.GetEndpointUpdates(),
+		UpdateTriggers: m.GetUpdateTriggers()}
 }
 
 // route sends a backend to the replica that serves its node: the identity
@@ -138,7 +139,8 @@ func (c *coreActor) release(ctx actor.Context, lost string) {
 	held := c.held[lost]
 	delete(c.held, lost)
 	for _, h := range held {
-		c.route(ctx, &messages.Subscribe{NodeName: h.m.GetNodeName(), Client: h.m.GetClient(), EndpointUpdates: h.m.GetEndpointUpdates()}, h.from)
+		c.route(ctx, &messages.Subscribe{NodeName: h.m.GetNodeName(), Client: h.m.GetClient(), EndpointUpdates: h.m.GetEndpointUpdates(),
+			UpdateTriggers: h.m.GetUpdateTriggers()}, h.from)
 	}
 }
 

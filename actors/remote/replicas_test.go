@@ -77,7 +77,7 @@ func newFeeds(n, services int) []*feedViews {
 	for i := range views {
 		views[i] = &feedViews{store: watcher.NewStore()}
 		for s := range services {
-			views[i].store.Apply([]*messages.ServicePortEndpoints{fanoutPort(s, 1)}, nil, nil)
+			views[i].store.Apply(&messages.Delta{Upserts: []*messages.ServicePortEndpoints{fanoutPort(s, 1)}})
 		}
 	}
 	return views

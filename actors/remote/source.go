@@ -59,32 +59,6 @@ type Source struct {
 	gone *eventstream.Subscription
 
 	stats remoteCounters
-
-	trigMu   sync.Mutex
-	triggers map[string]time.Time
-}
-
-// TriggerTime is the service's EndpointSlice trigger time as the core last
-// sent it (zero when unknown): the Watcher observes
-// kubeproxy_network_programming_duration_seconds from it, as with informers.
-func (s *Source) TriggerTime(service string) time.Time {
-	s.trigMu.Lock()
-	defer s.trigMu.Unlock()
-	return s.triggers[service]
-}
-
-func (s *Source) setTriggers(m map[string]int64) {
-	if len(m) == 0 {
-		return
-	}
-	s.trigMu.Lock()
-	defer s.trigMu.Unlock()
-	if s.triggers == nil {
-		s.triggers = map[string]time.Time{}
-	}
-	for svc, t := range m {
-		s.triggers[svc] = time.Unix(0, t)
-	}
 }
 
 // remoteCounters are a backend's link statistics, for its metrics.
@@ -143,7 +117,7 @@ func (s *Source) Start(ctx context.Context, notify func(watcher.Event)) error {
 	}
 	ready := make(chan error, 1)
 	sub := &subscriber{cfg: &s.cfg, store: s.Store, notify: notify, addrs: addrs, target: addrs[0], core: actor.NewPID(addrs[0], CoreActorName),
-		ready: ready, stats: &s.stats, setTriggers: s.setTriggers, heartbeat: s.cfg.Heartbeat}
+		ready: ready, stats: &s.stats, heartbeat: s.cfg.Heartbeat}
 	s.pid = rs.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sub }, actor.WithGuardian(supervision.Default)))
 	// A core killed closes its connections: act on that at once rather
 	// than after three silent heartbeats.
@@ -209,8 +183,6 @@ type subscriber struct {
 	ready  chan error
 	once   sync.Once
 	stats  *remoteCounters
-	// setTriggers records a Delta's trigger times before its services are notified.
-	setTriggers func(map[string]int64)
 
 	session    string
 	seq        uint64
@@ -289,7 +261,8 @@ func (s *subscriber) Receive(ctx actor.Context) {
 func (s *subscriber) subscribe(ctx actor.Context) {
 	s.lastAsked = time.Now()
 	ctx.Request(actor.NewPID(s.target, CoreActorName),
-		&messages.Subscribe{NodeName: s.cfg.NodeName, Client: s.cfg.Client, Routed: s.routed, LostReplica: s.lost, EndpointUpdates: true})
+		&messages.Subscribe{NodeName: s.cfg.NodeName, Client: s.cfg.Client, Routed: s.routed, LostReplica: s.lost, EndpointUpdates: true,
+			UpdateTriggers: true})
 }
 
 // coreGone: remoting lost its connection to address.
@@ -509,8 +482,7 @@ func (s *subscriber) applyDelta(ctx actor.Context, m *messages.Delta) {
 		return
 	}
 	carried(m)
-	s.setTriggers(m.GetTriggerUnixNano())
-	changed, err := s.store.Apply(m.GetUpserts(), m.GetDeletes(), m.GetEndpointUpdates())
+	changed, err := s.store.Apply(m)
 	if err != nil {
 		s.resync(ctx, err.Error())
 		return

@@ -89,7 +89,7 @@ func (r *remoteChurn) Set(_ context.Context, i int, endpoint string) error {
 		return err
 	}
 	now := time.Now()
-	changed, err := r.views.store.Apply(ports, nil, nil)
+	changed, err := r.views.store.Apply(&messages.Delta{Upserts: ports})
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func TestStoreApply(t *testing.T) {
 	}
 	apply := func(upserts []*messages.ServicePortEndpoints, deletes []*messages.ServicePortKey, updates []*messages.EndpointsUpdate) []string {
 		t.Helper()
-		ch, err := s.Apply(upserts, deletes, updates)
+		ch, err := s.Apply(&messages.Delta{Upserts: upserts, Deletes: deletes, EndpointUpdates: updates})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestStoreApply(t *testing.T) {
 	if got := s.All()[0]; got.GetServicePort() != held || len(got.GetEndpoints()) != 1 {
 		t.Fatalf("after an endpoint update: %v; want the definition held, with the endpoint", got)
 	}
-	if _, err := s.Apply(nil, nil, []*messages.EndpointsUpdate{{Key: spe("b", 2).GetServicePort().GetKey(), Endpoints: eps}}); err == nil {
+	if _, err := s.Apply(&messages.Delta{EndpointUpdates: []*messages.EndpointsUpdate{{Key: spe("b", 2).GetServicePort().GetKey(), Endpoints: eps}}}); err == nil {
 		t.Fatal("an endpoint update of a port not held was taken")
 	}
 }
