@@ -16,10 +16,6 @@ import (
 // EventLoopsSupported: Linux has the event loops.
 const EventLoopsSupported = true
 
-// loopsEverywhere serves every TCPProxy that can on the loops (tests
-// run the data path's tests on both).
-var loopsEverywhere bool
-
 // usesLoops reports whether p's connections go to the event loops: those
 // that need nothing but bytes moved, from the node's address or the
 // client's. Tracing, the PROXY header and injected faults stay with the

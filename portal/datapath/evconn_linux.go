@@ -11,24 +11,29 @@ import (
 // loopConn is one proxied connection on an event loop: fd[0] the
 // client's socket, fd[1] the endpoint's; dir[d] moves fd[d]'s bytes to
 // the other.
+//
+// Two locks, each with its own charge: busy is held by the loop handling
+// the connection's events, and what only a loop touches (dir, kp) is
+// under it; mu orders the connection's phase with the goroutines that are
+// not a loop (Close, the idle reaper, the connect timeout), which use the
+// descriptors only under mu and only while the phase says they are still
+// the connection's.
 type loopConn struct {
 	fd    [2]int32
 	dir   [2]flow
 	p     *TCPProxy
 	entry loopEntry        // both sockets' byFD entry
-	done  bool             // finished: both closed (the loop's)
 	busy  sync.Mutex       // held by the loop handling its events
 	noted [2]atomic.Uint32 // events of fd[i] not yet handled (dispatch)
 
-	// registered: both sockets are in the loops' set (an event that
-	// comes before waits on mu for the registration to end).
-	registered atomic.Bool
-	// While the endpoint's connect is in progress (set before the
-	// sockets are registered, cleared by the loop once connected).
-	connecting atomic.Bool
-	clientIP   string
-	endpoint   string
-	keptID     string // the socket keeper holds copies under this ID ("": none)
+	// phase is where the connection is in its life (connPhase); it only
+	// moves forward, under mu, and is read without it where a recent
+	// value is enough.
+	phase    atomic.Uint32
+	mu       sync.Mutex
+	clientIP string
+	endpoint string
+	keptID   string // the socket keeper holds copies under this ID ("": none)
 	// kp are the connection's own pipes while the keeper holds it, once
 	// connected: every chunk then goes through them (adopt.go).
 	kp     [2]*splicePipe
@@ -36,15 +41,44 @@ type loopConn struct {
 	seed   dialSeed // the dial's ladder up to this endpoint
 	timer  *time.Timer
 
-	// mu orders the loop's finish with Close and the connect timeout
-	// from other goroutines: a descriptor is only shut down, or taken
-	// back, while it is still this connection's.
-	mu         sync.Mutex
-	closed     bool // finish began, or the connection was handed back
-	handedBack bool // its client went back to the goroutine data path
-	tracked    Tracked
-	pair       *pair // the idle reaper's record
-	released   bool  // limits and trackers given back
+	tracked Tracked
+	pair    *pair // the idle reaper's record
+}
+
+// connPhase is a loopConn's phase. A connection goes from registering to
+// connecting (its endpoint's connect in progress) or open, and from
+// connecting to open or handed back; it ends finished or handed back.
+type connPhase = uint32
+
+const (
+	// phaseRegistering: its sockets are being added to the loops' set; an
+	// event that comes first waits on mu for the registration to end.
+	phaseRegistering connPhase = iota
+	// phaseConnecting: the endpoint's connect is in progress, within the
+	// dial ladder's first step.
+	phaseConnecting
+	// phaseOpen: connected; the loops move its bytes.
+	phaseOpen
+	// phaseHandedBack: its connect failed or took too long, and the
+	// goroutine data path has the client now.
+	phaseHandedBack
+	// phaseFinished: its sockets are closed (or being closed by the loop
+	// that finished it) and what it held is given back.
+	phaseFinished
+)
+
+// gone reports whether the connection is finished or handed back: its
+// descriptors may be another socket's already.
+func (c *loopConn) gone() bool { return c.phase.Load() >= phaseHandedBack }
+
+// moveLocked moves c from phase from to next (under mu); false when c is
+// not in phase from.
+func (c *loopConn) moveLocked(from, next connPhase) bool {
+	if c.phase.Load() != from {
+		return false
+	}
+	c.phase.Store(next)
+	return true
 }
 
 // flow is one direction's state.
@@ -68,7 +102,7 @@ func (f *flow) held() bool { return len(f.pend) > 0 || f.inPipe > 0 }
 func (l *loop) pump(c *loopConn, d int) {
 	f := &c.dir[d]
 	src, dst := int(c.fd[d]), int(c.fd[1-d])
-	for !c.done {
+	for !c.gone() {
 		if !c.flush(f, dst) {
 			return
 		}
@@ -208,20 +242,17 @@ func (c *loopConn) ended(d int) {
 }
 
 // finish closes both sockets and gives back what the connection held
-// (on a loop's goroutine).
+// (on a loop's goroutine), unless it is handed back or finished already.
 func (c *loopConn) finish() {
-	if c.done {
-		return
-	}
 	c.mu.Lock()
-	if c.handedBack {
+	was := c.phase.Load()
+	if was >= phaseHandedBack {
 		c.mu.Unlock()
 		return
 	}
-	c.closed = true
+	c.phase.Store(phaseFinished)
 	c.mu.Unlock()
-	c.done = true
-	if c.connecting.Load() { // a panic while connecting: no dial to wait for
+	if was == phaseConnecting { // a panic while connecting: no dial to wait for
 		if c.timer != nil {
 			c.timer.Stop()
 		}
@@ -254,12 +285,9 @@ func (c *loopConn) finish() {
 	c.release()
 }
 
-// release gives back the connection's limits and trackers, once.
+// release gives back the connection's limits and trackers, as it
+// finishes (once: a connection finishes once).
 func (c *loopConn) release() {
-	if c.released {
-		return
-	}
-	c.released = true
 	p := c.p
 	p.Stats.copied(c.dir[0].n, c.dir[1].n)
 	if c.pair != nil {
@@ -275,7 +303,7 @@ func (c *loopConn) release() {
 func (c *loopConn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closed && !c.p.leftToKeeper(c.keptID) {
+	if !c.gone() && !c.p.leftToKeeper(c.keptID) {
 		for _, fd := range c.fd {
 			unix.Shutdown(int(fd), unix.SHUT_RDWR)
 		}

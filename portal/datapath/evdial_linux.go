@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,10 +77,6 @@ func (p *TCPProxy) dialForLoop(cfd int, client netip.Addr, kept string) {
 		d.refusedBy(pick.Endpoint, err)
 	}
 }
-
-// connectInLoop (tests) leaves every connect to the loops, as for an
-// endpoint on another node.
-var connectInLoop atomic.Bool
 
 // connectRaw opens a nonblocking socket to ap and connects it, from src
 // when valid (transparentSource: the client's address). A local endpoint
@@ -162,7 +157,7 @@ func (c *loopConn) established() {
 	c.tracked = p.Conns.Track(c)
 	c.pair = p.Reaper.trackLoop(c, p.lazyKeepAlive())
 	p.Conns.DialDone()
-	c.register(nil)
+	c.register(phaseOpen, nil)
 }
 
 // startConnecting hands c to the loops to finish its connect within the
@@ -170,32 +165,31 @@ func (c *loopConn) established() {
 // endpoint's socket becoming writable or failing.
 func (c *loopConn) startConnecting() {
 	c.tracked = c.p.Conns.Track(c)
-	c.connecting.Store(true)
-	c.register(func() { c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut) })
+	c.register(phaseConnecting, func() { c.timer = time.AfterFunc(dialTimeouts[0], c.connectTimedOut) })
 }
 
-// register adds c to the loops' set under its mutex (a loop may see the first
-// socket's event before the second is registered, and waits for this:
-// loop.event), running then, if set, while still holding it. A loop that
-// refuses it resets the client.
-func (c *loopConn) register(then func()) {
+// register adds c to the loops' set under its mutex (a loop may see the
+// first socket's event before the second is registered, and waits for
+// this: loop.event), running then, if set, while still holding it, and
+// moves it to phase next. A loop that refuses it resets the client.
+func (c *loopConn) register(next connPhase, then func()) {
 	c.mu.Lock()
 	err := addConn(c)
 	if err == nil {
 		if then != nil {
 			then()
 		}
-		c.registered.Store(true)
+		c.moveLocked(phaseRegistering, next)
 		c.mu.Unlock()
 		return
 	}
-	c.done, c.closed = true, true
+	c.moveLocked(phaseRegistering, phaseFinished)
 	c.mu.Unlock()
 	p := c.p
 	p.event(p.log().Warn()).Err(err).Msg("event loop refused a connection, resetting it")
 	unix.Close(int(c.fd[1]))
 	p.resetKept(int(c.fd[0]), c.keptID)
-	if c.connecting.Load() {
+	if next == phaseConnecting {
 		p.Conns.DialDone()
 	}
 	c.release()
@@ -205,9 +199,9 @@ func (c *loopConn) register(then func()) {
 // a loop's goroutine).
 func (c *loopConn) connectEvent(l *loop, ev unix.EpollEvent) {
 	c.mu.Lock()
-	if c.closed {
+	if c.phase.Load() != phaseConnecting {
 		c.mu.Unlock()
-		return // handed back or closed meanwhile
+		return // handed back or finished meanwhile
 	}
 	if ev.Fd == c.fd[0] {
 		if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
@@ -228,7 +222,7 @@ func (c *loopConn) connectEvent(l *loop, ev unix.EpollEvent) {
 		err = os.NewSyscallError("connect", unix.ECONNREFUSED)
 	}
 	if err != nil {
-		c.closed, c.handedBack = true, true
+		c.moveLocked(phaseConnecting, phaseHandedBack)
 		c.mu.Unlock()
 		c.timer.Stop()
 		seed := c.seed
@@ -237,8 +231,8 @@ func (c *loopConn) connectEvent(l *loop, ev unix.EpollEvent) {
 		return
 	}
 	c.timer.Stop()
-	c.connecting.Store(false)
 	c.keptID, c.kp = c.p.keepConnected(c.keptID, int(c.fd[0]), int(c.fd[1]))
+	c.moveLocked(phaseConnecting, phaseOpen)
 	c.mu.Unlock()
 	p := c.p
 	if c.report {
@@ -254,11 +248,10 @@ func (c *loopConn) connectEvent(l *loop, ev unix.EpollEvent) {
 // to the goroutine data path, which goes on with the ladder.
 func (c *loopConn) connectTimedOut() {
 	c.mu.Lock()
-	if c.closed || !c.connecting.Load() {
+	if !c.moveLocked(phaseConnecting, phaseHandedBack) {
 		c.mu.Unlock()
 		return
 	}
-	c.closed, c.handedBack = true, true
 	c.mu.Unlock()
 	err := fmt.Errorf("dial tcp %s: %w", c.endpoint, os.ErrDeadlineExceeded)
 	seed := c.seed
@@ -266,8 +259,8 @@ func (c *loopConn) connectTimedOut() {
 	c.handBackFailed(seed)
 }
 
-// handBackFailed takes c's sockets out of the loops' set (c.handedBack is
-// set, so no goroutine touches them any more), closes the endpoint's, reports
+// handBackFailed takes c's sockets out of the loops' set (c is handed
+// back, so no goroutine touches them any more), closes the endpoint's, reports
 // its failure and hands the client to the goroutine data path, which
 // dials on from seed.
 func (c *loopConn) handBackFailed(seed dialSeed) {

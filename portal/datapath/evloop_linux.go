@@ -102,10 +102,6 @@ func lookup(ev *unix.EpollEvent) *loopEntry {
 	return e
 }
 
-// loopFault, when set (tests), runs before each event is handled: a
-// panic injected there must cost its connection only.
-var loopFault atomic.Pointer[func(c *loopConn)]
-
 // maxLoopFDs bounds byFD (8 MiB of address space at most).
 const maxLoopFDs = 1 << 20
 
@@ -200,13 +196,13 @@ func (l *loop) dispatch(c *loopConn, ev unix.EpollEvent) {
 	for c.busy.TryLock() {
 		for {
 			e0, e1 := c.noted[0].Swap(0), c.noted[1].Swap(0)
-			if e0 == 0 && e1 == 0 || c.done {
+			if e0 == 0 && e1 == 0 || c.gone() {
 				break // a finished connection's fds may be another's already
 			}
 			if e0 != 0 {
 				l.event(c, unix.EpollEvent{Events: e0, Fd: c.fd[0]})
 			}
-			if e1 != 0 && !c.done {
+			if e1 != 0 && !c.gone() {
 				l.event(c, unix.EpollEvent{Events: e1, Fd: c.fd[1]})
 			}
 		}
@@ -255,18 +251,18 @@ func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
 			c.finish()
 		}
 	}()
-	if !c.registered.Load() {
+	if c.phase.Load() == phaseRegistering {
 		c.mu.Lock() // held while the registration goes on
-		closed := c.closed
+		gone := c.gone()
 		c.mu.Unlock()
-		if closed {
+		if gone {
 			return // the registration failed
 		}
 	}
 	if f := loopFault.Load(); f != nil {
 		(*f)(c)
 	}
-	if c.connecting.Load() {
+	if c.phase.Load() == phaseConnecting {
 		c.connectEvent(l, ev)
 		return
 	}
@@ -280,7 +276,7 @@ func (l *loop) event(c *loopConn, ev unix.EpollEvent) {
 	if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		l.pump(c, side)
 	}
-	if !c.done && ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 && c.dir[1-side].held() {
+	if !c.gone() && ev.Events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 && c.dir[1-side].held() {
 		l.pump(c, 1-side)
 	}
 }

@@ -375,8 +375,8 @@ func TestLoopHoldsASmallChunkTheDestinationCannotTake(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("got %d bytes, want %d: the held chunk lost or out of order", len(got), len(want))
 	}
-	if c.done || c.dir[0].held() {
-		t.Fatalf("done %v, still held %v after the destination drained", c.done, c.dir[0].held())
+	if c.gone() || c.dir[0].held() {
+		t.Fatalf("gone %v, still held %v after the destination drained", c.gone(), c.dir[0].held())
 	}
 }
 

@@ -23,7 +23,7 @@ func (r *IdleReaper) sweepLoopConn(p *pair) {
 	c := p.lc
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.gone() {
 		return
 	}
 	if p.keepAlive > 0 {
