@@ -1035,6 +1035,90 @@ rollout_report() {
 	' "$1"
 }
 
+# core: the node proxies fed by core replicas instead of each watching the
+# API server, as docs/core-and-backends.md (Deploying) tells: deploy/core.yaml
+# (three replicas on protoactor's Kubernetes provider) installed and Ready,
+# then kproxy's DaemonSet rolled to --source remote at the replicas' node
+# addresses. Under the rollout check's load: every node proxy subscribed;
+# one replica killed (SIGKILL); a Service made at once served on every node
+# within CORE_SYNC_LIMIT s (a node whose replica died subscribes to another,
+# and gets the change), and the load loses nothing. Report: $OUT/core.{md,jsonl}.
+CORE_SYNC_LIMIT=${CORE_SYNC_LIMIT:-5}
+core() {
+	local out=${OUT:-$root/bin} addrs pod node id sock began ip i t0 took
+	mkdir -p "$out"
+	# The token is made here and never printed.
+	kubectl_ -n kube-system create secret generic kproxy-core-token \
+		--from-literal=token="$(head -c32 /dev/urandom | base64)" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
+	# As a user of this cluster edits it: it has no control-plane nodes
+	# (the replicas run on the nodes), and its API server is on the host.
+	perl -0pe 's#\n        node-role.kubernetes.io/control-plane: ""##;
+		s#(name: KUBERNETES_SERVICE_HOST\n\s+)valueFrom:\n\s+fieldRef:\n\s+fieldPath: status.hostIP#${1}value: "'"$HOST_IP"'"#;
+		s#(name: KUBERNETES_SERVICE_PORT\n\s+value: )"6443"#${1}"'"$APISERVER_PORT"'"#' "$root/deploy/core.yaml" | kubectl_ apply -f - >/dev/null
+	kubectl_ -n kube-system rollout status deploy/kproxy-core --timeout 300s >/dev/null
+	addrs=$(kubectl_ -n kube-system get pods -l app.kubernetes.io/name=kproxy-core -o json |
+		jq -r '[.items[] | .status.hostIP + ":7400"] | join(",")')
+	log "core: replicas Ready at $addrs"
+	# The node proxies as docs/core-and-backends.md has them: the replicas'
+	# addresses, a remoting port of their own (0: any free one, so the
+	# old and new pod of a rollout do not contend for it), the token.
+	kubectl_ -n kube-system get ds kproxy -o json | jq --arg src "remote:$addrs" '
+		.spec.template.spec.containers |= map(if .name == "kproxy" then
+			.args = (.args | map(if . == "kube" then $src else . end)) + ["--remote-listen", "$(NODE_IP):0",
+				"--remote-allow-non-loopback", "--remote-token-file", "/etc/kproxy-core/token"]
+			| .env += [{name: "NODE_IP", valueFrom: {fieldRef: {fieldPath: "status.hostIP"}}}]
+			| .volumeMounts += [{name: "core-token", mountPath: "/etc/kproxy-core", readOnly: true}]
+		else . end)
+		| .spec.template.spec.volumes += [{name: "core-token", secret: {secretName: "kproxy-core-token"}}]' |
+		kubectl_ replace -f - >/dev/null
+	rollout_wait kproxy
+	for i in $(seq 1 "$NODES"); do
+		for _ in $(seq 1 60); do
+			ip netns exec "$(node_ns "$i")" curl -s -m 2 http://127.0.0.1:10249/metrics | grep -qx 'kproxy_remote_core_connected 1' && break
+			sleep 0.5
+		done
+		ip netns exec "$(node_ns "$i")" curl -s -m 2 http://127.0.0.1:10249/metrics | grep -qx 'kproxy_remote_core_connected 1' ||
+			{ log "core: $(node_name "$i")'s kproxy is not connected to a core"; return 1; }
+	done
+	log "core: every node proxy follows a core replica"
+	load_start
+	# A replica killed: its container, through its node's containerd.
+	pod=$(kubectl_ -n kube-system get pods -l app.kubernetes.io/name=kproxy-core -o json | jq -r '.items[0].metadata.name')
+	node=$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.spec.nodeName}')
+	id=$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
+	sock="$S/nodes/$node/containerd/containerd.sock"
+	began=$(date -u +%FT%T.%NZ)
+	log "core: SIGKILL to replica $pod on $node"
+	t0=$(date +%s.%N)
+	ctr --address "$sock" -n k8s.io task kill -s SIGKILL "${id#containerd://}"
+	# A change made at once: a Service for the check's backends.
+	kubectl_ apply -f - >/dev/null <<-EOF
+		apiVersion: v1
+		kind: Service
+		metadata: {name: core-check, namespace: default}
+		spec:
+		  selector: {app: rollout-backend}
+		  ports: [{name: http, port: 80, targetPort: 8080}]
+	EOF
+	ip=$(kubectl_ get svc core-check -o jsonpath='{.spec.clusterIP}')
+	for i in $(seq 1 "$NODES"); do
+		for _ in $(seq 1 600); do
+			ip netns exec "$(node_ns "$i")" curl -s -m 1 -o /dev/null "http://$ip/" && break
+			sleep 0.1
+		done
+	done
+	took=$(awk -v now="$(date +%s.%N)" -v t0="$t0" 'BEGIN { printf "%.2f", now - t0 }')
+	echo "{\"t\":\"$began\",\"event\":\"replica killed\",\"seconds\":${took%.*}}" >>"$S/rollout/events.jsonl"
+	log "core: a Service made as a replica died is served on every node after $took s"
+	sleep "$ROLLOUT_SETTLE"
+	kubectl_ delete svc core-check --wait=false >/dev/null
+	load_stop core || return 1
+	if awk -v took="$took" -v limit="$CORE_SYNC_LIMIT" 'BEGIN { exit !(took > limit) }'; then
+		log "core: every node in sync after $took s, above $CORE_SYNC_LIMIT s"
+		return 1
+	fi
+}
+
 # The reference: upstream's kube-proxy (test/k8s/node), nftables mode, as
 # kubeadm installs it, where kproxy would be ($PROXY=kube-proxy).
 kube_proxy_daemonset() {
@@ -1351,10 +1435,11 @@ storm) storm ;;
 conformance) conformance ;;
 nodecidr) nodecidr ;;
 dualstack) dualstack ;;
+core) core ;;
 table) table "${2:-}" ;;
 env) echo "KUBECONFIG=$S/admin.kubeconfig" ;;
 *)
-	echo "usage: $0 up|smoke|rollout|swap|e2e|storm|nodecidr|dualstack|report|compare|table|all|conformance|down|env" >&2
+	echo "usage: $0 up|smoke|rollout|swap|e2e|storm|nodecidr|dualstack|core|report|compare|table|all|conformance|down|env" >&2
 	exit 2
 	;;
 esac
