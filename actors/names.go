@@ -17,7 +17,12 @@ func servicePortPrefix(id string) string { return strings.ReplaceAll(id, "/", "_
 // is the same for every incarnation.
 func childID(servicePortID, role string) string { return servicePortID + "/" + role }
 
-// siblingPID is another child of the same ServicePort.
+// siblingPID is another child of the same ServicePort. By name, not handed
+// over: a supervisor's restart makes the new incarnation from the Props
+// the child was spawned with, so a sibling spawned later (the Affinity
+// actor, once ClientIP affinity is turned on) and told by message would
+// be unknown to the Balancer's next incarnation, while its name is the
+// same for every incarnation of both.
 func siblingPID(ctx actor.Context, role string) *actor.PID {
 	parent := ctx.Parent()
 	return actor.NewPID(parent.Address, childID(parent.Id, role))
