@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -50,24 +51,67 @@ func checkUIAddress(addr string, allowNonLoopback bool) error {
 // the admin address, no foreign Origin, and POSTs a JSON body: a web page
 // the operator visits can neither read the state (DNS rebinding) nor
 // drive faults (form or text/plain POSTs, which need no CORS preflight).
-func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, inj *faults.Injector, api *kubesource.APIConns, log zerolog.Logger) (net.Addr, error) {
-	token, err := writeAdminToken(tokenFile)
-	if err != nil {
-		return nil, err
+//
+// An address in use is waited for, not an error: in a rollout the new
+// pod starts beside the old one on the node's network, and the old
+// process keeps its admin API until it stops, which waits for the new one
+// to be ready. Unlike the health and metrics ports the admin port is not
+// shared: each process has its own token, and a request answered by the
+// other process would be refused. The token is written once the port is
+// this process's, so kproxy chaos reads the token of the process it
+// reaches.
+func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, inj *faults.Injector, api *kubesource.APIConns, log zerolog.Logger) error {
+	serve := func(ln net.Listener) error {
+		token, err := writeAdminToken(tokenFile)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		srv := &http.Server{Handler: guardAdmin(adminHandler(p, inj, api, log), token, adminHosts(addr, ln.Addr())), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		go func() {
+			<-ctx.Done()
+			srv.Close()
+		}()
+		log.Warn().Str("address", ln.Addr().String()).Str("tokenFile", tokenFile).Msg("fault-injection admin API enabled")
+		return nil
 	}
 	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin API: %w", err)
+	if err == nil {
+		return serve(ln)
 	}
-	srv := &http.Server{Handler: guardAdmin(adminHandler(p, inj, api, log), token, adminHosts(addr, ln.Addr())), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	log.Warn().Err(err).Str("address", addr).Msgf("admin API address in use (the kproxy serving beside this one in a hand-over?): trying again every %v", adminRetryInterval)
 	go func() {
-		<-ctx.Done()
-		srv.Close()
+		tick := time.NewTicker(adminRetryInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			ln, err := net.Listen("tcp", addr)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				continue
+			}
+			if err == nil {
+				err = serve(ln)
+			}
+			if err != nil {
+				log.Error().Err(err).Str("address", addr).Msg("admin API not served")
+			}
+			return
+		}
 	}()
-	log.Warn().Str("address", ln.Addr().String()).Str("tokenFile", tokenFile).Msg("fault-injection admin API enabled")
-	return ln.Addr(), nil
+	return nil
 }
+
+// adminRetryInterval is how often an admin API address in use is tried
+// again (serveHTTP's interval; tests shorten it).
+var adminRetryInterval = serveRetryInterval
 
 // adminHosts are the Host headers the admin API answers: the address as
 // configured, and the loopback names of the port it listens on.

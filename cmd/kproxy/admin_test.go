@@ -175,3 +175,33 @@ func TestAdminStateCarriesFailureCodes(t *testing.T) {
 		t.Fatalf("state view: %s", out.String())
 	}
 }
+
+// In a rollout the new pod starts beside the old one, whose admin API
+// holds the address until it stops: the new process serves meanwhile, and
+// takes the address once it is free, with a token of its own.
+func TestAdminAPIWaitsForItsAddress(t *testing.T) {
+	defer func(d time.Duration) { adminRetryInterval = d }(adminRetryInterval)
+	adminRetryInterval = 20 * time.Millisecond
+	addr := freeAddr(t)
+	held, err := net.Listen("tcp", addr) // the old process's admin API
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := startKproxyWith(t, service("wait", "127.0.34.1", 18080, 9, "127.0.34.11"), func(o *runOptions) {
+		o.enableFaultInjection, o.adminAddress = true, addr
+	})
+	in.waitListening(t, "default/wait:tcp/TCP", 1)
+	held.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var out bytes.Buffer
+		err := chaosCommand([]string{"--admin-address", addr, "state"}, &out)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admin API not served once its address was free: %v %s", err, out.String())
+		}
+		time.Sleep(20 * time.Millisecond) // the retry's own interval: nothing to await
+	}
+}

@@ -376,7 +376,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	var injector *faults.Injector
 	if o.enableFaultInjection {
 		injector = faults.New(proxy, inject)
-		if _, err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, injector, o.apiConns, log); err != nil {
+		if err := startAdmin(ctx, o.adminAddress, o.tokenFile(), proxy, injector, o.apiConns, log); err != nil {
 			proxy.Stop(context.Background())
 			return err
 		}
