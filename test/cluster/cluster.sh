@@ -1045,7 +1045,7 @@ rollout_report() {
 # and gets the change), and the load loses nothing. Report: $OUT/core.{md,jsonl}.
 CORE_SYNC_LIMIT=${CORE_SYNC_LIMIT:-5}
 core() {
-	local out=${OUT:-$root/bin} addrs pod node id sock began ip i t0 took
+	local out=${OUT:-$root/bin} addrs pod node id sock began ip i t0 took connected served p n
 	mkdir -p "$out"
 	# The token is made here and never printed.
 	kubectl_ -n kube-system create secret generic kproxy-core-token \
@@ -1062,6 +1062,7 @@ core() {
 	# The node proxies as docs/core-and-backends.md has them: the replicas'
 	# addresses, a remoting port of their own (0: any free one, so the
 	# old and new pod of a rollout do not contend for it), the token.
+	kubectl_ -n kube-system get ds kproxy -o json | jq -e '.spec.template.spec.containers[] | select(.name == "kproxy") | .args | index(["kube"])' >/dev/null &&
 	kubectl_ -n kube-system get ds kproxy -o json | jq --arg src "remote:$addrs" '
 		.spec.template.spec.containers |= map(if .name == "kproxy" then
 			.args = (.args | map(if . == "kube" then $src else . end)) + ["--remote-listen", "$(NODE_IP):0",
@@ -1072,23 +1073,36 @@ core() {
 		| .spec.template.spec.volumes += [{name: "core-token", secret: {secretName: "kproxy-core-token"}}]' |
 		kubectl_ replace -f - >/dev/null
 	rollout_wait kproxy
+	# The metrics port is shared with a pod still draining beside the new
+	# one (an older kproxy, without the metric): one answer is enough.
 	for i in $(seq 1 "$NODES"); do
+		connected=""
 		for _ in $(seq 1 60); do
-			ip netns exec "$(node_ns "$i")" curl -s -m 2 http://127.0.0.1:10249/metrics | grep -qx 'kproxy_remote_core_connected 1' && break
+			if ip netns exec "$(node_ns "$i")" curl -s -m 2 http://127.0.0.1:10249/metrics | grep -qx 'kproxy_remote_core_connected 1'; then
+				connected=1
+				break
+			fi
 			sleep 0.5
 		done
-		ip netns exec "$(node_ns "$i")" curl -s -m 2 http://127.0.0.1:10249/metrics | grep -qx 'kproxy_remote_core_connected 1' ||
-			{ log "core: $(node_name "$i")'s kproxy is not connected to a core"; return 1; }
+		[ -n "$connected" ] || { log "core: $(node_name "$i")'s kproxy is not connected to a core"; return 1; }
 	done
 	log "core: every node proxy follows a core replica"
+	kubectl_ delete svc core-check --ignore-not-found --wait=true >/dev/null
 	load_start
-	# A replica killed: its container, through its node's containerd.
-	pod=$(kubectl_ -n kube-system get pods -l app.kubernetes.io/name=kproxy-core -o json | jq -r '.items[0].metadata.name')
+	# The replica serving the most nodes killed: its container, through
+	# its node's containerd.
+	pod="" served=0
+	for p in $(kubectl_ -n kube-system get pods -l app.kubernetes.io/name=kproxy-core \
+		-o jsonpath='{range .items[*]}{.metadata.name}={.status.podIP}{"\n"}{end}'); do
+		n=$(curl -s -m 2 "http://${p#*=}:10263/metrics" | awk '$1 == "kproxy_core_subscriptions" { print $2 }')
+		if [ "${n:-0}" -gt "$served" ]; then pod=${p%%=*} served=$n; fi
+	done
+	[ -n "$pod" ] || { log "core: no replica serves a node"; return 1; }
 	node=$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.spec.nodeName}')
 	id=$(kubectl_ -n kube-system get pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
 	sock="$S/nodes/$node/containerd/containerd.sock"
 	began=$(date -u +%FT%T.%NZ)
-	log "core: SIGKILL to replica $pod on $node"
+	log "core: SIGKILL to replica $pod on $node, serving $served node proxies"
 	t0=$(date +%s.%N)
 	ctr --address "$sock" -n k8s.io task kill -s SIGKILL "${id#containerd://}"
 	# A change made at once: a Service for the check's backends.
@@ -1356,6 +1370,7 @@ all() {
 	cp "$S/report/storm.txt" "$out/e2e-storm-crashes.txt"
 	OUT=$out nodecidr >"$out/nodecidr-kproxy.log" 2>&1 || rc=1
 	if dual; then OUT=$out dualstack; fi
+	OUT=$out core >"$out/core.log" 2>&1 || rc=1
 	down
 	PROXY=kube-proxy
 	up
@@ -1371,6 +1386,7 @@ all() {
 	log "rollout, kproxy: $(tail -1 "$out/rollout-kproxy.log")"
 	log "rollout, kube-proxy: $(tail -1 "$out/rollout-kube-proxy.log")"
 	log "swap: $(tail -1 "$out/swap.log")"
+	log "core replicas: $(grep 'served on every node' "$out/core.log" | tail -1); $(tail -1 "$out/core.log")"
 	compare "$out/e2e-kproxy.json" "$out/e2e-kube-proxy.json" || rc=1
 	log "under the storm ($(cat "$out/e2e-storm-crashes.txt" | tr '\n' ' ')):"
 	DIFFERENCES=/dev/null compare "$out/e2e-storm.json" "$out/e2e-kproxy.json" "kproxy under the storm" "kproxy" || rc=1
