@@ -99,16 +99,13 @@ func (s *Store) Replace(ports []*messages.ServicePortEndpoints, retain []string,
 	}
 	services := make(map[string]storedService, len(next))
 	for svc, ports := range next {
-		prev, held := s.services[svc]
+		prev := s.services[svc]
 		if !equalPorts(prev.ports, ports) {
 			changed = append(changed, svc)
 		}
 		// A held service keeps its trigger time: no source replacing
 		// whole sends one.
-		services[svc] = storedService{name: svc, ports: ports}
-		if held {
-			services[svc] = storedService{name: prev.name, ports: ports, trigger: prev.trigger}
-		}
+		services[svc] = storedService{name: svc, ports: ports, trigger: prev.trigger}
 	}
 	for svc := range s.services {
 		if _, ok := next[svc]; !ok {
