@@ -10,11 +10,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kproxy/kproxy/actors/healthcheck"
 	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/actors/supervision"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/portal/datapath"
-	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 	"github.com/kproxy/kproxy/watcher"
 )
@@ -114,7 +114,7 @@ type Config struct {
 
 	rulesPID  *actor.PID            // set by Start when Rules is set
 	conns     *datapath.ConnTracker // set by Start
-	listeners *datapath.Listeners   // set by Start; records own their sockets there
+	listeners *datapath.Listeners   // set by Start: every open socket by address; records hold their own
 	// crashes holds, by PID id, the trace context of an actor's last
 	// failure until its next incarnation starts (tracing only).
 	crashes *sync.Map

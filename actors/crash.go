@@ -91,7 +91,7 @@ func (p *Proxy) ServicePortListeners(servicePort string) ([]*datapath.Listener, 
 		return nil, err
 	}
 	owner := strings.TrimPrefix(st.GetActorId(), p.Proxier.GetId()+"/") // its record's name
-	return p.cfg.listeners.Owned(owner), nil
+	return p.cfg.listeners.HeldBy(owner), nil
 }
 
 // CheckRules has the Rules actor check the kernel rules now, as its

@@ -28,8 +28,8 @@ var incarnations atomic.Int64
 // Portal serves a service port's listeners. It never blocks in Receive:
 // each listener is served by its own goroutine, which reports failure back
 // as a ListenerFailed message; the Portal then panics so its supervisor
-// restarts it. The sockets are the service port's record's (in
-// Config.listeners, owned by the record's name): a Portal going away
+// restarts it. The sockets are the service port's record's, handed to
+// every incarnation with it: a Portal going away
 // pauses their serving goroutines and the next incarnation resumes them,
 // so queued connections wait in the kernel backlog instead of being
 // reset, and UDP flows live on. Only the socket that failed is closed and
@@ -130,7 +130,7 @@ func (p *Portal) restarting() {
 	for _, l := range p.serving {
 		if addr := l.Spec.Address; addr == p.broken {
 			l.Close()
-			p.cfg.listeners.Delete(p.rec.name, addr)
+			p.rec.sockets.Forget(addr)
 			continue
 		}
 		l.Pause()
@@ -192,16 +192,16 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 	want := map[string]bool{}
 	for _, spec := range specs {
 		want[spec.Address] = true
-		l := p.cfg.listeners.Get(p.rec.name, spec.Address)
+		l := p.rec.sockets.Get(spec.Address)
 		if l != nil && l.Spec != spec {
 			l.Close()
-			p.cfg.listeners.Delete(p.rec.name, spec.Address)
+			p.rec.sockets.Forget(spec.Address)
 			p.serving.remove(spec.Address)
 			l = nil
 		}
 		if l == nil {
 			var err error
-			if l, err = p.cfg.listeners.Open(p.rec.name, spec); err != nil {
+			if l, err = p.rec.sockets.Open(spec); err != nil {
 				p.fail(spec.Address, err)
 				continue
 			}
@@ -211,11 +211,11 @@ func (p *Portal) reconcile(ctx actor.Context) *messages.ListenerReady {
 			p.serving = append(p.serving, l)
 		}
 	}
-	for _, l := range p.cfg.listeners.Owned(p.rec.name) {
+	for _, l := range p.rec.sockets.All() {
 		if addr := l.Spec.Address; !want[addr] {
 			l.Close()
 			l.CloseFlows()
-			p.cfg.listeners.Delete(p.rec.name, addr)
+			p.rec.sockets.Forget(addr)
 			p.serving.remove(addr)
 		}
 	}

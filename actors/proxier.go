@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kproxy/kproxy/actors/healthcheck"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal/healthcheck"
 )
 
 // Proxier owns the set of service ports: it creates a record and spawns a
@@ -89,7 +89,8 @@ func (p *Proxier) upsert(ctx actor.Context, m *messages.UpsertServicePort) {
 	rec := p.desired.records[id]
 	if rec == nil {
 		p.desired.seq++
-		rec = &record{id: id, name: recordName(id, p.desired.seq)}
+		name := recordName(id, p.desired.seq)
+		rec = &record{id: id, name: name, sockets: p.cfg.listeners.Sockets(name)}
 		p.desired.records[id] = rec
 		rec.upsert.Store(m)
 		p.spawn(ctx, rec) // it reads m from the record

@@ -9,12 +9,13 @@ import (
 
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/messages"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/watcher"
 )
 
 // record is everything a service port holds for as long as it is in the
-// desired state, whichever actor incarnations come and go: its sockets (in
-// Config.listeners, owned by the record's name), its proxy ports, the
+// desired state, whichever actor incarnations come and go: its sockets,
+// its proxy ports, the
 // configuration its children build from, the Snapshot its connections pick
 // from and its affinity pins. The Proxier creates it when the service port
 // appears and marks it deleted when the service port goes; the ServicePort
@@ -28,10 +29,13 @@ import (
 // the Affinity actor alone uses pins once the ServicePort made them.
 type record struct {
 	id string
-	// name is the ServicePort's actor name under the Proxier and the owner
-	// of the service port's sockets: unique per record, because a deleted
-	// service port of the same key may still be stopping.
+	// name is the ServicePort's actor name under the Proxier: unique per
+	// record, because a deleted service port of the same key may still be
+	// stopping.
 	name string
+	// sockets are the service port's listening sockets, which the Portal
+	// serves and the ServicePort closes when the service port is deleted.
+	sockets *datapath.Sockets
 
 	// upsert is the desired state the Watcher last gave. The Proxier
 	// stores it before it tells the ServicePort, so a (re)started

@@ -11,8 +11,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/kproxy/kproxy/actors/healthcheck"
 	"github.com/kproxy/kproxy/messages"
-	"github.com/kproxy/kproxy/portal/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 

@@ -115,7 +115,7 @@ func (s *ServicePort) stopped(ctx actor.Context) {
 	if !rec.deleted.Load() {
 		return
 	}
-	s.cfg.listeners.CloseOwned(rec.name)
+	rec.sockets.Close()
 	rec.snapshots.Store(nil) // a connection still picking asks the Balancer, which is gone
 	s.cfg.Stats.Delete(rec.id)
 	network, _ := datapath.Network(rec.applied.GetServicePort().GetKey().GetProtocol()) // ports exist only for supported ones

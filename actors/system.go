@@ -178,9 +178,9 @@ func (p *Proxy) StopWith(ctx context.Context, o StopOptions) error {
 		// for the next process.
 		for _, rec := range p.desired.records {
 			if o.Grace > 0 {
-				udp = append(udp, p.Listeners.CloseOwnedAfterFlows(rec.name)...)
+				udp = append(udp, rec.sockets.CloseAfterFlows()...)
 			} else {
-				p.Listeners.CloseOwned(rec.name)
+				rec.sockets.Close()
 			}
 		}
 		if p.RulesPID != nil {

@@ -153,15 +153,32 @@ func TestProxierCrashingWhileRestartingKeepsSockets(t *testing.T) {
 	spes := stickyFirst(20, "again", "127.0.22.%d", 18080, addrs)
 	p.Submit(snapshot(1, spes...))
 	type socket struct {
-		owner, addr string
-		l           *datapath.Listener
+		addr string
+		l    *datapath.Listener
+	}
+	// held is the socket servicePort's record holds on addr, or nil.
+	held := func(servicePort, addr string) *datapath.Listener {
+		ls, err := p.ServicePortListeners(servicePort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.Spec.Address == addr {
+				return l
+			}
+		}
+		return nil
 	}
 	sockets := map[string]socket{}
 	for _, s := range spes {
 		id := s.GetServicePort().GetKey().ID()
 		st := w.listening(t, id, 1, 1)
-		owner, addr := childID(st.GetActorId(), rolePortal), st.GetListenAddresses()[0]
-		sockets[id] = socket{owner, addr, p.cfg.listeners.Get(owner, addr)}
+		addr := st.GetListenAddresses()[0]
+		l := held(id, addr)
+		if l == nil {
+			t.Fatalf("%s: no socket held on %s", id, addr)
+		}
+		sockets[id] = socket{addr, l}
 	}
 	pinned := dialName(t, "127.0.22.1:18080")
 	awaitRestart := func(i int) {
@@ -197,7 +214,7 @@ func TestProxierCrashingWhileRestartingKeepsSockets(t *testing.T) {
 		if err := roundTrip(s.addr); err != nil {
 			t.Errorf("%s: %v", id, err)
 		}
-		if got := p.cfg.listeners.Get(s.owner, s.addr); got != s.l {
+		if got := held(id, s.addr); got != s.l {
 			t.Errorf("%s: its socket on %s was closed and opened again", id, s.addr)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/portal/healthcheck"
+	"github.com/kproxy/kproxy/actors/healthcheck"
 )
 
 // The ready file is this process's readiness where a probe must reach this

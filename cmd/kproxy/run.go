@@ -23,7 +23,7 @@ import (
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/cmd/kproxy/liveview"
 	"github.com/kproxy/kproxy/portal/datapath"
-	"github.com/kproxy/kproxy/portal/healthcheck"
+	"github.com/kproxy/kproxy/actors/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 

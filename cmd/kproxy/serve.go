@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/portal/datapath"
-	"github.com/kproxy/kproxy/portal/healthcheck"
+	"github.com/kproxy/kproxy/actors/healthcheck"
 )
 
 // serveRetryInterval is how long an operator endpoint whose address

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/portal/datapath"
-	"github.com/kproxy/kproxy/portal/healthcheck"
+	"github.com/kproxy/kproxy/actors/healthcheck"
 	"github.com/kproxy/kproxy/portal/keeper"
 )
 

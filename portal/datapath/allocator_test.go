@@ -130,7 +130,8 @@ func TestAllocatorHoldsThePortUntilThePortalTakesIt(t *testing.T) {
 		t.Fatalf("port %d allocated but free for anyone to bind", port)
 	}
 	spec := ProxySpec("tcp", ModeNetsh, "127.0.0.1", port, false)
-	l, err := ls.Open("owner", spec)
+	owner := ls.Sockets("owner")
+	l, err := owner.Open(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestAllocatorHoldsThePortUntilThePortalTakesIt(t *testing.T) {
 		t.Fatalf("the Portal's socket closed by Release: %v", err)
 	}
 	c.Close()
-	ls.CloseOwned("owner")
+	owner.Close()
 
 	port, err = a.Allocate("udp")
 	if err != nil {

@@ -400,19 +400,19 @@ func (l *Listener) CloseWhenDrained(ctx context.Context) {
 // read: a datagram each, unless the listening socket's buffer is full.
 const endReadsWait = time.Second
 
-// Listeners keeps the sockets of every service port, by owner (the
-// service port's record, which outlives its actors) and address.
+// Listeners is the process's table of open sockets by network address:
+// sockets are opened with SO_REUSEPORT (a successor process shares
+// them), so the kernel no longer refuses a second socket of this process
+// on an address; this table does. Each service port's sockets are a
+// Sockets value its record owns and hands to its Portal; the table is
+// only where addresses, the open-file limit, the start gate and the
+// keeper are kept.
 type Listeners struct {
 	mu sync.Mutex
-	// m holds each owner's sockets: one or two per service port, so a
-	// slice (smaller than a map per owner). The proxy-port sockets the
-	// allocator holds (reserved owners, thousands in kernel modes) are
-	// only in held.
-	m map[string][]*Listener
-	// held is every open socket by network address, with its owner:
-	// sockets are opened with SO_REUSEPORT (a successor process shares
-	// them), so the kernel no longer refuses a second socket of this
-	// process on an address; this does.
+	// held is every open socket by network address, with its owner's
+	// name (for the error that refuses a second owner). The proxy-port
+	// sockets the allocator holds (reserved owners, thousands in kernel
+	// modes) are only here.
 	held map[netAddr]heldSocket
 	// opening are the addresses whose sockets are being opened, by owner:
 	// the system calls are made without s.mu, so Portals open theirs at
@@ -454,30 +454,113 @@ func (s *Listeners) SetFDLimit(limit int64) {
 
 // NewListeners returns an empty set.
 func NewListeners() *Listeners {
-	return &Listeners{m: map[string][]*Listener{}, held: map[netAddr]heldSocket{}, opening: map[netAddr]string{}}
+	return &Listeners{held: map[netAddr]heldSocket{}, opening: map[netAddr]string{}}
 }
 
-// Open opens spec's socket for owner and records it, refusing an address
-// another owner of this process holds (EADDRINUSE, as the kernel would
-// without SO_REUSEPORT). A proxy port's socket the allocator opened when
-// it took the port (reserve) is taken over, not opened again: the port was
-// never free between.
-func (s *Listeners) Open(owner string, spec ListenSpec) (*Listener, error) {
+// Sockets are one service port's open sockets, one or two (a slice:
+// smaller than a map per service port). Its record owns them and outlives
+// the actors serving them; the methods are safe from any goroutine.
+type Sockets struct {
+	set   *Listeners
+	owner string      // names the holder in the error refusing an address
+	ls    []*Listener // under set.mu
+}
+
+// Sockets returns an empty Sockets value for owner, which names it in
+// errors.
+func (s *Listeners) Sockets(owner string) *Sockets {
+	return &Sockets{set: s, owner: owner}
+}
+
+// Open opens spec's socket and adds it, refusing an address another owner
+// of this process holds (EADDRINUSE, as the kernel would without
+// SO_REUSEPORT). A proxy port's socket the allocator opened when it took
+// the port (reserve) is taken over, not opened again: the port was never
+// free between.
+func (o *Sockets) Open(spec ListenSpec) (*Listener, error) {
+	s := o.set
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok := s.held[netAddr{spec.Network, spec.Address}]
 	if r := reserved(spec.Network); ok && h.owner == r && spec.Proxy {
 		if l := h.l; l.Spec.Mark == spec.Mark {
-			s.delete(r, l)
 			l.Spec = spec // External: how it is served, not the socket
-			s.put(owner, l)
+			s.put(o, l)
 			return l, nil
 		}
 	}
-	if ok && h.owner != owner {
+	if ok && h.owner != o.owner {
 		return nil, fmt.Errorf("open portal %s/%s: held by %s: %w", spec.Network, spec.Address, h.owner, syscall.EADDRINUSE)
 	}
-	return s.open(owner, spec)
+	return s.open(o, spec)
+}
+
+// Get returns the socket on addr, or nil.
+func (o *Sockets) Get(addr string) *Listener {
+	o.set.mu.Lock()
+	defer o.set.mu.Unlock()
+	return o.get(addr)
+}
+
+func (o *Sockets) get(addr string) *Listener {
+	for _, l := range o.ls {
+		if l.Spec.Address == addr {
+			return l
+		}
+	}
+	return nil
+}
+
+// Forget removes the socket on addr (the caller closes it).
+func (o *Sockets) Forget(addr string) {
+	o.set.mu.Lock()
+	defer o.set.mu.Unlock()
+	if l := o.get(addr); l != nil {
+		o.set.delete(o, l)
+	}
+}
+
+// All returns the sockets as they are now.
+func (o *Sockets) All() []*Listener {
+	o.set.mu.Lock()
+	defer o.set.mu.Unlock()
+	return slices.Clone(o.ls)
+}
+
+// take removes every socket from o and the table.
+func (o *Sockets) take() []*Listener {
+	s := o.set
+	s.mu.Lock()
+	ls := o.ls
+	o.ls = nil
+	for _, l := range ls {
+		s.delete(nil, l)
+	}
+	s.mu.Unlock()
+	return ls
+}
+
+// Close closes every socket and its flows, and forgets them.
+func (o *Sockets) Close() {
+	for _, l := range o.take() {
+		l.Close()
+		l.CloseFlows()
+	}
+}
+
+// CloseAfterFlows forgets the sockets and closes the TCP ones now; the UDP
+// sockets are returned, for the caller to close once their flows have had
+// their replies (a drain).
+func (o *Sockets) CloseAfterFlows() (udp []*Listener) {
+	for _, l := range o.take() {
+		if l.udp != nil {
+			udp = append(udp, l)
+			continue
+		}
+		l.Close()
+		l.CloseFlows()
+	}
+	return udp
 }
 
 // openSocket is Open (tests make it wait).
@@ -492,8 +575,8 @@ func errOpening(spec ListenSpec, owner string) error {
 const reservedPrefix = "\x00proxy-port/"
 
 // reserved owns the proxy ports' sockets of network from the moment the
-// allocator takes a port until a Portal takes the socket over (no PID has
-// this id; one per network, as TCP and UDP ports are apart).
+// allocator takes a port until a Portal takes the socket over (one per
+// network, as TCP and UDP ports are apart).
 func reserved(network string) string { return reservedPrefix + network }
 
 // reserve opens a proxy port's socket and holds it for the Portal that
@@ -503,7 +586,7 @@ func reserved(network string) string { return reservedPrefix + network }
 func (s *Listeners) reserve(spec ListenSpec) (*Listener, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.open(reserved(spec.Network), spec)
+	return s.open(&Sockets{set: s, owner: reserved(spec.Network)}, spec)
 }
 
 // unreserve closes the proxy port socket held for network/address, if no
@@ -515,16 +598,16 @@ func (s *Listeners) unreserve(network, address string) {
 		s.mu.Unlock()
 		return
 	}
-	s.delete(h.owner, h.l)
+	s.delete(nil, h.l)
 	s.mu.Unlock()
 	h.l.Close()
 	h.l.CloseFlows()
 }
 
-// open opens and records spec's socket for owner; s.mu is held, and
-// released while the socket is opened (the address reserved in
-// s.opening, counted against the limit).
-func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
+// open opens spec's socket and adds it to o; s.mu is held, and released
+// while the socket is opened (the address reserved in s.opening, counted
+// against the limit).
+func (s *Listeners) open(o *Sockets, spec ListenSpec) (*Listener, error) {
 	key := netAddr{spec.Network, spec.Address}
 	if other, ok := s.opening[key]; ok {
 		return nil, errOpening(spec, other)
@@ -534,7 +617,7 @@ func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
 		return nil, fmt.Errorf("open portal %s/%s: %d listening sockets are open and the open-file limit (RLIMIT_NOFILE) is %d, of which %d are kept for connections and the control plane: raise the hard limit (systemd LimitNOFILE, ulimit -Hn): %w",
 			spec.Network, spec.Address, open, limit, ControlPlaneFDs(limit), ErrFDLimit)
 	}
-	s.opening[key] = owner
+	s.opening[key] = o.owner
 	k := s.keeper
 	s.mu.Unlock()
 	l, err := openKept(k, spec)
@@ -546,89 +629,40 @@ func (s *Listeners) open(owner string, spec ListenSpec) (*Listener, error) {
 		}
 		return nil, err
 	}
-	s.put(owner, l)
+	s.put(o, l)
 	return l, nil
 }
 
-// CloseOwned closes and forgets all of owner's sockets and flows.
-func (s *Listeners) CloseOwned(owner string) {
-	s.mu.Lock()
-	ls := s.m[owner]
-	delete(s.m, owner)
-	for _, l := range ls {
-		delete(s.held, netAddr{l.Spec.Network, l.Spec.Address})
-	}
-	s.mu.Unlock()
-	for _, l := range ls {
-		l.Close()
-		l.CloseFlows()
-	}
-}
-
-// Get returns owner's listener on addr, or nil.
-func (s *Listeners) Get(owner, addr string) *Listener {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.get(owner, addr)
-}
-
-func (s *Listeners) get(owner, addr string) *Listener {
-	for _, l := range s.m[owner] {
-		if l.Spec.Address == addr {
-			return l
+// put records l as o's, in place of o's socket on the same address;
+// s.mu is held. A reserved owner's sockets are only in the table.
+func (s *Listeners) put(o *Sockets, l *Listener) {
+	if !strings.HasPrefix(o.owner, reservedPrefix) {
+		if old := o.get(l.Spec.Address); old != nil {
+			s.delete(o, old)
 		}
+		o.ls = append(o.ls, l)
 	}
-	return nil
-}
-
-// Put records owner's listener.
-func (s *Listeners) Put(owner string, l *Listener) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.put(owner, l)
-}
-
-func (s *Listeners) put(owner string, l *Listener) {
-	if !strings.HasPrefix(owner, reservedPrefix) {
-		if old := s.get(owner, l.Spec.Address); old != nil {
-			s.delete(owner, old)
-		}
-		s.m[owner] = append(s.m[owner], l)
-	}
-	s.held[netAddr{l.Spec.Network, l.Spec.Address}] = heldSocket{owner: owner, l: l}
+	s.held[netAddr{l.Spec.Network, l.Spec.Address}] = heldSocket{owner: o.owner, l: l}
 	if s.gate != nil {
 		l.gate = s.gate
 	}
 }
 
-// Delete forgets owner's listener on addr (the caller closes it).
-func (s *Listeners) Delete(owner, addr string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l := s.get(owner, addr); l != nil {
-		s.delete(owner, l)
-	}
-}
-
-// delete forgets owner's listener l; s.mu is held.
-func (s *Listeners) delete(owner string, l *Listener) {
+// delete forgets l, and removes it from o unless o is nil; s.mu is held.
+func (s *Listeners) delete(o *Sockets, l *Listener) {
 	key := netAddr{l.Spec.Network, l.Spec.Address}
 	if h, ok := s.held[key]; ok && h.l == l {
 		delete(s.held, key)
 	}
-	ls := slices.DeleteFunc(s.m[owner], func(x *Listener) bool { return x == l })
-	if len(ls) == 0 {
-		delete(s.m, owner)
-	} else {
-		s.m[owner] = ls
+	if o != nil {
+		o.ls = slices.DeleteFunc(o.ls, func(x *Listener) bool { return x == l })
 	}
 }
 
-// Owned returns owner's listeners.
-func (s *Listeners) Owned(owner string) []*Listener {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.m[owner])
+// HeldBy returns the sockets held by owner (fault injection and tests:
+// a lookup over every socket).
+func (s *Listeners) HeldBy(owner string) []*Listener {
+	return s.heldWhere(func(h heldSocket) bool { return h.owner == owner })
 }
 
 // StopAccepting closes every TCP listener (a hand-over: with a successor's
@@ -636,7 +670,7 @@ func (s *Listeners) Owned(owner string) []*Listener {
 // and leaves the rest to the owners' shutdown. UDP sockets stay: their
 // flows answer clients through them while they drain.
 func (s *Listeners) StopAccepting() {
-	for _, l := range s.heldWhere(func(l *Listener) bool { return l.tcp != nil }) {
+	for _, l := range s.heldWhere(func(h heldSocket) bool { return h.l.tcp != nil }) {
 		// Paused first: its accept loop has returned, and every
 		// connection it accepted is counted as dialing (WaitDialed).
 		l.Pause()
@@ -649,7 +683,7 @@ func (s *Listeners) StopAccepting() {
 // keeper, reads them), while its flows still send their endpoints'
 // replies through it until they end (CloseOwnedAfterFlows).
 func (s *Listeners) StopReading() {
-	for _, l := range s.heldWhere(func(l *Listener) bool { return l.udp != nil }) {
+	for _, l := range s.heldWhere(func(h heldSocket) bool { return h.l.udp != nil }) {
 		l.Pause()
 		l.flows.Drain()
 	}
@@ -657,12 +691,12 @@ func (s *Listeners) StopReading() {
 
 // heldWhere returns the open sockets for which keep is true (every one
 // for nil), as they are now.
-func (s *Listeners) heldWhere(keep func(*Listener) bool) []*Listener {
+func (s *Listeners) heldWhere(keep func(heldSocket) bool) []*Listener {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ls := make([]*Listener, 0, len(s.held))
+	var ls []*Listener
 	for _, h := range s.held {
-		if keep == nil || keep(h.l) {
+		if keep == nil || keep(h) {
 			ls = append(ls, h.l)
 		}
 	}
@@ -675,28 +709,6 @@ func (l *Listener) rawConn() (syscall.RawConn, error) {
 		return l.tcp.SyscallConn()
 	}
 	return l.udp.SyscallConn()
-}
-
-// CloseOwnedAfterFlows forgets owner's sockets and closes its TCP ones
-// now; its UDP sockets are returned, for the caller to close once their
-// flows have had their replies (a drain).
-func (s *Listeners) CloseOwnedAfterFlows(owner string) (udp []*Listener) {
-	s.mu.Lock()
-	ls := s.m[owner]
-	delete(s.m, owner)
-	for _, l := range ls {
-		delete(s.held, netAddr{l.Spec.Network, l.Spec.Address})
-	}
-	s.mu.Unlock()
-	for _, l := range ls {
-		if l.udp != nil {
-			udp = append(udp, l)
-			continue
-		}
-		l.Close()
-		l.CloseFlows()
-	}
-	return udp
 }
 
 // Len is the number of open listeners.

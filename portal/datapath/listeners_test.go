@@ -77,13 +77,17 @@ func TestListenersStopAtTheFDLimit(t *testing.T) {
 	s := NewListeners()
 	const limit = 1030 // ControlPlaneFDs keeps 1,024: room for 6 listeners
 	s.SetFDLimit(limit)
+	var owners []*Sockets
+	for i := range 8 {
+		owners = append(owners, s.Sockets(fmt.Sprintf("owner-%d", i)))
+	}
 	t.Cleanup(func() {
-		for i := range 8 {
-			s.CloseOwned(fmt.Sprintf("owner-%d", i))
+		for _, o := range owners {
+			o.Close()
 		}
 	})
 	open := func(i int) error {
-		_, err := s.Open(fmt.Sprintf("owner-%d", i), ListenSpec{Network: "tcp", Address: fmt.Sprintf("127.0.50.%d:0", i+1)})
+		_, err := owners[i].Open(ListenSpec{Network: "tcp", Address: fmt.Sprintf("127.0.50.%d:0", i+1)})
 		return err
 	}
 	for i := range 6 {
@@ -98,7 +102,7 @@ func TestListenersStopAtTheFDLimit(t *testing.T) {
 	if n := s.Len(); n != 6 {
 		t.Fatalf("%d listeners open, want 6", n)
 	}
-	s.CloseOwned("owner-0")
+	owners[0].Close()
 	if err := open(6); err != nil {
 		t.Fatalf("after one closed: %v", err)
 	}

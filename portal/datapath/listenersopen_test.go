@@ -22,21 +22,19 @@ func TestListenersOpenConcurrently(t *testing.T) {
 	}
 	t.Cleanup(func() { openSocket = Open })
 	s := NewListeners()
-	defer func() {
-		for _, owner := range []string{"a", "b"} {
-			s.CloseOwned(owner)
-		}
-	}()
+	a, b := s.Sockets("a"), s.Sockets("b")
+	defer a.Close()
+	defer b.Close()
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Open("a", slow)
+		_, err := a.Open(slow)
 		done <- err
 	}()
 	<-entered
 
 	other := make(chan error, 1)
 	go func() {
-		_, err := s.Open("b", ListenSpec{Network: "tcp", Address: "127.0.0.2:0"})
+		_, err := b.Open(ListenSpec{Network: "tcp", Address: "127.0.0.2:0"})
 		other <- err
 	}()
 	select {
@@ -48,12 +46,12 @@ func TestListenersOpenConcurrently(t *testing.T) {
 		close(release)
 		t.Fatal("an opening waited for another one's system calls")
 	}
-	if _, err := s.Open("b", slow); !errors.Is(err, syscall.EADDRINUSE) {
+	if _, err := b.Open(slow); !errors.Is(err, syscall.EADDRINUSE) {
 		t.Errorf("the address being opened for another owner: %v, want EADDRINUSE", err)
 	}
 	// Two open, one opening: a limit that leaves room for two refuses.
 	s.SetFDLimit(ControlPlaneFDs(0) + 2)
-	if _, err := s.Open("b", ListenSpec{Network: "tcp", Address: "127.0.0.3:0"}); !errors.Is(err, ErrFDLimit) {
+	if _, err := b.Open(ListenSpec{Network: "tcp", Address: "127.0.0.3:0"}); !errors.Is(err, ErrFDLimit) {
 		t.Errorf("past the limit with one socket being opened: %v, want ErrFDLimit", err)
 	}
 	s.SetFDLimit(0)

@@ -28,9 +28,10 @@ func TestProxyPortsNotLostToTheNodesOwnConnections(t *testing.T) {
 		ls := datapath.NewListeners()
 		a := datapath.NewPortAllocator("127.0.0.1", datapath.PortRange{})
 		a.Attach(ls, datapath.ModeNftables)
+		var owners []*datapath.Sockets
 		defer func() {
-			for i := range 8 {
-				ls.CloseOwned(fmt.Sprint("owner-", i))
+			for _, o := range owners {
+				o.Close()
 			}
 		}()
 		type proxyPort struct {
@@ -95,7 +96,9 @@ func TestProxyPortsNotLostToTheNodesOwnConnections(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if _, err := ls.Open(fmt.Sprint("owner-", i), specs[0]); err != nil {
+			owner := ls.Sockets(fmt.Sprint("owner-", i))
+			owners = append(owners, owner)
+			if _, err := owner.Open(specs[0]); err != nil {
 				return fmt.Errorf("proxy port %s/%d lost between its allocation and its listener: %w", pp.network, pp.port, err)
 			}
 		}

@@ -14,11 +14,12 @@ func TestHoldServingUntilStartServing(t *testing.T) {
 	set := NewListeners()
 	set.HoldServing()
 	open := func(set *Listeners, owner, ip string) *Listener {
-		l, err := set.Open(owner, ListenSpec{Network: "tcp", Address: ip + ":0"})
+		sockets := set.Sockets(owner)
+		l, err := sockets.Open(ListenSpec{Network: "tcp", Address: ip + ":0"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { set.CloseOwned(owner) })
+		t.Cleanup(sockets.Close)
 		l.Serve(parkOptions(backend))
 		return l
 	}
