@@ -125,7 +125,7 @@ func startTracedProxy(t *testing.T) (*Proxy, *spanWaiter) {
 // as a source event, as the file source does.
 func apply(p *Proxy, spes ...*messages.ServicePortEndpoints) {
 	for _, svc := range p.cfg.View.(*watcher.Store).Replace(spes, nil, false) {
-		p.SourceEvent(watcher.Event{Kind: "File", Service: svc})
+		p.SourceEvent(watcher.Event{Kind: watcher.KindFile, Service: svc})
 	}
 }
 

@@ -84,7 +84,7 @@ func (p *Proxy) SourceEvent(e watcher.Event) {
 	msg := &SourceEvent{Event: e}
 	if p.cfg.Tracer != nil && e.Service != "" {
 		span, tc := p.cfg.rootSpan(spanSourceEvent, trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(attrService.String(e.Service), attribute.String("kproxy.kind", e.Kind)))
+			trace.WithAttributes(attrService.String(e.Service), attribute.String("kproxy.kind", e.Kind.String())))
 		span.End()
 		msg.Trace = tc
 	}
@@ -104,7 +104,7 @@ func (w *Watcher) Receive(ctx actor.Context) {
 		panic(fmt.Errorf("injected crash: %s", m.GetReason()))
 	case *SourceEvent:
 		w.cfg.Health.QueuedUpdate(healthStageSource)
-		w.cfg.Metrics.Queued(m.Kind)
+		w.cfg.Metrics.Queued(m.Kind.String())
 		w.tracker.Handle(m.Event)
 		w.trace(m)
 		w.request(ctx, watcher.Unpaced)

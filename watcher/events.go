@@ -22,6 +22,22 @@ func (o Op) String() string {
 	return [...]string{"Changed", "Added", "Updated", "Deleted"}[o]
 }
 
+// Kind is the kind of source object an Event is about.
+type Kind uint8
+
+const (
+	KindService       Kind = iota // a Service (the Kubernetes source)
+	KindEndpointSlice             // an EndpointSlice (the Kubernetes source)
+	KindNode                      // a Node (the Kubernetes source)
+	KindFile                      // a service of the file source's Store
+	KindRemote                    // a service of the remote source's Store
+)
+
+// String is the kind's name, as metrics and traces label it.
+func (k Kind) String() string {
+	return [...]string{"Service", "EndpointSlice", "Node", "File", "Remote"}[k]
+}
+
 // Event is what a source tells its consumer, as kube-proxy's config
 // handlers (OnServiceAdd, OnEndpointSliceUpdate, ...) tell its proxier.
 // The Kubernetes source hands the object over: the Service, EndpointSlice
@@ -30,7 +46,7 @@ func (o Op) String() string {
 // Tracker builds is what the events carried, never a second read of the
 // informers' caches.
 type Event struct {
-	Kind string // Service, EndpointSlice, Node, File, Remote
+	Kind Kind
 	Op   Op
 	// Service is the service the event is about ("namespace/name"), or
 	// every service when empty. An EndpointSlice event names the service
@@ -46,14 +62,14 @@ type Event struct {
 
 // ServiceEvent is a Service's event.
 func ServiceEvent(op Op, svc *corev1.Service) Event {
-	return Event{Kind: "Service", Op: op, Service: svc.Namespace + "/" + svc.Name, Object: svc}
+	return Event{Kind: KindService, Op: op, Service: svc.Namespace + "/" + svc.Name, Object: svc}
 }
 
 // EndpointSliceEvent is an EndpointSlice's event. A slice without a
 // kubernetes.io/service-name label serves no service, but its event still
 // counts: the slice may have served one before.
 func EndpointSliceEvent(op Op, sl *discoveryv1.EndpointSlice) Event {
-	return Event{Kind: "EndpointSlice", Op: op, Service: sliceServiceKey(sl), Object: sl}
+	return Event{Kind: KindEndpointSlice, Op: op, Service: sliceServiceKey(sl), Object: sl}
 }
 
 // sliceServiceKey is the "namespace/name" of the service a slice serves,
@@ -67,5 +83,5 @@ func sliceServiceKey(sl *discoveryv1.EndpointSlice) string {
 
 // NodeEvent is a Node's event: every service of that node's view.
 func NodeEvent(op Op, n *corev1.Node) Event {
-	return Event{Kind: "Node", Op: op, Node: n.Name, Object: n}
+	return Event{Kind: KindNode, Op: op, Node: n.Name, Object: n}
 }

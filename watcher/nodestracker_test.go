@@ -113,14 +113,14 @@ func (c *randomCluster) event() Event {
 		if r.IntN(6) == 0 {
 			op = Deleted
 		}
-		return Event{Kind: "Service", Op: op, Object: c.service(r.IntN(6))}
+		return Event{Kind: KindService, Op: op, Object: c.service(r.IntN(6))}
 	case k < 9:
 		op := Updated
 		if r.IntN(6) == 0 {
 			op = Deleted
 		}
 		svc := fmt.Sprintf("s%d", r.IntN(6))
-		return Event{Kind: "EndpointSlice", Op: op, Object: c.slice(svc, fmt.Sprintf("%s-%d", svc, r.IntN(2)))}
+		return Event{Kind: KindEndpointSlice, Op: op, Object: c.slice(svc, fmt.Sprintf("%s-%d", svc, r.IntN(2)))}
 	default:
 		return NodeEvent(Updated, c.nodeObject(c.node()))
 	}
@@ -184,8 +184,8 @@ func nodesTrackerRound(t *testing.T, seed uint64) {
 		apply(NodeEvent(Added, c.nodeObject(n)))
 	}
 	for i := range 6 {
-		apply(Event{Kind: "Service", Op: Added, Object: c.service(i)})
-		apply(Event{Kind: "EndpointSlice", Op: Added, Object: c.slice(fmt.Sprintf("s%d", i), fmt.Sprintf("s%d-0", i))})
+		apply(Event{Kind: KindService, Op: Added, Object: c.service(i)})
+		apply(Event{Kind: KindEndpointSlice, Op: Added, Object: c.slice(fmt.Sprintf("s%d", i), fmt.Sprintf("s%d-0", i))})
 	}
 	tr := NewNodesTracker(objectViews{core})
 	members := map[string]*hollowMember{}

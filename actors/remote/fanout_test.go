@@ -42,7 +42,7 @@ func (f *feedViews) set(svc, version int) {
 	changed, _ := f.store.Apply(&messages.Delta{Upserts: []*messages.ServicePortEndpoints{fanoutPort(svc, version)}}) // no updates: no error
 	for _, s := range changed {
 		f.mu.Lock()
-		f.notify(watcher.Event{Kind: "Bench", Service: s})
+		f.notify(watcher.Event{Kind: watcher.KindRemote, Service: s})
 		f.mu.Unlock()
 	}
 }

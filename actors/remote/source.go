@@ -433,7 +433,7 @@ func (s *subscriber) resync(ctx actor.Context, why string) {
 
 func (s *subscriber) changed(services []string) {
 	for _, svc := range services {
-		s.notify(watcher.Event{Kind: "Remote", Service: svc})
+		s.notify(watcher.Event{Kind: watcher.KindRemote, Service: svc})
 	}
 }
 

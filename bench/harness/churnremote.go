@@ -95,7 +95,7 @@ func (r *remoteChurn) Set(_ context.Context, i int, endpoint string) error {
 	}
 	for _, svc := range changed {
 		r.views.changed(svc, now)
-		r.views.notify(watcher.Event{Kind: "EndpointSlice", Service: svc})
+		r.views.notify(watcher.Event{Kind: watcher.KindEndpointSlice, Service: svc})
 	}
 	return nil
 }

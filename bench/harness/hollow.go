@@ -164,8 +164,8 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 	}
 	start := time.Now().Add(-time.Hour) // before the core: no trigger time of the initial state
 	for i := range o.Services {
-		views.send(watcher.Event{Kind: "Service", Op: watcher.Added, Object: c.Service(i)})
-		views.send(watcher.Event{Kind: "EndpointSlice", Op: watcher.Added, Object: c.Slice(i, 0, start)})
+		views.send(watcher.Event{Kind: watcher.KindService, Op: watcher.Added, Object: c.Service(i)})
+		views.send(watcher.Event{Kind: watcher.KindEndpointSlice, Op: watcher.Added, Object: c.Slice(i, 0, start)})
 	}
 
 	hostsStarted := time.Now()
@@ -226,7 +226,7 @@ func HollowRound(ctx context.Context, o HollowOptions, n int) (HollowResult, err
 		versions[i]++
 		now := time.Now()
 		last[i] = now
-		views.send(watcher.Event{Kind: "EndpointSlice", Op: watcher.Updated, Object: c.Slice(i, versions[i], now)})
+		views.send(watcher.Event{Kind: watcher.KindEndpointSlice, Op: watcher.Updated, Object: c.Slice(i, versions[i], now)})
 	}
 	tick.Stop()
 	stores, err := hosts.Collect(last)

@@ -125,9 +125,9 @@ func (n *NodesFileSource) send(op watcher.Op, obj metav1.Object) {
 	if n.notify == nil {
 		return
 	}
-	kind := "Service"
+	kind := watcher.KindService
 	if _, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		kind = "EndpointSlice"
+		kind = watcher.KindEndpointSlice
 	}
 	n.notify(watcher.Event{Kind: kind, Op: op, Object: obj})
 }

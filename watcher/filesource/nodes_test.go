@@ -98,7 +98,7 @@ func TestNodesFileSourceBuildsEachNodesView(t *testing.T) {
 	}
 	select {
 	case e := <-events:
-		if e.Kind != "EndpointSlice" || e.Op != watcher.Updated {
+		if e.Kind != watcher.KindEndpointSlice || e.Op != watcher.Updated {
 			t.Fatalf("event after the move: %s %s, want the EndpointSlice updated", e.Kind, e.Op)
 		}
 	case <-time.After(10 * time.Second):

@@ -86,7 +86,7 @@ func (s *FileSource) Start(ctx context.Context, notify func(watcher.Event)) erro
 		defer close(s.done)
 		s.run(ctx, func(r *Result) {
 			for _, svc := range s.Replace(r.ServicePorts, r.Retain, r.RetainMissing) {
-				notify(watcher.Event{Kind: "File", Service: svc})
+				notify(watcher.Event{Kind: watcher.KindFile, Service: svc})
 			}
 			once.Do(func() { close(loaded) })
 		})

@@ -327,7 +327,7 @@ func TestFileSourceStartNotifiesChangedServices(t *testing.T) {
 		t.Fatalf("services after Start = %v", got)
 	}
 	for _, want := range []string{"default/api", "default/web"} {
-		if e := <-events; e.Service != want || e.Kind != "File" {
+		if e := <-events; e.Service != want || e.Kind != watcher.KindFile {
 			t.Fatalf("event %+v, want File %s", e, want)
 		}
 	}
