@@ -18,12 +18,12 @@ import (
 
 	"github.com/kproxy/kproxy/actors"
 	"github.com/kproxy/kproxy/actors/faults"
+	"github.com/kproxy/kproxy/actors/healthcheck"
 	"github.com/kproxy/kproxy/actors/metrics"
 	"github.com/kproxy/kproxy/actors/remote"
 	"github.com/kproxy/kproxy/balancer"
 	"github.com/kproxy/kproxy/cmd/kproxy/liveview"
 	"github.com/kproxy/kproxy/portal/datapath"
-	"github.com/kproxy/kproxy/actors/healthcheck"
 	"github.com/kproxy/kproxy/portal/rules"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/actors/healthcheck"
+	"github.com/kproxy/kproxy/portal/datapath"
 )
 
 // serveRetryInterval is how long an operator endpoint whose address

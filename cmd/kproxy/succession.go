@@ -9,8 +9,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kproxy/kproxy/actors"
-	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/actors/healthcheck"
+	"github.com/kproxy/kproxy/portal/datapath"
 	"github.com/kproxy/kproxy/portal/keeper"
 )
 
