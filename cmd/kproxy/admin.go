@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -80,7 +79,7 @@ func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, in
 	if err == nil {
 		return serve(ln)
 	}
-	if !errors.Is(err, syscall.EADDRINUSE) {
+	if !addrInUse(err) {
 		return fmt.Errorf("admin API: %w", err)
 	}
 	log.Warn().Err(err).Str("address", addr).Msgf("admin API address in use (the kproxy serving beside this one in a hand-over?): trying again every %v", adminRetryInterval)
@@ -94,7 +93,7 @@ func startAdmin(ctx context.Context, addr, tokenFile string, p *actors.Proxy, in
 			case <-tick.C:
 			}
 			ln, err := net.Listen("tcp", addr)
-			if errors.Is(err, syscall.EADDRINUSE) {
+			if addrInUse(err) {
 				continue
 			}
 			if err == nil {

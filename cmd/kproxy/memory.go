@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -44,12 +46,40 @@ func releaseAfterFloods(ctx context.Context, l *datapath.Limits, log zerolog.Log
 	}()
 }
 
-// releaseAfterStart hands back to the kernel what loading the first state
-// left behind (decoding thousands of manifests makes hundreds of MB of
-// garbage that the heap would otherwise keep as its size): once, in the
-// background, when every service port of the first state has started.
-func releaseAfterStart(servicePorts int, log zerolog.Logger) {
+// startGCPercent is the collector's target while the first state loads
+// (GOGC=400): a start makes garbage far faster than it keeps live data
+// (manifests and objects decoded, translated, dropped), so at Go's default
+// it collects a dozen times before the last socket opens, on the cores
+// the start needs. releaseAfterStart sets the default back and hands the
+// grown heap to the kernel.
+const startGCPercent = 400
+
+// startGCWait bounds how long startGCPercent holds if no first state is
+// ever applied (a source that never syncs).
+const startGCWait = time.Minute
+
+// relaxGCForStart sets startGCPercent unless the operator set GOGC, and
+// returns what puts the previous target back (once; at the latest after
+// startGCWait).
+func relaxGCForStart() (restore func()) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return func() {}
+	}
+	old := debug.SetGCPercent(startGCPercent)
+	var once sync.Once
+	restore = func() { once.Do(func() { debug.SetGCPercent(old) }) }
+	time.AfterFunc(startGCWait, restore)
+	return restore
+}
+
+// releaseAfterStart sets the collector's target back (restoreGC) and hands
+// back to the kernel what loading the first state left behind (decoding
+// thousands of manifests makes hundreds of MB of garbage that the heap
+// would otherwise keep as its size): once, in the background, when every
+// service port of the first state has started.
+func releaseAfterStart(servicePorts int, restoreGC func(), log zerolog.Logger) {
 	go func() {
+		restoreGC()
 		debug.FreeOSMemory()
 		log.Info().Int("servicePorts", servicePorts).Msg("first state applied: every service port started; memory the load left returned to the kernel")
 	}()

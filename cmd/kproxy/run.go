@@ -278,6 +278,8 @@ func writeConfigFile(path string, fs *flag.FlagSet) error {
 // run serves until ctx is done, then stops cleanly. started, if set, sees
 // the proxy before the source's first snapshot (tests subscribe there).
 func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolog.Logger, started func(*actors.Proxy)) error {
+	restoreGC := relaxGCForStart()
+	defer restoreGC()
 	rules, mode, pods, err := portalRules(ctx, o, ports, log)
 	if err != nil {
 		return err
@@ -360,7 +362,7 @@ func run(ctx context.Context, o runOptions, ports datapath.PortRange, log zerolo
 	}
 	defer cfg.ServiceHealth.Close()
 	releaseAfterFloods(ctx, cfg.Limits, log)
-	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, log) }
+	cfg.FirstStateReported = func(n int) { releaseAfterStart(n, restoreGC, log) }
 	var inject faults.Config
 	if o.enableFaultInjection {
 		inject = faults.Prepare(&cfg)
