@@ -16,9 +16,10 @@ import (
 // Watcher turns source events into per-service-port changes for the
 // Proxier, sending only what really changed, so an unchanged service port
 // is never touched. Every source (Kubernetes informers, the file source)
-// is incremental: it sends events (SourceEvent), which the Tracker applies
-// to the source's View (the Kubernetes source's carry the objects), and
-// the View builds a changed service on demand. A change of only a
+// is incremental: it sends events (SourceEvent), which the Watcher queues
+// until its next flush; the flush hands them to the Tracker, which applies
+// them to the source's View (the Kubernetes source's carry the objects)
+// and has the View build each changed service once. A change of only a
 // service's endpoints programs no kernel rule and opens no listener, so it
 // is applied at once, with every event already queued behind it
 // (watcher.Tracker.FlushUnpaced). Any other change (a service port added,
@@ -45,6 +46,8 @@ type Watcher struct {
 // panic may have left the tracker half-way.
 type tracked struct {
 	tracker *watcher.Tracker
+	// queued are the source's events since the last flush, in order.
+	queued []watcher.Event
 	synced  bool
 	// generation counts the flushes that changed something.
 	generation int64
@@ -105,7 +108,7 @@ func (w *Watcher) Receive(ctx actor.Context) {
 	case *SourceEvent:
 		w.cfg.Health.QueuedUpdate(healthStageSource)
 		w.cfg.Metrics.Queued(m.Kind.String())
-		w.tracker.Handle(m.Event)
+		w.queued = append(w.queued, m.Event)
 		w.trace(m)
 		w.request(ctx, watcher.Unpaced)
 	case *messages.SourceSynced:
@@ -136,6 +139,7 @@ func (w *Watcher) request(ctx actor.Context, lane watcher.Lane) {
 // source paces) one flush takes all.
 func (w *Watcher) flushDue(ctx actor.Context, lane watcher.Lane) {
 	now := time.Now()
+	w.handleQueued()
 	w.pacing.Flushing(lane, now)
 	if lane == watcher.Unpaced && w.period > 0 {
 		ch, held := w.tracker.FlushUnpaced()
@@ -150,6 +154,19 @@ func (w *Watcher) flushDue(ctx actor.Context, lane watcher.Lane) {
 	}
 }
 
+// handleQueued hands the queued events to the Tracker, in order. Each is
+// taken off the queue before it is handled: an event whose handling
+// panics is not handled again, and the next incarnation handles the rest.
+func (w *Watcher) handleQueued() {
+	for len(w.queued) > 0 {
+		e := w.queued[0]
+		w.queued[0] = watcher.Event{} // its object is the View's now
+		w.queued = w.queued[1:]
+		w.tracker.Handle(e)
+	}
+	w.queued = nil // the backing array, sized by the last burst, goes
+}
+
 // healthStageSource is the Watcher's stage in Config.Health: source
 // changes are queued until a flush hands them to the Proxier.
 const healthStageSource = "source"
@@ -158,6 +175,7 @@ const healthStageSource = "source"
 // there were any.
 func (w *Watcher) flush(ctx actor.Context) bool {
 	start := time.Now()
+	w.handleQueued()
 	if !w.tracker.Pending() {
 		w.settled()
 		return false
