@@ -48,7 +48,7 @@ type tracked struct {
 	tracker *watcher.Tracker
 	// queued are the source's events since the last flush, in order.
 	queued []watcher.Event
-	synced  bool
+	synced bool
 	// generation counts the flushes that changed something.
 	generation int64
 	// triggers is, per service, the last EndpointSlice trigger time
