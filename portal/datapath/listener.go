@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -582,7 +581,8 @@ func reserved(network string) string { return reservedPrefix + network }
 // reserve opens a proxy port's socket and holds it for the Portal that
 // will serve the port, so nothing else (an outgoing connection's
 // ephemeral port, another process's bind) can take the port meanwhile.
-// It is counted against the open-file limit as any listener.
+// It is counted against the open-file limit as any listener, and held
+// only in the table, under the reserved owner's name.
 func (s *Listeners) reserve(spec ListenSpec) (*Listener, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -634,14 +634,12 @@ func (s *Listeners) open(o *Sockets, spec ListenSpec) (*Listener, error) {
 }
 
 // put records l as o's, in place of o's socket on the same address;
-// s.mu is held. A reserved owner's sockets are only in the table.
+// s.mu is held.
 func (s *Listeners) put(o *Sockets, l *Listener) {
-	if !strings.HasPrefix(o.owner, reservedPrefix) {
-		if old := o.get(l.Spec.Address); old != nil {
-			s.delete(o, old)
-		}
-		o.ls = append(o.ls, l)
+	if old := o.get(l.Spec.Address); old != nil {
+		s.delete(o, old)
 	}
+	o.ls = append(o.ls, l)
 	s.held[netAddr{l.Spec.Network, l.Spec.Address}] = heldSocket{owner: o.owner, l: l}
 	if s.gate != nil {
 		l.gate = s.gate
@@ -681,7 +679,7 @@ func (s *Listeners) StopAccepting() {
 // StopReading pauses every UDP socket: it reads no more datagrams (a
 // successor sharing the socket, or the next process taking it from the
 // keeper, reads them), while its flows still send their endpoints'
-// replies through it until they end (CloseOwnedAfterFlows).
+// replies through it until they end (Sockets.CloseAfterFlows).
 func (s *Listeners) StopReading() {
 	for _, l := range s.heldWhere(func(h heldSocket) bool { return h.l.udp != nil }) {
 		l.Pause()
